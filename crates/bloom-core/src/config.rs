@@ -1,0 +1,235 @@
+//! [`FilterConfig`]: everything that decides where a key's bits land.
+
+use crate::encoding::{EncodedKey, KeyEncoding, KeyError};
+use crate::params::{FilterParams, ParamsError};
+use crate::position::{PositionHasher, PositionRule, Positions, Salt, SaltTooLong};
+
+/// The complete description of a filter's bit mapping: size, position rule, key encoding and
+/// salt. Two filters with equal configurations put every key on the same bits, in any process.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FilterConfig {
+    params: FilterParams,
+    rule: PositionRule,
+    encoding: KeyEncoding,
+    salt: Salt,
+}
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The size parameters were invalid.
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// The rule cannot produce that many positions per key.
+    #[error("position rule {rule} supports at most {max} positions per key, got {found}")]
+    TooManyHashesForRule {
+        /// The rule.
+        rule: PositionRule,
+        /// The requested `k`.
+        found: u32,
+        /// The rule's maximum.
+        max: u32,
+    },
+    /// The salt was too long.
+    #[error(transparent)]
+    Salt(#[from] SaltTooLong),
+}
+
+impl FilterConfig {
+    /// A configuration with the default rule ([`PositionRule::Sha256Double`]), the
+    /// [`KeyEncoding::Nfc`] encoding and no salt.
+    #[must_use]
+    pub fn new(params: FilterParams) -> Self {
+        Self {
+            params,
+            rule: PositionRule::Sha256Double,
+            encoding: KeyEncoding::Nfc,
+            salt: Salt::none(),
+        }
+    }
+
+    /// The configuration of the reference article's teaching filter: 1024 bits, 4 positions,
+    /// [`PositionRule::Sha256Split4`], [`KeyEncoding::Utf8`], no salt.
+    #[must_use]
+    pub fn seed_teaching() -> Self {
+        Self {
+            params: FilterParams::new(1024, 4).unwrap_or_else(|_| unreachable!("1024/4 is valid")),
+            rule: PositionRule::Sha256Split4,
+            encoding: KeyEncoding::Utf8,
+            salt: Salt::none(),
+        }
+    }
+
+    /// Replaces the position rule.
+    ///
+    /// # Errors
+    /// [`ConfigError::TooManyHashesForRule`] when `k` is above the rule's maximum.
+    pub fn with_rule(mut self, rule: PositionRule) -> Result<Self, ConfigError> {
+        if self.params.hashes() > rule.max_hashes() {
+            return Err(ConfigError::TooManyHashesForRule {
+                rule,
+                found: self.params.hashes(),
+                max: rule.max_hashes(),
+            });
+        }
+        self.rule = rule;
+        Ok(self)
+    }
+
+    /// Replaces the key encoding.
+    #[must_use]
+    pub fn with_encoding(mut self, encoding: KeyEncoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// Replaces the salt.
+    #[must_use]
+    pub fn with_salt(mut self, salt: Salt) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// Replaces the size parameters, keeping rule, encoding and salt.
+    ///
+    /// # Errors
+    /// [`ConfigError::TooManyHashesForRule`] when the new `k` is above the rule's maximum.
+    pub fn with_params(mut self, params: FilterParams) -> Result<Self, ConfigError> {
+        self.params = params;
+        let rule = self.rule;
+        self.with_rule(rule)
+    }
+
+    /// Builds a configuration from all its parts, checking that they fit together.
+    ///
+    /// # Errors
+    /// [`ConfigError::TooManyHashesForRule`].
+    pub fn from_parts(
+        params: FilterParams,
+        rule: PositionRule,
+        encoding: KeyEncoding,
+        salt: Salt,
+    ) -> Result<Self, ConfigError> {
+        Self::new(params)
+            .with_encoding(encoding)
+            .with_salt(salt)
+            .with_rule(rule)
+    }
+
+    /// The size parameters.
+    #[must_use]
+    pub const fn params(&self) -> FilterParams {
+        self.params
+    }
+
+    /// The bit count `m`.
+    #[must_use]
+    pub const fn bits(&self) -> u64 {
+        self.params.bits()
+    }
+
+    /// The positions per key `k`.
+    #[must_use]
+    pub const fn hashes(&self) -> u32 {
+        self.params.hashes()
+    }
+
+    /// The position rule.
+    #[must_use]
+    pub const fn rule(&self) -> PositionRule {
+        self.rule
+    }
+
+    /// The key encoding.
+    #[must_use]
+    pub const fn encoding(&self) -> KeyEncoding {
+        self.encoding
+    }
+
+    /// The salt (empty when unsalted).
+    #[must_use]
+    pub const fn salt(&self) -> &Salt {
+        &self.salt
+    }
+
+    /// Applies the key encoding to a text key.
+    #[must_use]
+    pub fn encode_str<'a>(&self, key: &'a str) -> EncodedKey<'a> {
+        self.encoding.encode_str(key)
+    }
+
+    /// Applies the key encoding to a byte key.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    pub fn encode_bytes<'a>(&self, key: &'a [u8]) -> Result<EncodedKey<'a>, KeyError> {
+        self.encoding.encode_bytes(key)
+    }
+
+    /// The bit positions of an encoded key. Prefer the filter methods; this is for tools and
+    /// tests that need to see where a key lands.
+    #[must_use]
+    pub fn positions(&self, key: &EncodedKey<'_>) -> Positions {
+        self.hasher().positions(key)
+    }
+
+    pub(crate) fn hasher(&self) -> PositionHasher {
+        PositionHasher::new(self.rule, self.bits(), self.hashes(), &self.salt)
+    }
+
+    /// The first difference that makes two configurations incompatible, if any.
+    pub(crate) fn mismatch(&self, other: &Self) -> Option<Mismatch> {
+        if self.bits() != other.bits() {
+            Some(Mismatch::Bits)
+        } else if self.hashes() != other.hashes() {
+            Some(Mismatch::Hashes)
+        } else if self.rule != other.rule {
+            Some(Mismatch::Rule)
+        } else if self.encoding != other.encoding {
+            Some(Mismatch::Encoding)
+        } else if self.salt != other.salt {
+            Some(Mismatch::Salt)
+        } else {
+            None
+        }
+    }
+}
+
+/// The part of two configurations that differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// Different bit counts.
+    Bits,
+    /// Different positions per key.
+    Hashes,
+    /// Different position rules.
+    Rule,
+    /// Different key encodings.
+    Encoding,
+    /// Different salts.
+    Salt,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Bits => "bit count (m)",
+            Self::Hashes => "positions per key (k)",
+            Self::Rule => "position rule",
+            Self::Encoding => "key encoding",
+            Self::Salt => "salt",
+        })
+    }
+}
+
+/// Two filters cannot be combined because their configurations differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "filters are incompatible: their {mismatch} differs; only filters with identical configurations can be combined"
+)]
+pub struct IncompatibleFilters {
+    /// What differs.
+    pub mismatch: Mismatch,
+}

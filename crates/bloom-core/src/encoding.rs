@@ -1,0 +1,330 @@
+//! Key-encoding rules: the defined byte string that a key becomes before it is hashed.
+//!
+//! The rules are applied inside the library so that no caller can forget them. Each rule has a
+//! stable numeric id and a version; both are written into snapshots.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use bloom_format::{KeyEncodingId, UnicodeVersion};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+
+/// How a key is turned into the bytes that are hashed.
+///
+/// The numeric ids are part of the snapshot format and never change or get reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyEncoding {
+    /// The key's bytes as given. Text keys are their UTF-8 bytes. Id 1.
+    Bytes,
+    /// UTF-8 text as given, with no normalization: `"é"` as one code point and as `e` plus a
+    /// combining accent are different keys. Byte keys must be valid UTF-8. Id 2.
+    Utf8,
+    /// Unicode Normalization Form C. Canonically equivalent spellings are the same key. Id 3.
+    Nfc,
+    /// NFC, then surrounding Unicode `White_Space` trimmed, then the full Unicode lowercase
+    /// mapping, then NFC again. `"  Straße "` and `"STRASSE"` are *not* the same key (this is
+    /// lowercasing, not case folding), but `"Record-1 "` and `"record-1"` are. Id 4.
+    NfcTrimLowercase,
+}
+
+/// A key that could not be encoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// A text encoding was given bytes that are not UTF-8.
+    #[error(
+        "key is not valid UTF-8 (first bad byte at offset {valid_up_to}); the {encoding} encoding takes text keys"
+    )]
+    InvalidUtf8 {
+        /// Length of the valid UTF-8 prefix.
+        valid_up_to: usize,
+        /// The encoding that refused the key.
+        encoding: KeyEncoding,
+    },
+}
+
+/// The error of parsing an encoding or rule name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {found:?}; expected one of: {expected}")]
+pub struct UnknownNameError {
+    /// What was being parsed.
+    pub kind: &'static str,
+    /// The name that was given.
+    pub found: String,
+    /// The accepted names, comma separated.
+    pub expected: &'static str,
+}
+
+/// A key after its encoding rule was applied: the exact bytes that positions are computed from,
+/// and the bytes a primary store should hold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EncodedKey<'a>(Cow<'a, [u8]>);
+
+impl<'a> EncodedKey<'a> {
+    /// Wraps bytes that already are the output of the filter's encoding rule, such as keys read
+    /// back from a primary store that stored [`EncodedKey::as_bytes`]. No rule is applied.
+    #[must_use]
+    pub fn from_encoded(bytes: &'a [u8]) -> Self {
+        Self(Cow::Borrowed(bytes))
+    }
+
+    /// The encoded bytes.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// An owned copy.
+    #[must_use]
+    pub fn into_owned(self) -> EncodedKey<'static> {
+        EncodedKey(Cow::Owned(self.0.into_owned()))
+    }
+}
+
+impl KeyEncoding {
+    /// Every rule, in id order.
+    pub const ALL: [Self; 4] = [Self::Bytes, Self::Utf8, Self::Nfc, Self::NfcTrimLowercase];
+
+    /// The names accepted by [`KeyEncoding::from_str`].
+    pub const NAMES: &'static str = "bytes, utf8, nfc, nfc-trim-lower";
+
+    /// The stable identifier written into snapshots (its number is in `bloom-format`'s
+    /// append-only table).
+    #[must_use]
+    pub const fn id(self) -> KeyEncodingId {
+        match self {
+            Self::Bytes => KeyEncodingId::Bytes,
+            Self::Utf8 => KeyEncodingId::Utf8,
+            Self::Nfc => KeyEncodingId::Nfc,
+            Self::NfcTrimLowercase => KeyEncodingId::NfcTrimLowercase,
+        }
+    }
+
+    /// The rule with this identifier, if this build implements it.
+    #[must_use]
+    pub const fn from_id(id: KeyEncodingId) -> Option<Self> {
+        match id {
+            KeyEncodingId::Bytes => Some(Self::Bytes),
+            KeyEncodingId::Utf8 => Some(Self::Utf8),
+            KeyEncodingId::Nfc => Some(Self::Nfc),
+            KeyEncodingId::NfcTrimLowercase => Some(Self::NfcTrimLowercase),
+            _ => None,
+        }
+    }
+
+    /// The version of the rule this build applies. A change in what a rule does gets a new
+    /// version, so an old snapshot is never read with a different rule.
+    #[must_use]
+    pub const fn version(self) -> u16 {
+        self.id().latest_version()
+    }
+
+    /// The short name used by the CLI and in dumps.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        self.id().name()
+    }
+
+    /// Whether keys must be text.
+    #[must_use]
+    pub const fn is_text(self) -> bool {
+        !matches!(self, Self::Bytes)
+    }
+
+    /// The Unicode version of the normalization tables this rule uses in this build, or `None`
+    /// for rules that use no Unicode tables.
+    ///
+    /// The tables come from the `unicode-normalization` crate, pinned by `Cargo.lock`. The
+    /// lowercase mapping of [`KeyEncoding::NfcTrimLowercase`] comes from Rust's standard
+    /// library (`char::to_lowercase`). Unicode's stability policies keep both mappings fixed for
+    /// characters that are already assigned, so a different version can only change keys that
+    /// contain characters unassigned in one of the two versions. `bloom-store` nevertheless
+    /// treats a snapshot written with another Unicode version as incompatible and rebuilds.
+    #[must_use]
+    pub fn unicode_version(self) -> Option<UnicodeVersion> {
+        match self {
+            Self::Bytes | Self::Utf8 => None,
+            Self::Nfc | Self::NfcTrimLowercase => {
+                let (major, minor, update) = unicode_normalization::UNICODE_VERSION;
+                Some(UnicodeVersion {
+                    major,
+                    minor,
+                    update,
+                })
+            }
+        }
+    }
+
+    /// Applies the rule to a text key. Borrows when the rule leaves the key unchanged.
+    #[must_use]
+    pub fn encode_str(self, key: &str) -> EncodedKey<'_> {
+        EncodedKey(match self {
+            Self::Bytes | Self::Utf8 => Cow::Borrowed(key.as_bytes()),
+            Self::Nfc => match nfc(key) {
+                Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+                Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+            },
+            Self::NfcTrimLowercase => {
+                let normalized = nfc(key);
+                let lowered = normalized.trim().to_lowercase();
+                Cow::Owned(match nfc(&lowered) {
+                    Cow::Borrowed(_) => lowered.into_bytes(),
+                    Cow::Owned(s) => s.into_bytes(),
+                })
+            }
+        })
+    }
+
+    /// Applies the rule to a byte key. Text rules require valid UTF-8.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] when a text rule is given bytes that are not UTF-8.
+    pub fn encode_bytes(self, key: &[u8]) -> Result<EncodedKey<'_>, KeyError> {
+        if self == Self::Bytes {
+            return Ok(EncodedKey(Cow::Borrowed(key)));
+        }
+        let text = std::str::from_utf8(key).map_err(|e| KeyError::InvalidUtf8 {
+            valid_up_to: e.valid_up_to(),
+            encoding: self,
+        })?;
+        Ok(self.encode_str(text))
+    }
+}
+
+fn nfc(key: &str) -> Cow<'_, str> {
+    match is_nfc_quick(key.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(key),
+        IsNormalized::No | IsNormalized::Maybe => Cow::Owned(key.nfc().collect()),
+    }
+}
+
+impl fmt::Display for KeyEncoding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for KeyEncoding {
+    type Err = UnknownNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| UnknownNameError {
+                kind: "key encoding",
+                found: s.to_owned(),
+                expected: Self::NAMES,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NFC_E: &str = "caf\u{e9}";
+    const NFD_E: &str = "cafe\u{301}";
+
+    #[test]
+    fn ids_are_pinned() {
+        let ids: Vec<(u16, &str)> = KeyEncoding::ALL
+            .iter()
+            .map(|e| (e.id().value(), e.name()))
+            .collect();
+        assert_eq!(
+            ids,
+            [(1, "bytes"), (2, "utf8"), (3, "nfc"), (4, "nfc-trim-lower")]
+        );
+        for e in KeyEncoding::ALL {
+            assert_eq!(KeyEncoding::from_id(e.id()), Some(e));
+            assert_eq!(e.name().parse::<KeyEncoding>(), Ok(e));
+            assert_eq!(e.version(), 1);
+        }
+        for &id in KeyEncodingId::ALL {
+            assert_eq!(KeyEncoding::from_id(id).map(KeyEncoding::id), Some(id));
+            assert_eq!(
+                KeyEncoding::from_id(id).map(KeyEncoding::version),
+                Some(id.latest_version())
+            );
+        }
+        assert!("NFC".parse::<KeyEncoding>().is_err());
+    }
+
+    #[test]
+    fn nfc_unifies_canonically_equivalent_keys() {
+        assert_ne!(NFC_E.as_bytes(), NFD_E.as_bytes());
+        assert_eq!(
+            KeyEncoding::Nfc.encode_str(NFC_E),
+            KeyEncoding::Nfc.encode_str(NFD_E)
+        );
+        assert_eq!(
+            KeyEncoding::Nfc.encode_str(NFD_E).as_bytes(),
+            NFC_E.as_bytes()
+        );
+        assert_ne!(
+            KeyEncoding::Utf8.encode_str(NFC_E),
+            KeyEncoding::Utf8.encode_str(NFD_E)
+        );
+    }
+
+    #[test]
+    fn trim_lower_rule() {
+        let e = KeyEncoding::NfcTrimLowercase;
+        assert_eq!(e.encode_str("  Record-1\t\n").as_bytes(), b"record-1");
+        assert_eq!(
+            e.encode_str(" CAFE\u{301} ").as_bytes(),
+            "caf\u{e9}".as_bytes()
+        );
+        assert_eq!(
+            e.encode_str("\u{3000}中文\u{a0}").as_bytes(),
+            "中文".as_bytes()
+        );
+        assert_eq!(e.encode_str("   ").as_bytes(), b"");
+        // Lowercasing, not case folding.
+        assert_ne!(e.encode_str("Straße"), e.encode_str("STRASSE"));
+    }
+
+    #[test]
+    fn byte_keys_under_text_rules_must_be_utf8() {
+        assert_eq!(
+            KeyEncoding::Nfc.encode_bytes(b"ok\xff"),
+            Err(KeyError::InvalidUtf8 {
+                valid_up_to: 2,
+                encoding: KeyEncoding::Nfc
+            })
+        );
+        assert_eq!(
+            KeyEncoding::Bytes
+                .encode_bytes(b"ok\xff")
+                .unwrap()
+                .as_bytes(),
+            b"ok\xff"
+        );
+        assert_eq!(
+            KeyEncoding::Utf8
+                .encode_bytes("é".as_bytes())
+                .unwrap()
+                .as_bytes(),
+            "é".as_bytes()
+        );
+    }
+
+    #[test]
+    fn unicode_version_is_reported_for_text_rules_only() {
+        assert_eq!(KeyEncoding::Bytes.unicode_version(), None);
+        assert_eq!(KeyEncoding::Utf8.unicode_version(), None);
+        let v = KeyEncoding::Nfc.unicode_version().unwrap();
+        assert!(v.major >= 15, "{v}");
+        assert_eq!(KeyEncoding::NfcTrimLowercase.unicode_version(), Some(v));
+    }
+
+    #[test]
+    fn empty_key_is_a_key() {
+        for e in KeyEncoding::ALL {
+            assert_eq!(e.encode_str("").as_bytes(), b"");
+        }
+    }
+}

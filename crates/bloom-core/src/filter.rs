@@ -1,0 +1,228 @@
+//! [`BloomFilter`]: the single-owner filter.
+
+use crate::bits::{self, AllocError, BitsError};
+use crate::config::{FilterConfig, IncompatibleFilters};
+use crate::encoding::{EncodedKey, KeyError};
+use crate::estimate;
+use crate::position::PositionHasher;
+
+/// A Bloom filter whose answers are the same in every process, on every machine and in every
+/// release: positions come from SHA-256 over the key's encoded bytes.
+///
+/// `contains` returning `false` means the key was definitely never inserted. `true` means
+/// *maybe*: confirm it in the primary store before treating the key as seen.
+///
+/// For inserts from several threads at once, use [`AtomicBloomFilter`](crate::AtomicBloomFilter).
+#[derive(Clone, Debug)]
+pub struct BloomFilter {
+    config: FilterConfig,
+    hasher: PositionHasher,
+    words: Vec<u64>,
+    items: u64,
+}
+
+impl PartialEq for BloomFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.config == other.config && self.words == other.words && self.items == other.items
+    }
+}
+
+impl Eq for BloomFilter {}
+
+impl BloomFilter {
+    /// An empty filter.
+    ///
+    /// # Errors
+    /// [`AllocError`] when the bit array cannot be allocated; allocation failure is reported,
+    /// never an abort.
+    pub fn new(config: FilterConfig) -> Result<Self, AllocError> {
+        let len = bits::word_len(config.bits())?;
+        let words = bits::try_zeroed(len, 0u64, config.params().byte_len())?;
+        Ok(Self::from_words_unchecked(config, words, 0))
+    }
+
+    /// A filter from the little-endian byte image of its bit array (the snapshot payload) and
+    /// the recorded item count.
+    ///
+    /// # Errors
+    /// [`BitsError::Length`] unless `bytes` is exactly `ceil(m / 8)` long,
+    /// [`BitsError::Padding`] when bits past `m` are set, or [`BitsError::Alloc`].
+    pub fn from_bytes(config: FilterConfig, bytes: &[u8], items: u64) -> Result<Self, BitsError> {
+        let words = bits::bytes_to_words(bytes, config.bits())?;
+        Ok(Self::from_words_unchecked(config, words, items))
+    }
+
+    pub(crate) fn from_words_unchecked(config: FilterConfig, words: Vec<u64>, items: u64) -> Self {
+        Self {
+            hasher: config.hasher(),
+            config,
+            words,
+            items,
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &FilterConfig {
+        &self.config
+    }
+
+    /// Inserts a text key. Returns whether any bit changed, so that before the call
+    /// `insert(k) == !contains(k)`.
+    pub fn insert(&mut self, key: &str) -> bool {
+        let key = self.config.encode_str(key);
+        self.insert_encoded(&key)
+    }
+
+    /// Inserts a byte key.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
+        let key = self.config.encode_bytes(key)?;
+        Ok(self.insert_encoded(&key))
+    }
+
+    /// Inserts a key that was already encoded with this filter's encoding.
+    pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
+        let mut changed = false;
+        for position in self.hasher.positions(key) {
+            let (word, mask) = bits::locate(position);
+            if let Some(w) = self.words.get_mut(word) {
+                changed |= *w & mask == 0;
+                *w |= mask;
+            }
+        }
+        if changed {
+            self.items = self.items.saturating_add(1);
+        }
+        changed
+    }
+
+    /// Inserts every key; returns how many changed a bit.
+    pub fn insert_all<I>(&mut self, keys: I) -> u64
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        keys.into_iter()
+            .map(|k| u64::from(self.insert(k.as_ref())))
+            .sum()
+    }
+
+    /// Whether a text key may have been inserted. `false` is definite.
+    #[must_use]
+    pub fn contains(&self, key: &str) -> bool {
+        self.contains_encoded(&self.config.encode_str(key))
+    }
+
+    /// Whether a byte key may have been inserted.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
+        Ok(self.contains_encoded(&self.config.encode_bytes(key)?))
+    }
+
+    /// Whether an already-encoded key may have been inserted.
+    #[must_use]
+    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        self.hasher.positions(key).all(|position| {
+            let (word, mask) = bits::locate(position);
+            self.words.get(word).is_some_and(|w| w & mask != 0)
+        })
+    }
+
+    /// Adds every key of `other` (bitwise OR).
+    ///
+    /// The recorded item count becomes the estimate of the union, since the two sets may
+    /// overlap.
+    ///
+    /// # Errors
+    /// [`IncompatibleFilters`] when the configurations differ in any way.
+    pub fn union(&mut self, other: &Self) -> Result<(), IncompatibleFilters> {
+        self.combine(other, |a, b| a | b)
+    }
+
+    /// Keeps only bits set in both filters (bitwise AND). The result contains every key that
+    /// was in both; like any Bloom filter it may also say maybe for other keys.
+    ///
+    /// # Errors
+    /// [`IncompatibleFilters`] when the configurations differ in any way.
+    pub fn intersect(&mut self, other: &Self) -> Result<(), IncompatibleFilters> {
+        self.combine(other, |a, b| a & b)
+    }
+
+    fn combine(
+        &mut self,
+        other: &Self,
+        op: fn(u64, u64) -> u64,
+    ) -> Result<(), IncompatibleFilters> {
+        if let Some(mismatch) = self.config.mismatch(&other.config) {
+            return Err(IncompatibleFilters { mismatch });
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a = op(*a, *b);
+        }
+        let estimate = self.estimated_items().round() as u64;
+        self.items = estimate;
+        Ok(())
+    }
+
+    /// The number of set bits `X`.
+    #[must_use]
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// `X / m`.
+    #[must_use]
+    pub fn fill_ratio(&self) -> f64 {
+        estimate::fill_ratio(self.count_ones(), self.config.bits())
+    }
+
+    /// Whether every bit is set: such a filter says maybe for every key.
+    #[must_use]
+    pub fn is_saturated(&self) -> bool {
+        self.count_ones() == self.config.bits()
+    }
+
+    /// The estimated number of distinct keys inserted (Swamidass–Baldi,
+    /// `-(m / k) ln(1 - X / m)`). Always finite: a saturated filter is estimated at
+    /// `X = m - 1/2`, a lower bound.
+    #[must_use]
+    pub fn estimated_items(&self) -> f64 {
+        estimate::estimated_items(self.count_ones(), self.config.bits(), self.config.hashes())
+    }
+
+    /// The false-positive rate at the current fill: `(X / m)^k`.
+    #[must_use]
+    pub fn estimated_false_positive_rate(&self) -> f64 {
+        estimate::current_false_positive_rate(
+            self.count_ones(),
+            self.config.bits(),
+            self.config.hashes(),
+        )
+    }
+
+    /// The number of inserts that changed at least one bit: distinct keys, less those that
+    /// were already false positives when inserted. Snapshots record it.
+    #[must_use]
+    pub fn items_inserted(&self) -> u64 {
+        self.items
+    }
+
+    /// The bit array as words; bit `i` is bit `i % 64` of word `i / 64`.
+    #[must_use]
+    pub fn as_words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// The little-endian byte image of the bit array, `ceil(m / 8)` bytes: bit `i` is in byte
+    /// `i / 8` under mask `1 << (i % 8)`.
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let len = usize::try_from(self.config.params().byte_len()).unwrap_or(usize::MAX);
+        bits::words_to_bytes(self.words.iter().copied(), len)
+    }
+}

@@ -1,0 +1,55 @@
+//! The bit math of bloom: Bloom filters whose answers are the same in every process, on every
+//! machine and in every release.
+//!
+//! - [`FilterParams`] plans `m` (bits) and `k` (positions per key) from an item count and a
+//!   false-positive rate, from bits per key, or takes them explicitly.
+//! - [`KeyEncoding`] turns a key into a defined byte string (raw bytes, UTF-8, NFC, or NFC
+//!   trimmed and lowercased), applied inside the library so callers cannot forget it.
+//! - [`PositionRule`] turns those bytes into positions with SHA-256, never with `std::hash` or
+//!   per-process random state. A [`Salt`] makes positions unpredictable to an adversary.
+//! - [`BloomFilter`] inserts, queries, combines and estimates; [`AtomicBloomFilter`] does the
+//!   same through `&self` from many threads with no lost bits.
+//!
+//! `contains` returning `false` is definite. `true` only means *maybe*: confirm it in the
+//! primary store (that is what `bloom-store` does) before treating a record as seen.
+//!
+//! ```
+//! use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
+//!
+//! let params = FilterParams::for_false_positive_rate(10_000, 0.01)?;
+//! let config = FilterConfig::new(params).with_encoding(KeyEncoding::Nfc);
+//! let mut seen = BloomFilter::new(config)?;
+//!
+//! assert!(seen.insert("café"));          // new: some bit changed
+//! assert!(!seen.insert("café"));         // again: nothing changed
+//! assert!(seen.contains("cafe\u{301}")); // the NFD spelling is the same key under NFC
+//! println!("estimated items: {:.1}", seen.estimated_items());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Snapshots: [`BloomFilter::to_snapshot`] builds a `bloom_format::Snapshot` carrying every
+//! parameter needed to answer identically elsewhere; [`BloomFilter::from_snapshot`] refuses
+//! any snapshot whose rules this build does not implement. This crate does no file or network
+//! I/O; files are the business of `bloom-format` and `bloom-store`.
+
+#![forbid(unsafe_code)]
+
+mod atomic;
+mod bits;
+mod config;
+mod encoding;
+mod estimate;
+mod filter;
+mod params;
+mod position;
+mod snapshot;
+
+pub use atomic::AtomicBloomFilter;
+pub use bits::{AllocError, BitsError};
+pub use bloom_format::UnicodeVersion;
+pub use config::{ConfigError, FilterConfig, IncompatibleFilters, Mismatch};
+pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnknownNameError};
+pub use filter::BloomFilter;
+pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
+pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
+pub use snapshot::SnapshotError;

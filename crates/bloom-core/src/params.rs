@@ -1,0 +1,291 @@
+//! Sizing: turning (items, false-positive rate), (items, bits per key) or an explicit (m, k)
+//! into validated [`FilterParams`].
+
+use std::f64::consts::LN_2;
+
+/// The largest bit count a filter may have: 2^43 bits, a 1 TiB bit array.
+///
+/// Every index computation is done in `u64` (and `u128` for the range reduction), so the
+/// limit is about memory, not arithmetic. It is far above the 2^32 bits where filters that
+/// compute positions in 32 bits start to give wrong answers.
+pub const MAX_BITS: u64 = 1 << 43;
+
+/// The largest number of bit positions per key.
+///
+/// Sixty-four positions already give a false-positive rate near 2^-64 at the optimum; a
+/// larger k only costs time.
+pub const MAX_HASHES: u32 = 64;
+
+/// A validated pair of bit count `m` and positions per key `k`.
+///
+/// Build one with [`FilterParams::for_false_positive_rate`], [`FilterParams::for_bits_per_key`]
+/// or [`FilterParams::new`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FilterParams {
+    bits: u64,
+    hashes: u32,
+}
+
+/// Why a set of parameters was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamsError {
+    /// The expected item count was zero.
+    #[error("expected item count must be at least 1, got 0")]
+    ZeroItems,
+    /// The target false-positive rate was not strictly between 0 and 1.
+    #[error("target false-positive rate must lie strictly between 0 and 1, got {found}")]
+    InvalidFalsePositiveRate {
+        /// The rate that was given.
+        found: f64,
+    },
+    /// Bits per key was not a finite number above zero.
+    #[error("bits per key must be a finite number above 0, got {found}")]
+    InvalidBitsPerKey {
+        /// The value that was given.
+        found: f64,
+    },
+    /// The bit count `m` was zero.
+    #[error("bit count (m) must be at least 1, got 0")]
+    ZeroBits,
+    /// The number of positions per key `k` was zero.
+    #[error("positions per key (k) must be at least 1, got 0")]
+    ZeroHashes,
+    /// `k` was above [`MAX_HASHES`].
+    #[error("{found} positions per key (k) exceed the maximum of {max}")]
+    TooManyHashes {
+        /// The requested `k`.
+        found: u32,
+        /// The largest `k` accepted.
+        max: u32,
+    },
+    /// `m` was above [`MAX_BITS`].
+    #[error(
+        "{found} bits (m) exceed the maximum of {max}; lower the item count or raise the false-positive rate"
+    )]
+    TooManyBits {
+        /// The requested (or computed) `m`.
+        found: u128,
+        /// The largest `m` accepted.
+        max: u64,
+    },
+}
+
+impl FilterParams {
+    /// Explicit parameters: `bits` (m) and `hashes` (k).
+    ///
+    /// # Errors
+    /// [`ParamsError::ZeroBits`], [`ParamsError::ZeroHashes`], [`ParamsError::TooManyBits`]
+    /// or [`ParamsError::TooManyHashes`].
+    pub fn new(bits: u64, hashes: u32) -> Result<Self, ParamsError> {
+        if bits == 0 {
+            return Err(ParamsError::ZeroBits);
+        }
+        if hashes == 0 {
+            return Err(ParamsError::ZeroHashes);
+        }
+        if bits > MAX_BITS {
+            return Err(ParamsError::TooManyBits {
+                found: u128::from(bits),
+                max: MAX_BITS,
+            });
+        }
+        if hashes > MAX_HASHES {
+            return Err(ParamsError::TooManyHashes {
+                found: hashes,
+                max: MAX_HASHES,
+            });
+        }
+        Ok(Self { bits, hashes })
+    }
+
+    /// Plans for `items` keys at a target false-positive rate `fpr`:
+    /// `m = ceil(-n ln p / (ln 2)^2)` and `k = round((m / n) ln 2)`, at least 1.
+    ///
+    /// ```
+    /// let params = bloom_core::FilterParams::for_false_positive_rate(1_000_000, 0.01)?;
+    /// assert_eq!(params.bits(), 9_585_059);
+    /// assert_eq!(params.hashes(), 7);
+    /// # Ok::<(), bloom_core::ParamsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ParamsError::ZeroItems`], [`ParamsError::InvalidFalsePositiveRate`] (also for NaN),
+    /// or [`ParamsError::TooManyBits`] when the plan needs more than [`MAX_BITS`].
+    pub fn for_false_positive_rate(items: u64, fpr: f64) -> Result<Self, ParamsError> {
+        if items == 0 {
+            return Err(ParamsError::ZeroItems);
+        }
+        if !(fpr > 0.0 && fpr < 1.0) {
+            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
+        }
+        let bits = (-(items as f64) * fpr.ln() / (LN_2 * LN_2)).ceil();
+        Self::from_float_bits(items, bits)
+    }
+
+    /// Plans for `items` keys with `bits_per_key` bits each: `m = ceil(n * bits_per_key)`,
+    /// `k = round((m / n) ln 2)`, at least 1.
+    ///
+    /// # Errors
+    /// [`ParamsError::ZeroItems`], [`ParamsError::InvalidBitsPerKey`] or
+    /// [`ParamsError::TooManyBits`].
+    pub fn for_bits_per_key(items: u64, bits_per_key: f64) -> Result<Self, ParamsError> {
+        if items == 0 {
+            return Err(ParamsError::ZeroItems);
+        }
+        if !(bits_per_key.is_finite() && bits_per_key > 0.0) {
+            return Err(ParamsError::InvalidBitsPerKey {
+                found: bits_per_key,
+            });
+        }
+        Self::from_float_bits(items, (items as f64 * bits_per_key).ceil())
+    }
+
+    fn from_float_bits(items: u64, bits: f64) -> Result<Self, ParamsError> {
+        // `as` saturates for floats, so an infinite or huge plan becomes u128::MAX here.
+        let requested = bits.max(1.0) as u128;
+        let bits = u64::try_from(requested)
+            .ok()
+            .filter(|&b| b <= MAX_BITS)
+            .ok_or(ParamsError::TooManyBits {
+                found: requested,
+                max: MAX_BITS,
+            })?;
+        Self::new(bits, optimal_hashes(bits, items))
+    }
+
+    /// The bit count `m`.
+    #[must_use]
+    pub const fn bits(&self) -> u64 {
+        self.bits
+    }
+
+    /// The number of positions per key `k`.
+    #[must_use]
+    pub const fn hashes(&self) -> u32 {
+        self.hashes
+    }
+
+    /// The size of the bit array in bytes, `ceil(m / 8)`.
+    #[must_use]
+    pub const fn byte_len(&self) -> u64 {
+        self.bits.div_ceil(8)
+    }
+
+    /// Bits per key when `items` keys are stored.
+    #[must_use]
+    pub fn bits_per_key(&self, items: u64) -> f64 {
+        self.bits as f64 / items.max(1) as f64
+    }
+
+    /// The predicted false-positive rate after `items` distinct keys, by the standard
+    /// approximation `(1 - e^(-k n / m))^k` (Bloom 1970, as derived in Broder and
+    /// Mitzenmacher 2004). It assumes independent, uniform positions; for the filter sizes
+    /// this crate is built for, the exact expression (Bose et al. 2008) differs from it by far
+    /// less than the sampling error of any measurement.
+    #[must_use]
+    pub fn predicted_false_positive_rate(&self, items: u64) -> f64 {
+        let k = f64::from(self.hashes);
+        let exponent = -k * items as f64 / self.bits as f64;
+        (-exponent.exp_m1()).powf(k)
+    }
+}
+
+/// `k = round((m / n) ln 2)`, clamped to `1..=MAX_HASHES`.
+fn optimal_hashes(bits: u64, items: u64) -> u32 {
+    let k = (bits as f64 / items as f64 * LN_2).round();
+    // Clamped first, so the cast is exact.
+    k.clamp(1.0, f64::from(MAX_HASHES)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planning_follows_the_textbook_formulas() {
+        let p = FilterParams::for_false_positive_rate(1_000_000, 0.01).unwrap();
+        assert_eq!(p.bits(), 9_585_059);
+        assert_eq!(p.hashes(), 7);
+        let p = FilterParams::for_false_positive_rate(80, 0.001).unwrap();
+        // -80 ln(0.001) / ln(2)^2 = 1150.2...
+        assert_eq!(p.bits(), 1151);
+        assert_eq!(p.hashes(), 10);
+    }
+
+    #[test]
+    fn tiny_plans_keep_at_least_one_bit_and_one_hash() {
+        let p = FilterParams::for_false_positive_rate(1, 0.999_999).unwrap();
+        assert_eq!(p.bits(), 1);
+        assert_eq!(p.hashes(), 1);
+    }
+
+    #[test]
+    fn invalid_inputs_are_typed_errors() {
+        assert_eq!(
+            FilterParams::for_false_positive_rate(0, 0.01),
+            Err(ParamsError::ZeroItems)
+        );
+        for p in [0.0, 1.0, -0.5, 1.5, f64::INFINITY] {
+            assert_eq!(
+                FilterParams::for_false_positive_rate(10, p),
+                Err(ParamsError::InvalidFalsePositiveRate { found: p })
+            );
+        }
+        assert!(matches!(
+            FilterParams::for_false_positive_rate(10, f64::NAN),
+            Err(ParamsError::InvalidFalsePositiveRate { found }) if found.is_nan()
+        ));
+        assert_eq!(FilterParams::new(0, 3), Err(ParamsError::ZeroBits));
+        assert_eq!(FilterParams::new(8, 0), Err(ParamsError::ZeroHashes));
+        assert_eq!(
+            FilterParams::new(8, MAX_HASHES + 1),
+            Err(ParamsError::TooManyHashes {
+                found: MAX_HASHES + 1,
+                max: MAX_HASHES
+            })
+        );
+        assert_eq!(
+            FilterParams::new(MAX_BITS + 1, 1),
+            Err(ParamsError::TooManyBits {
+                found: u128::from(MAX_BITS) + 1,
+                max: MAX_BITS
+            })
+        );
+        assert!(matches!(
+            FilterParams::for_false_positive_rate(u64::MAX, 1e-300),
+            Err(ParamsError::TooManyBits { .. })
+        ));
+        assert!(matches!(
+            FilterParams::for_bits_per_key(10, f64::NAN),
+            Err(ParamsError::InvalidBitsPerKey { .. })
+        ));
+        assert!(matches!(
+            FilterParams::for_bits_per_key(10, 0.0),
+            Err(ParamsError::InvalidBitsPerKey { .. })
+        ));
+    }
+
+    #[test]
+    fn bits_per_key_planning() {
+        let p = FilterParams::for_bits_per_key(1000, 9.6).unwrap();
+        assert_eq!(p.bits(), 9600);
+        assert_eq!(p.hashes(), 7);
+    }
+
+    #[test]
+    fn parameters_past_two_to_the_forty_bits_are_accepted() {
+        let p = FilterParams::new(1 << 41, 7).unwrap();
+        assert_eq!(p.byte_len(), 1 << 38);
+        let planned = FilterParams::for_false_positive_rate(100_000_000_000, 0.01).unwrap();
+        assert!(planned.bits() > 1 << 39, "{}", planned.bits());
+    }
+
+    #[test]
+    fn predicted_rate_matches_closed_form() {
+        let p = FilterParams::new(1024, 4).unwrap();
+        let expected = (1.0 - (-4.0_f64 * 81.0 / 1024.0).exp()).powi(4);
+        assert!((p.predicted_false_positive_rate(81) - expected).abs() < 1e-15);
+        assert!(p.predicted_false_positive_rate(0).abs() < f64::EPSILON);
+    }
+}

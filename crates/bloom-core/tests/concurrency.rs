@@ -1,0 +1,67 @@
+//! Concurrent inserts into an `AtomicBloomFilter` lose no bits.
+
+use std::sync::Arc;
+use std::thread;
+
+use bloom_core::{AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams};
+
+#[test]
+fn threads_inserting_disjoint_sets_end_with_the_bits_of_a_sequential_build() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 20_000;
+    // A small filter, so threads constantly write the same words.
+    let config = FilterConfig::new(FilterParams::new(1 << 14, 5).unwrap());
+    let shared = Arc::new(AtomicBloomFilter::new(config.clone()).unwrap());
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                for i in 0..PER_THREAD {
+                    shared.insert(&format!("t{t}-k{i}"));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+
+    let mut sequential = BloomFilter::new(config).unwrap();
+    for t in 0..THREADS {
+        for i in 0..PER_THREAD {
+            sequential.insert(&format!("t{t}-k{i}"));
+        }
+    }
+    let concurrent = shared.to_filter().unwrap();
+    assert_eq!(concurrent.as_words(), sequential.as_words());
+    assert_eq!(concurrent.to_bytes(), sequential.to_bytes());
+}
+
+#[test]
+fn conversion_round_trips_and_copies_taken_during_inserts_hold_finished_keys() {
+    let config = FilterConfig::new(FilterParams::for_false_positive_rate(50_000, 0.01).unwrap());
+    let shared = Arc::new(AtomicBloomFilter::new(config).unwrap());
+    let writer = {
+        let shared = Arc::clone(&shared);
+        thread::spawn(move || {
+            for i in 0..50_000 {
+                shared.insert(&format!("key-{i}"));
+            }
+        })
+    };
+    // Keys inserted on this thread before each copy must be in that copy.
+    for i in 0..200 {
+        let key = format!("mine-{i}");
+        shared.insert(&key);
+        let copy = shared.to_filter().unwrap();
+        assert!(copy.contains(&key));
+    }
+    writer.join().unwrap();
+    let copy = shared.to_filter().unwrap();
+    for i in 0..50_000 {
+        assert!(copy.contains(&format!("key-{i}")));
+    }
+    let back = AtomicBloomFilter::from(copy.clone());
+    assert_eq!(back.to_filter().unwrap(), copy);
+    assert_eq!(back.count_ones(), copy.count_ones());
+}

@@ -1,0 +1,78 @@
+//! The measured false-positive rate lies within a binomial 99.9% interval of the prediction.
+//!
+//! The inserted set and the query set are fixed and disjoint, so the test is deterministic:
+//! it either always passes or always fails for a given build. The tolerance is derived from
+//! the binomial distribution of the number of false positives among the queries.
+
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt};
+
+const QUERIES: u64 = 200_000;
+/// Two-sided 99.9% normal quantile.
+const Z_999: f64 = 3.290_526_731_491_926;
+
+/// What the measured rate is compared with.
+#[derive(Clone, Copy)]
+enum Prediction {
+    /// The a-priori rate `(1 - e^(-kn/m))^k` of the plan.
+    Planned,
+    /// The rate given this filter's actual fill, `(X/m)^k`. Far past capacity the a-priori
+    /// approximation drifts by more than the sampling error; conditioned on the fill, the
+    /// number of false positives among the queries is binomial again.
+    FromFill,
+}
+
+fn check(config: FilterConfig, items: u64, prediction: Prediction) {
+    let mut filter = BloomFilter::new(config.clone()).unwrap();
+    for i in 0..items {
+        filter.insert(&format!("inserted-{i}"));
+    }
+    let hits = (0..QUERIES)
+        .filter(|i| filter.contains(&format!("absent-{i}")))
+        .count() as f64;
+    let q = QUERIES as f64;
+    let observed = hits / q;
+    let predicted = match prediction {
+        Prediction::Planned => config.params().predicted_false_positive_rate(items),
+        Prediction::FromFill => filter.estimated_false_positive_rate(),
+    };
+    let sigma = (q * predicted * (1.0 - predicted)).sqrt();
+    // Half a count of continuity correction on top of the normal approximation.
+    let tolerance = (Z_999 * sigma + 0.5) / q;
+    assert!(
+        (observed - predicted).abs() <= tolerance,
+        "{} m={} k={} n={items}: observed {observed:.5} vs predicted {predicted:.5} (±{tolerance:.5})",
+        config.rule(),
+        config.bits(),
+        config.hashes(),
+    );
+}
+
+#[test]
+fn double_hashing_at_one_percent() {
+    let params = FilterParams::for_false_positive_rate(20_000, 0.01).unwrap();
+    check(FilterConfig::new(params), 20_000, Prediction::Planned);
+}
+
+#[test]
+fn double_hashing_at_a_tenth_of_a_percent_with_salt() {
+    let params = FilterParams::for_false_positive_rate(10_000, 0.001).unwrap();
+    let config = FilterConfig::new(params)
+        .with_salt(Salt::new(b"fixed-salt-for-the-test").unwrap())
+        .with_encoding(KeyEncoding::NfcTrimLowercase);
+    check(config, 10_000, Prediction::Planned);
+}
+
+#[test]
+fn split4_teaching_configuration() {
+    // 1024 bits and 4 positions: at 100 keys the predicted rate is about 1.2%.
+    let config = FilterConfig::seed_teaching();
+    assert_eq!(config.rule(), PositionRule::Sha256Split4);
+    check(config, 100, Prediction::Planned);
+}
+
+#[test]
+fn overfilled_filter_still_matches_the_prediction() {
+    let params = FilterParams::for_false_positive_rate(1_000, 0.01).unwrap();
+    check(FilterConfig::new(params), 3_000, Prediction::FromFill);
+    check(FilterConfig::new(params), 1_000, Prediction::FromFill);
+}

@@ -1,0 +1,124 @@
+//! The golden fixtures, read by a process other than the one that wrote them (`cargo xtask
+//! fixtures`). Every fixture of every format version must decode, match its committed header
+//! dump field by field, and find every listed key.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use bloom_core::BloomFilter;
+use bloom_format::{DecodeOptions, Snapshot};
+
+fn fixtures_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+fn snapshots() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for version in fs::read_dir(fixtures_root()).expect("fixtures/ exists") {
+        let version = version.unwrap().path();
+        for entry in fs::read_dir(&version).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "bloom") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Checks one fixture; returns every mismatch found.
+fn check(path: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    let name = path.display();
+    let snapshot = match Snapshot::read_file(path, &DecodeOptions::unlimited()) {
+        Ok(s) => s,
+        Err(e) => return vec![format!("{name}: does not decode: {e}")],
+    };
+
+    let dump_path = path.with_extension("header.txt");
+    match fs::read_to_string(&dump_path) {
+        Ok(expected) => {
+            let actual = snapshot.dump_header();
+            for (want, got) in expected.lines().zip(actual.lines()) {
+                if want != got {
+                    problems.push(format!("{name}: header field `{want}` decodes as `{got}`"));
+                }
+            }
+            if expected.lines().count() != actual.lines().count() {
+                problems.push(format!(
+                    "{name}: header dump has a different number of fields"
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("{}: {e}", dump_path.display())),
+    }
+
+    let filter = match BloomFilter::from_snapshot(&snapshot) {
+        Ok(f) => f,
+        Err(e) => {
+            problems.push(format!("{name}: not usable by this build: {e}"));
+            return problems;
+        }
+    };
+    let keys_path = path.with_extension("keys");
+    match fs::read_to_string(&keys_path) {
+        Ok(keys) => {
+            let mut count = 0;
+            for (line, json) in keys.lines().enumerate() {
+                let key: String = serde_json::from_str(json).unwrap();
+                count += 1;
+                if !filter.contains(&key) {
+                    problems.push(format!("{name}: key on line {} not found", line + 1));
+                }
+            }
+            if count == 0 {
+                problems.push(format!("{name}: no keys listed"));
+            }
+        }
+        Err(e) => problems.push(format!("{}: {e}", keys_path.display())),
+    }
+    problems
+}
+
+#[test]
+fn every_golden_fixture_decodes_matches_its_dump_and_finds_its_keys() {
+    let snapshots = snapshots();
+    assert!(
+        snapshots.len() >= 6,
+        "expected the v1 fixtures, found {snapshots:?}"
+    );
+    let problems: Vec<String> = snapshots.iter().flat_map(|p| check(p)).collect();
+    assert!(
+        problems.is_empty(),
+        "{} golden fixture problems:\n{}\n(if the change is intended and the format version is \
+         unreleased, run `cargo xtask fixtures` and commit; released versions are frozen)",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn nfc_fixture_unifies_spellings_that_the_utf8_fixture_keeps_apart() {
+    let root = fixtures_root().join("v1");
+    let read = |name: &str| {
+        let s = Snapshot::read_file(root.join(name), &DecodeOptions::unlimited()).unwrap();
+        BloomFilter::from_snapshot(&s).unwrap()
+    };
+    let nfc = read("unicode-nfc.bloom");
+    let utf8 = read("unicode-utf8.bloom");
+    // Both spellings were inserted into both; NFC merged them into one key.
+    assert!(nfc.items_inserted() < utf8.items_inserted());
+}
+
+#[test]
+fn nearly_saturated_fixture_is_nearly_saturated() {
+    let s = Snapshot::read_file(
+        fixtures_root().join("v1/nearly-saturated.bloom"),
+        &DecodeOptions::unlimited(),
+    )
+    .unwrap();
+    let filter = BloomFilter::from_snapshot(&s).unwrap();
+    assert!(filter.fill_ratio() > 0.9, "{}", filter.fill_ratio());
+    assert!(filter.estimated_items().is_finite());
+}

@@ -1,0 +1,176 @@
+//! Property tests: no false negatives, union contains both sides, and Guava's law
+//! `insert(k) == !contains(k)` before the call.
+
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt};
+use proptest::prelude::*;
+
+fn config(
+    bits: u64,
+    hashes: u32,
+    split4: bool,
+    encoding: KeyEncoding,
+    salted: bool,
+) -> FilterConfig {
+    let rule = if split4 {
+        PositionRule::Sha256Split4
+    } else {
+        PositionRule::Sha256Double
+    };
+    let hashes = if split4 { hashes.min(4) } else { hashes };
+    let salt = if salted {
+        Salt::new(b"property-salt").unwrap()
+    } else {
+        Salt::none()
+    };
+    FilterConfig::from_parts(
+        FilterParams::new(bits, hashes).unwrap(),
+        rule,
+        encoding,
+        salt,
+    )
+    .unwrap()
+}
+
+fn any_config() -> impl Strategy<Value = FilterConfig> {
+    (
+        1u64..5000,
+        1u32..16,
+        any::<bool>(),
+        prop::sample::select(KeyEncoding::ALL.to_vec()),
+        any::<bool>(),
+    )
+        .prop_map(|(m, k, split4, e, salted)| config(m, k, split4, e, salted))
+}
+
+proptest! {
+    #[test]
+    fn never_a_false_negative(config in any_config(), keys in prop::collection::vec(".{0,40}", 0..200)) {
+        let mut filter = BloomFilter::new(config).unwrap();
+        for key in &keys {
+            filter.insert(key);
+        }
+        for key in &keys {
+            prop_assert!(filter.contains(key));
+        }
+    }
+
+    #[test]
+    fn never_a_false_negative_for_byte_keys(
+        m in 1u64..5000,
+        k in 1u32..16,
+        keys in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..100),
+    ) {
+        let mut filter = BloomFilter::new(config(m, k, false, KeyEncoding::Bytes, false)).unwrap();
+        for key in &keys {
+            prop_assert!(filter.insert_bytes(key).is_ok());
+        }
+        for key in &keys {
+            prop_assert_eq!(filter.contains_bytes(key), Ok(true));
+        }
+    }
+
+    #[test]
+    fn union_contains_both_sides(
+        config in any_config(),
+        left in prop::collection::vec(".{0,20}", 0..100),
+        right in prop::collection::vec(".{0,20}", 0..100),
+    ) {
+        let mut a = BloomFilter::new(config.clone()).unwrap();
+        let mut b = BloomFilter::new(config).unwrap();
+        a.insert_all(&left);
+        b.insert_all(&right);
+        let mut both = a.clone();
+        both.intersect(&b).unwrap();
+        a.union(&b).unwrap();
+        for key in left.iter().chain(&right) {
+            prop_assert!(a.contains(key));
+        }
+        for key in left.iter().filter(|k| right.contains(k)) {
+            prop_assert!(both.contains(key));
+        }
+    }
+
+    #[test]
+    fn insert_reports_exactly_what_contains_said_before(
+        config in any_config(),
+        keys in prop::collection::vec(".{0,12}", 0..300),
+    ) {
+        let mut filter = BloomFilter::new(config).unwrap();
+        for key in &keys {
+            let before = filter.contains(key);
+            prop_assert_eq!(filter.insert(key), !before);
+        }
+    }
+}
+
+#[test]
+fn union_and_intersect_refuse_incompatible_filters() {
+    use bloom_core::{IncompatibleFilters, Mismatch};
+    let base = config(1024, 4, false, KeyEncoding::Nfc, false);
+    let cases = [
+        (
+            config(1025, 4, false, KeyEncoding::Nfc, false),
+            Mismatch::Bits,
+        ),
+        (
+            config(1024, 5, false, KeyEncoding::Nfc, false),
+            Mismatch::Hashes,
+        ),
+        (
+            config(1024, 4, true, KeyEncoding::Nfc, false),
+            Mismatch::Rule,
+        ),
+        (
+            config(1024, 4, false, KeyEncoding::Utf8, false),
+            Mismatch::Encoding,
+        ),
+        (
+            config(1024, 4, false, KeyEncoding::Nfc, true),
+            Mismatch::Salt,
+        ),
+    ];
+    for (other, mismatch) in cases {
+        let mut a = BloomFilter::new(base.clone()).unwrap();
+        a.insert("kept");
+        let before = a.clone();
+        let b = BloomFilter::new(other).unwrap();
+        assert_eq!(a.union(&b), Err(IncompatibleFilters { mismatch }));
+        assert_eq!(a.intersect(&b), Err(IncompatibleFilters { mismatch }));
+        assert_eq!(
+            a, before,
+            "a refused combination must not change the filter"
+        );
+    }
+}
+
+#[test]
+fn split4_refuses_more_than_four_positions() {
+    let params = FilterParams::new(1024, 5).unwrap();
+    assert!(matches!(
+        FilterConfig::new(params).with_rule(PositionRule::Sha256Split4),
+        Err(bloom_core::ConfigError::TooManyHashesForRule {
+            found: 5,
+            max: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn filters_past_two_to_the_thirty_two_bits_use_high_positions() {
+    // 2^33 bits is a 1 GiB array; build the positions only, which is what could overflow.
+    let config = FilterConfig::new(FilterParams::new((1 << 33) + 7, 8).unwrap());
+    let high = (0..1000)
+        .flat_map(|i| {
+            config
+                .positions(&config.encode_str(&format!("key-{i}")))
+                .collect::<Vec<_>>()
+        })
+        .filter(|&p| p >= 1 << 32)
+        .count();
+    // Half the positions should land above 2^32; a 32-bit computation would give none.
+    assert!(
+        (3000..5000).contains(&high),
+        "{high} of 8000 positions above 2^32"
+    );
+}

@@ -1,0 +1,194 @@
+//! The append-only identifier tables: format versions, position rules, layouts and key
+//! encodings. An assigned number is never reused or renumbered.
+
+use std::fmt;
+
+/// Which table an unknown identifier was looked up in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IdKind {
+    /// The position rule table.
+    PositionRule,
+    /// The layout table.
+    Layout,
+    /// The key encoding table.
+    KeyEncoding,
+    /// The versions of one key encoding.
+    KeyEncodingVersion,
+}
+
+impl fmt::Display for IdKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::PositionRule => "position rule id",
+            Self::Layout => "layout id",
+            Self::KeyEncoding => "key encoding id",
+            Self::KeyEncodingVersion => "key encoding version",
+        })
+    }
+}
+
+macro_rules! id_table {
+    (
+        $(#[$meta:meta])*
+        $name:ident: $repr:ty {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal, $label:literal; )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        #[repr($repr)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant = $value, )+
+        }
+
+        impl $name {
+            /// Every assigned identifier, in numeric order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The short name used in dumps and on the command line.
+            #[must_use]
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $label, )+
+                }
+            }
+
+            /// The numeric value written to disk.
+            #[must_use]
+            pub const fn value(self) -> $repr {
+                self as $repr
+            }
+        }
+
+        impl TryFrom<$repr> for $name {
+            type Error = $repr;
+
+            /// Looks up an identifier; returns the number back if it is not assigned.
+            fn try_from(value: $repr) -> Result<Self, $repr> {
+                match value {
+                    $( $value => Ok(Self::$variant), )+
+                    other => Err(other),
+                }
+            }
+        }
+
+        impl From<$name> for $repr {
+            fn from(id: $name) -> $repr {
+                id as $repr
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+id_table! {
+    /// A snapshot format version.
+    FormatVersion: u16 {
+        /// The first version, specified in `docs/format.md`.
+        V1 = 1, "1";
+    }
+}
+
+id_table! {
+    /// How a key's digest becomes bit positions. The hashing itself lives in bloom-core.
+    PositionRuleId: u16 {
+        /// Four big-endian words of SHA-256, each mod m; k <= 4.
+        Sha256Split4 = 1, "sha256-split4";
+        /// Enhanced double hashing over SHA-256, any k.
+        Sha256Double = 2, "sha256-double";
+    }
+}
+
+id_table! {
+    /// How the payload stores the bits.
+    LayoutId: u16 {
+        /// One flat bit array, `ceil(m / 8)` bytes, least significant bit first.
+        Standard = 1, "standard";
+    }
+}
+
+id_table! {
+    /// How a key becomes the bytes that are hashed.
+    KeyEncodingId: u16 {
+        /// Raw bytes.
+        Bytes = 1, "bytes";
+        /// UTF-8 as given.
+        Utf8 = 2, "utf8";
+        /// Unicode NFC.
+        Nfc = 3, "nfc";
+        /// NFC, trimmed, lowercased, NFC again.
+        NfcTrimLowercase = 4, "nfc-trim-lower";
+    }
+}
+
+impl FormatVersion {
+    /// The version this build writes.
+    pub const CURRENT: Self = Self::V1;
+}
+
+impl KeyEncodingId {
+    /// The newest version of this encoding that this build knows. Versions `1..=latest` are
+    /// valid.
+    #[must_use]
+    pub const fn latest_version(self) -> u16 {
+        match self {
+            Self::Bytes | Self::Utf8 | Self::Nfc | Self::NfcTrimLowercase => 1,
+        }
+    }
+
+    /// Whether the encoding uses Unicode tables, and so records a Unicode version.
+    #[must_use]
+    pub const fn uses_unicode_tables(self) -> bool {
+        matches!(self, Self::Nfc | Self::NfcTrimLowercase)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table<T: Copy + Into<u16> + fmt::Display>(all: &[T]) -> Vec<(u16, String)> {
+        all.iter().map(|&id| (id.into(), id.to_string())).collect()
+    }
+
+    fn pairs(expected: &[(u16, &str)]) -> Vec<(u16, String)> {
+        expected.iter().map(|&(v, n)| (v, n.to_owned())).collect()
+    }
+
+    /// Every assigned value, pinned. Appending is fine; changing a line is a format break.
+    #[test]
+    fn assigned_identifiers_never_change() {
+        assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1")]));
+        assert_eq!(
+            table(PositionRuleId::ALL),
+            pairs(&[(1, "sha256-split4"), (2, "sha256-double")])
+        );
+        assert_eq!(table(LayoutId::ALL), pairs(&[(1, "standard")]));
+        assert_eq!(
+            table(KeyEncodingId::ALL),
+            pairs(&[(1, "bytes"), (2, "utf8"), (3, "nfc"), (4, "nfc-trim-lower")])
+        );
+        for e in KeyEncodingId::ALL {
+            assert_eq!(e.latest_version(), 1, "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_values_are_returned() {
+        assert_eq!(PositionRuleId::try_from(0), Err(0));
+        assert_eq!(PositionRuleId::try_from(3), Err(3));
+        assert_eq!(LayoutId::try_from(2), Err(2));
+        assert_eq!(KeyEncodingId::try_from(5), Err(5));
+        assert_eq!(FormatVersion::try_from(2), Err(2));
+        for &id in PositionRuleId::ALL {
+            assert_eq!(PositionRuleId::try_from(id.value()), Ok(id));
+        }
+    }
+}
