@@ -1,0 +1,109 @@
+//! Concurrency stress: inserting and querying threads, snapshots and a rebuild running at the
+//! same time. Every key whose insert returned is found, by the live wrapper and by a wrapper
+//! reopened from any snapshot taken meanwhile.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use bloom_store::{FilterOptions, FilteredStore, Lookup, Mode, OpenOutcome, SqliteStore};
+
+fn assert_send_sync<T: Send + Sync>() {}
+
+#[test]
+fn the_wrapper_is_send_and_sync() {
+    assert_send_sync::<FilteredStore<SqliteStore>>();
+    assert_send_sync::<FilteredStore<bloom_store::MemoryStore>>();
+}
+
+#[test]
+fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
+    const WRITERS: u32 = 4;
+    const PER_WRITER: u32 = 1_500;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("keys.sqlite");
+    let snapshot = dir.path().join("keys.bloom");
+    let store = SqliteStore::open(&db).unwrap();
+    let (wrapper, _) =
+        FilteredStore::open_and_recover(store, FilterOptions::new(2_000, 0.01), None).unwrap();
+    let wrapper = Arc::new(wrapper);
+    let done = Arc::new(AtomicBool::new(false));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let wrapper = Arc::clone(&wrapper);
+            thread::spawn(move || {
+                for i in 0..PER_WRITER {
+                    let key = format!("w{w}-k{i}");
+                    assert!(wrapper.insert(&key).unwrap());
+                    // Read-your-writes: found right after the insert returned.
+                    assert_eq!(wrapper.contains(&key).unwrap(), Lookup::Present, "{key}");
+                    if i % 97 == 0 {
+                        let earlier = format!("w{w}-k{}", i / 2);
+                        assert_eq!(wrapper.contains(&earlier).unwrap(), Lookup::Present);
+                    }
+                }
+            })
+        })
+        .collect();
+
+    let snapshotter = {
+        let wrapper = Arc::clone(&wrapper);
+        let done = Arc::clone(&done);
+        let snapshot = snapshot.clone();
+        let db = db.clone();
+        thread::spawn(move || {
+            let mut checked = 0;
+            while !done.load(Ordering::SeqCst) {
+                if wrapper.save_snapshot(&snapshot).is_ok() {
+                    // Reopen from that snapshot on a second connection: it must cover every
+                    // key the database holds, after catch-up.
+                    let second = SqliteStore::open(&db).unwrap();
+                    let mut keys = Vec::new();
+                    bloom_store::PrimaryStore::keys_since(&second, 0, &mut |k| {
+                        keys.push(k.to_vec())
+                    })
+                    .unwrap();
+                    let (reopened, outcome) = FilteredStore::open(
+                        second,
+                        FilterOptions::new(2_000, 0.01),
+                        Some(&snapshot),
+                    )
+                    .unwrap();
+                    assert!(
+                        !matches!(outcome, OpenOutcome::NeedsRebuild(_)),
+                        "{outcome:?}"
+                    );
+                    for key in &keys {
+                        assert!(reopened.contains_bytes(key).unwrap().is_present());
+                    }
+                    checked += 1;
+                }
+                thread::sleep(std::time::Duration::from_millis(20));
+            }
+            checked
+        })
+    };
+
+    // A growth rebuild in the middle of the inserts.
+    thread::sleep(std::time::Duration::from_millis(150));
+    wrapper.rebuild().unwrap();
+
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    let snapshots_checked = snapshotter.join().unwrap();
+    assert!(snapshots_checked > 0);
+
+    assert_eq!(wrapper.mode(), Mode::Trusted);
+    for w in 0..WRITERS {
+        for i in 0..PER_WRITER {
+            assert_eq!(
+                wrapper.contains(&format!("w{w}-k{i}")).unwrap(),
+                Lookup::Present
+            );
+        }
+    }
+    assert_eq!(wrapper.metrics().inserts, u64::from(WRITERS * PER_WRITER));
+}
