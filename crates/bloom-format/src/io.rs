@@ -92,7 +92,9 @@ impl Snapshot {
     /// # Errors
     /// [`WriteError`] naming the step that failed; the old file is then unchanged.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), WriteError> {
-        write_atomic(path.as_ref(), &self.encode())
+        // Header and payload are written one after the other, so writing never holds a
+        // second copy of the payload.
+        write_atomic_parts(path.as_ref(), &[&self.encode_header(), self.payload()])
     }
 }
 
@@ -107,6 +109,11 @@ fn read_up_to(reader: &mut dyn Read, buf: &mut Vec<u8>, total: u64) -> io::Resul
 /// # Errors
 /// [`WriteError`] naming the step that failed; the temporary file is removed.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), WriteError> {
+    write_atomic_parts(path, &[data])
+}
+
+/// [`write_atomic`] for data given in parts, written in order.
+fn write_atomic_parts(path: &Path, parts: &[&[u8]]) -> Result<(), WriteError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let fail = |action, source| WriteError {
         path: path.to_owned(),
@@ -138,8 +145,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), WriteError> {
             .create_new(true)
             .open(&tmp)
             .map_err(|e| fail("creating the temporary file", e))?;
-        file.write_all(data)
-            .map_err(|e| fail("writing the temporary file", e))?;
+        for part in parts {
+            file.write_all(part)
+                .map_err(|e| fail("writing the temporary file", e))?;
+        }
         file.sync_all()
             .map_err(|e| fail("syncing the temporary file", e))?;
         drop(file);
