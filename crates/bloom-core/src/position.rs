@@ -216,6 +216,7 @@ impl PositionHasher {
         }
     }
 
+    #[inline]
     fn digest(&self, key: &[u8]) -> [u8; 32] {
         match &self.salted {
             Some(state) => {
@@ -227,29 +228,25 @@ impl PositionHasher {
         }
     }
 
+    #[inline]
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
         let digest = self.digest(key.as_bytes());
-        let word = |i: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&digest[i * 8..i * 8 + 8]);
-            w
-        };
-        let state = match self.rule {
-            PositionRule::Sha256Split4 => {
+        let mut words = [0u64; 4];
+        for (word, chunk) in words.iter_mut().zip(digest.chunks_exact(8)) {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(chunk);
+            *word = match self.rule {
                 #[expect(
                     clippy::big_endian_bytes,
                     reason = "the reference article's rule reads big-endian words"
                 )]
-                let words = [0, 1, 2, 3].map(|i| u64::from_be_bytes(word(i)));
-                State::Split4(words)
-            }
-            PositionRule::Sha256Double => State::Double {
-                a: u64::from_le_bytes(word(0)),
-                b: u64::from_le_bytes(word(1)),
-            },
-        };
+                PositionRule::Sha256Split4 => u64::from_be_bytes(bytes),
+                PositionRule::Sha256Double => u64::from_le_bytes(bytes),
+            };
+        }
         Positions {
-            state,
+            words,
+            split4: self.rule == PositionRule::Sha256Split4,
             bits: self.bits,
             next: 0,
             len: self.hashes,
@@ -257,17 +254,14 @@ impl PositionHasher {
     }
 }
 
-#[derive(Clone, Debug)]
-enum State {
-    Split4([u64; 4]),
-    Double { a: u64, b: u64 },
-}
-
 /// The `k` bit positions of one key, in rule order. Created by
 /// [`FilterConfig::positions`](crate::FilterConfig::positions).
 #[derive(Clone, Debug)]
 pub struct Positions {
-    state: State,
+    /// The digest as four words: big-endian for split4, little-endian for double hashing,
+    /// where words 0 and 1 are the running `a` and `b`.
+    words: [u64; 4],
+    split4: bool,
     bits: u64,
     next: u32,
     len: u32,
@@ -276,24 +270,22 @@ pub struct Positions {
 impl Iterator for Positions {
     type Item = u64;
 
+    #[inline]
     fn next(&mut self) -> Option<u64> {
         if self.next >= self.len {
             return None;
         }
         let i = self.next;
         self.next += 1;
-        Some(match &mut self.state {
-            State::Split4(words) => {
-                // k <= 4 is enforced by FilterConfig for this rule.
-                let w = words.get(i as usize).copied().unwrap_or(0);
-                w % self.bits
-            }
-            State::Double { a, b } => {
-                let position = reduce(*a, self.bits);
-                *a = a.wrapping_add(*b);
-                *b = b.wrapping_add(u64::from(i) + 1);
-                position
-            }
+        let [a, b, ..] = &mut self.words;
+        Some(if self.split4 {
+            // k <= 4 is enforced by FilterConfig for this rule.
+            self.words.get(i as usize).copied().unwrap_or(0) % self.bits
+        } else {
+            let position = reduce(*a, self.bits);
+            *a = a.wrapping_add(*b);
+            *b = b.wrapping_add(u64::from(i) + 1);
+            position
         })
     }
 

@@ -103,6 +103,21 @@ proptest! {
     }
 }
 
+proptest! {
+    #[test]
+    fn insert_all_equals_one_insert_per_key(
+        config in any_config(),
+        keys in prop::collection::vec("[a-c]{0,3}", 0..100),
+    ) {
+        let mut one_by_one = BloomFilter::new(config.clone()).unwrap();
+        let changed: u64 = keys.iter().map(|k| u64::from(one_by_one.insert(k))).sum();
+        let mut all = BloomFilter::new(config).unwrap();
+        // Short keys from a tiny alphabet repeat: the count must follow insertion order.
+        prop_assert_eq!(all.insert_all(&keys), changed);
+        prop_assert_eq!(&all, &one_by_one);
+    }
+}
+
 #[test]
 fn union_and_intersect_refuse_incompatible_filters() {
     use bloom_core::{IncompatibleFilters, Mismatch};
