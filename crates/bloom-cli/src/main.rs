@@ -385,13 +385,31 @@ fn add(path: &Path, input: &KeyInput, generation: Option<u64>) -> CmdResult {
 
 fn check(path: &Path, args: &[String], input: &KeyInput, json: bool) -> CmdResult {
     let (_, filter) = load(path)?;
-    let mut answers: Vec<(Vec<u8>, bool)> = Vec::new();
+    // Answers stream out as they are computed, so memory stays at one key however many are
+    // checked.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let write_failed =
+        |e: std::io::Error| Failure::new(format!("cannot write to standard output: {e}"));
+    let mut first = true;
     let mut answer = |key: &[u8], line: Option<u64>| -> Result<(), Failure> {
         let maybe = filter.contains_bytes(key).map_err(|e| match line {
             Some(n) => Failure::new(format!("key on line {n}: {e}")),
             None => Failure::new(format!("key {:?}: {e}", String::from_utf8_lossy(key))),
         })?;
-        answers.push((key.to_vec(), maybe));
+        let verdict = if maybe { "maybe" } else { "absent" };
+        if json {
+            let item = json!({"key": String::from_utf8_lossy(key), "answer": verdict});
+            let sep = if first { "[" } else { "," };
+            write!(out, "{sep}{item}").map_err(write_failed)?;
+        } else {
+            out.write_all(verdict.as_bytes())
+                .and_then(|()| out.write_all(b"\t"))
+                .and_then(|()| out.write_all(key))
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(write_failed)?;
+        }
+        first = false;
         Ok(())
     };
     for key in args {
@@ -408,23 +426,11 @@ fn check(path: &Path, args: &[String], input: &KeyInput, json: bool) -> CmdResul
             answer(k, Some(n))
         })?;
     }
-    let verdict = |maybe: bool| if maybe { "maybe" } else { "absent" };
     if json {
-        let items: Vec<_> = answers
-            .iter()
-            .map(|(k, m)| json!({"key": String::from_utf8_lossy(k), "answer": verdict(*m)}))
-            .collect();
-        emit(&format!("{}\n", serde_json::Value::Array(items)))?;
-    } else {
-        let mut text = Vec::new();
-        for (key, maybe) in &answers {
-            text.extend_from_slice(verdict(*maybe).as_bytes());
-            text.push(b'\t');
-            text.extend_from_slice(key);
-            text.push(b'\n');
-        }
-        emit(&String::from_utf8_lossy(&text))?;
+        let close = if first { "[]\n" } else { "]\n" };
+        out.write_all(close.as_bytes()).map_err(write_failed)?;
     }
+    out.flush().map_err(write_failed)?;
     Ok(())
 }
 

@@ -150,6 +150,8 @@ fn build_check_add_round_trip() {
     );
     assert!(stdout(bloom().arg("inspect").arg(&out)).contains("dataset generation: 9"));
 
+    assert_eq!(stdout(bloom().arg("check").arg(&out).arg("--json")), "[]\n");
+
     // Standard input.
     let stdin_out = dir.path().join("stdin.bloom");
     bloom()

@@ -10,11 +10,6 @@ use crate::snapshot::{
     DecodeOptions, MAX_HEADER_LEN, Snapshot, check_payload_size, check_prefix, decode_header,
 };
 
-/// How many payload bytes are reserved up front when reading from a stream; beyond this the
-/// buffer grows only as data actually arrives, so a header that lies about its payload length
-/// cannot make the reader allocate much more than the input it really has.
-const INITIAL_PAYLOAD_RESERVE: u64 = 1 << 20;
-
 impl Snapshot {
     /// Reads and decodes a snapshot from a stream, checking the header before reading the
     /// payload. Memory stays within a small multiple of the bytes actually read.
@@ -22,7 +17,7 @@ impl Snapshot {
     /// # Errors
     /// [`ReadError::Io`] when reading fails, [`ReadError::Decode`] when the bytes are invalid.
     pub fn read_from(mut reader: impl Read, options: &DecodeOptions) -> Result<Self, ReadError> {
-        Self::read_inner(&mut reader, options, None)
+        Self::read_inner(&mut reader, options, None, 0)
     }
 
     /// Reads and decodes a snapshot file.
@@ -36,16 +31,23 @@ impl Snapshot {
             source,
         };
         let mut file = File::open(path).map_err(io_err)?;
-        Self::read_inner(&mut file, options, Some(path)).map_err(|e| match e {
+        // The file's real size bounds the buffer, however large the header claims it is.
+        let size = file.metadata().map_err(io_err)?.len();
+        Self::read_inner(&mut file, options, Some(path), size).map_err(|e| match e {
             ReadError::Io { source, .. } => io_err(source),
             other => other,
         })
     }
 
+    /// `known_len` is the input's real length when known (a file), else 0: the payload buffer
+    /// is reserved up to it and otherwise grows only as data arrives, so a header that lies
+    /// about its payload length cannot make the reader allocate more than a small multiple of
+    /// the input it really has.
     fn read_inner(
         reader: &mut dyn Read,
         options: &DecodeOptions,
         path: Option<&Path>,
+        known_len: u64,
     ) -> Result<Self, ReadError> {
         let io_err = |source| ReadError::Io {
             path: path.map(Path::to_path_buf),
@@ -69,7 +71,7 @@ impl Snapshot {
         {
             return Err(DecodeError::OverLimit { payload_len, limit }.into());
         }
-        let reserve = payload_len.min(INITIAL_PAYLOAD_RESERVE);
+        let reserve = payload_len.min(known_len.saturating_sub(buf.len() as u64));
         buf.reserve(usize::try_from(reserve).unwrap_or(0));
         let wanted = u64::from(header_len).saturating_add(payload_len);
         read_up_to(reader, &mut buf, wanted).map_err(io_err)?;

@@ -8,7 +8,8 @@
 //!    trusted.
 //! 5. Prints a report.
 //!
-//! `cargo run --release -p bloom-store --features sqlite --example offline_sync [-- RECORDS]`
+//! `cargo run --release -p bloom-store --example offline_sync [-- RECORDS]` (the example
+//! always has the `sqlite` feature: the crate enables it for its own examples and tests).
 
 use std::path::Path;
 use std::time::Instant;
