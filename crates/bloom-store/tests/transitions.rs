@@ -12,19 +12,23 @@ fn options() -> FilterOptions {
     FilterOptions::new(1_000, 0.01)
 }
 
-/// Runs `test` against a fresh store of each kind.
-fn for_each_store(test: impl Fn(&dyn Fn(&Path) -> Box<dyn DynStore>, &Path)) {
+/// Runs `test` against a fresh store of each kind, with a snapshot path in a fresh directory.
+fn for_each_store(test: impl Fn(&dyn DynStore, &Path)) {
     let dir = tempfile::tempdir().unwrap();
-    test(
-        &|_| Box::new(MemoryHolder::default()),
-        &dir.path().join("memory"),
-    );
+    test(&MemoryHolder::default(), &dir.path().join("memory.bloom"));
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("keys.sqlite");
-    test(
-        &move |_| Box::new(SqliteHolder(db.clone())),
-        &dir.path().join("sqlite"),
-    );
+    let sqlite = SqliteHolder(dir.path().join("keys.sqlite"));
+    test(&sqlite, &dir.path().join("sqlite.bloom"));
+}
+
+/// Opens a wrapper, inserts `keys` and saves a snapshot that covers them.
+fn populate(holder: &dyn DynStore, snapshot: &Path, keys: &[String]) {
+    let (store, _) =
+        FilteredStore::open_and_recover(holder.fresh(), options(), Some(snapshot)).unwrap();
+    for k in keys {
+        store.insert(k).unwrap();
+    }
+    store.save_snapshot(snapshot).unwrap();
 }
 
 /// Hands out stores that share their data across "restarts".
@@ -101,17 +105,14 @@ fn assert_all_present(store: &FilteredStore<Shared>, keys: &[String]) {
 
 #[test]
 fn no_snapshot_bypasses_then_rebuild_trusts() {
-    for_each_store(|make, dir| {
-        std::fs::create_dir_all(dir).unwrap();
-        let holder = make(dir);
-        let snapshot = dir.join("f.bloom");
+    for_each_store(|holder, snapshot| {
         let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(&snapshot)).unwrap();
+            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
         assert_eq!(outcome, OpenOutcome::NeedsRebuild(BypassReason::NoSnapshot));
         assert_eq!(store.mode(), Mode::Bypassed(BypassReason::NoSnapshot));
         assert_eq!(store.contains("x").unwrap(), Lookup::AbsentBypassed);
         assert!(matches!(
-            store.save_snapshot(&snapshot),
+            store.save_snapshot(snapshot),
             Err(StoreError::NotTrusted(_))
         ));
         for k in keys(0..50) {
@@ -141,20 +142,11 @@ fn no_snapshot_bypasses_then_rebuild_trusts() {
 
 #[test]
 fn same_generation_is_trusted_and_older_catches_up() {
-    for_each_store(|make, dir| {
-        std::fs::create_dir_all(dir).unwrap();
-        let holder = make(dir);
-        let snapshot = dir.join("f.bloom");
-        let (store, _) =
-            FilteredStore::open_and_recover(holder.fresh(), options(), Some(&snapshot)).unwrap();
-        for k in keys(0..30) {
-            store.insert(&k).unwrap();
-        }
-        assert_eq!(store.save_snapshot(&snapshot).unwrap(), 30);
-        drop(store);
+    for_each_store(|holder, snapshot| {
+        populate(holder, snapshot, &keys(0..30));
 
         let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(&snapshot)).unwrap();
+            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
         assert_eq!(outcome, OpenOutcome::Trusted);
         assert_all_present(&store, &keys(0..30));
         for k in keys(30..45) {
@@ -163,7 +155,7 @@ fn same_generation_is_trusted_and_older_catches_up() {
         drop(store); // no new snapshot: it is now 15 keys behind
 
         let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(&snapshot)).unwrap();
+            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
         assert_eq!(
             outcome,
             OpenOutcome::CaughtUp {
@@ -179,27 +171,13 @@ fn same_generation_is_trusted_and_older_catches_up() {
 
 #[test]
 fn snapshot_newer_than_the_store_is_bypassed_and_rebuilt() {
-    for_each_store(|make, dir| {
-        std::fs::create_dir_all(dir).unwrap();
-        let holder = make(dir);
-        let snapshot = dir.join("f.bloom");
-        let (store, _) =
-            FilteredStore::open_and_recover(holder.fresh(), options(), Some(&snapshot)).unwrap();
-        for k in keys(0..10) {
-            store.insert(&k).unwrap();
-        }
-        store.save_snapshot(&snapshot).unwrap();
-        drop(store);
+    for_each_store(|holder, snapshot| {
+        populate(holder, snapshot, &keys(0..10));
 
-        // The same snapshot against a different, smaller store (a restored backup).
-        let other = dir.join("other.bloom");
-        std::fs::copy(&snapshot, &other).unwrap();
-        let (fresh, _) =
-            FilteredStore::open_and_recover(MemoryHolder::default().fresh(), options(), None)
-                .unwrap();
-        fresh.insert("only-this").unwrap();
+        // The same snapshot against a different, smaller store (as after restoring a backup).
         let (store, outcome) =
-            FilteredStore::open(fresh_store_with(&["only-this"]), options(), Some(&other)).unwrap();
+            FilteredStore::open(fresh_store_with(&["only-this"]), options(), Some(snapshot))
+                .unwrap();
         assert_eq!(
             outcome,
             OpenOutcome::NeedsRebuild(BypassReason::NewerThanStore {
@@ -212,7 +190,6 @@ fn snapshot_newer_than_the_store_is_bypassed_and_rebuilt() {
         store.rebuild().unwrap();
         assert_eq!(store.mode(), Mode::Trusted);
         assert_eq!(store.contains("only-this").unwrap(), Lookup::Present);
-        let _ = holder;
     });
 }
 
@@ -228,27 +205,18 @@ fn fresh_store_with(keys: &[&str]) -> Shared {
 
 #[test]
 fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted() {
-    for_each_store(|make, dir| {
-        std::fs::create_dir_all(dir).unwrap();
-        let holder = make(dir);
-        let snapshot = dir.join("f.bloom");
-        let (store, _) =
-            FilteredStore::open_and_recover(holder.fresh(), options(), Some(&snapshot)).unwrap();
+    for_each_store(|holder, snapshot| {
         let inserted = keys(0..200);
-        for k in &inserted {
-            store.insert(k).unwrap();
-        }
-        store.save_snapshot(&snapshot).unwrap();
-        drop(store);
-        let good = std::fs::read(&snapshot).unwrap();
+        populate(holder, snapshot, &inserted);
+        let good = std::fs::read(snapshot).unwrap();
 
         // One flipped byte anywhere: bypass, correct answers, rebuild, correct answers.
         for at in [0, 9, 20, 60, good.len() / 2, good.len() - 1] {
             let mut bad = good.clone();
             bad[at] ^= 0x20;
-            std::fs::write(&snapshot, &bad).unwrap();
+            std::fs::write(snapshot, &bad).unwrap();
             let (store, outcome) =
-                FilteredStore::open(holder.fresh(), options(), Some(&snapshot)).unwrap();
+                FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
             assert!(
                 matches!(
                     outcome,
@@ -261,15 +229,15 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted() {
             assert_all_present(&store, &inserted);
         }
         // Truncated.
-        std::fs::write(&snapshot, &good[..good.len() - 3]).unwrap();
-        let (_, outcome) = FilteredStore::open(holder.fresh(), options(), Some(&snapshot)).unwrap();
+        std::fs::write(snapshot, &good[..good.len() - 3]).unwrap();
+        let (_, outcome) = FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
         assert!(matches!(
             outcome,
             OpenOutcome::NeedsRebuild(BypassReason::Unreadable(_))
         ));
 
         // Valid snapshot, but other rules than configured.
-        std::fs::write(&snapshot, &good).unwrap();
+        std::fs::write(snapshot, &good).unwrap();
         for other in [
             FilterOptions {
                 encoding: KeyEncoding::Utf8,
@@ -285,7 +253,7 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted() {
             },
         ] {
             let (store, outcome) =
-                FilteredStore::open(holder.fresh(), other, Some(&snapshot)).unwrap();
+                FilteredStore::open(holder.fresh(), other, Some(snapshot)).unwrap();
             assert!(
                 matches!(
                     outcome,
