@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bloom_core::{
     AllocError, AtomicBloomFilter, BloomFilter, EncodedKey, FilterConfig, FilterParams,
@@ -337,6 +337,9 @@ pub struct FilteredStore<S> {
     store: S,
     options: FilterOptions,
     state: RwLock<State>,
+    /// Serializes rebuilds: two at once would each install a `building` filter, and the one
+    /// replaced first would miss the inserts made after the replacement.
+    rebuilding: Mutex<()>,
     counters: Counters,
 }
 
@@ -420,6 +423,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 mode,
                 building: None,
             }),
+            rebuilding: Mutex::new(()),
             counters: Counters::default(),
         };
         Ok((wrapper, outcome))
@@ -572,6 +576,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// # Errors
     /// A store error; the previous filter and mode are then kept.
     pub fn rebuild(&self) -> Result<RebuildReport, StoreError<S::Error>> {
+        // Holds no data, so a panic in another rebuild leaves nothing inconsistent.
+        let _one_at_a_time = self
+            .rebuilding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let capacity = {
             let state = self.read();
             let estimate = state.active.estimated_items();
