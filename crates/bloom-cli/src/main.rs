@@ -192,7 +192,8 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(code) => code,
         Err(Failure(message)) => {
-            eprintln!("error: {message}");
+            // Not eprintln!: it panics when stderr is closed.
+            let _ = writeln!(std::io::stderr(), "error: {message}");
             ExitCode::from(1)
         }
     }
