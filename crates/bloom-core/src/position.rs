@@ -121,8 +121,19 @@ impl FromStr for PositionRule {
 ///
 /// The empty salt means "no salt": the digest is then plain `SHA-256(key)`. Salting is off by
 /// default.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Salt(Vec<u8>);
+
+/// Shows the length only: a salt is a secret and must not end up in logs.
+impl fmt::Debug for Salt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("Salt(none)")
+        } else {
+            write!(f, "Salt(<{} secret bytes>)", self.0.len())
+        }
+    }
+}
 
 /// A salt longer than [`Salt::MAX_LEN`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -373,6 +384,16 @@ mod tests {
             <[u8; 32]>::from(Sha256::digest(&block))
         );
         assert_eq!(Salt::new(&[0; 33]), Err(SaltTooLong { found: 33 }));
+        assert_eq!(format!("{salt:?}"), "Salt(<16 secret bytes>)");
+        assert!(
+            !format!(
+                "{:?}",
+                crate::FilterConfig::new(crate::FilterParams::new(8, 1).unwrap())
+                    .with_salt(salt.clone())
+            )
+            .contains("0123")
+        );
+        assert_eq!(format!("{:?}", Salt::none()), "Salt(none)");
         let a = Salt::random().unwrap();
         let b = Salt::random().unwrap();
         assert_eq!(a.as_bytes().len(), Salt::MAX_LEN);
