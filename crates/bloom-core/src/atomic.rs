@@ -65,13 +65,14 @@ impl AtomicBloomFilter {
     /// Inserts an already-encoded key; returns whether this call set any bit.
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> bool {
         let mut changed = false;
-        for position in self.hasher.positions(key) {
+        self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
             if let Some(w) = self.words.get(word) {
                 // Release pairs with the Acquire loads of readers and snapshots.
                 changed |= w.fetch_or(mask, Ordering::Release) & mask == 0;
             }
-        }
+            true
+        });
         if changed {
             self.items.fetch_add(1, Ordering::Relaxed);
         }
@@ -96,7 +97,7 @@ impl AtomicBloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.hasher.positions(key).all(|position| {
+        self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
             self.words
                 .get(word)

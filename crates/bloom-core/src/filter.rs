@@ -86,13 +86,15 @@ impl BloomFilter {
     /// Inserts a key that was already encoded with this filter's encoding.
     pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
         let mut changed = false;
-        for position in self.hasher.positions(key) {
+        let words = &mut self.words;
+        self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
-            if let Some(w) = self.words.get_mut(word) {
+            if let Some(w) = words.get_mut(word) {
                 changed |= *w & mask == 0;
                 *w |= mask;
             }
-        }
+            true
+        });
         if changed {
             self.items = self.items.saturating_add(1);
         }
@@ -127,7 +129,7 @@ impl BloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.hasher.positions(key).all(|position| {
+        self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
             self.words.get(word).is_some_and(|w| w & mask != 0)
         })

@@ -8,7 +8,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use bloom_format::PositionRuleId;
-use sha2::{Digest, Sha256};
 
 use crate::encoding::{EncodedKey, UnknownNameError};
 use crate::params::MAX_HASHES;
@@ -203,60 +202,133 @@ impl Salt {
     }
 }
 
+/// SHA-256's initial hash value (FIPS 180-4, 5.3.3).
+const SHA256_H0: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+/// Finishes SHA-256 over `key`, starting from `state` after `absorbed` bytes (0, or 64 for the
+/// salt block), and returns the final state words: the digest is their big-endian bytes.
+///
+/// This is `Sha256::digest` without its streaming buffer and output byte array: the key's
+/// full blocks go straight to sha2's compression function (hardware SHA where the CPU has
+/// it), and the padding (FIPS 180-4, 5.1.1) is built on the stack. Positions are then read
+/// from the state words in registers. Tests compare it with `Sha256::digest` for every length
+/// across the padding boundaries, salted and unsalted.
+#[inline]
+fn sha256_state(mut state: [u32; 8], absorbed: u64, key: &[u8]) -> [u32; 8] {
+    let (blocks, tail) = key.as_chunks::<64>();
+    if !blocks.is_empty() {
+        sha2::block_api::compress256(&mut state, blocks);
+    }
+    let mut last = [[0u8; 64]; 2];
+    let used = if tail.len() < 56 { 1 } else { 2 };
+    let buffer = last.as_flattened_mut();
+    buffer[..tail.len()].copy_from_slice(tail);
+    buffer[tail.len()] = 0x80;
+    let bit_len = (absorbed + key.len() as u64).wrapping_mul(8);
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "SHA-256 appends the message length big-endian"
+    )]
+    buffer[used * 64 - 8..used * 64].copy_from_slice(&bit_len.to_be_bytes());
+    sha2::block_api::compress256(&mut state, &last[..used]);
+    state
+}
+
 /// Computes positions for one filter configuration; the salted SHA-256 state is prepared once.
 #[derive(Clone, Debug)]
 pub(crate) struct PositionHasher {
     rule: PositionRule,
     bits: u64,
     hashes: u32,
-    salted: Option<Sha256>,
+    /// The SHA-256 state after the salt block, or the initial state without a salt.
+    start: [u32; 8],
+    /// Bytes absorbed into `start`: 64 with a salt, 0 without.
+    absorbed: u64,
 }
 
 impl PositionHasher {
     pub(crate) fn new(rule: PositionRule, bits: u64, hashes: u32, salt: &Salt) -> Self {
-        let salted = (!salt.is_empty()).then(|| {
-            let mut state = Sha256::new();
-            state.update(salt.prefix_block());
-            state
-        });
+        let (start, absorbed) = if salt.is_empty() {
+            (SHA256_H0, 0)
+        } else {
+            let mut state = SHA256_H0;
+            sha2::block_api::compress256(&mut state, &[salt.prefix_block()]);
+            (state, 64)
+        };
         Self {
             rule,
             bits,
             hashes,
-            salted,
+            start,
+            absorbed,
         }
     }
 
+    /// The SHA-256 state words of the (salted) key: the digest is their big-endian bytes.
     #[inline]
-    fn digest(&self, key: &[u8]) -> [u8; 32] {
-        match &self.salted {
-            Some(state) => {
-                let mut state = state.clone();
-                state.update(key);
-                state.finalize().into()
+    fn digest_words(&self, key: &[u8]) -> [u32; 8] {
+        sha256_state(self.start, self.absorbed, key)
+    }
+
+    /// The four 8-byte words of the digest: read big-endian (`sha256-split4`) they are pairs of
+    /// state words; read little-endian (`sha256-double`) they are the pairs byte-swapped.
+    #[inline]
+    fn words(&self, key: &[u8]) -> [u64; 4] {
+        let s = self.digest_words(key);
+        let split4 = self.rule == PositionRule::Sha256Split4;
+        [0, 1, 2, 3].map(|i| {
+            let (hi, lo) = (s[2 * i], s[2 * i + 1]);
+            if split4 {
+                (u64::from(hi) << 32) | u64::from(lo)
+            } else {
+                u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32)
             }
-            None => Sha256::digest(key).into(),
+        })
+    }
+
+    /// Calls `visit` with each position in rule order until it returns `false`; returns
+    /// whether every call returned `true`. The same positions as [`Positions`], in a loop the
+    /// compiler can keep in registers for the filters' hot paths.
+    #[inline]
+    pub(crate) fn each_position(
+        &self,
+        key: &EncodedKey<'_>,
+        mut visit: impl FnMut(u64) -> bool,
+    ) -> bool {
+        let words = self.words(key.as_bytes());
+        let m = self.bits;
+        match self.rule {
+            PositionRule::Sha256Split4 => words
+                .iter()
+                .take(self.hashes as usize)
+                .all(|&w| visit(w % m)),
+            PositionRule::Sha256Double => {
+                let [mut a, mut b, ..] = words;
+                for i in 0..u64::from(self.hashes) {
+                    if !visit(reduce(a, m)) {
+                        return false;
+                    }
+                    a = a.wrapping_add(b);
+                    b = b.wrapping_add(i + 1);
+                }
+                true
+            }
         }
     }
 
     #[inline]
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
-        let digest = self.digest(key.as_bytes());
-        let mut words = [0u64; 4];
-        for (word, chunk) in words.iter_mut().zip(digest.chunks_exact(8)) {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(chunk);
-            *word = match self.rule {
-                #[expect(
-                    clippy::big_endian_bytes,
-                    reason = "the reference article's rule reads big-endian words"
-                )]
-                PositionRule::Sha256Split4 => u64::from_be_bytes(bytes),
-                PositionRule::Sha256Double => u64::from_le_bytes(bytes),
-            };
-        }
         Positions {
-            words,
+            words: self.words(key.as_bytes()),
             split4: self.rule == PositionRule::Sha256Split4,
             bits: self.bits,
             next: 0,
@@ -318,6 +390,7 @@ fn reduce(x: u64, m: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn ids_are_pinned() {
@@ -335,6 +408,45 @@ mod tests {
             assert_eq!(PositionRule::from_id(id).map(PositionRule::id), Some(id));
         }
         assert_eq!(PositionRule::default(), PositionRule::Sha256Double);
+    }
+
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "a SHA-256 digest is its state words big-endian"
+    )]
+    fn digest_bytes(hasher: &PositionHasher, key: &[u8]) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (chunk, word) in out.chunks_exact_mut(4).zip(hasher.digest_words(key)) {
+            chunk.copy_from_slice(&word.to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn the_block_level_digest_equals_sha256_for_every_length() {
+        let plain = PositionHasher::new(PositionRule::Sha256Double, 64, 1, &Salt::none());
+        let salt = Salt::new(b"a salt").unwrap();
+        let salted = PositionHasher::new(PositionRule::Sha256Double, 64, 1, &salt);
+        let mut prefix = vec![6u8];
+        prefix.extend_from_slice(b"a salt");
+        prefix.resize(64, 0);
+        let data: Vec<u8> = (0..=300u32).map(|i| (i * 7 + 3) as u8).collect();
+        // Covers 0, the 55/56 and 63/64 padding boundaries, and several full blocks.
+        for len in 0..=data.len() {
+            let key = &data[..len];
+            assert_eq!(
+                digest_bytes(&plain, key),
+                <[u8; 32]>::from(Sha256::digest(key)),
+                "length {len}"
+            );
+            let mut with_prefix = prefix.clone();
+            with_prefix.extend_from_slice(key);
+            assert_eq!(
+                digest_bytes(&salted, key),
+                <[u8; 32]>::from(Sha256::digest(&with_prefix)),
+                "salted, length {len}"
+            );
+        }
     }
 
     #[test]
@@ -380,7 +492,7 @@ mod tests {
         block.resize(64, 0);
         block.extend_from_slice(b"record-1");
         assert_eq!(
-            salted.digest(b"record-1"),
+            digest_bytes(&salted, b"record-1"),
             <[u8; 32]>::from(Sha256::digest(&block))
         );
         assert_eq!(Salt::new(&[0; 33]), Err(SaltTooLong { found: 33 }));
