@@ -97,12 +97,17 @@ impl AtomicBloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        // Every position is probed, as in `BloomFilter::contains_encoded`.
+        let mut all = true;
         self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
-            self.words
+            all &= self
+                .words
                 .get(word)
-                .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0)
-        })
+                .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0);
+            true
+        });
+        all
     }
 
     /// A copy of the bits as a [`BloomFilter`], taken word by word while inserts may continue.

@@ -129,10 +129,15 @@ impl BloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        // Every position is probed, without an early exit: the probes are independent loads
+        // that overlap, and a data-dependent exit would be mispredicted on about every miss.
+        let mut all = true;
         self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
-            self.words.get(word).is_some_and(|w| w & mask != 0)
-        })
+            all &= self.words.get(word).is_some_and(|w| w & mask != 0);
+            true
+        });
+        all
     }
 
     /// Adds every key of `other` (bitwise OR).
