@@ -228,18 +228,27 @@ fn sha256_state(mut state: [u32; 8], absorbed: u64, key: &[u8]) -> [u32; 8] {
     if !blocks.is_empty() {
         sha2::block_api::compress256(&mut state, blocks);
     }
-    let mut last = [[0u8; 64]; 2];
-    let used = if tail.len() < 56 { 1 } else { 2 };
-    let buffer = last.as_flattened_mut();
-    buffer[..tail.len()].copy_from_slice(tail);
-    buffer[tail.len()] = 0x80;
     let bit_len = (absorbed + key.len() as u64).wrapping_mul(8);
     #[expect(
         clippy::big_endian_bytes,
         reason = "SHA-256 appends the message length big-endian"
     )]
-    buffer[used * 64 - 8..used * 64].copy_from_slice(&bit_len.to_be_bytes());
-    sha2::block_api::compress256(&mut state, &last[..used]);
+    let length = bit_len.to_be_bytes();
+    if tail.len() < 56 {
+        // The common case for short keys: tail, 0x80 and the length fit in one block.
+        let mut block = [0u8; 64];
+        block[..tail.len()].copy_from_slice(tail);
+        block[tail.len()] = 0x80;
+        block[56..].copy_from_slice(&length);
+        sha2::block_api::compress256(&mut state, std::slice::from_ref(&block));
+    } else {
+        let mut last = [[0u8; 64]; 2];
+        let buffer = last.as_flattened_mut();
+        buffer[..tail.len()].copy_from_slice(tail);
+        buffer[tail.len()] = 0x80;
+        buffer[120..].copy_from_slice(&length);
+        sha2::block_api::compress256(&mut state, &last);
+    }
     state
 }
 
