@@ -71,7 +71,6 @@ impl AtomicBloomFilter {
                 // Release pairs with the Acquire loads of readers and snapshots.
                 changed |= w.fetch_or(mask, Ordering::Release) & mask == 0;
             }
-            true
         });
         if changed {
             self.items.fetch_add(1, Ordering::Relaxed);
@@ -105,7 +104,6 @@ impl AtomicBloomFilter {
                 .words
                 .get(word)
                 .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0);
-            true
         });
         all
     }

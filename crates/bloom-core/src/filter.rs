@@ -93,7 +93,6 @@ impl BloomFilter {
                 changed |= *w & mask == 0;
                 *w |= mask;
             }
-            true
         });
         if changed {
             self.items = self.items.saturating_add(1);
@@ -135,7 +134,6 @@ impl BloomFilter {
         self.hasher.each_position(key, |position| {
             let (word, mask) = bits::locate(position);
             all &= self.words.get(word).is_some_and(|w| w & mask != 0);
-            true
         });
         all
     }

@@ -304,45 +304,43 @@ impl PositionHasher {
         })
     }
 
-    /// Calls `visit` with each position in rule order until it returns `false`; returns
-    /// whether every call returned `true`. The same positions as [`Positions`], in a loop the
-    /// compiler can keep in registers for the filters' hot paths.
+    /// Calls `visit` with each position, in rule order. This is the one implementation of
+    /// both rules; the filters' hot paths call it directly, where a closure compiles to a
+    /// tighter loop than the [`Positions`] iterator.
     #[inline]
-    pub(crate) fn each_position(
-        &self,
-        key: &EncodedKey<'_>,
-        mut visit: impl FnMut(u64) -> bool,
-    ) -> bool {
+    pub(crate) fn each_position(&self, key: &EncodedKey<'_>, mut visit: impl FnMut(u64)) {
         let words = self.words(key.as_bytes());
         let m = self.bits;
         match self.rule {
-            PositionRule::Sha256Split4 => words
-                .iter()
-                .take(self.hashes as usize)
-                .all(|&w| visit(w % m)),
+            PositionRule::Sha256Split4 => {
+                for w in words.iter().take(self.hashes as usize) {
+                    visit(w % m);
+                }
+            }
             PositionRule::Sha256Double => {
                 let [mut a, mut b, ..] = words;
                 for i in 0..u64::from(self.hashes) {
-                    if !visit(reduce(a, m)) {
-                        return false;
-                    }
+                    visit(reduce(a, m));
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }
-                true
             }
         }
     }
 
-    #[inline]
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
-        Positions {
-            words: self.words(key.as_bytes()),
-            split4: self.rule == PositionRule::Sha256Split4,
-            bits: self.bits,
+        let mut positions = Positions {
+            buffer: [0; MAX_HASHES as usize],
+            len: 0,
             next: 0,
-            len: self.hashes,
-        }
+        };
+        self.each_position(key, |position| {
+            if let Some(slot) = positions.buffer.get_mut(positions.len) {
+                *slot = position;
+                positions.len += 1;
+            }
+        });
+        positions
     }
 }
 
@@ -350,39 +348,22 @@ impl PositionHasher {
 /// [`FilterConfig::positions`](crate::FilterConfig::positions).
 #[derive(Clone, Debug)]
 pub struct Positions {
-    /// The digest as four words: big-endian for split4, little-endian for double hashing,
-    /// where words 0 and 1 are the running `a` and `b`.
-    words: [u64; 4],
-    split4: bool,
-    bits: u64,
-    next: u32,
-    len: u32,
+    buffer: [u64; MAX_HASHES as usize],
+    len: usize,
+    next: usize,
 }
 
 impl Iterator for Positions {
     type Item = u64;
 
-    #[inline]
     fn next(&mut self) -> Option<u64> {
-        if self.next >= self.len {
-            return None;
-        }
-        let i = self.next;
+        let position = self.buffer.get(self.next..self.len)?.first().copied()?;
         self.next += 1;
-        let [a, b, ..] = &mut self.words;
-        Some(if self.split4 {
-            // k <= 4 is enforced by FilterConfig for this rule.
-            self.words.get(i as usize).copied().unwrap_or(0) % self.bits
-        } else {
-            let position = reduce(*a, self.bits);
-            *a = a.wrapping_add(*b);
-            *b = b.wrapping_add(u64::from(i) + 1);
-            position
-        })
+        Some(position)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = (self.len - self.next) as usize;
+        let left = self.len - self.next;
         (left, Some(left))
     }
 }
