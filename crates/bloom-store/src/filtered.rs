@@ -58,10 +58,9 @@ impl FilterOptions {
         }
     }
 
-    fn config_for(
-        &self,
-        capacity: u64,
-    ) -> Result<FilterConfig, StoreError<std::convert::Infallible>> {
+    /// The configuration of a new filter planned for `capacity` keys. Generic over the
+    /// store's error type so that callers can use `?` directly.
+    fn config_for<E>(&self, capacity: u64) -> Result<FilterConfig, StoreError<E>> {
         let mut params =
             FilterParams::for_false_positive_rate(capacity.max(1), self.false_positive_rate)?;
         // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has.
@@ -153,21 +152,6 @@ pub enum StoreError<E> {
     /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
     #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
     NotTrusted(BypassReason),
-}
-
-impl StoreError<std::convert::Infallible> {
-    fn widen<E>(self) -> StoreError<E> {
-        match self {
-            Self::Store(never) => match never {},
-            Self::Key(e) => StoreError::Key(e),
-            Self::Params(e) => StoreError::Params(e),
-            Self::Config(e) => StoreError::Config(e),
-            Self::Salt(e) => StoreError::Salt(e),
-            Self::Alloc(e) => StoreError::Alloc(e),
-            Self::Write(e) => StoreError::Write(e),
-            Self::NotTrusted(r) => StoreError::NotTrusted(r),
-        }
-    }
 }
 
 /// Why the filter is not used to answer "absent".
@@ -397,9 +381,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 }
             }
             Err(reason) => {
-                let config = options
-                    .config_for(options.capacity)
-                    .map_err(StoreError::widen)?;
+                let config = options.config_for(options.capacity)?;
                 (
                     AtomicBloomFilter::new(config)?,
                     OpenOutcome::NeedsRebuild(reason),
@@ -590,10 +572,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.capacity
             }
         };
-        let config = self
-            .options
-            .config_for(capacity)
-            .map_err(StoreError::widen)?;
+        let config = self.options.config_for(capacity)?;
         let new = Arc::new(AtomicBloomFilter::new(config)?);
         let start_generation = {
             let mut state = self.write();
