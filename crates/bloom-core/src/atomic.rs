@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::batch::{BitsMut, BitsRef, ContainsEach};
 use crate::bits::{self, AllocError};
 use crate::config::FilterConfig;
 use crate::encoding::{EncodedKey, KeyError};
@@ -64,17 +65,24 @@ impl AtomicBloomFilter {
 
     /// Inserts an already-encoded key; returns whether this call set any bit.
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        let mut changed = false;
-        self.hasher.each_position(key, |position| {
-            let (word, mask) = bits::locate(position);
-            if let Some(w) = self.words.get(word) {
-                // Release pairs with the Acquire loads of readers and snapshots.
-                changed |= w.fetch_or(mask, Ordering::Release) & mask == 0;
-            }
-        });
+        let changed = (&*self.words).insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
             self.items.fetch_add(1, Ordering::Relaxed);
         }
+        changed
+    }
+
+    /// Inserts every text key; returns how many of them this call changed a bit for.
+    ///
+    /// Faster per key than `insert` in a loop, as [`BloomFilter::insert_all`] is.
+    pub fn insert_all<I>(&self, keys: I) -> u64
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let changed =
+            (&*self.words).insert_each(&self.hasher, self.config.encoding(), keys.into_iter());
+        self.items.fetch_add(changed, Ordering::Relaxed);
         changed
     }
 
@@ -96,16 +104,23 @@ impl AtomicBloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        // Every position is probed, as in `BloomFilter::contains_encoded`.
-        let mut all = true;
-        self.hasher.each_position(key, |position| {
-            let (word, mask) = bits::locate(position);
-            all &= self
-                .words
-                .get(word)
-                .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0);
-        });
-        all
+        BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(key))
+    }
+
+    /// Whether each text key may have been inserted: one answer per key, in order, exactly
+    /// those of `contains`, computed a batch of keys at a time as in
+    /// [`BloomFilter::contains_each`].
+    pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        ContainsEach::new(
+            BitsRef::Atomic(&self.words),
+            &self.hasher,
+            self.config.encoding(),
+            keys.into_iter(),
+        )
     }
 
     /// A copy of the bits as a [`BloomFilter`], taken word by word while inserts may continue.

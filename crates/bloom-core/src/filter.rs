@@ -1,5 +1,6 @@
 //! [`BloomFilter`]: the single-owner filter.
 
+use crate::batch::{BitsMut, BitsRef, ContainsEach};
 use crate::bits::{self, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
 use crate::encoding::{EncodedKey, KeyError};
@@ -85,30 +86,28 @@ impl BloomFilter {
 
     /// Inserts a key that was already encoded with this filter's encoding.
     pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
-        let mut changed = false;
-        let words = &mut self.words;
-        self.hasher.each_position(key, |position| {
-            let (word, mask) = bits::locate(position);
-            if let Some(w) = words.get_mut(word) {
-                changed |= *w & mask == 0;
-                *w |= mask;
-            }
-        });
+        let changed = self.words.insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
             self.items = self.items.saturating_add(1);
         }
         changed
     }
 
-    /// Inserts every key; returns how many changed a bit.
+    /// Inserts every key; returns how many changed a bit, which is how many `insert` calls
+    /// would have returned `true`.
+    ///
+    /// Faster per key than `insert` in a loop: keys are hashed a batch at a time before their
+    /// bits are touched, so the cache misses of a whole batch overlap.
     pub fn insert_all<I>(&mut self, keys: I) -> u64
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        keys.into_iter()
-            .map(|k| u64::from(self.insert(k.as_ref())))
-            .sum()
+        let changed =
+            self.words
+                .insert_each(&self.hasher, self.config.encoding(), keys.into_iter());
+        self.items = self.items.saturating_add(changed);
+        changed
     }
 
     /// Whether a text key may have been inserted. `false` is definite.
@@ -128,14 +127,44 @@ impl BloomFilter {
     /// Whether an already-encoded key may have been inserted.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        // Every position is probed, without an early exit: the probes are independent loads
-        // that overlap, and a data-dependent exit would be mispredicted on about every miss.
-        let mut all = true;
-        self.hasher.each_position(key, |position| {
-            let (word, mask) = bits::locate(position);
-            all &= self.words.get(word).is_some_and(|w| w & mask != 0);
-        });
-        all
+        BitsRef::Plain(&self.words).contains(&self.hasher, self.hasher.hash(key))
+    }
+
+    /// Whether each text key may have been inserted: one answer per key, in order, exactly
+    /// those of `contains`.
+    ///
+    /// Faster per key than `contains` in a loop: keys are hashed a batch at a time before
+    /// their bits are probed, so the cache misses of a whole batch overlap. Keys are taken
+    /// lazily, a batch at a time, so a stream of any length is answered in constant memory.
+    ///
+    /// ```
+    /// use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+    ///
+    /// let params = FilterParams::for_false_positive_rate(1_000, 0.01)?;
+    /// let mut filter = BloomFilter::new(FilterConfig::new(params))?;
+    /// assert_eq!(filter.insert_all(["a", "b", "a"]), 2); // the second "a" changes nothing
+    /// let answers: Vec<bool> = filter.contains_each(["a", "b"]).collect();
+    /// assert_eq!(answers, [true, true]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        ContainsEach::new(
+            BitsRef::Plain(&self.words),
+            &self.hasher,
+            self.config.encoding(),
+            keys.into_iter(),
+        )
+    }
+
+    /// Removes every key: all bits and the item count go back to zero, and the configuration
+    /// (salt included) is kept.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+        self.items = 0;
     }
 
     /// Adds every key of `other` (bitwise OR).

@@ -294,31 +294,41 @@ impl PositionHasher {
     fn words(&self, key: &[u8]) -> [u64; 4] {
         let s = self.digest_words(key);
         let split4 = self.rule == PositionRule::Sha256Split4;
-        [0, 1, 2, 3].map(|i| {
-            let (hi, lo) = (s[2 * i], s[2 * i + 1]);
+        let word = |hi: u32, lo: u32| {
             if split4 {
                 (u64::from(hi) << 32) | u64::from(lo)
             } else {
                 u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32)
             }
-        })
+        };
+        [
+            word(s[0], s[1]),
+            word(s[2], s[3]),
+            word(s[4], s[5]),
+            word(s[6], s[7]),
+        ]
     }
 
-    /// Calls `visit` with each position, in rule order. This is the one implementation of
-    /// both rules; the filters' hot paths call it directly, where a closure compiles to a
-    /// tighter loop than the [`Positions`] iterator.
+    /// Hashes a key: the one SHA-256 computation behind all of its positions.
     #[inline]
-    pub(crate) fn each_position(&self, key: &EncodedKey<'_>, mut visit: impl FnMut(u64)) {
-        let words = self.words(key.as_bytes());
+    pub(crate) fn hash(&self, key: &EncodedKey<'_>) -> KeyHash {
+        KeyHash(self.words(key.as_bytes()))
+    }
+
+    /// Calls `visit` with each position of a hashed key, in rule order. This is the one
+    /// implementation of both rules. Positions cost a multiply each, so callers that need
+    /// them twice (probe, then set) walk them twice rather than storing them.
+    #[inline]
+    pub(crate) fn each_position_of(&self, hash: KeyHash, mut visit: impl FnMut(u64)) {
         let m = self.bits;
         match self.rule {
             PositionRule::Sha256Split4 => {
-                for w in words.iter().take(self.hashes as usize) {
+                for w in hash.0.iter().take(self.hashes as usize) {
                     visit(w % m);
                 }
             }
             PositionRule::Sha256Double => {
-                let [mut a, mut b, ..] = words;
+                let [mut a, mut b, ..] = hash.0;
                 for i in 0..u64::from(self.hashes) {
                     visit(reduce(a, m));
                     a = a.wrapping_add(b);
@@ -326,6 +336,12 @@ impl PositionHasher {
                 }
             }
         }
+    }
+
+    /// Calls `visit` with each position of `key`, in rule order.
+    #[inline]
+    pub(crate) fn each_position(&self, key: &EncodedKey<'_>, visit: impl FnMut(u64)) {
+        self.each_position_of(self.hash(key), visit);
     }
 
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
@@ -344,6 +360,11 @@ impl PositionHasher {
     }
 }
 
+/// The four 8-byte words of one key's digest, as the key's rule reads them: everything its
+/// positions are computed from.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KeyHash([u64; 4]);
+
 /// The `k` bit positions of one key, in rule order. Created by
 /// [`FilterConfig::positions`](crate::FilterConfig::positions).
 #[derive(Clone, Debug)]
@@ -353,11 +374,20 @@ pub struct Positions {
     next: usize,
 }
 
+impl Positions {
+    /// The positions not yet returned by the iterator; all `k` of them before the first
+    /// `next`.
+    #[must_use]
+    pub fn as_slice(&self) -> &[u64] {
+        self.buffer.get(self.next..self.len).unwrap_or_default()
+    }
+}
+
 impl Iterator for Positions {
     type Item = u64;
 
     fn next(&mut self) -> Option<u64> {
-        let position = self.buffer.get(self.next..self.len)?.first().copied()?;
+        let position = self.as_slice().first().copied()?;
         self.next += 1;
         Some(position)
     }

@@ -1,7 +1,10 @@
-//! Property tests: no false negatives, union contains both sides, and Guava's law
-//! `insert(k) == !contains(k)` before the call.
+//! Property tests: no false negatives, union contains both sides, Guava's law
+//! `insert(k) == !contains(k)` before the call, and the batched operations (`insert_all`,
+//! `contains_each`) answering exactly as the one-key ones.
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt};
+use bloom_core::{
+    AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt,
+};
 use proptest::prelude::*;
 
 fn config(
@@ -115,7 +118,77 @@ proptest! {
         // Short keys from a tiny alphabet repeat: the count must follow insertion order.
         prop_assert_eq!(all.insert_all(&keys), changed);
         prop_assert_eq!(&all, &one_by_one);
+        prop_assert_eq!(all.items_inserted(), changed);
     }
+
+    #[test]
+    fn atomic_insert_all_equals_one_insert_per_key(
+        config in any_config(),
+        keys in prop::collection::vec("[a-c]{0,3}", 0..100),
+    ) {
+        let one_by_one = AtomicBloomFilter::new(config.clone()).unwrap();
+        let changed: u64 = keys.iter().map(|k| u64::from(one_by_one.insert(k))).sum();
+        let all = AtomicBloomFilter::new(config).unwrap();
+        prop_assert_eq!(all.insert_all(&keys), changed);
+        prop_assert_eq!(all.to_filter().unwrap(), one_by_one.to_filter().unwrap());
+    }
+
+    #[test]
+    fn contains_each_answers_exactly_what_contains_does(
+        config in any_config(),
+        inserted in prop::collection::vec("[a-d]{0,3}", 0..60),
+        queries in prop::collection::vec("[a-e]{0,3}", 0..100),
+    ) {
+        let mut filter = BloomFilter::new(config).unwrap();
+        filter.insert_all(&inserted);
+        let one_by_one: Vec<bool> = queries.iter().map(|k| filter.contains(k)).collect();
+        let each = filter.contains_each(&queries);
+        prop_assert_eq!(each.size_hint(), (queries.len(), Some(queries.len())));
+        prop_assert_eq!(each.collect::<Vec<_>>(), one_by_one.clone());
+        let atomic = AtomicBloomFilter::from(filter);
+        prop_assert_eq!(atomic.contains_each(&queries).collect::<Vec<_>>(), one_by_one);
+    }
+}
+
+#[test]
+fn contains_each_takes_keys_lazily_from_an_endless_stream() {
+    let mut filter = BloomFilter::new(config(4096, 5, false, KeyEncoding::Utf8, true)).unwrap();
+    filter.insert_all((0..100).map(|i| i.to_string()));
+    let mut taken = 0;
+    let stream = (0u64..).map(|i| {
+        taken += 1;
+        i.to_string()
+    });
+    let answers: Vec<bool> = filter.contains_each(stream).take(40).collect();
+    assert_eq!(answers, vec![true; 40]);
+    // Keys are pulled a batch at a time, never the whole (endless) stream.
+    assert!((40..=64).contains(&taken), "took {taken} keys");
+}
+
+#[test]
+fn contains_each_is_fused_and_counts_down() {
+    let filter = BloomFilter::new(config(1024, 3, false, KeyEncoding::Nfc, false)).unwrap();
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut each = filter.contains_each(&keys);
+    assert_eq!(each.next(), Some(false));
+    assert_eq!(each.size_hint(), (19, Some(19)));
+    assert_eq!(each.by_ref().count(), 19);
+    assert_eq!(each.next(), None);
+    assert_eq!(each.next(), None);
+}
+
+#[test]
+fn clear_removes_every_key_and_keeps_the_configuration() {
+    let config = config(2048, 4, false, KeyEncoding::NfcTrimLowercase, true);
+    let mut filter = BloomFilter::new(config.clone()).unwrap();
+    filter.insert_all(["Alpha", "beta", " GAMMA "]);
+    assert!(filter.count_ones() > 0);
+    filter.clear();
+    assert_eq!(filter, BloomFilter::new(config.clone()).unwrap());
+    assert_eq!(filter.config(), &config);
+    assert!(!filter.contains("alpha"));
+    assert!(filter.insert("gamma"));
+    assert!(filter.contains(" Gamma"));
 }
 
 #[test]

@@ -1,0 +1,248 @@
+//! Many-key operations: hash a batch of keys first, then touch their bits.
+//!
+//! A filter sized for real data is larger than the CPU's caches, so each of a key's `k` probes
+//! is a cache miss. One key at a time, the CPU overlaps a key's own probes but then waits for
+//! them before it can hash the next key. Hashing [`BATCH_KEYS`] keys first and then probing
+//! all their positions gives the CPU `BATCH_KEYS * k` independent loads to overlap, which is
+//! what makes [`BloomFilter::insert_all`](crate::BloomFilter::insert_all) and
+//! [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) faster per key than
+//! `insert` and `contains` in a loop. The answers are exactly the same.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::bits;
+use crate::encoding::KeyEncoding;
+use crate::position::{KeyHash, PositionHasher};
+
+/// Keys hashed before any of their bits is touched.
+pub(crate) const BATCH_KEYS: usize = 16;
+
+/// The hashes of up to [`BATCH_KEYS`] keys, in key order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HashBatch {
+    hashes: [KeyHash; BATCH_KEYS],
+    len: usize,
+}
+
+impl HashBatch {
+    /// Replaces the batch with the hashes of the next keys, at most [`BATCH_KEYS`] of them.
+    /// Returns how many keys were taken: 0 once `keys` is exhausted.
+    fn fill<K: AsRef<str>>(
+        &mut self,
+        hasher: &PositionHasher,
+        encoding: KeyEncoding,
+        keys: &mut impl Iterator<Item = K>,
+    ) -> usize {
+        self.len = 0;
+        for (slot, key) in self.hashes.iter_mut().zip(keys) {
+            *slot = hasher.hash(&encoding.encode_str(key.as_ref()));
+            self.len += 1;
+        }
+        self.len
+    }
+
+    fn hashes(&self) -> &[KeyHash] {
+        self.hashes.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// Read access to a bit array, plain or atomic: the probe shared by every lookup path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BitsRef<'a> {
+    /// A [`BloomFilter`](crate::BloomFilter)'s words.
+    Plain(&'a [u64]),
+    /// An [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s words.
+    Atomic(&'a [AtomicU64]),
+}
+
+impl BitsRef<'_> {
+    /// Whether the bit at `position` is set; out-of-range positions (impossible for positions
+    /// of the same configuration) read as unset.
+    #[inline]
+    fn get(self, position: u64) -> bool {
+        let (word, mask) = bits::locate(position);
+        match self {
+            Self::Plain(words) => words.get(word).is_some_and(|w| w & mask != 0),
+            // Acquire pairs with the Release of `fetch_or` in inserts.
+            Self::Atomic(words) => words
+                .get(word)
+                .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0),
+        }
+    }
+
+    /// Whether every position of a hashed key is set.
+    ///
+    /// Every position is probed, with no early exit: the probes are independent loads that
+    /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
+    #[inline]
+    pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        let mut all = true;
+        hasher.each_position_of(hash, |position| all &= self.get(position));
+        all
+    }
+}
+
+/// A bit array that keys are inserted into: a [`BloomFilter`](crate::BloomFilter)'s words
+/// through `&mut`, an [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s through `&`.
+pub(crate) trait BitsMut {
+    /// Read access for probes.
+    fn bits(&self) -> BitsRef<'_>;
+
+    /// Sets every position of a hashed key; returns whether any of them was unset.
+    fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool;
+
+    /// Inserts a hashed key; returns whether any bit changed.
+    ///
+    /// The bits are probed first and written only when one is missing: the probes overlap,
+    /// and a key that is already present leaves its cache lines clean (for atomic words, it
+    /// also skips the locked writes). The positions are computed again for the writes, which
+    /// costs a multiply each, not another SHA-256.
+    #[inline]
+    fn insert_key(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        !self.bits().contains(hasher, hash) && self.set(hasher, hash)
+    }
+
+    /// Inserts every key, a batch at a time; returns how many keys changed a bit, exactly as
+    /// many as single inserts in the same order would have.
+    fn insert_each<K: AsRef<str>>(
+        &mut self,
+        hasher: &PositionHasher,
+        encoding: KeyEncoding,
+        keys: impl Iterator<Item = K>,
+    ) -> u64 {
+        let mut keys = keys;
+        let mut batch = HashBatch::default();
+        let mut present = [false; BATCH_KEYS];
+        let mut changed = 0;
+        while batch.fill(hasher, encoding, &mut keys) > 0 {
+            // Every probe of the batch first, as overlapping loads...
+            for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
+                *present = self.bits().contains(hasher, hash);
+            }
+            // ...then, key by key, the bits of the keys that lacked one. A key whose bits were
+            // all set before the batch changes nothing; for the others the words are now in
+            // cache, and setting them in key order gives each key the answer `insert` would.
+            for (&present, &hash) in present.iter().zip(batch.hashes()) {
+                if !present && self.set(hasher, hash) {
+                    changed += 1;
+                }
+            }
+        }
+        changed
+    }
+}
+
+impl BitsMut for [u64] {
+    fn bits(&self) -> BitsRef<'_> {
+        BitsRef::Plain(self)
+    }
+
+    #[inline]
+    fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        let mut changed = false;
+        hasher.each_position_of(hash, |position| {
+            let (word, mask) = bits::locate(position);
+            if let Some(w) = self.get_mut(word) {
+                changed |= *w & mask == 0;
+                *w |= mask;
+            }
+        });
+        changed
+    }
+}
+
+impl BitsMut for &[AtomicU64] {
+    fn bits(&self) -> BitsRef<'_> {
+        BitsRef::Atomic(self)
+    }
+
+    #[inline]
+    fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        let mut changed = false;
+        hasher.each_position_of(hash, |position| {
+            let (word, mask) = bits::locate(position);
+            if let Some(w) = self.get(word) {
+                // Release pairs with the Acquire loads of readers and snapshots.
+                changed |= w.fetch_or(mask, Ordering::Release) & mask == 0;
+            }
+        });
+        changed
+    }
+}
+
+/// The answers of [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) and
+/// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one `bool`
+/// per key, in order, computed a batch of keys at a time.
+///
+/// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
+/// only as answers are needed, a batch at a time, so a stream of any length is answered in
+/// constant memory.
+#[derive(Clone, Debug)]
+#[must_use = "iterators are lazy: no key is looked up until the answers are read"]
+pub struct ContainsEach<'a, I> {
+    bits: BitsRef<'a>,
+    hasher: &'a PositionHasher,
+    encoding: KeyEncoding,
+    keys: I,
+    batch: HashBatch,
+    answers: [bool; BATCH_KEYS],
+    len: usize,
+    next: usize,
+}
+
+impl<'a, I> ContainsEach<'a, I> {
+    pub(crate) fn new(
+        bits: BitsRef<'a>,
+        hasher: &'a PositionHasher,
+        encoding: KeyEncoding,
+        keys: I,
+    ) -> Self {
+        Self {
+            bits,
+            hasher,
+            encoding,
+            keys,
+            batch: HashBatch::default(),
+            answers: [false; BATCH_KEYS],
+            len: 0,
+            next: 0,
+        }
+    }
+}
+
+impl<I> Iterator for ContainsEach<'_, I>
+where
+    I: Iterator,
+    I::Item: AsRef<str>,
+{
+    type Item = bool;
+
+    fn next(&mut self) -> Option<bool> {
+        if self.next == self.len {
+            self.len = self.batch.fill(self.hasher, self.encoding, &mut self.keys);
+            self.next = 0;
+            for (answer, &hash) in self.answers.iter_mut().zip(self.batch.hashes()) {
+                *answer = self.bits.contains(self.hasher, hash);
+            }
+        }
+        let answer = self.answers.get(self.next..self.len)?.first().copied()?;
+        self.next += 1;
+        Some(answer)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let buffered = self.len - self.next;
+        let (low, high) = self.keys.size_hint();
+        (
+            low.saturating_add(buffered),
+            high.and_then(|h| h.checked_add(buffered)),
+        )
+    }
+}
+
+impl<I> std::iter::FusedIterator for ContainsEach<'_, I>
+where
+    I: std::iter::FusedIterator,
+    I::Item: AsRef<str>,
+{
+}
