@@ -1,0 +1,183 @@
+//! Paired cost ratios against the bare SHA-256 digest, robust to a noisy shared machine.
+//!
+//! The criterion bench (`benches/filter.rs`) times each function in its own stretch of a few
+//! seconds, so when the machine's speed drifts between stretches (other tenants, frequency),
+//! the ratio of two of its numbers drifts with it. Here each round times one batch of 1,000
+//! keys under the subject and the same keys under the bare digest back to back, in
+//! alternating order, and the ratio is taken per round. The report gives the median ratio
+//! and its interquartile range over many rounds.
+//!
+//! Run with `cargo bench -p bloom-core --bench ratio`. Same workload as `filter`: n = 10^6,
+//! p = 1%, UTF-8 keys `record-<i>` and `absent-<i>`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
+use sha2::{Digest, Sha256};
+
+const ITEMS: usize = 1_000_000;
+const FPR: f64 = 0.01;
+const BATCH: usize = 1_000;
+/// Rounds per subject: 3 passes over the 10^6 keys.
+const ROUNDS: usize = 3 * ITEMS / BATCH;
+
+fn keys(prefix: &str) -> Vec<String> {
+    (0..ITEMS).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+fn ours() -> BloomFilter {
+    let params = FilterParams::for_false_positive_rate(ITEMS as u64, FPR).unwrap();
+    BloomFilter::new(FilterConfig::new(params).with_encoding(KeyEncoding::Utf8)).unwrap()
+}
+
+fn digest(batch: &[String]) {
+    for k in batch {
+        black_box(Sha256::digest(k.as_bytes()));
+    }
+}
+
+fn time(f: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    f();
+    start.elapsed()
+}
+
+/// Runs `subject` on each batch of `keys` (told whether the walk over the keys restarts) and
+/// the digest on the same batch, and prints the per-round ratio's quartiles.
+fn paired(name: &str, keys: &[String], mut subject: impl FnMut(&[String], bool)) {
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    let (mut ours_total, mut digest_total) = (Duration::ZERO, Duration::ZERO);
+    for round in 0..ROUNDS {
+        let offset = (round * BATCH) % keys.len();
+        let batch = &keys[offset..offset + BATCH];
+        let restart = offset == 0;
+        let (t_subject, t_digest) = if round % 2 == 0 {
+            let s = time(|| subject(batch, restart));
+            (s, time(|| digest(batch)))
+        } else {
+            let d = time(|| digest(batch));
+            (time(|| subject(batch, restart)), d)
+        };
+        ours_total += t_subject;
+        digest_total += t_digest;
+        ratios.push(t_subject.as_secs_f64() / t_digest.as_secs_f64());
+    }
+    ratios.sort_by(f64::total_cmp);
+    let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+    let per_key = |d: Duration| d.as_secs_f64() * 1e9 / (ROUNDS * BATCH) as f64;
+    println!(
+        "{name:38} {:5.2}x  (IQR {:4.2}..{:4.2})  {:6.1} ns/key vs digest {:5.1} ns/key",
+        q(0.5),
+        q(0.25),
+        q(0.75),
+        per_key(ours_total),
+        per_key(digest_total),
+    );
+}
+
+fn main() {
+    let present = keys("record");
+    let absent = keys("absent");
+    println!("ratio to the bare SHA-256 digest of the same keys, median over {ROUNDS} rounds");
+
+    let mut f = ours();
+    paired("insert (fill from empty)", &present, |batch, restart| {
+        if restart {
+            f.clear();
+        }
+        batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+    });
+    paired(
+        "insert_all (fill from empty)",
+        &present,
+        |batch, restart| {
+            if restart {
+                f.clear();
+            }
+            black_box(f.insert_all(batch));
+        },
+    );
+    let mut fast = fastbloom::BloomFilter::with_false_pos(FPR).expected_items(ITEMS);
+    paired(
+        "fastbloom insert (fill from empty)",
+        &present,
+        |batch, restart| {
+            if restart {
+                fast.clear();
+            }
+            batch
+                .iter()
+                .for_each(|k| _ = black_box(fast.insert(k.as_str())));
+        },
+    );
+    let mut classic = bloomfilter::Bloom::<str>::new_for_fp_rate(ITEMS, FPR).unwrap();
+    paired(
+        "bloomfilter insert (fill from empty)",
+        &present,
+        |batch, restart| {
+            if restart {
+                classic.clear();
+            }
+            batch
+                .iter()
+                .for_each(|k| classic.set(black_box(k.as_str())));
+        },
+    );
+
+    // Full filters from here on.
+    f.insert_all(&present);
+    present.iter().for_each(|k| {
+        fast.insert(k.as_str());
+        classic.set(k.as_str());
+    });
+    paired("insert (already present)", &present, |batch, _| {
+        batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+    });
+    paired("insert_all (already present)", &present, |batch, _| {
+        black_box(f.insert_all(batch));
+    });
+    // A 64 Kbit filter stays in L1: what is left is the cost of computing, not of memory.
+    let mut small = BloomFilter::new(
+        FilterConfig::new(FilterParams::new(1 << 16, 7).unwrap()).with_encoding(KeyEncoding::Utf8),
+    )
+    .unwrap();
+    paired("insert (64 Kbit filter, in L1)", &present, |batch, _| {
+        batch.iter().for_each(|k| _ = black_box(small.insert(k)));
+    });
+    paired("contains (64 Kbit filter, in L1)", &absent, |batch, _| {
+        batch.iter().for_each(|k| _ = black_box(small.contains(k)));
+    });
+    paired(
+        "contains_each (64 Kbit filter, in L1)",
+        &absent,
+        |batch, _| {
+            small
+                .contains_each(batch)
+                .for_each(|hit| _ = black_box(hit));
+        },
+    );
+
+    for (what, set) in [("hit", &present), ("miss", &absent)] {
+        paired(&format!("contains ({what})"), set, |batch, _| {
+            batch.iter().for_each(|k| _ = black_box(f.contains(k)));
+        });
+        paired(&format!("contains_each ({what})"), set, |batch, _| {
+            f.contains_each(batch).for_each(|hit| _ = black_box(hit));
+        });
+        paired(&format!("fastbloom contains ({what})"), set, |batch, _| {
+            batch
+                .iter()
+                .for_each(|k| _ = black_box(fast.contains(k.as_str())));
+        });
+        paired(
+            &format!("bloomfilter contains ({what})"),
+            set,
+            |batch, _| {
+                batch
+                    .iter()
+                    .for_each(|k| _ = black_box(classic.check(k.as_str())));
+            },
+        );
+    }
+}
