@@ -534,15 +534,16 @@ fn measure(items: u64, fpr: f64, queries: u64, seed: u64, rule: PositionRule) ->
         .map_err(|e| Failure::new(format!("invalid parameters: {e}")))?;
     let mut filter = BloomFilter::new(config).map_err(|e| Failure::new(e.to_string()))?;
     let bar = progress("measuring");
-    for i in 0..items {
-        filter.insert(&format!("inserted/{seed}/{i}"));
+    filter.insert_all((0..items).map(|i| {
         if i % 4096 == 0 {
             bar.set_position(i);
         }
-    }
+        format!("inserted/{seed}/{i}")
+    }));
     // The query keys have another prefix, so the two sets are disjoint.
-    let hits = (0..queries)
-        .filter(|i| filter.contains(&format!("query/{seed}/{i}")))
+    let hits = filter
+        .contains_each((0..queries).map(|i| format!("query/{seed}/{i}")))
+        .filter(|&maybe| maybe)
         .count() as u64;
     bar.finish_and_clear();
     let (low, high) = wilson(hits, queries);
