@@ -56,28 +56,28 @@ pub(crate) enum BitsRef<'a> {
 }
 
 impl BitsRef<'_> {
-    /// Whether the bit at `position` is set; out-of-range positions (impossible for positions
-    /// of the same configuration) read as unset.
-    #[inline]
-    fn get(self, position: u64) -> bool {
-        let (word, mask) = bits::locate(position);
-        match self {
-            Self::Plain(words) => words.get(word).is_some_and(|w| w & mask != 0),
-            // Acquire pairs with the Release of `fetch_or` in inserts.
-            Self::Atomic(words) => words
-                .get(word)
-                .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0),
-        }
-    }
-
-    /// Whether every position of a hashed key is set.
+    /// Whether every position of a hashed key is set. Out-of-range positions (impossible for
+    /// a hash of the same configuration) read as unset.
     ///
     /// Every position is probed, with no early exit: the probes are independent loads that
     /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
     #[inline]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut all = true;
-        hasher.each_position_of(hash, |position| all &= self.get(position));
+        // One match per key, outside the loop over positions.
+        match self {
+            Self::Plain(words) => hasher.each_position_of(hash, |position| {
+                let (word, mask) = bits::locate(position);
+                all &= words.get(word).is_some_and(|w| w & mask != 0);
+            }),
+            Self::Atomic(words) => hasher.each_position_of(hash, |position| {
+                let (word, mask) = bits::locate(position);
+                // Acquire pairs with the Release of `fetch_or` in inserts.
+                all &= words
+                    .get(word)
+                    .is_some_and(|w| w.load(Ordering::Acquire) & mask != 0);
+            }),
+        }
         all
     }
 }
