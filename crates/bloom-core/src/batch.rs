@@ -1,4 +1,5 @@
-//! Many-key operations: hash a batch of keys first, then touch their bits.
+//! How both filters touch their bits: the probe, probe-before-write inserts, and the
+//! many-key operations that hash a batch of keys before touching any of their bits.
 //!
 //! A filter sized for real data is larger than the CPU's caches, so each of a key's `k` probes
 //! is a cache miss. One key at a time, the CPU overlaps a key's own probes but then waits for
