@@ -17,7 +17,8 @@
 use std::hint::black_box;
 
 use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use sha2::{Digest, Sha256};
 
 const ITEMS: usize = 1_000_000;
@@ -79,6 +80,29 @@ fn digest(c: &mut Criterion, group: &str, keys: &[String]) {
     });
 }
 
+/// Times `insert` on each batch of `keys`; with `fresh`, the filter is cleared first whenever
+/// the walk over the keys restarts.
+fn timed_insert<F>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    keys: &[String],
+    fresh: bool,
+    filter: &mut F,
+    clear: fn(&mut F),
+    insert: fn(&mut F, &[String]),
+) {
+    let mut next = batches(keys);
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            let (batch, restart) = next();
+            if restart && fresh {
+                clear(filter);
+            }
+            insert(filter, batch);
+        });
+    });
+}
+
 /// Inserts into filters that are cleared whenever the key walk restarts (`fresh`), or into
 /// filters that already hold every key.
 fn inserts(c: &mut Criterion, name: &str, keys: &[String], fresh: bool) {
@@ -89,50 +113,52 @@ fn inserts(c: &mut Criterion, name: &str, keys: &[String], fresh: bool) {
     };
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(BATCH as u64));
-    let mut next = batches(keys);
-    group.bench_function("sha256-double", |b| {
-        b.iter(|| {
-            let (batch, restart) = next();
-            if restart && fresh {
-                ours.clear();
-            }
-            batch.iter().for_each(|k| _ = black_box(ours.insert(k)));
-        });
-    });
-    let mut next = batches(keys);
-    group.bench_function("sha256-double-insert_all", |b| {
-        b.iter(|| {
-            let (batch, restart) = next();
-            if restart && fresh {
-                ours.clear();
-            }
-            black_box(ours.insert_all(batch));
-        });
-    });
-    let mut next = batches(keys);
-    group.bench_function("fastbloom", |b| {
-        b.iter(|| {
-            let (batch, restart) = next();
-            if restart && fresh {
-                fast.clear();
-            }
+    timed_insert(
+        &mut group,
+        "sha256-double",
+        keys,
+        fresh,
+        &mut ours,
+        BloomFilter::clear,
+        |f, batch| {
+            batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+        },
+    );
+    timed_insert(
+        &mut group,
+        "sha256-double-insert_all",
+        keys,
+        fresh,
+        &mut ours,
+        BloomFilter::clear,
+        |f, batch| {
+            black_box(f.insert_all(batch));
+        },
+    );
+    timed_insert(
+        &mut group,
+        "fastbloom",
+        keys,
+        fresh,
+        &mut fast,
+        fastbloom::BloomFilter::clear,
+        |f, batch| {
             batch
                 .iter()
-                .for_each(|k| _ = black_box(fast.insert(k.as_str())));
-        });
-    });
-    let mut next = batches(keys);
-    group.bench_function("bloomfilter", |b| {
-        b.iter(|| {
-            let (batch, restart) = next();
-            if restart && fresh {
-                classic.clear();
-            }
-            batch
-                .iter()
-                .for_each(|k| classic.set(black_box(k.as_str())));
-        });
-    });
+                .for_each(|k| _ = black_box(f.insert(k.as_str())));
+        },
+    );
+    timed_insert(
+        &mut group,
+        "bloomfilter",
+        keys,
+        fresh,
+        &mut classic,
+        bloomfilter::Bloom::clear,
+        |f, batch| {
+            batch.iter().for_each(|k| f.set(black_box(k.as_str())));
+        },
+    );
     group.finish();
     digest(c, name, keys);
 }
