@@ -13,6 +13,9 @@
 //! which is what any rule that touches k = 7 scattered words per key must pay on this
 //! machine, one key at a time.
 //!
+//! A last section pairs the batched calls (`insert_all`, `contains_each`) with one call per
+//! key directly.
+//!
 //! Run with `cargo bench -p bloom-core --bench ratio`. Same workload as `filter`: n = 10^6,
 //! p = 1%, UTF-8 keys `record-<i>` and `absent-<i>`.
 
@@ -51,34 +54,46 @@ fn time(f: impl FnOnce()) -> Duration {
 
 /// Runs `subject` on each batch of `keys` (told whether the walk over the keys restarts) and
 /// the digest on the same batch, and prints the per-round ratio's quartiles.
-fn paired(name: &str, keys: &[String], mut subject: impl FnMut(&[String], bool)) {
+fn paired(name: &str, keys: &[String], subject: impl FnMut(&[String], bool)) {
+    paired_with(name, keys, subject, "digest", |batch, _| digest(batch));
+}
+
+/// Runs `subject` and `reference` on each batch of `keys`, back to back in alternating order,
+/// and prints the quartiles of the per-round ratio `subject / reference`.
+fn paired_with(
+    name: &str,
+    keys: &[String],
+    mut subject: impl FnMut(&[String], bool),
+    reference_name: &str,
+    mut reference: impl FnMut(&[String], bool),
+) {
     let mut ratios = Vec::with_capacity(ROUNDS);
-    let (mut ours_total, mut digest_total) = (Duration::ZERO, Duration::ZERO);
+    let (mut subject_total, mut reference_total) = (Duration::ZERO, Duration::ZERO);
     for round in 0..ROUNDS {
         let offset = (round * BATCH) % keys.len();
         let batch = &keys[offset..offset + BATCH];
         let restart = offset == 0;
-        let (t_subject, t_digest) = if round % 2 == 0 {
+        let (t_subject, t_reference) = if round % 2 == 0 {
             let s = time(|| subject(batch, restart));
-            (s, time(|| digest(batch)))
+            (s, time(|| reference(batch, restart)))
         } else {
-            let d = time(|| digest(batch));
-            (time(|| subject(batch, restart)), d)
+            let r = time(|| reference(batch, restart));
+            (time(|| subject(batch, restart)), r)
         };
-        ours_total += t_subject;
-        digest_total += t_digest;
-        ratios.push(t_subject.as_secs_f64() / t_digest.as_secs_f64());
+        subject_total += t_subject;
+        reference_total += t_reference;
+        ratios.push(t_subject.as_secs_f64() / t_reference.as_secs_f64());
     }
     ratios.sort_by(f64::total_cmp);
     let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
     let per_key = |d: Duration| d.as_secs_f64() * 1e9 / (ROUNDS * BATCH) as f64;
     println!(
-        "{name:38} {:5.2}x  (IQR {:4.2}..{:4.2})  {:6.1} ns/key vs digest {:5.1} ns/key",
+        "{name:38} {:5.2}x  (IQR {:4.2}..{:4.2})  {:6.1} ns/key vs {reference_name} {:5.1} ns/key",
         q(0.5),
         q(0.25),
         q(0.75),
-        per_key(ours_total),
-        per_key(digest_total),
+        per_key(subject_total),
+        per_key(reference_total),
     );
 }
 
@@ -224,6 +239,49 @@ fn main() {
                     .iter()
                     .for_each(|k| _ = black_box(classic.check(k.as_str())));
             },
+        );
+    }
+
+    // Batched against one-key calls directly. The fill rows need two filters (each starts
+    // empty); the others share one, so both sides read the same memory.
+    println!("\nbatched calls against one key per call, same keys, median over {ROUNDS} rounds");
+    let (mut a, mut b) = (ours(), ours());
+    paired_with(
+        "insert_all (fill from empty)",
+        &present,
+        |batch, restart| {
+            if restart {
+                a.clear();
+            }
+            black_box(a.insert_all(batch));
+        },
+        "insert",
+        |batch, restart| {
+            if restart {
+                b.clear();
+            }
+            batch.iter().for_each(|k| _ = black_box(b.insert(k)));
+        },
+    );
+    let f = std::cell::RefCell::new(f);
+    paired_with(
+        "insert_all (already present)",
+        &present,
+        |batch, _| _ = black_box(f.borrow_mut().insert_all(batch)),
+        "insert",
+        |batch, _| {
+            let mut f = f.borrow_mut();
+            batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+        },
+    );
+    let f = f.into_inner();
+    for (what, set) in [("hit", &present), ("miss", &absent)] {
+        paired_with(
+            &format!("contains_each ({what})"),
+            set,
+            |batch, _| f.contains_each(batch).for_each(|hit| _ = black_box(hit)),
+            "contains",
+            |batch, _| batch.iter().for_each(|k| _ = black_box(f.contains(k))),
         );
     }
 }
