@@ -67,11 +67,11 @@ impl BitsRef<'_> {
         let mut all = true;
         // One match per key, outside the loop over positions.
         match self {
-            Self::Plain(words) => hasher.each_position_of(hash, |position| {
+            Self::Plain(words) => hasher.each_position(hash, |position| {
                 let (word, mask) = bits::locate(position);
                 all &= words.get(word).is_some_and(|w| w & mask != 0);
             }),
-            Self::Atomic(words) => hasher.each_position_of(hash, |position| {
+            Self::Atomic(words) => hasher.each_position(hash, |position| {
                 let (word, mask) = bits::locate(position);
                 // Acquire pairs with the Release of `fetch_or` in inserts.
                 all &= words
@@ -141,7 +141,7 @@ impl BitsMut for [u64] {
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
-        hasher.each_position_of(hash, |position| {
+        hasher.each_position(hash, |position| {
             let (word, mask) = bits::locate(position);
             if let Some(w) = self.get_mut(word) {
                 changed |= *w & mask == 0;
@@ -160,7 +160,7 @@ impl BitsMut for &[AtomicU64] {
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
-        hasher.each_position_of(hash, |position| {
+        hasher.each_position(hash, |position| {
             let (word, mask) = bits::locate(position);
             if let Some(w) = self.get(word) {
                 // Release pairs with the Acquire loads of readers and snapshots.
@@ -186,8 +186,8 @@ pub struct ContainsEach<'a, I> {
     encoding: KeyEncoding,
     keys: I,
     batch: HashBatch,
+    /// The answers for the keys of `batch`; those before `next` were returned.
     answers: [bool; BATCH_KEYS],
-    len: usize,
     next: usize,
 }
 
@@ -205,7 +205,6 @@ impl<'a, I> ContainsEach<'a, I> {
             keys,
             batch: HashBatch::default(),
             answers: [false; BATCH_KEYS],
-            len: 0,
             next: 0,
         }
     }
@@ -219,20 +218,24 @@ where
     type Item = bool;
 
     fn next(&mut self) -> Option<bool> {
-        if self.next == self.len {
-            self.len = self.batch.fill(self.hasher, self.encoding, &mut self.keys);
+        if self.next == self.batch.hashes().len() {
+            self.batch.fill(self.hasher, self.encoding, &mut self.keys);
             self.next = 0;
             for (answer, &hash) in self.answers.iter_mut().zip(self.batch.hashes()) {
                 *answer = self.bits.contains(self.hasher, hash);
             }
         }
-        let answer = self.answers.get(self.next..self.len)?.first().copied()?;
+        let answer = self
+            .answers
+            .get(self.next..self.batch.hashes().len())?
+            .first()
+            .copied()?;
         self.next += 1;
         Some(answer)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.len - self.next;
+        let buffered = self.batch.hashes().len() - self.next;
         let (low, high) = self.keys.size_hint();
         (
             low.saturating_add(buffered),

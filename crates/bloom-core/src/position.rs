@@ -319,7 +319,7 @@ impl PositionHasher {
     /// implementation of both rules. Positions cost a multiply each, so callers that need
     /// them twice (probe, then set) walk them twice rather than storing them.
     #[inline]
-    pub(crate) fn each_position_of(&self, hash: KeyHash, mut visit: impl FnMut(u64)) {
+    pub(crate) fn each_position(&self, hash: KeyHash, mut visit: impl FnMut(u64)) {
         let m = self.bits;
         match self.rule {
             PositionRule::Sha256Split4 => {
@@ -338,19 +338,13 @@ impl PositionHasher {
         }
     }
 
-    /// Calls `visit` with each position of `key`, in rule order.
-    #[inline]
-    pub(crate) fn each_position(&self, key: &EncodedKey<'_>, visit: impl FnMut(u64)) {
-        self.each_position_of(self.hash(key), visit);
-    }
-
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
         let mut positions = Positions {
             buffer: [0; MAX_HASHES as usize],
             len: 0,
             next: 0,
         };
-        self.each_position(key, |position| {
+        self.each_position(self.hash(key), |position| {
             if let Some(slot) = positions.buffer.get_mut(positions.len) {
                 *slot = position;
                 positions.len += 1;
