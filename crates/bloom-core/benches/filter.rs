@@ -66,17 +66,28 @@ fn full(keys: &[String]) -> (BloomFilter, fastbloom::BloomFilter, bloomfilter::B
     (ours, fast, classic)
 }
 
-fn digest(c: &mut Criterion, group: &str, keys: &[String]) {
-    let mut group = c.benchmark_group(group);
-    group.throughput(Throughput::Elements(BATCH as u64));
+/// Times `run` on each batch of `keys`, told whether the walk over the keys restarts.
+fn timed(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    keys: &[String],
+    mut run: impl FnMut(&[String], bool),
+) {
     let mut next = batches(keys);
-    group.bench_function("sha256-digest-only", |b| {
+    group.bench_function(id, |b| {
         b.iter(|| {
-            next()
-                .0
-                .iter()
-                .for_each(|k| _ = black_box(Sha256::digest(k.as_bytes())))
+            let (batch, restart) = next();
+            run(batch, restart);
         });
+    });
+}
+
+/// The bare SHA-256 digest of each key: the floor for any SHA-256 rule.
+fn digest(group: &mut BenchmarkGroup<'_, WallTime>, keys: &[String]) {
+    timed(group, "sha256-digest-only", keys, |batch, _| {
+        batch
+            .iter()
+            .for_each(|k| _ = black_box(Sha256::digest(k.as_bytes())));
     });
 }
 
@@ -91,15 +102,11 @@ fn timed_insert<F>(
     clear: fn(&mut F),
     insert: fn(&mut F, &[String]),
 ) {
-    let mut next = batches(keys);
-    group.bench_function(id, |b| {
-        b.iter(|| {
-            let (batch, restart) = next();
-            if restart && fresh {
-                clear(filter);
-            }
-            insert(filter, batch);
-        });
+    timed(group, id, keys, |batch, restart| {
+        if restart && fresh {
+            clear(filter);
+        }
+        insert(filter, batch);
     });
 }
 
@@ -159,8 +166,8 @@ fn inserts(c: &mut Criterion, name: &str, keys: &[String], fresh: bool) {
             batch.iter().for_each(|k| f.set(black_box(k.as_str())));
         },
     );
+    digest(&mut group, keys);
     group.finish();
-    digest(c, name, keys);
 }
 
 fn lookups(
@@ -172,42 +179,29 @@ fn lookups(
     let (ours, fast, classic) = full;
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(BATCH as u64));
-    let mut next = batches(keys);
-    group.bench_function("sha256-double", |b| {
-        b.iter(|| {
-            next()
-                .0
-                .iter()
-                .for_each(|k| _ = black_box(ours.contains(k)))
-        });
+    timed(&mut group, "sha256-double", keys, |batch, _| {
+        batch.iter().for_each(|k| _ = black_box(ours.contains(k)));
     });
-    let mut next = batches(keys);
-    group.bench_function("sha256-double-contains_each", |b| {
-        b.iter(|| {
-            ours.contains_each(next().0)
-                .for_each(|hit| _ = black_box(hit))
-        });
+    timed(
+        &mut group,
+        "sha256-double-contains_each",
+        keys,
+        |batch, _| {
+            ours.contains_each(batch).for_each(|hit| _ = black_box(hit));
+        },
+    );
+    timed(&mut group, "fastbloom", keys, |batch, _| {
+        batch
+            .iter()
+            .for_each(|k| _ = black_box(fast.contains(k.as_str())));
     });
-    let mut next = batches(keys);
-    group.bench_function("fastbloom", |b| {
-        b.iter(|| {
-            next()
-                .0
-                .iter()
-                .for_each(|k| _ = black_box(fast.contains(k.as_str())))
-        });
+    timed(&mut group, "bloomfilter", keys, |batch, _| {
+        batch
+            .iter()
+            .for_each(|k| _ = black_box(classic.check(k.as_str())));
     });
-    let mut next = batches(keys);
-    group.bench_function("bloomfilter", |b| {
-        b.iter(|| {
-            next()
-                .0
-                .iter()
-                .for_each(|k| _ = black_box(classic.check(k.as_str())))
-        });
-    });
+    digest(&mut group, keys);
     group.finish();
-    digest(c, name, keys);
 }
 
 fn bench(c: &mut Criterion) {

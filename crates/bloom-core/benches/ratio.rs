@@ -97,53 +97,57 @@ fn paired_with(
     );
 }
 
+/// A subject that fills `filter` from empty: `clear` runs whenever the walk over the keys
+/// restarts, then `insert` takes the batch.
+fn filling<F>(
+    filter: &mut F,
+    clear: fn(&mut F),
+    insert: fn(&mut F, &[String]),
+) -> impl FnMut(&[String], bool) {
+    move |batch, restart| {
+        if restart {
+            clear(filter);
+        }
+        insert(filter, batch);
+    }
+}
+
 fn main() {
     let present = keys("record");
     let absent = keys("absent");
     println!("ratio to the bare SHA-256 digest of the same keys, median over {ROUNDS} rounds");
 
     let mut f = ours();
-    paired("insert (fill from empty)", &present, |batch, restart| {
-        if restart {
-            f.clear();
-        }
-        batch.iter().for_each(|k| _ = black_box(f.insert(k)));
-    });
+    let insert: fn(&mut BloomFilter, &[String]) =
+        |f, batch| batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+    let insert_all: fn(&mut BloomFilter, &[String]) = |f, batch| _ = black_box(f.insert_all(batch));
+    paired(
+        "insert (fill from empty)",
+        &present,
+        filling(&mut f, BloomFilter::clear, insert),
+    );
     paired(
         "insert_all (fill from empty)",
         &present,
-        |batch, restart| {
-            if restart {
-                f.clear();
-            }
-            black_box(f.insert_all(batch));
-        },
+        filling(&mut f, BloomFilter::clear, insert_all),
     );
     let mut fast = fastbloom::BloomFilter::with_false_pos(FPR).expected_items(ITEMS);
     paired(
         "fastbloom insert (fill from empty)",
         &present,
-        |batch, restart| {
-            if restart {
-                fast.clear();
-            }
+        filling(&mut fast, fastbloom::BloomFilter::clear, |f, batch| {
             batch
                 .iter()
-                .for_each(|k| _ = black_box(fast.insert(k.as_str())));
-        },
+                .for_each(|k| _ = black_box(f.insert(k.as_str())));
+        }),
     );
     let mut classic = bloomfilter::Bloom::<str>::new_for_fp_rate(ITEMS, FPR).unwrap();
     paired(
         "bloomfilter insert (fill from empty)",
         &present,
-        |batch, restart| {
-            if restart {
-                classic.clear();
-            }
-            batch
-                .iter()
-                .for_each(|k| classic.set(black_box(k.as_str())));
-        },
+        filling(&mut classic, bloomfilter::Bloom::clear, |f, batch| {
+            batch.iter().for_each(|k| f.set(black_box(k.as_str())));
+        }),
     );
 
     // The floor for any rule that reads k = 7 independent words per key: the digest, then 7
@@ -249,19 +253,9 @@ fn main() {
     paired_with(
         "insert_all (fill from empty)",
         &present,
-        |batch, restart| {
-            if restart {
-                a.clear();
-            }
-            black_box(a.insert_all(batch));
-        },
+        filling(&mut a, BloomFilter::clear, insert_all),
         "insert",
-        |batch, restart| {
-            if restart {
-                b.clear();
-            }
-            batch.iter().for_each(|k| _ = black_box(b.insert(k)));
-        },
+        filling(&mut b, BloomFilter::clear, insert),
     );
     let f = std::cell::RefCell::new(f);
     paired_with(
