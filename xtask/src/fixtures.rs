@@ -1,8 +1,9 @@
 //! The golden fixtures: deterministic snapshots, their key lists and header dumps.
 //!
-//! Only this module writes `fixtures/`. A released format version's directory is frozen: when
-//! format version 2 ships, `fixtures/v1/` stays as it is forever and this module writes
-//! `fixtures/v2/` instead, while the golden tests keep reading both.
+//! Only this module writes `fixtures/`, and only the current format version's directory. The
+//! directories of earlier versions are frozen forever: this module never writes them, and
+//! `--check` proves them byte for byte against the digests in [`FROZEN`], so an accidental
+//! edit fails CI. The golden tests read every version's directory.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -10,9 +11,89 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt};
+use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
+use sha2::{Digest, Sha256};
 
 /// The directory this build generates: the current format version's.
-const DIR: &str = "fixtures/v1";
+const DIR: &str = "fixtures/v2";
+
+/// The frozen directories of released format versions, with the SHA-256 of every file.
+const FROZEN: &[(&str, &[(&str, &str)])] = &[("fixtures/v1", V1_FILES)];
+
+const V1_FILES: &[(&str, &str)] = &[
+    (
+        "large-k.bloom",
+        "ef3dc8ae9c148179fae02f4bb538ce5b55ad3d804fe9a071bb7d671863997fcc",
+    ),
+    (
+        "large-k.header.txt",
+        "5879649e177f0250353559379a57370812ed6874942f64c4ef47f344360bb618",
+    ),
+    (
+        "large-k.keys",
+        "19db9a24789522a1e9a2eddb286178d2eac0c718ff6e3b81e7bc60a9ce6d7bae",
+    ),
+    (
+        "nearly-saturated.bloom",
+        "7f887c35c5ece55e7e979d491c2e426baf9e1181b048a8f3de5f73114ec593e4",
+    ),
+    (
+        "nearly-saturated.header.txt",
+        "139d9a0880bf49c19f69fd9eb28a86c7c1940f37ea5844d77dcb317789720cdf",
+    ),
+    (
+        "nearly-saturated.keys",
+        "f12582eded89a95c53cb522383bbeb9f163f1c4d8204b26f53f77d65d58b0921",
+    ),
+    (
+        "salted-trim-lower.bloom",
+        "bb2079413d96e0b95bb2ca9ff10e6f26deef306f18f9aa462d33627f975cf2f4",
+    ),
+    (
+        "salted-trim-lower.header.txt",
+        "8af6743e91be274b905202f7c285a5ce5236a0b994dd92224cb2e128bfe45153",
+    ),
+    (
+        "salted-trim-lower.keys",
+        "186c6a525f9a9a6239c3c30fe39ac8894b6ea923ca62dc05e65c20e113270d83",
+    ),
+    (
+        "seed-contract.bloom",
+        "6982d5bc82181cb0f6afb71cb2560755fa7fd17c45747cbff11a5024311a1259",
+    ),
+    (
+        "seed-contract.header.txt",
+        "2cf6e3f767ce920a8bae5d14424d5f7adf0f0e5accb64410d246e0635a8946d0",
+    ),
+    (
+        "seed-contract.keys",
+        "6274258f73bfb6f42466e66fdd151dfaa31919b7e71bd2f2b8a1140a640bca16",
+    ),
+    (
+        "unicode-nfc.bloom",
+        "3d94c761ce51943a8026537f3dcc63f6856d5a843380fb4e7e450420f2efbb35",
+    ),
+    (
+        "unicode-nfc.header.txt",
+        "2529ade5865437ae16ca1d2606bd00d86142bc6e43a6ebb13286d6a4d23c9c25",
+    ),
+    (
+        "unicode-nfc.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "unicode-utf8.bloom",
+        "fe9a6585b2b35b4a671a0e0d97f3d475934331864d9a913fa4702ec878730096",
+    ),
+    (
+        "unicode-utf8.header.txt",
+        "1a224a71e598028777e18710df73cfc0f2f17e6a985006db890efa27b9067660",
+    ),
+    (
+        "unicode-utf8.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+];
 
 /// Whether to write the fixtures or only compare them.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -25,6 +106,7 @@ struct Fixture {
     name: &'static str,
     config: FilterConfig,
     generation: u64,
+    store: Option<StoreBinding>,
     keys: Vec<String>,
 }
 
@@ -63,18 +145,21 @@ fn fixtures() -> Vec<Fixture> {
             name: "seed-contract",
             config: FilterConfig::seed_teaching(),
             generation: 0,
+            store: None,
             keys: seed_keys,
         },
         Fixture {
             name: "unicode-nfc",
             config: FilterConfig::new(params(2048, 7)).with_encoding(KeyEncoding::Nfc),
             generation: 14,
+            store: None,
             keys: unicode_keys(),
         },
         Fixture {
             name: "unicode-utf8",
             config: FilterConfig::new(params(2048, 7)).with_encoding(KeyEncoding::Utf8),
             generation: 14,
+            store: None,
             keys: unicode_keys(),
         },
         Fixture {
@@ -83,6 +168,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::NfcTrimLowercase)
                 .with_salt(Salt::new(b"golden-fixture-salt-v1").expect("short salt")),
             generation: 3,
+            store: None,
             keys: [
                 "  Record-1",
                 "RECORD-2 ",
@@ -97,6 +183,7 @@ fn fixtures() -> Vec<Fixture> {
             name: "large-k",
             config: FilterConfig::new(params(65_537, 48)).with_encoding(KeyEncoding::Bytes),
             generation: 1_000_000,
+            store: None,
             keys: records(200),
         },
         Fixture {
@@ -106,7 +193,18 @@ fn fixtures() -> Vec<Fixture> {
                 .expect("k = 4 fits split4")
                 .with_encoding(KeyEncoding::Utf8),
             generation: u64::MAX,
+            store: None,
             keys: records(300),
+        },
+        Fixture {
+            name: "store-bound",
+            config: FilterConfig::new(params(4096, 7)).with_encoding(KeyEncoding::Nfc),
+            generation: 120,
+            store: Some(StoreBinding::new(
+                StoreIdentity::from_bytes(*b"golden-store-id!"),
+                HistoryDigest::from_bytes(*b"history@gen-120!"),
+            )),
+            keys: records(120),
         },
     ]
 }
@@ -117,7 +215,11 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
     for fixture in fixtures() {
         let mut filter = BloomFilter::new(fixture.config).expect("small fixture filters allocate");
         filter.insert_all(&fixture.keys);
-        let snapshot = filter.to_snapshot(fixture.generation);
+        let mut header = filter.to_header(DatasetGeneration::new(fixture.generation));
+        header.store = fixture.store;
+        let snapshot = bloom_format::Snapshot::new(header, filter.to_bytes())
+            .expect("a filter's own header and bits are a valid snapshot");
+        assert_eq!(snapshot.format_version(), FormatVersion::CURRENT);
         let keys: String = fixture
             .keys
             .iter()
@@ -147,10 +249,54 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Checks every frozen directory against its digests; returns the problems found.
+fn check_frozen(root: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (dir, files) in FROZEN {
+        for (name, digest) in *files {
+            let path = Path::new(dir).join(name);
+            match fs::read(root.join(&path)) {
+                Ok(bytes) => {
+                    let actual: String = Sha256::digest(&bytes)
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect();
+                    if actual != *digest {
+                        problems.push(format!(
+                            "{} changed: released fixtures are frozen; restore it with `git checkout -- {}`",
+                            path.display(),
+                            path.display()
+                        ));
+                    }
+                }
+                Err(e) => problems.push(format!("{} is missing: {e}", path.display())),
+            }
+        }
+        if let Ok(entries) = fs::read_dir(root.join(dir)) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if !files.iter().any(|(n, _)| name.to_str() == Some(n)) {
+                    problems.push(format!(
+                        "{dir}/{} was added to a frozen directory",
+                        name.to_string_lossy()
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
 pub(crate) fn run(mode: Mode) -> ExitCode {
     let root = workspace_root();
+    if FROZEN.iter().any(|(dir, _)| *dir == DIR) {
+        eprintln!(
+            "error: {DIR} belongs to a released format version and is frozen; refusing to write it"
+        );
+        return ExitCode::FAILURE;
+    }
     let files = generate();
-    let mut problems = Vec::new();
+    let mut problems = check_frozen(&root);
     for (path, contents) in &files {
         let full = root.join(path);
         let current = fs::read(&full).ok();
@@ -199,7 +345,11 @@ pub(crate) fn run(mode: Mode) -> ExitCode {
         }
     }
     if problems.is_empty() {
-        println!("{} fixture files in {DIR} are current", files.len());
+        println!(
+            "{} fixture files in {DIR} are current; {} frozen directories are intact",
+            files.len(),
+            FROZEN.len()
+        );
         return ExitCode::SUCCESS;
     }
     for p in &problems {

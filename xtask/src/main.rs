@@ -1,8 +1,11 @@
 //! Maintenance tasks for the bloom workspace.
 //!
-//! - `cargo xtask fixtures` regenerates the golden fixtures in `fixtures/v1/`.
+//! - `cargo xtask fixtures` regenerates the golden fixtures of the current format version in
+//!   `fixtures/v2/`; earlier versions' directories (`fixtures/v1/`) are frozen and never
+//!   written.
 //! - `cargo xtask fixtures --check` fails, naming each stale file and the command to run, when
-//!   the committed fixtures differ from what this build generates. CI runs it.
+//!   the committed fixtures differ from what this build generates, or when a frozen file
+//!   changed. CI runs it.
 
 mod fixtures;
 

@@ -379,7 +379,7 @@ fn add(path: &Path, input: &KeyInput, generation: Option<u64>) -> CmdResult {
         ));
     }
     insert_keys(&mut filter, input)?;
-    let generation = generation.unwrap_or(snapshot.header().dataset_generation);
+    let generation = generation.unwrap_or(snapshot.header().dataset_generation.get());
     write_snapshot(&filter.to_snapshot(generation), path)?;
     Ok(())
 }
@@ -441,17 +441,17 @@ fn inspect(path: &Path, json: bool) -> CmdResult {
     if json {
         let value = json!({
             "path": path.display().to_string(),
-            "format_version": FormatVersion::CURRENT.value(),
-            "header_length": h.header_len(),
+            "format_version": snapshot.format_version().value(),
+            "header_length": snapshot.header_len(),
             "bit_count": h.bit_count,
             "hash_count": h.hash_count,
             "position_rule": h.position_rule.name(),
             "layout": h.layout.name(),
             "key_encoding": h.key_encoding.id.name(),
             "key_encoding_version": h.key_encoding.version,
-            "unicode_version": h.key_encoding.unicode.map(|v| v.to_string()),
+            "unicode_version": h.key_encoding.normalization_unicode.map(|v| v.to_string()),
             "salt_hex": bloom_format::hex(&h.salt),
-            "dataset_generation": h.dataset_generation,
+            "dataset_generation": h.dataset_generation.get(),
             "item_count": h.item_count,
             "payload_length": snapshot.payload().len(),
             "payload_crc32": snapshot.payload_crc32(),

@@ -347,7 +347,7 @@ fn measure_reports_rate_interval_and_sizes() {
         "inserted keys: 2000",
         "queries (disjoint): 20000",
         "rule: sha256-double",
-        "format version: 1",
+        "format version: 2",
     ] {
         assert!(text.contains(field), "{field} missing from:\n{text}");
     }

@@ -1,11 +1,11 @@
 //! [`AtomicBloomFilter`]: inserts through `&self` from many threads, with no lost bits.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach};
-use crate::bits::{self, AllocError};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, KeyHashing};
+use crate::bits::{self, AllocError, BitsError};
 use crate::config::FilterConfig;
-use crate::encoding::{EncodedKey, KeyError};
+use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
 use crate::estimate;
 use crate::filter::BloomFilter;
 use crate::position::PositionHasher;
@@ -16,12 +16,28 @@ use crate::position::PositionHasher;
 /// bits (a plain read-modify-write of a shared byte array does). Bits only ever go from 0 to
 /// 1, so a copy taken while inserts run ([`AtomicBloomFilter::to_filter`]) holds every bit set
 /// by inserts that finished before the copy started; that is the consistency a snapshot needs.
-#[derive(Debug)]
 pub struct AtomicBloomFilter {
     config: FilterConfig,
     hasher: PositionHasher,
+    /// `config.has_foreign_tables()`.
+    foreign_tables: bool,
+    /// Set when a key outside ASCII went into a filter with foreign tables: copies then
+    /// record no table version (see `BloomFilter`).
+    tables_mixed: AtomicBool,
     words: Box<[AtomicU64]>,
     items: AtomicU64,
+}
+
+/// Shows the configuration and a summary of the bits, never the bits themselves nor anything
+/// derived from the salt.
+impl std::fmt::Debug for AtomicBloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicBloomFilter")
+            .field("config", &self.config)
+            .field("ones", &self.count_ones())
+            .field("items", &self.items_inserted())
+            .finish_non_exhaustive()
+    }
 }
 
 impl AtomicBloomFilter {
@@ -36,12 +52,75 @@ impl AtomicBloomFilter {
             bytes: config.params().byte_len(),
         })?;
         words.extend((0..len).map(|_| AtomicU64::new(0)));
-        Ok(Self {
+        Ok(Self::from_parts(config, words.into_boxed_slice(), 0))
+    }
+
+    fn from_parts(config: FilterConfig, words: Box<[AtomicU64]>, items: u64) -> Self {
+        Self {
             hasher: config.hasher(),
+            foreign_tables: config.has_foreign_tables(),
+            tables_mixed: AtomicBool::new(false),
             config,
-            words: words.into_boxed_slice(),
-            items: AtomicU64::new(0),
-        })
+            words,
+            items: AtomicU64::new(items),
+        }
+    }
+
+    /// A filter from its snapshot payload delivered in chunks; see
+    /// [`BloomFilter::from_payload`]. The atomic words are allocated once and filled as the
+    /// chunks arrive: loading holds one copy of the payload.
+    ///
+    /// # Errors
+    /// As [`BloomFilter::from_payload`].
+    pub fn from_payload<E: From<BitsError>>(
+        config: FilterConfig,
+        items: u64,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let words = bits::WordSink::<AtomicU64>::fill(config.bits(), fill)?;
+        Ok(Self::from_parts(config, words.into_boxed_slice(), items))
+    }
+
+    /// Hands the byte image of the bit array to `each` in order, a few KiB at a time, reading
+    /// the words as inserts continue: every bit set by an insert that returned before this
+    /// call is in the image, as for [`AtomicBloomFilter::to_filter`], without a copy.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    pub fn for_each_payload_chunk<E>(
+        &self,
+        each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        bits::for_each_byte_chunk(
+            self.words.iter().map(|w| w.load(Ordering::Acquire)),
+            self.config.params().byte_len(),
+            each,
+        )
+    }
+
+    /// The configuration a copy of this filter records: the tables are "not recorded" once a
+    /// key outside ASCII went in under foreign tables.
+    #[must_use]
+    pub fn current_config(&self) -> FilterConfig {
+        if self.tables_mixed.load(Ordering::Acquire) {
+            self.config.clone().with_tables(UnicodeTables::default())
+        } else {
+            self.config.clone()
+        }
+    }
+
+    fn hashing(&self) -> KeyHashing<'_> {
+        KeyHashing {
+            hasher: &self.hasher,
+            encoding: self.config.encoding(),
+            foreign_tables: self.foreign_tables,
+        }
+    }
+
+    fn note_table_sensitive(&self, sensitive: bool) {
+        if sensitive {
+            self.tables_mixed.store(true, Ordering::Release);
+        }
     }
 
     /// The configuration.
@@ -52,7 +131,8 @@ impl AtomicBloomFilter {
 
     /// Inserts a text key; returns whether this call set any bit.
     pub fn insert(&self, key: &str) -> bool {
-        self.insert_encoded(&self.config.encode_str(key))
+        self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
+        self.insert_hash(&self.config.encode_str(key))
     }
 
     /// Inserts a byte key.
@@ -60,11 +140,18 @@ impl AtomicBloomFilter {
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
     pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        Ok(self.insert_encoded(&self.config.encode_bytes(key)?))
+        let encoded = self.config.encode_bytes(key)?;
+        self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
+        Ok(self.insert_hash(&encoded))
     }
 
     /// Inserts an already-encoded key; returns whether this call set any bit.
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        self.note_table_sensitive(self.foreign_tables);
+        self.insert_hash(key)
+    }
+
+    fn insert_hash(&self, key: &EncodedKey<'_>) -> bool {
         let changed = (&*self.words).insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
             self.items.fetch_add(1, Ordering::Relaxed);
@@ -80,17 +167,17 @@ impl AtomicBloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let changed =
-            (&*self.words).insert_each(&self.hasher, self.config.encoding(), keys.into_iter());
-        self.items.fetch_add(changed, Ordering::Relaxed);
-        changed
+        let inserted = (&*self.words).insert_each(self.hashing(), keys.into_iter());
+        self.note_table_sensitive(inserted.table_sensitive);
+        self.items.fetch_add(inserted.changed, Ordering::Relaxed);
+        inserted.changed
     }
 
     /// Whether a text key may have been inserted. `false` is definite for every insert that
     /// finished before this call started.
     #[must_use]
     pub fn contains(&self, key: &str) -> bool {
-        self.contains_encoded(&self.config.encode_str(key))
+        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
     }
 
     /// Whether a byte key may have been inserted.
@@ -98,12 +185,18 @@ impl AtomicBloomFilter {
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
     pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        Ok(self.contains_encoded(&self.config.encode_bytes(key)?))
+        let encoded = self.config.encode_bytes(key)?;
+        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
     }
 
-    /// Whether an already-encoded key may have been inserted.
+    /// Whether an already-encoded key may have been inserted; always *maybe* with foreign
+    /// Unicode tables, as [`BloomFilter::contains_encoded`].
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        self.foreign_tables || self.probe(key)
+    }
+
+    fn probe(&self, key: &EncodedKey<'_>) -> bool {
         BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(key))
     }
 
@@ -117,8 +210,7 @@ impl AtomicBloomFilter {
     {
         ContainsEach::new(
             BitsRef::Atomic(&self.words),
-            &self.hasher,
-            self.config.encoding(),
+            self.hashing(),
             keys.into_iter(),
         )
     }
@@ -138,7 +230,7 @@ impl AtomicBloomFilter {
             })?;
         words.extend(self.words.iter().map(|w| w.load(Ordering::Acquire)));
         Ok(BloomFilter::from_words_unchecked(
-            self.config.clone(),
+            self.current_config(),
             words,
             self.items_inserted(),
         ))
@@ -192,11 +284,6 @@ impl From<BloomFilter> for AtomicBloomFilter {
             .iter()
             .map(|&w| AtomicU64::new(w))
             .collect();
-        Self {
-            hasher: config.hasher(),
-            config,
-            words,
-            items: AtomicU64::new(items),
-        }
+        Self::from_parts(config, words, items)
     }
 }

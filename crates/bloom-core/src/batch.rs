@@ -18,10 +18,21 @@ use crate::position::{KeyHash, PositionHasher};
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
 
-/// The hashes of up to [`BATCH_KEYS`] keys, in key order.
+/// How keys become hashes: the filter's hasher and encoding, and whether its Unicode tables
+/// are foreign (then keys outside ASCII answer *maybe*; see `FilterConfig::has_foreign_tables`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHashing<'a> {
+    pub(crate) hasher: &'a PositionHasher,
+    pub(crate) encoding: KeyEncoding,
+    pub(crate) foreign_tables: bool,
+}
+
+/// The hashes of up to [`BATCH_KEYS`] keys, in key order, and which of them this build
+/// cannot answer exactly for.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HashBatch {
     hashes: [KeyHash; BATCH_KEYS],
+    table_sensitive: [bool; BATCH_KEYS],
     len: usize,
 }
 
@@ -30,13 +41,19 @@ impl HashBatch {
     /// Returns how many keys were taken: 0 once `keys` is exhausted.
     fn fill<K: AsRef<str>>(
         &mut self,
-        hasher: &PositionHasher,
-        encoding: KeyEncoding,
+        hashing: KeyHashing<'_>,
         keys: &mut impl Iterator<Item = K>,
     ) -> usize {
         self.len = 0;
-        for (slot, key) in self.hashes.iter_mut().zip(keys) {
-            *slot = hasher.hash(&encoding.encode_str(key.as_ref()));
+        for ((slot, sensitive), key) in self
+            .hashes
+            .iter_mut()
+            .zip(&mut self.table_sensitive)
+            .zip(keys)
+        {
+            let key = key.as_ref();
+            *sensitive = hashing.foreign_tables && !key.is_ascii();
+            *slot = hashing.hasher.hash(&hashing.encoding.encode_str(key));
             self.len += 1;
         }
         self.len
@@ -45,6 +62,19 @@ impl HashBatch {
     fn hashes(&self) -> &[KeyHash] {
         self.hashes.get(..self.len).unwrap_or_default()
     }
+
+    fn table_sensitive(&self) -> &[bool] {
+        self.table_sensitive.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// What [`BitsMut::insert_each`] did.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Inserted {
+    /// Keys that changed a bit.
+    pub(crate) changed: u64,
+    /// Whether a key outside ASCII went into a filter with foreign tables.
+    pub(crate) table_sensitive: bool,
 }
 
 /// Read access to a bit array, plain or atomic: the probe shared by every lookup path.
@@ -107,15 +137,16 @@ pub(crate) trait BitsMut {
     /// many as single inserts in the same order would have.
     fn insert_each<K: AsRef<str>>(
         &mut self,
-        hasher: &PositionHasher,
-        encoding: KeyEncoding,
+        hashing: KeyHashing<'_>,
         keys: impl Iterator<Item = K>,
-    ) -> u64 {
+    ) -> Inserted {
+        let hasher = hashing.hasher;
         let mut keys = keys;
         let mut batch = HashBatch::default();
         let mut present = [false; BATCH_KEYS];
-        let mut changed = 0;
-        while batch.fill(hasher, encoding, &mut keys) > 0 {
+        let mut inserted = Inserted::default();
+        while batch.fill(hashing, &mut keys) > 0 {
+            inserted.table_sensitive |= batch.table_sensitive().contains(&true);
             // Every probe of the batch first, as overlapping loads...
             for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
                 *present = self.bits().contains(hasher, hash);
@@ -125,11 +156,11 @@ pub(crate) trait BitsMut {
             // cache, and setting them in key order gives each key the answer `insert` would.
             for (&present, &hash) in present.iter().zip(batch.hashes()) {
                 if !present && self.set(hasher, hash) {
-                    changed += 1;
+                    inserted.changed += 1;
                 }
             }
         }
-        changed
+        inserted
     }
 }
 
@@ -178,12 +209,11 @@ impl BitsMut for &[AtomicU64] {
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
 /// only as answers are needed, a batch at a time, so a stream of any length is answered in
 /// constant memory.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I> {
     bits: BitsRef<'a>,
-    hasher: &'a PositionHasher,
-    encoding: KeyEncoding,
+    hashing: KeyHashing<'a>,
     keys: I,
     batch: HashBatch,
     /// The answers for the keys of `batch`; those before `next` were returned.
@@ -192,21 +222,25 @@ pub struct ContainsEach<'a, I> {
 }
 
 impl<'a, I> ContainsEach<'a, I> {
-    pub(crate) fn new(
-        bits: BitsRef<'a>,
-        hasher: &'a PositionHasher,
-        encoding: KeyEncoding,
-        keys: I,
-    ) -> Self {
+    pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
         Self {
             bits,
-            hasher,
-            encoding,
+            hashing,
             keys,
             batch: HashBatch::default(),
             answers: [false; BATCH_KEYS],
             next: 0,
         }
+    }
+}
+
+/// Shows how many answers are buffered; never the bits, the keys' hashes or the hasher's
+/// salted state.
+impl<I> std::fmt::Debug for ContainsEach<'_, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContainsEach")
+            .field("buffered", &(self.batch.hashes().len() - self.next))
+            .finish_non_exhaustive()
     }
 }
 
@@ -219,10 +253,15 @@ where
 
     fn next(&mut self) -> Option<bool> {
         if self.next == self.batch.hashes().len() {
-            self.batch.fill(self.hasher, self.encoding, &mut self.keys);
+            self.batch.fill(self.hashing, &mut self.keys);
             self.next = 0;
-            for (answer, &hash) in self.answers.iter_mut().zip(self.batch.hashes()) {
-                *answer = self.bits.contains(self.hasher, hash);
+            for ((answer, &hash), &sensitive) in self
+                .answers
+                .iter_mut()
+                .zip(self.batch.hashes())
+                .zip(self.batch.table_sensitive())
+            {
+                *answer = self.bits.contains(self.hashing.hasher, hash) || sensitive;
             }
         }
         let answer = self

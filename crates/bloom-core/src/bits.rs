@@ -103,6 +103,170 @@ pub(crate) fn bytes_to_words(bytes: &[u8], bits: u64) -> Result<Vec<u64>, BitsEr
     Ok(words)
 }
 
+/// Bytes of the image converted at a time by [`for_each_byte_chunk`]: small enough for any
+/// stack, large enough that the callback's overhead does not matter.
+const CHUNK_BYTES: usize = 16 << 10;
+
+/// Hands the little-endian byte image of `words`, cut to `byte_len` bytes, to `each` in
+/// chunks of up to [`CHUNK_BYTES`].
+pub(crate) fn for_each_byte_chunk<E>(
+    words: impl Iterator<Item = u64>,
+    byte_len: u64,
+    mut each: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut buf = [0u8; CHUNK_BYTES];
+    let mut filled = 0;
+    let mut left = byte_len;
+    for word in words {
+        if left == 0 {
+            break;
+        }
+        let bytes = word.to_le_bytes();
+        let take = usize::try_from(left.min(8)).unwrap_or(8);
+        if let (Some(dst), Some(src)) = (buf.get_mut(filled..filled + take), bytes.get(..take)) {
+            dst.copy_from_slice(src);
+        }
+        filled += take;
+        left -= take as u64;
+        if filled == CHUNK_BYTES {
+            each(&buf)?;
+            filled = 0;
+        }
+    }
+    if filled > 0 {
+        each(buf.get(..filled).unwrap_or_default())?;
+    }
+    Ok(())
+}
+
+/// A word a bit array can be made of: `u64` for the plain filter, `AtomicU64` for the atomic
+/// one.
+pub(crate) trait Word: Sized {
+    fn from_bits(bits: u64) -> Self;
+}
+
+impl Word for u64 {
+    fn from_bits(bits: u64) -> Self {
+        bits
+    }
+}
+
+impl Word for std::sync::atomic::AtomicU64 {
+    fn from_bits(bits: u64) -> Self {
+        Self::new(bits)
+    }
+}
+
+/// Assembles the words of a `bits`-bit array from its byte image delivered in chunks of any
+/// size: one fallible allocation of the final size, filled as bytes arrive.
+pub(crate) struct WordSink<W> {
+    bits: u64,
+    words: Vec<W>,
+    /// Bytes of the word being assembled.
+    partial: [u8; 8],
+    partial_len: usize,
+    /// Bytes received beyond the expected length (an error at the end).
+    excess: u64,
+    last_byte: u8,
+}
+
+impl<W: Word> WordSink<W> {
+    /// Fills a bit array from `fill`; see [`BloomFilter::from_payload`](crate::BloomFilter::from_payload).
+    pub(crate) fn fill<E: From<BitsError>>(
+        bits: u64,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Vec<W>, E> {
+        let len = word_len(bits).map_err(BitsError::from)?;
+        let mut words = Vec::new();
+        words.try_reserve_exact(len).map_err(|_| {
+            BitsError::from(AllocError {
+                bytes: bits.div_ceil(8),
+            })
+        })?;
+        let mut sink = Self {
+            bits,
+            words,
+            partial: [0; 8],
+            partial_len: 0,
+            excess: 0,
+            last_byte: 0,
+        };
+        fill(&mut |chunk| sink.push(chunk))?;
+        Ok(sink.finish()?)
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) {
+        if let Some(&last) = chunk.last() {
+            self.last_byte = last;
+        }
+        let capacity = self.words.capacity();
+        while !chunk.is_empty() {
+            if self.words.len() == capacity {
+                self.excess += chunk.len() as u64;
+                return;
+            }
+            if self.partial_len == 0 && chunk.len() >= 8 {
+                // Whole words straight from the chunk.
+                let (whole, rest) = chunk.as_chunks::<8>();
+                let room = capacity - self.words.len();
+                let take = whole.len().min(room);
+                self.words.extend(
+                    whole
+                        .iter()
+                        .take(take)
+                        .map(|b| W::from_bits(u64::from_le_bytes(*b))),
+                );
+                let used = take * 8;
+                chunk = if take < whole.len() {
+                    chunk.get(used..).unwrap_or_default()
+                } else {
+                    rest
+                };
+                continue;
+            }
+            let take = (8 - self.partial_len).min(chunk.len());
+            if let (Some(dst), Some(src)) = (
+                self.partial
+                    .get_mut(self.partial_len..self.partial_len + take),
+                chunk.get(..take),
+            ) {
+                dst.copy_from_slice(src);
+            }
+            self.partial_len += take;
+            chunk = chunk.get(take..).unwrap_or_default();
+            if self.partial_len == 8 {
+                self.words
+                    .push(W::from_bits(u64::from_le_bytes(self.partial)));
+                self.partial = [0; 8];
+                self.partial_len = 0;
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<Vec<W>, BitsError> {
+        let expected = self.bits.div_ceil(8);
+        let received = self.words.len() as u64 * 8 + self.partial_len as u64 + self.excess;
+        let complete = received == expected;
+        if complete && self.partial_len > 0 {
+            self.words
+                .push(W::from_bits(u64::from_le_bytes(self.partial)));
+        }
+        if !complete || self.words.len() != self.words.capacity() {
+            return Err(BitsError::Length {
+                bits: self.bits,
+                expected,
+                found: received,
+            });
+        }
+        // The bits past m live in the last byte (bytes past ceil(m / 8) do not exist).
+        let used = self.bits % 8;
+        if used != 0 && self.last_byte >> used != 0 {
+            return Err(BitsError::Padding { bits: self.bits });
+        }
+        Ok(self.words)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +310,69 @@ mod tests {
         );
         assert_eq!(last_word_mask(64), u64::MAX);
         assert_eq!(last_word_mask(65), 1);
+    }
+
+    fn sink(bits: u64, chunks: &[&[u8]]) -> Result<Vec<u64>, BitsError> {
+        WordSink::<u64>::fill(bits, |push| {
+            for chunk in chunks {
+                push(chunk);
+            }
+            Ok::<(), BitsError>(())
+        })
+    }
+
+    #[test]
+    fn the_word_sink_assembles_any_chunking_and_checks_length_and_padding() {
+        let bytes: Vec<u8> = (0..21u8).map(|b| b.wrapping_mul(37)).collect();
+        let bits = 21 * 8 - 3;
+        let mut last_ok = bytes.clone();
+        last_ok[20] &= 0b0001_1111;
+        let expected = bytes_to_words(&last_ok, bits).unwrap();
+        for split in 0..=last_ok.len() {
+            for split2 in split..=last_ok.len() {
+                let (a, rest) = last_ok.split_at(split);
+                let (b, c) = rest.split_at(split2 - split);
+                assert_eq!(
+                    sink(bits, &[a, b, c]),
+                    Ok(expected.clone()),
+                    "{split} {split2}"
+                );
+            }
+        }
+        assert_eq!(sink(bits, &[&bytes]), Err(BitsError::Padding { bits }));
+        assert!(matches!(
+            sink(bits, &[&last_ok[..20]]),
+            Err(BitsError::Length { found: 20, .. })
+        ));
+        let mut longer = last_ok.clone();
+        longer.extend_from_slice(&[0; 9]);
+        assert!(matches!(
+            sink(bits, &[&longer]),
+            Err(BitsError::Length { found: 30, .. })
+        ));
+        let mut out = Vec::new();
+        for_each_byte_chunk(expected.iter().copied(), 21, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(out, last_ok);
+    }
+
+    #[test]
+    fn byte_chunks_cover_large_arrays() {
+        let words: Vec<u64> = (0..5000u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        let mut out = Vec::new();
+        let mut calls = 0;
+        for_each_byte_chunk(words.iter().copied(), 39_999, |chunk| {
+            calls += 1;
+            out.extend_from_slice(chunk);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(out, words_to_bytes(words.iter().copied(), 39_999));
+        assert_eq!(calls, 39_999usize.div_ceil(CHUNK_BYTES));
     }
 }

@@ -1,16 +1,20 @@
 //! [`FilterConfig`]: everything that decides where a key's bits land.
 
-use crate::encoding::{EncodedKey, KeyEncoding, KeyError};
+use crate::encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables};
 use crate::params::{FilterParams, ParamsError};
 use crate::position::{PositionHasher, PositionRule, Positions, Salt, SaltTooLong};
 
-/// The complete description of a filter's bit mapping: size, position rule, key encoding and
-/// salt. Two filters with equal configurations put every key on the same bits, in any process.
+/// The complete description of a filter's bit mapping: size, position rule, key encoding (with
+/// the Unicode tables its bits were built with) and salt. Two filters with equal
+/// configurations put every key on the same bits, in any process.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FilterConfig {
     params: FilterParams,
     rule: PositionRule,
     encoding: KeyEncoding,
+    /// The tables the bits were built with: this build's for a new filter, the snapshot's
+    /// record for a loaded one.
+    tables: UnicodeTables,
     salt: Salt,
 }
 
@@ -45,6 +49,7 @@ impl FilterConfig {
             params,
             rule: PositionRule::Sha256Double,
             encoding: KeyEncoding::Nfc,
+            tables: KeyEncoding::Nfc.build_tables(),
             salt: Salt::none(),
         }
     }
@@ -57,6 +62,7 @@ impl FilterConfig {
             params: FilterParams::new(1024, 4).unwrap_or_else(|_| unreachable!("1024/4 is valid")),
             rule: PositionRule::Sha256Split4,
             encoding: KeyEncoding::Utf8,
+            tables: UnicodeTables::default(),
             salt: Salt::none(),
         }
     }
@@ -77,10 +83,19 @@ impl FilterConfig {
         Ok(self)
     }
 
-    /// Replaces the key encoding.
+    /// Replaces the key encoding; the filter's tables become this build's.
     #[must_use]
     pub fn with_encoding(mut self, encoding: KeyEncoding) -> Self {
         self.encoding = encoding;
+        self.tables = encoding.build_tables();
+        self
+    }
+
+    /// Records that the bits were built with other Unicode tables than this build's (as a
+    /// snapshot says). See [`UnicodeTables`] for how such a filter answers.
+    #[must_use]
+    pub fn with_tables(mut self, tables: UnicodeTables) -> Self {
+        self.tables = tables;
         self
     }
 
@@ -145,6 +160,21 @@ impl FilterConfig {
     #[must_use]
     pub const fn encoding(&self) -> KeyEncoding {
         self.encoding
+    }
+
+    /// The Unicode tables the filter's bits were built with.
+    #[must_use]
+    pub const fn tables(&self) -> UnicodeTables {
+        self.tables
+    }
+
+    /// Whether the filter's bits were built with other Unicode tables than this build's, or
+    /// with tables nobody recorded. Such a filter answers *maybe* for every key with a
+    /// character outside ASCII, and for every already-encoded key, since this build cannot
+    /// tell whether it would have encoded those the same way.
+    #[must_use]
+    pub fn has_foreign_tables(&self) -> bool {
+        self.tables != self.encoding.build_tables()
     }
 
     /// The salt (empty when unsalted).

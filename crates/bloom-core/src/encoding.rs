@@ -24,7 +24,9 @@ pub enum KeyEncoding {
     /// Unicode Normalization Form C. Canonically equivalent spellings are the same key. Id 3.
     Nfc,
     /// NFC, then surrounding Unicode `White_Space` trimmed, then the full Unicode lowercase
-    /// mapping, then NFC again. `"  Straße "` and `"STRASSE"` are *not* the same key (this is
+    /// mapping (`str::to_lowercase`, which applies the one context rule of Unicode's
+    /// `SpecialCasing`: a capital sigma at the end of a word becomes final sigma `ς`), then
+    /// NFC again. `"  Straße "` and `"STRASSE"` are *not* the same key (this is
     /// lowercasing, not case folding), but `"Record-1 "` and `"record-1"` are. Id 4.
     NfcTrimLowercase,
 }
@@ -55,6 +57,55 @@ pub struct UnknownNameError {
     pub found: String,
     /// The accepted names, comma separated.
     pub expected: &'static str,
+}
+
+/// The Unicode versions of the tables a key encoding applied: what a snapshot records.
+///
+/// Under two different versions of the tables, a key made only of characters that both
+/// versions assign is normally encoded the same, but Unicode does not promise it for every
+/// table, and a key with a character assigned in only one of them can be encoded
+/// differently. bloom takes no chance: a filter whose recorded tables are not this build's
+/// ([`FilterConfig::has_foreign_tables`](crate::FilterConfig::has_foreign_tables)) answers
+/// *maybe* for every key with a character outside ASCII. ASCII keys are encoded the same by
+/// every version of every table (NFC leaves them alone, ASCII white space and ASCII
+/// lowercase never change), so they keep exact answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct UnicodeTables {
+    /// The normalization tables' version; `None` when the encoding uses none or when it was
+    /// not recorded.
+    pub normalization: Option<UnicodeVersion>,
+    /// The case-mapping and `White_Space` tables' version; `None` when the encoding uses
+    /// none or when it was not recorded (format version 1 recorded one version only).
+    pub casing: Option<UnicodeVersion>,
+}
+
+impl UnicodeTables {
+    /// Tables with these versions.
+    #[must_use]
+    pub const fn new(
+        normalization: Option<UnicodeVersion>,
+        casing: Option<UnicodeVersion>,
+    ) -> Self {
+        Self {
+            normalization,
+            casing,
+        }
+    }
+}
+
+impl fmt::Display for UnicodeTables {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: Option<UnicodeVersion>| {
+            v.map_or_else(|| "not recorded".to_owned(), |v| v.to_string())
+        };
+        write!(
+            f,
+            "normalization {}, casing {}",
+            show(self.normalization),
+            show(self.casing)
+        )
+    }
 }
 
 /// A key after its encoding rule was applied: the exact bytes that positions are computed from,
@@ -133,27 +184,23 @@ impl KeyEncoding {
         !matches!(self, Self::Bytes)
     }
 
-    /// The Unicode version of the normalization tables this rule uses in this build, or `None`
-    /// for rules that use no Unicode tables.
-    ///
-    /// The tables come from the `unicode-normalization` crate, pinned by `Cargo.lock`. The
-    /// lowercase mapping of [`KeyEncoding::NfcTrimLowercase`] comes from Rust's standard
-    /// library (`char::to_lowercase`). Unicode's stability policies keep both mappings fixed for
-    /// characters that are already assigned, so a different version can only change keys that
-    /// contain characters unassigned in one of the two versions. `bloom-store` nevertheless
-    /// treats a snapshot written with another Unicode version as incompatible and rebuilds.
+    /// The Unicode versions of the tables this rule uses in this build: the normalization
+    /// tables of the `unicode-normalization` crate (pinned by `Cargo.lock`) for
+    /// [`KeyEncoding::Nfc`] and [`KeyEncoding::NfcTrimLowercase`], and the standard library's
+    /// case-mapping and `White_Space` tables (`char::UNICODE_VERSION`, fixed by the Rust
+    /// toolchain) for [`KeyEncoding::NfcTrimLowercase`].
     #[must_use]
-    pub fn unicode_version(self) -> Option<UnicodeVersion> {
-        match self {
-            Self::Bytes | Self::Utf8 => None,
-            Self::Nfc | Self::NfcTrimLowercase => {
-                let (major, minor, update) = unicode_normalization::UNICODE_VERSION;
-                Some(UnicodeVersion {
-                    major,
-                    minor,
-                    update,
-                })
-            }
+    pub fn build_tables(self) -> UnicodeTables {
+        let (major, minor, update) = unicode_normalization::UNICODE_VERSION;
+        let normalization = UnicodeVersion::new(major, minor, update);
+        let (major, minor, update) = char::UNICODE_VERSION;
+        let casing = UnicodeVersion::new(major, minor, update);
+        UnicodeTables {
+            normalization: self
+                .id()
+                .uses_normalization_tables()
+                .then_some(normalization),
+            casing: self.id().uses_casing_tables().then_some(casing),
         }
     }
 
@@ -313,12 +360,20 @@ mod tests {
     }
 
     #[test]
-    fn unicode_version_is_reported_for_text_rules_only() {
-        assert_eq!(KeyEncoding::Bytes.unicode_version(), None);
-        assert_eq!(KeyEncoding::Utf8.unicode_version(), None);
-        let v = KeyEncoding::Nfc.unicode_version().unwrap();
+    fn table_versions_are_reported_for_the_tables_a_rule_uses() {
+        assert_eq!(KeyEncoding::Bytes.build_tables(), UnicodeTables::default());
+        assert_eq!(KeyEncoding::Utf8.build_tables(), UnicodeTables::default());
+        let nfc = KeyEncoding::Nfc.build_tables();
+        let v = nfc.normalization.unwrap();
         assert!(v.major >= 15, "{v}");
-        assert_eq!(KeyEncoding::NfcTrimLowercase.unicode_version(), Some(v));
+        assert_eq!(nfc.casing, None);
+        let lower = KeyEncoding::NfcTrimLowercase.build_tables();
+        assert_eq!(lower.normalization, Some(v));
+        let (major, minor, update) = char::UNICODE_VERSION;
+        assert_eq!(
+            lower.casing,
+            Some(UnicodeVersion::new(major, minor, update))
+        );
     }
 
     #[test]

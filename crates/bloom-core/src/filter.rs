@@ -1,9 +1,9 @@
 //! [`BloomFilter`]: the single-owner filter.
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, KeyHashing};
 use crate::bits::{self, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
-use crate::encoding::{EncodedKey, KeyError};
+use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
 use crate::estimate;
 use crate::position::PositionHasher;
 
@@ -14,10 +14,12 @@ use crate::position::PositionHasher;
 /// *maybe*: confirm it in the primary store before treating the key as seen.
 ///
 /// For inserts from several threads at once, use [`AtomicBloomFilter`](crate::AtomicBloomFilter).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct BloomFilter {
     config: FilterConfig,
     hasher: PositionHasher,
+    /// `config.has_foreign_tables()`, kept at hand for every lookup.
+    foreign_tables: bool,
     words: Vec<u64>,
     items: u64,
 }
@@ -56,10 +58,27 @@ impl BloomFilter {
     pub(crate) fn from_words_unchecked(config: FilterConfig, words: Vec<u64>, items: u64) -> Self {
         Self {
             hasher: config.hasher(),
+            foreign_tables: config.has_foreign_tables(),
             config,
             words,
             items,
         }
+    }
+
+    fn hashing(&self) -> KeyHashing<'_> {
+        KeyHashing {
+            hasher: &self.hasher,
+            encoding: self.config.encoding(),
+            foreign_tables: self.foreign_tables,
+        }
+    }
+
+    /// A key outside ASCII went into a filter with foreign tables: its bits follow this
+    /// build's tables, the others' follow the recorded ones, so no single version describes
+    /// the filter any more.
+    fn mark_tables_mixed(&mut self) {
+        self.config = self.config.clone().with_tables(UnicodeTables::default());
+        self.foreign_tables = self.config.has_foreign_tables();
     }
 
     /// The configuration.
@@ -71,8 +90,11 @@ impl BloomFilter {
     /// Inserts a text key. Returns whether any bit changed, so that before the call
     /// `insert(k) == !contains(k)`.
     pub fn insert(&mut self, key: &str) -> bool {
+        if self.foreign_tables && !key.is_ascii() {
+            self.mark_tables_mixed();
+        }
         let key = self.config.encode_str(key);
-        self.insert_encoded(&key)
+        self.insert_hash(&key)
     }
 
     /// Inserts a byte key.
@@ -80,12 +102,22 @@ impl BloomFilter {
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
     pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
-        let key = self.config.encode_bytes(key)?;
-        Ok(self.insert_encoded(&key))
+        let encoded = self.config.encode_bytes(key)?;
+        if self.foreign_tables && !key.is_ascii() {
+            self.mark_tables_mixed();
+        }
+        Ok(self.insert_hash(&encoded))
     }
 
-    /// Inserts a key that was already encoded with this filter's encoding.
+    /// Inserts a key that was already encoded with this filter's encoding (by this build).
     pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
+        if self.foreign_tables {
+            self.mark_tables_mixed();
+        }
+        self.insert_hash(key)
+    }
+
+    fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
         let changed = self.words.insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
             self.items = self.items.saturating_add(1);
@@ -103,17 +135,23 @@ impl BloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let changed =
-            self.words
-                .insert_each(&self.hasher, self.config.encoding(), keys.into_iter());
-        self.items = self.items.saturating_add(changed);
-        changed
+        let hashing = KeyHashing {
+            hasher: &self.hasher,
+            encoding: self.config.encoding(),
+            foreign_tables: self.foreign_tables,
+        };
+        let inserted = self.words.insert_each(hashing, keys.into_iter());
+        if inserted.table_sensitive {
+            self.mark_tables_mixed();
+        }
+        self.items = self.items.saturating_add(inserted.changed);
+        inserted.changed
     }
 
     /// Whether a text key may have been inserted. `false` is definite.
     #[must_use]
     pub fn contains(&self, key: &str) -> bool {
-        self.contains_encoded(&self.config.encode_str(key))
+        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
     }
 
     /// Whether a byte key may have been inserted.
@@ -121,12 +159,19 @@ impl BloomFilter {
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
     pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        Ok(self.contains_encoded(&self.config.encode_bytes(key)?))
+        let encoded = self.config.encode_bytes(key)?;
+        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
     }
 
-    /// Whether an already-encoded key may have been inserted.
+    /// Whether an already-encoded key may have been inserted. With foreign Unicode tables
+    /// ([`FilterConfig::has_foreign_tables`]) the answer is always *maybe*: this build cannot
+    /// tell how the key was encoded.
     #[must_use]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        self.foreign_tables || self.probe(key)
+    }
+
+    fn probe(&self, key: &EncodedKey<'_>) -> bool {
         BitsRef::Plain(&self.words).contains(&self.hasher, self.hasher.hash(key))
     }
 
@@ -154,8 +199,7 @@ impl BloomFilter {
     {
         ContainsEach::new(
             BitsRef::Plain(&self.words),
-            &self.hasher,
-            self.config.encoding(),
+            self.hashing(),
             keys.into_iter(),
         )
     }
@@ -194,6 +238,9 @@ impl BloomFilter {
     ) -> Result<(), IncompatibleFilters> {
         if let Some(mismatch) = self.config.mismatch(&other.config) {
             return Err(IncompatibleFilters { mismatch });
+        }
+        if self.config.tables() != other.config.tables() {
+            self.mark_tables_mixed();
         }
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a = op(*a, *b);
@@ -253,10 +300,57 @@ impl BloomFilter {
     }
 
     /// The little-endian byte image of the bit array, `ceil(m / 8)` bytes: bit `i` is in byte
-    /// `i / 8` under mask `1 << (i % 8)`.
+    /// `i / 8` under mask `1 << (i % 8)`. This is a copy; to write a snapshot without one, use
+    /// [`BloomFilter::for_each_payload_chunk`].
     #[must_use]
     pub fn to_bytes(&self) -> Vec<u8> {
         let len = usize::try_from(self.config.params().byte_len()).unwrap_or(usize::MAX);
         bits::words_to_bytes(self.words.iter().copied(), len)
+    }
+
+    /// Hands the byte image of the bit array (the snapshot payload, as [`BloomFilter::to_bytes`]
+    /// would return it) to `each`, in order, a few KiB at a time: writing a snapshot never
+    /// holds a second copy of the bits.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    pub fn for_each_payload_chunk<E>(
+        &self,
+        each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        bits::for_each_byte_chunk(
+            self.words.iter().copied(),
+            self.config.params().byte_len(),
+            each,
+        )
+    }
+
+    /// A filter from its snapshot payload, delivered in order, in chunks of any size, by
+    /// `fill` (typically `bloom_format::SnapshotReader::read_payload_with`). The bit array is
+    /// allocated once, fallibly, and filled as the chunks arrive: loading holds one copy of
+    /// the payload.
+    ///
+    /// # Errors
+    /// The error `fill` returns, or [`BitsError`] (converted into `E`) when the array cannot
+    /// be allocated or the chunks do not add up to a valid bit array.
+    pub fn from_payload<E: From<BitsError>>(
+        config: FilterConfig,
+        items: u64,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let words = bits::WordSink::<u64>::fill(config.bits(), fill)?;
+        Ok(Self::from_words_unchecked(config, words, items))
+    }
+}
+
+/// Shows the configuration and a summary of the bits, never the bits themselves (gigabytes)
+/// nor anything derived from the salt.
+impl std::fmt::Debug for BloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BloomFilter")
+            .field("config", &self.config)
+            .field("ones", &self.count_ones())
+            .field("items", &self.items)
+            .finish_non_exhaustive()
     }
 }

@@ -253,7 +253,7 @@ fn sha256_state(mut state: [u32; 8], absorbed: u64, key: &[u8]) -> [u32; 8] {
 }
 
 /// Computes positions for one filter configuration; the salted SHA-256 state is prepared once.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct PositionHasher {
     rule: PositionRule,
     bits: u64,
@@ -262,6 +262,19 @@ pub(crate) struct PositionHasher {
     start: [u32; 8],
     /// Bytes absorbed into `start`: 64 with a salt, 0 without.
     absorbed: u64,
+}
+
+/// The SHA-256 state after the salt block is as secret as the salt: with it, anyone can
+/// compute where any key lands. It is never shown.
+impl fmt::Debug for PositionHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PositionHasher")
+            .field("rule", &self.rule)
+            .field("bits", &self.bits)
+            .field("hashes", &self.hashes)
+            .field("salted", &(self.absorbed != 0))
+            .finish_non_exhaustive()
+    }
 }
 
 impl PositionHasher {
@@ -356,8 +369,15 @@ impl PositionHasher {
 
 /// The four 8-byte words of one key's digest, as the key's rule reads them: everything its
 /// positions are computed from.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct KeyHash([u64; 4]);
+
+/// A key's digest tells where it lands; like the salted state, it is never shown.
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyHash(..)")
+    }
+}
 
 /// The `k` bit positions of one key, in rule order. Created by
 /// [`FilterConfig::positions`](crate::FilterConfig::positions).

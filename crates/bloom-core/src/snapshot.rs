@@ -1,10 +1,10 @@
-//! Converting filters to and from `bloom-format` snapshots.
+//! Converting filters to and from `bloom-format` headers and snapshots.
 
-use bloom_format::{Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
+use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
 
 use crate::bits::BitsError;
 use crate::config::{ConfigError, FilterConfig};
-use crate::encoding::KeyEncoding;
+use crate::encoding::{KeyEncoding, UnicodeTables};
 use crate::filter::BloomFilter;
 use crate::params::FilterParams;
 use crate::position::{PositionRule, Salt};
@@ -24,8 +24,9 @@ pub enum SnapshotError {
         /// The identifier found.
         found: String,
     },
-    /// The parameters are outside what this build accepts (for example m above `MAX_BITS`,
-    /// or k above the rule's maximum).
+    /// The parameters are outside what this build accepts: m above
+    /// [`MAX_BITS`](crate::MAX_BITS), k above [`MAX_HASHES`](crate::MAX_HASHES), or k above
+    /// the rule's maximum (4 for `sha256-split4`).
     #[error("snapshot parameters are not usable: {0}")]
     Config(#[from] ConfigError),
     /// The payload could not become a bit array.
@@ -34,7 +35,8 @@ pub enum SnapshotError {
 }
 
 impl FilterConfig {
-    /// The configuration a snapshot header describes.
+    /// The configuration a snapshot header describes, with the Unicode tables the header
+    /// records (see [`UnicodeTables`] for what differing tables mean).
     ///
     /// # Errors
     /// [`SnapshotError::Unsupported`] for rules, encodings or layouts this build does not
@@ -61,50 +63,58 @@ impl FilterConfig {
         let params =
             FilterParams::new(header.bit_count, header.hash_count).map_err(ConfigError::from)?;
         let salt = Salt::new(&header.salt).map_err(ConfigError::from)?;
-        Ok(Self::from_parts(params, rule, encoding, salt)?)
+        let tables = UnicodeTables::new(spec.normalization_unicode, spec.casing_unicode);
+        Ok(Self::from_parts(params, rule, encoding, salt)?.with_tables(tables))
     }
 
-    /// The header fields for this configuration (item count and generation as given).
+    /// The header fields for this configuration: the generation the bits cover and the
+    /// recorded item count; not bound to a store (set [`Header::store`] for that).
     #[must_use]
-    pub fn to_header(&self, dataset_generation: u64, item_count: u64) -> Header {
+    pub fn to_header(&self, dataset_generation: DatasetGeneration, item_count: u64) -> Header {
         let encoding = self.encoding();
-        Header {
-            bit_count: self.bits(),
-            hash_count: self.hashes(),
-            position_rule: self.rule().id(),
-            layout: LayoutId::Standard,
-            key_encoding: KeyEncodingSpec {
-                id: encoding.id(),
-                version: encoding.version(),
-                unicode: encoding.unicode_version(),
-            },
-            salt: self.salt().as_bytes().to_vec(),
-            dataset_generation,
-            item_count,
-        }
+        let tables = self.tables();
+        let mut header = Header::new(
+            self.bits(),
+            self.hashes(),
+            self.rule().id(),
+            LayoutId::Standard,
+            KeyEncodingSpec::new(encoding.id(), encoding.version())
+                .with_normalization_unicode(tables.normalization)
+                .with_casing_unicode(tables.casing),
+        );
+        header.salt = self.salt().as_bytes().to_vec();
+        header.dataset_generation = dataset_generation;
+        header.item_count = item_count;
+        header
     }
 }
 
 impl BloomFilter {
-    /// A snapshot of this filter, recording `dataset_generation`: the generation of the
-    /// primary store that these bits fully cover (0 when the filter is not tied to a store).
+    /// The header of a snapshot of this filter, recording `dataset_generation`: the
+    /// generation of the primary store that these bits fully cover (0 when the filter is not
+    /// tied to a store).
     #[must_use]
-    pub fn to_snapshot(&self, dataset_generation: u64) -> Snapshot {
-        let header = self
-            .config()
-            .to_header(dataset_generation, self.items_inserted());
+    pub fn to_header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        self.config()
+            .to_header(dataset_generation.into(), self.items_inserted())
+    }
+
+    /// A snapshot of this filter in memory (a copy of the bits), recording
+    /// `dataset_generation`. To write a file without the copy, give
+    /// [`BloomFilter::to_header`] and [`BloomFilter::for_each_payload_chunk`] to a
+    /// `bloom_format::SnapshotWriter`.
+    #[must_use]
+    pub fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
         // The header comes from a valid configuration and the payload from its bit array, so
         // the format's validation cannot fail; the fallback keeps this path panic-free.
-        Snapshot::new(header.clone(), self.to_bytes()).unwrap_or_else(|_| {
+        Snapshot::new(self.to_header(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
             unreachable!("a filter's own header and bit array are always a valid snapshot")
         })
     }
 
     /// The filter a snapshot holds. It answers every query exactly as the filter that wrote
-    /// the snapshot.
-    ///
-    /// The snapshot's Unicode version is provenance and is not compared here; see
-    /// `KeyEncoding::unicode_version` and `bloom-store`, which rebuilds on a difference.
+    /// the snapshot, except that with Unicode tables other than this build's it answers
+    /// *maybe* for keys outside ASCII (see [`UnicodeTables`]).
     ///
     /// # Errors
     /// [`SnapshotError`] when the snapshot uses rules this build does not implement.

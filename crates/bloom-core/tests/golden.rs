@@ -35,6 +35,19 @@ fn check(path: &Path) -> Vec<String> {
         Ok(s) => s,
         Err(e) => return vec![format!("{name}: does not decode: {e}")],
     };
+    // Each directory holds its own format version.
+    let dir_version = path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|d| d.to_str())
+        .and_then(|d| d.strip_prefix('v'))
+        .and_then(|v| v.parse::<u16>().ok());
+    if dir_version != Some(snapshot.format_version().value()) {
+        problems.push(format!(
+            "{name}: format version {} in directory {dir_version:?}",
+            snapshot.format_version()
+        ));
+    }
 
     let dump_path = path.with_extension("header.txt");
     match fs::read_to_string(&dump_path) {
@@ -84,10 +97,16 @@ fn check(path: &Path) -> Vec<String> {
 #[test]
 fn every_golden_fixture_decodes_matches_its_dump_and_finds_its_keys() {
     let snapshots = snapshots();
-    assert!(
-        snapshots.len() >= 6,
-        "expected the v1 fixtures, found {snapshots:?}"
-    );
+    for (version, at_least) in [("v1", 6), ("v2", 7)] {
+        let found = snapshots
+            .iter()
+            .filter(|p| p.parent().and_then(Path::file_name) == Some(version.as_ref()))
+            .count();
+        assert!(
+            found >= at_least,
+            "expected the {version} fixtures, found {snapshots:?}"
+        );
+    }
     let problems: Vec<String> = snapshots.iter().flat_map(|p| check(p)).collect();
     assert!(
         problems.is_empty(),
@@ -100,15 +119,46 @@ fn every_golden_fixture_decodes_matches_its_dump_and_finds_its_keys() {
 
 #[test]
 fn nfc_fixture_unifies_spellings_that_the_utf8_fixture_keeps_apart() {
-    let root = fixtures_root().join("v1");
-    let read = |name: &str| {
-        let s = Snapshot::read_file(root.join(name), &DecodeOptions::unlimited()).unwrap();
-        BloomFilter::from_snapshot(&s).unwrap()
-    };
-    let nfc = read("unicode-nfc.bloom");
-    let utf8 = read("unicode-utf8.bloom");
-    // Both spellings were inserted into both; NFC merged them into one key.
-    assert!(nfc.items_inserted() < utf8.items_inserted());
+    for version in ["v1", "v2"] {
+        let root = fixtures_root().join(version);
+        let read = |name: &str| {
+            let s = Snapshot::read_file(root.join(name), &DecodeOptions::unlimited()).unwrap();
+            BloomFilter::from_snapshot(&s).unwrap()
+        };
+        let nfc = read("unicode-nfc.bloom");
+        let utf8 = read("unicode-utf8.bloom");
+        // Both spellings were inserted into both; NFC merged them into one key.
+        assert!(nfc.items_inserted() < utf8.items_inserted());
+    }
+}
+
+#[test]
+fn the_same_filter_has_the_same_bits_in_both_versions() {
+    // Format version 2 changed the header, never the payload or the positions.
+    for entry in fs::read_dir(fixtures_root().join("v1")).unwrap() {
+        let v1 = entry.unwrap().path();
+        if v1.extension().is_none_or(|e| e != "bloom") {
+            continue;
+        }
+        let v2 = fixtures_root().join("v2").join(v1.file_name().unwrap());
+        let read = |p: &Path| Snapshot::read_file(p, &DecodeOptions::unlimited()).unwrap();
+        let (a, b) = (read(&v1), read(&v2));
+        assert_eq!(a.payload(), b.payload(), "{}", v1.display());
+        assert_eq!(a.header().dataset_generation, b.header().dataset_generation);
+    }
+}
+
+#[test]
+fn the_store_bound_fixture_carries_its_binding() {
+    let s = Snapshot::read_file(
+        fixtures_root().join("v2/store-bound.bloom"),
+        &DecodeOptions::unlimited(),
+    )
+    .unwrap();
+    let binding = s.header().store.unwrap();
+    assert_eq!(&binding.identity.to_bytes(), b"golden-store-id!");
+    assert_eq!(&binding.history.to_bytes(), b"history@gen-120!");
+    assert_eq!(s.header().dataset_generation.get(), 120);
 }
 
 #[test]

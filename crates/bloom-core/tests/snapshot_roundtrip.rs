@@ -36,7 +36,7 @@ fn round_trip_for_every_rule_encoding_salt_and_edge_size() {
 
                         let bytes = filter.to_snapshot(99).encode();
                         let decoded = Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
-                        assert_eq!(decoded.header().dataset_generation, 99);
+                        assert_eq!(decoded.header().dataset_generation.get(), 99);
                         let restored = BloomFilter::from_snapshot(&decoded).unwrap();
 
                         assert_eq!(restored, filter, "{rule} {encoding} m={bits} k={k}");

@@ -2,36 +2,31 @@
 
 use std::fmt::Write;
 
+use crate::header::UnicodeVersion;
+use crate::ids::FormatVersion;
 use crate::snapshot::Snapshot;
 
 impl Snapshot {
-    /// A field-by-field dump of the header, one `name: value` line each, as committed next to
-    /// the golden fixtures and reviewed in snapshot diffs.
+    /// A field-by-field dump of the header as the file holds it, one `name: value` line each,
+    /// as committed next to the golden fixtures and reviewed in snapshot diffs. The fields
+    /// are those of the file's format version.
     #[must_use]
     pub fn dump_header(&self) -> String {
         let h = self.header();
-        let encoded = self.encode_header();
-        let header_crc = encoded
-            .len()
-            .checked_sub(4)
-            .and_then(|at| encoded.get(at..))
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, u32::from_le_bytes);
+        let version = self.format_version();
         let salt = if h.salt.is_empty() {
             "none".to_owned()
         } else {
             format!("{} ({} bytes)", hex(&h.salt), h.salt.len())
         };
-        let unicode = h
-            .key_encoding
-            .unicode
-            .map_or_else(|| "none".to_owned(), |v| v.to_string());
+        let unicode =
+            |v: Option<UnicodeVersion>| v.map_or_else(|| "none".to_owned(), |v| v.to_string());
         let mut out = String::new();
         let mut line = |name: &str, value: String| {
             let _ = writeln!(out, "{name}: {value}");
         };
-        line("format version", crate::FormatVersion::CURRENT.to_string());
-        line("header length", h.header_len().to_string());
+        line("format version", version.to_string());
+        line("header length", self.header_len().to_string());
         line("bit count (m)", h.bit_count.to_string());
         line("positions per key (k)", h.hash_count.to_string());
         line(
@@ -39,6 +34,9 @@ impl Snapshot {
             format!("{} ({})", h.position_rule.value(), h.position_rule),
         );
         line("layout", format!("{} ({})", h.layout.value(), h.layout));
+        if version >= FormatVersion::V2 {
+            line("layout parameter", h.layout_parameter.to_string());
+        }
         line(
             "key encoding",
             format!(
@@ -48,13 +46,36 @@ impl Snapshot {
                 h.key_encoding.version
             ),
         );
-        line("unicode version", unicode);
+        if version == FormatVersion::V1 {
+            line(
+                "unicode version",
+                unicode(h.key_encoding.normalization_unicode),
+            );
+        } else {
+            line(
+                "unicode version (normalization)",
+                unicode(h.key_encoding.normalization_unicode),
+            );
+            let casing = match h.key_encoding.casing_unicode {
+                None if h.key_encoding.id.uses_casing_tables() => "not recorded".to_owned(),
+                other => unicode(other),
+            };
+            line("unicode version (casing)", casing);
+        }
         line("salt", salt);
         line("dataset generation", h.dataset_generation.to_string());
         line("item count", h.item_count.to_string());
+        if version >= FormatVersion::V2 {
+            let (identity, history) = h.store.map_or_else(
+                || ("none".to_owned(), "none".to_owned()),
+                |b| (b.identity.to_string(), b.history.to_string()),
+            );
+            line("store identity", identity);
+            line("history digest", history);
+        }
         line("payload length", self.payload().len().to_string());
         line("payload crc32", format!("{:#010x}", self.payload_crc32()));
-        line("header crc32", format!("{header_crc:#010x}"));
+        line("header crc32", format!("{:#010x}", self.header_crc32()));
         out
     }
 }

@@ -3,6 +3,7 @@
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
+use crate::header::UnicodeVersion;
 use crate::ids::IdKind;
 
 /// The part of a snapshot that was cut short.
@@ -59,9 +60,13 @@ pub enum DecodeError {
         /// The input length available.
         got: u64,
     },
-    /// The header length field is outside the valid range.
-    #[error("header length {found} is invalid; format version 1 headers are {min}..={max} bytes")]
+    /// The header length field is outside the valid range for the file's version.
+    #[error(
+        "header length {found} is invalid; format version {version} headers are {min}..={max} bytes"
+    )]
     InvalidHeaderLength {
+        /// The file's format version.
+        version: u16,
         /// The value found.
         found: u16,
         /// The smallest valid header.
@@ -96,6 +101,16 @@ pub enum DecodeError {
         field: &'static str,
         /// The value found.
         found: u64,
+        /// What a valid value is.
+        expected: String,
+    },
+    /// A recorded Unicode version does not fit the key encoding.
+    #[error("invalid Unicode version of the {table} tables: found {found}, expected {expected}")]
+    InvalidUnicodeVersion {
+        /// Which tables: `normalization` or `casing`.
+        table: &'static str,
+        /// The version found (0.0.0 for none).
+        found: UnicodeVersion,
         /// What a valid value is.
         expected: String,
     },
@@ -145,6 +160,68 @@ pub enum DecodeError {
     },
 }
 
+/// What kind of file a path names, when it is not a regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A directory.
+    Directory,
+    /// A named pipe: reading it could block forever, writing it could feed anyone.
+    Fifo,
+    /// A character device, such as `/dev/zero` or `/dev/null`.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A Unix domain socket.
+    Socket,
+    /// Anything else that is not a regular file.
+    Other,
+}
+
+impl FileKind {
+    /// The kind of `file_type`, or `None` for a regular file (or a symbolic link, which the
+    /// caller resolves).
+    #[must_use]
+    pub fn of(file_type: std::fs::FileType) -> Option<Self> {
+        if file_type.is_file() || file_type.is_symlink() {
+            return None;
+        }
+        if file_type.is_dir() {
+            return Some(Self::Directory);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if file_type.is_fifo() {
+                return Some(Self::Fifo);
+            }
+            if file_type.is_char_device() {
+                return Some(Self::CharDevice);
+            }
+            if file_type.is_block_device() {
+                return Some(Self::BlockDevice);
+            }
+            if file_type.is_socket() {
+                return Some(Self::Socket);
+            }
+        }
+        Some(Self::Other)
+    }
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Directory => "a directory",
+            Self::Fifo => "a named pipe (FIFO)",
+            Self::CharDevice => "a character device",
+            Self::BlockDevice => "a block device",
+            Self::Socket => "a socket",
+            Self::Other => "not a regular file",
+        })
+    }
+}
+
 /// Reading a snapshot from a file or stream failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -158,20 +235,65 @@ pub enum ReadError {
         #[source]
         source: std::io::Error,
     },
+    /// The path names something other than a regular file; it was not read (a named pipe
+    /// could block forever, a device could never end).
+    #[error("cannot read {}: it is {kind}; a snapshot is a regular file", path.display())]
+    NotARegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        kind: FileKind,
+    },
+    /// The payload buffer could not be allocated.
+    #[error("cannot allocate {bytes} bytes for the snapshot payload on this machine")]
+    Alloc {
+        /// The size that was requested.
+        bytes: u64,
+    },
     /// The bytes are not a valid snapshot.
     #[error(transparent)]
     Decode(#[from] DecodeError),
 }
 
-/// Writing a snapshot file failed. The previous file at the path, if any, is unchanged.
+/// Writing a snapshot file failed. The previous file at the path, if any, is unchanged and no
+/// temporary file is left behind.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write snapshot {}: {action} failed: {source}", path.display())]
-pub struct WriteError {
-    /// The target path.
-    pub path: PathBuf,
-    /// The step that failed.
-    pub action: &'static str,
-    /// The I/O error.
-    #[source]
-    pub source: std::io::Error,
+#[non_exhaustive]
+pub enum WriteError {
+    /// A step of the write failed.
+    #[error("cannot write snapshot {}: {action} failed: {source}", path.display())]
+    Io {
+        /// The target path.
+        path: PathBuf,
+        /// The step that failed.
+        action: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The target exists and is not a regular file: it is left alone rather than replaced.
+    #[error("cannot write snapshot {}: it is {kind}; refusing to replace it with a file", path.display())]
+    NotARegularFile {
+        /// The target path (after following symbolic links).
+        path: PathBuf,
+        /// What it is.
+        kind: FileKind,
+    },
+    /// The caller cancelled the write (for example on a signal) before it completed.
+    #[error("writing snapshot {} was interrupted; the previous file is unchanged", path.display())]
+    Cancelled {
+        /// The target path.
+        path: PathBuf,
+    },
+}
+
+impl WriteError {
+    /// The step that failed, for [`WriteError::Io`].
+    #[must_use]
+    pub fn action(&self) -> Option<&'static str> {
+        match self {
+            Self::Io { action, .. } => Some(action),
+            _ => None,
+        }
+    }
 }

@@ -91,8 +91,11 @@ macro_rules! id_table {
 id_table! {
     /// A snapshot format version.
     FormatVersion: u16 {
-        /// The first version, specified in `docs/format.md`.
+        /// The first version: a 96-byte fixed header.
         V1 = 1, "1";
+        /// Adds the store binding (identity and history digest), the Unicode version of the
+        /// casing tables and the layout parameter: a 144-byte fixed header.
+        V2 = 2, "2";
     }
 }
 
@@ -130,7 +133,9 @@ id_table! {
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: Self = Self::V1;
+    pub const CURRENT: Self = Self::V2;
+    /// The oldest version this build reads.
+    pub const OLDEST: Self = Self::V1;
 }
 
 impl KeyEncodingId {
@@ -143,10 +148,18 @@ impl KeyEncodingId {
         }
     }
 
-    /// Whether the encoding uses Unicode tables, and so records a Unicode version.
+    /// Whether the encoding uses Unicode normalization tables, and so records their
+    /// Unicode version.
     #[must_use]
-    pub const fn uses_unicode_tables(self) -> bool {
+    pub const fn uses_normalization_tables(self) -> bool {
         matches!(self, Self::Nfc | Self::NfcTrimLowercase)
+    }
+
+    /// Whether the encoding uses Unicode case-mapping and `White_Space` tables, and so
+    /// records their Unicode version (format version 2 and later).
+    #[must_use]
+    pub const fn uses_casing_tables(self) -> bool {
+        matches!(self, Self::NfcTrimLowercase)
     }
 }
 
@@ -165,7 +178,7 @@ mod tests {
     /// Every assigned value, pinned. Appending is fine; changing a line is a format break.
     #[test]
     fn assigned_identifiers_never_change() {
-        assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1")]));
+        assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1"), (2, "2")]));
         assert_eq!(
             table(PositionRuleId::ALL),
             pairs(&[(1, "sha256-split4"), (2, "sha256-double")])
@@ -186,7 +199,8 @@ mod tests {
         assert_eq!(PositionRuleId::try_from(3), Err(3));
         assert_eq!(LayoutId::try_from(2), Err(2));
         assert_eq!(KeyEncodingId::try_from(5), Err(5));
-        assert_eq!(FormatVersion::try_from(2), Err(2));
+        assert_eq!(FormatVersion::try_from(3), Err(3));
+        assert_eq!(FormatVersion::try_from(0), Err(0));
         for &id in PositionRuleId::ALL {
             assert_eq!(PositionRuleId::try_from(id.value()), Ok(id));
         }

@@ -1,7 +1,8 @@
 //! The reference article's raw 128-byte snapshot: the bit array alone, with no header.
 
+use crate::header::{Header, KeyEncodingSpec};
 use crate::ids::{KeyEncodingId, LayoutId, PositionRuleId};
-use crate::snapshot::{Header, KeyEncodingSpec, Snapshot};
+use crate::snapshot::Snapshot;
 
 /// The length of a seed raw snapshot: 1024 bits.
 pub const SEED_RAW_LEN: usize = 128;
@@ -34,20 +35,13 @@ pub enum LegacyError {
 /// salt. The raw form records neither generation nor item count; both are 0.
 #[must_use]
 pub fn seed_raw_header() -> Header {
-    Header {
-        bit_count: 1024,
-        hash_count: 4,
-        position_rule: PositionRuleId::Sha256Split4,
-        layout: LayoutId::Standard,
-        key_encoding: KeyEncodingSpec {
-            id: KeyEncodingId::Utf8,
-            version: 1,
-            unicode: None,
-        },
-        salt: Vec::new(),
-        dataset_generation: 0,
-        item_count: 0,
-    }
+    Header::new(
+        1024,
+        4,
+        PositionRuleId::Sha256Split4,
+        LayoutId::Standard,
+        KeyEncodingSpec::new(KeyEncodingId::Utf8, 1),
+    )
 }
 
 /// Imports the raw 128-byte snapshot. The caller states that `raw` is in the seed layout: raw

@@ -8,7 +8,13 @@
 //! Decoding is strict and bounded: magic, version, header length, header checksum, fields,
 //! payload size (against the input and an optional caller limit), padding, payload checksum,
 //! in that order, each failure with its own [`DecodeError`] variant. Nothing is allocated for
-//! the payload before the header has been checked.
+//! the payload before the header has been checked, and every allocation sized from the input
+//! is fallible. Readers read format versions 1 and 2; writers write version 2.
+//!
+//! Files: [`SnapshotReader`] opens only regular files (a named pipe cannot block it) and can
+//! stream a payload of any size in constant memory; [`AtomicFile`] and [`SnapshotWriter`]
+//! write atomically, through symbolic links, and never leave a torn file or a temporary file
+//! behind.
 //!
 //! ```
 //! use bloom_format::{
@@ -16,16 +22,15 @@
 //!     PositionRuleId, Snapshot,
 //! };
 //!
-//! let header = Header {
-//!     bit_count: 16,
-//!     hash_count: 3,
-//!     position_rule: PositionRuleId::Sha256Double,
-//!     layout: LayoutId::Standard,
-//!     key_encoding: KeyEncodingSpec { id: KeyEncodingId::Bytes, version: 1, unicode: None },
-//!     salt: Vec::new(),
-//!     dataset_generation: 7,
-//!     item_count: 2,
-//! };
+//! let mut header = Header::new(
+//!     16,
+//!     3,
+//!     PositionRuleId::Sha256Double,
+//!     LayoutId::Standard,
+//!     KeyEncodingSpec::new(KeyEncodingId::Bytes, 1),
+//! );
+//! header.dataset_generation = 7.into();
+//! header.item_count = 2;
 //! let snapshot = Snapshot::new(header, vec![0b1010_0001, 0b0000_0100])?;
 //! let bytes = snapshot.encode();
 //! assert_eq!(Snapshot::decode(bytes.clone(), &DecodeOptions::unlimited())?, snapshot);
@@ -41,21 +46,31 @@
 //! ```
 
 #![forbid(unsafe_code)]
-#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
+// Decode and write paths never panic; unit tests may.
+#![cfg_attr(
+    not(test),
+    deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)
+)]
 
+mod binding;
 mod dump;
 mod error;
+mod fsutil;
+mod header;
 mod ids;
-mod io;
 mod legacy;
+mod read;
 mod snapshot;
+mod write;
 
+pub use binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
 pub use dump::{hex, hex_dump};
-pub use error::{DecodeError, ReadError, Section, WriteError};
-pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
-pub use io::write_atomic;
-pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
-pub use snapshot::{
-    DecodeOptions, EncodeError, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN, MAX_SALT_LEN,
-    MIN_HEADER_LEN, Snapshot, UnicodeVersion,
+pub use error::{DecodeError, FileKind, ReadError, Section, WriteError};
+pub use header::{
+    DecodeOptions, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN, MAX_SALT_LEN, UnicodeVersion,
 };
+pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
+pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
+pub use read::SnapshotReader;
+pub use snapshot::{EncodeError, Snapshot};
+pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, write_atomic};

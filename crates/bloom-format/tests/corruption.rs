@@ -2,10 +2,21 @@
 
 mod common;
 
-use bloom_format::{DecodeError, DecodeOptions, IdKind, Section, Snapshot};
+use bloom_format::{
+    DecodeError, DecodeOptions, FormatVersion, HistoryDigest, IdKind, Section, Snapshot,
+    StoreBinding, StoreIdentity, UnicodeVersion,
+};
 
 fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
     Snapshot::decode(bytes.to_vec(), &DecodeOptions::unlimited())
+}
+
+/// A version 2 snapshot and real version 1 output (a salted, nfc-trim-lower fixture).
+fn both_versions() -> [Vec<u8>; 2] {
+    [
+        common::small().encode().to_vec(),
+        common::v1_fixture("salted-trim-lower"),
+    ]
 }
 
 #[test]
@@ -21,30 +32,60 @@ fn round_trip() {
 }
 
 #[test]
+fn version_1_fixtures_decode_with_their_version() {
+    let bytes = common::v1_fixture("salted-trim-lower");
+    let snapshot = decode(&bytes).unwrap();
+    assert_eq!(snapshot.format_version(), FormatVersion::V1);
+    assert_eq!(
+        snapshot.header_len() as usize,
+        100 + snapshot.header().salt.len()
+    );
+    assert_eq!(snapshot.header().store, None);
+    assert_eq!(snapshot.header().key_encoding.casing_unicode, None);
+    assert_eq!(
+        snapshot.header().key_encoding.normalization_unicode,
+        Some(UnicodeVersion::new(18, 0, 0))
+    );
+    // Re-encoding writes the current version, with the same fields.
+    let again = decode(&snapshot.encode()).unwrap();
+    assert_eq!(again.format_version(), FormatVersion::V2);
+    assert_eq!(again.header(), snapshot.header());
+    assert_eq!(again.payload(), snapshot.payload());
+}
+
+#[test]
 fn every_single_bit_flip_is_rejected() {
-    let bytes = common::small().encode().to_vec();
-    for i in 0..bytes.len() * 8 {
-        let mut corrupt = bytes.clone();
-        corrupt[i / 8] ^= 1 << (i % 8);
-        assert!(decode(&corrupt).is_err(), "flip of bit {i} accepted");
+    for bytes in both_versions() {
+        for i in 0..bytes.len() * 8 {
+            let mut corrupt = bytes.clone();
+            corrupt[i / 8] ^= 1 << (i % 8);
+            assert!(decode(&corrupt).is_err(), "flip of bit {i} accepted");
+        }
     }
 }
 
 #[test]
 fn every_truncation_is_rejected() {
-    let bytes = common::small().encode().to_vec();
-    for len in 0..bytes.len() {
-        let result = decode(&bytes[..len]);
-        assert!(
-            matches!(result, Err(DecodeError::Truncated { got, .. }) if got == len as u64),
-            "length {len}: {result:?}"
-        );
+    for bytes in both_versions() {
+        for len in 0..bytes.len() {
+            let result = decode(&bytes[..len]);
+            assert!(
+                matches!(result, Err(DecodeError::Truncated { got, .. }) if got == len as u64),
+                "length {len}: {result:?}"
+            );
+        }
     }
 }
 
 #[test]
 fn appended_bytes_are_rejected() {
-    let bytes = common::small().encode().to_vec();
+    for bytes in both_versions() {
+        appended_bytes_are_rejected_in(&bytes);
+    }
+}
+
+fn appended_bytes_are_rejected_in(bytes: &[u8]) {
+    let bytes = bytes.to_vec();
     for extra in [&[0u8][..], &[0xff], &[0; 100]] {
         let mut longer = bytes.clone();
         longer.extend_from_slice(extra);
@@ -77,23 +118,40 @@ fn magic_version_and_header_length_are_checked_first() {
         })
     ));
 
-    let mut bad = bytes.clone();
-    bad[8] = 2;
-    common::reseal(&mut bad);
-    assert_eq!(
-        decode(&bad),
-        Err(DecodeError::UnsupportedVersion {
-            found: 2,
-            supported: 1..=1
-        })
-    );
+    for version in [0u16, 3, 0x0100, u16::MAX] {
+        let mut bad = bytes.clone();
+        bad[8..10].copy_from_slice(&version.to_le_bytes());
+        common::reseal(&mut bad);
+        assert_eq!(
+            decode(&bad),
+            Err(DecodeError::UnsupportedVersion {
+                found: version,
+                supported: 1..=2
+            })
+        );
+    }
 
-    for header_len in [0u16, 99, 133, u16::MAX] {
+    for header_len in [0u16, 99, 100, 147, 181, u16::MAX] {
         let mut bad = bytes.clone();
         bad[10..12].copy_from_slice(&header_len.to_le_bytes());
         assert_eq!(
             decode(&bad),
             Err(DecodeError::InvalidHeaderLength {
+                version: 2,
+                found: header_len,
+                min: 148,
+                max: 180
+            })
+        );
+    }
+    let v1 = common::v1_fixture("seed-contract");
+    for header_len in [0u16, 99, 133, 148] {
+        let mut bad = v1.clone();
+        bad[10..12].copy_from_slice(&header_len.to_le_bytes());
+        assert_eq!(
+            decode(&bad),
+            Err(DecodeError::InvalidHeaderLength {
+                version: 1,
                 found: header_len,
                 min: 100,
                 max: 132
@@ -102,16 +160,104 @@ fn magic_version_and_header_length_are_checked_first() {
     }
 }
 
+/// What a reader of version 1 only (the first release, or this build told to read no newer
+/// version) says about a version 2 file: the message `docs/format.md` documents.
+#[test]
+fn a_version_1_reader_refuses_version_2_files_by_name() {
+    let v1_only = DecodeOptions::unlimited().with_max_version(FormatVersion::V1);
+    let err = Snapshot::decode(common::small().encode(), &v1_only).unwrap_err();
+    assert_eq!(
+        err,
+        DecodeError::UnsupportedVersion {
+            found: 2,
+            supported: 1..=1
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "snapshot was written by format version 2; this build reads versions 1..=1"
+    );
+    assert!(Snapshot::decode(common::v1_fixture("seed-contract"), &v1_only).is_ok());
+}
+
+/// Corrupts `bytes` at `offset`, recomputes the header CRC, and decodes.
+fn resealed(bytes: &[u8], offset: usize, value: &[u8]) -> Result<Snapshot, DecodeError> {
+    let mut bad = bytes.to_vec();
+    bad[offset..offset + value.len()].copy_from_slice(value);
+    common::reseal(&mut bad);
+    decode(&bad)
+}
+
 /// Corruptions whose header CRC has been recomputed: the structural checks must catch them.
 #[test]
 fn resealed_header_corruptions_fail_field_validation() {
-    let bytes = common::small().encode().to_vec();
-    let corrupt = |offset: usize, value: &[u8]| {
-        let mut bad = bytes.clone();
-        bad[offset..offset + value.len()].copy_from_slice(value);
-        common::reseal(&mut bad);
-        decode(&bad)
-    };
+    for bytes in both_versions() {
+        resealed_corruptions_of_shared_fields(&bytes);
+    }
+    let v2 = common::small().encode().to_vec();
+    for offset in [12, 15, 39, 70, 95, 131, 140, 143] {
+        assert_eq!(
+            resealed(&v2, offset, &[7]),
+            Err(DecodeError::NonZeroReserved {
+                offset: offset as u64,
+                found: 7
+            })
+        );
+    }
+    let v1 = common::v1_fixture("salted-trim-lower");
+    for offset in [12, 15, 39, 70, 95] {
+        assert_eq!(
+            resealed(&v1, offset, &[7]),
+            Err(DecodeError::NonZeroReserved {
+                offset: offset as u64,
+                found: 7
+            })
+        );
+    }
+    // Version 2 fields. An unbound snapshot (identity zero) with a history digest:
+    assert!(matches!(
+        resealed(&v2, 96, &[0; 16]),
+        Err(DecodeError::InvalidParameter {
+            field: "history digest",
+            ..
+        })
+    ));
+    assert!(matches!(
+        resealed(&v2, 132, &5u64.to_le_bytes()),
+        Err(DecodeError::InvalidParameter {
+            field: "layout parameter",
+            found: 5,
+            ..
+        })
+    ));
+    // nfc (id 3) uses no casing tables, but a casing version is recorded.
+    assert_eq!(
+        resealed(&v2, 32, &3u16.to_le_bytes()).unwrap_err(),
+        DecodeError::InvalidUnicodeVersion {
+            table: "casing",
+            found: UnicodeVersion::new(15, 1, 0),
+            expected: "0.0.0 for the nfc encoding".into()
+        }
+    );
+    // nfc-trim-lower with a table version not recorded (0.0.0) is valid in version 2: bits
+    // built with mixed or unknown tables.
+    let unrecorded = resealed(&v2, 128, &[0, 0, 0]).unwrap();
+    assert_eq!(unrecorded.header().key_encoding.casing_unicode, None);
+    let unrecorded = resealed(&v2, 36, &[0, 0, 0]).unwrap();
+    assert_eq!(unrecorded.header().key_encoding.normalization_unicode, None);
+    // Version 1 always recorded the version for an encoding that uses tables.
+    assert_eq!(
+        resealed(&v1, 36, &[0, 0, 0]).unwrap_err(),
+        DecodeError::InvalidUnicodeVersion {
+            table: "normalization",
+            found: UnicodeVersion::new(0, 0, 0),
+            expected: "at least 1.0.0 for the nfc-trim-lower encoding".into()
+        }
+    );
+}
+
+fn resealed_corruptions_of_shared_fields(bytes: &[u8]) {
+    let corrupt = |offset: usize, value: &[u8]| resealed(bytes, offset, value);
     assert!(matches!(
         corrupt(16, &0u64.to_le_bytes()),
         Err(DecodeError::InvalidParameter {
@@ -126,7 +272,7 @@ fn resealed_header_corruptions_fail_field_validation() {
             ..
         })
     ));
-    // m says 2^62 bits, but the payload length still says 3 bytes.
+    // m says 2^62 bits, but the payload length still says a few bytes.
     assert!(matches!(
         corrupt(16, &(1u64 << 62).to_le_bytes()),
         Err(DecodeError::InvalidParameter {
@@ -166,18 +312,11 @@ fn resealed_header_corruptions_fail_field_validation() {
             ..
         })
     ));
-    assert!(matches!(
-        corrupt(36, &[0]),
-        Err(DecodeError::InvalidParameter {
-            field: "Unicode version",
-            ..
-        })
-    ));
     // `bytes` (id 1) records no Unicode version, but one is present.
     assert!(matches!(
         corrupt(32, &1u16.to_le_bytes()),
-        Err(DecodeError::InvalidParameter {
-            field: "Unicode version",
+        Err(DecodeError::InvalidUnicodeVersion {
+            table: "normalization",
             ..
         })
     ));
@@ -189,22 +328,19 @@ fn resealed_header_corruptions_fail_field_validation() {
             ..
         })
     ));
-    for offset in [12, 15, 39, 70, 95] {
-        assert_eq!(
-            corrupt(offset, &[7]),
-            Err(DecodeError::NonZeroReserved {
-                offset: offset as u64,
-                found: 7
-            })
-        );
-    }
+    // Unicode versions print as versions, not as packed integers.
+    let err = corrupt(32, &1u16.to_le_bytes()).unwrap_err().to_string();
+    assert!(
+        err.contains("found 18.0.0") || err.contains("found 16.0.0"),
+        "{err}"
+    );
 }
 
 #[test]
 fn payload_corruption_padding_and_limits() {
     let snapshot = common::small();
     let bytes = snapshot.encode().to_vec();
-    let header_len = snapshot.header().header_len() as usize;
+    let header_len = usize::from(snapshot.header_len());
 
     let mut bad = bytes.clone();
     bad[header_len] ^= 0x10;
@@ -225,7 +361,7 @@ fn payload_corruption_padding_and_limits() {
     ));
 
     let mut bad = bytes.clone();
-    bad[96] ^= 1; // a salt byte
+    bad[common::V2_SALT_AT] ^= 1; // a salt byte
     assert!(matches!(
         decode(&bad),
         Err(DecodeError::HeaderChecksumMismatch { .. })
@@ -252,7 +388,7 @@ fn a_tiny_file_claiming_a_huge_filter_fails_fast() {
         decode(&bytes),
         Err(DecodeError::Truncated {
             section: Section::Payload,
-            needed: 100 + (1 << 59),
+            needed: 148 + (1 << 59),
             got: bytes.len() as u64
         })
     );
@@ -260,7 +396,7 @@ fn a_tiny_file_claiming_a_huge_filter_fails_fast() {
     assert!(matches!(
         decode(&sixty),
         Err(DecodeError::Truncated {
-            needed: 100,
+            needed: 148,
             got: 60,
             ..
         })
@@ -286,5 +422,22 @@ fn encoder_refuses_what_the_decoder_would_refuse() {
     header.hash_count = 3;
     assert!(Snapshot::new(header.clone(), vec![0u8; 4]).is_err());
     assert!(Snapshot::new(header.clone(), vec![0, 0, 0xff]).is_err());
+    let mut zero_identity = header.clone();
+    zero_identity.store = Some(StoreBinding::new(
+        StoreIdentity::from_bytes([0; 16]),
+        HistoryDigest::from_bytes([1; 16]),
+    ));
+    assert!(matches!(
+        Snapshot::new(zero_identity, payload.clone()),
+        Err(bloom_format::EncodeError::Invalid(
+            DecodeError::InvalidParameter {
+                field: "store identity",
+                ..
+            }
+        ))
+    ));
+    let mut layout_parameter = header.clone();
+    layout_parameter.layout_parameter = 1;
+    assert!(Snapshot::new(layout_parameter, payload.clone()).is_err());
     assert!(Snapshot::new(header, payload).is_ok());
 }

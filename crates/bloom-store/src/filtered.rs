@@ -83,7 +83,7 @@ impl FilterOptions {
     /// Why a snapshot's configuration cannot be used with these options, if it cannot.
     fn incompatibility(
         &self,
-        header: &bloom_format::Header,
+        _header: &bloom_format::Header,
         config: &FilterConfig,
     ) -> Option<String> {
         if config.rule() != self.rule {
@@ -100,11 +100,11 @@ impl FilterOptions {
                 self.encoding
             ));
         }
-        if header.key_encoding.unicode != self.encoding.unicode_version() {
+        if config.has_foreign_tables() {
             return Some(format!(
                 "Unicode tables are {}, this build has {}",
-                show(header.key_encoding.unicode),
-                show(self.encoding.unicode_version())
+                config.tables(),
+                self.encoding.build_tables()
             ));
         }
         match &self.salt {
@@ -117,10 +117,6 @@ impl FilterOptions {
             _ => None,
         }
     }
-}
-
-fn show(v: Option<bloom_core::UnicodeVersion>) -> String {
-    v.map_or_else(|| "none".into(), |v| v.to_string())
 }
 
 /// Errors of [`FilteredStore`]. A store error never leaves a wrong answer behind: the
@@ -690,6 +686,6 @@ fn load(path: &Path, options: &FilterOptions) -> Result<(AtomicBloomFilter, u64)
     }
     Ok((
         AtomicBloomFilter::from(filter),
-        snapshot.header().dataset_generation,
+        snapshot.header().dataset_generation.get(),
     ))
 }

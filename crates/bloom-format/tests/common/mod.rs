@@ -3,53 +3,57 @@
 #![allow(dead_code, unreachable_pub)]
 
 use bloom_format::{
-    Header, KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId, Snapshot, UnicodeVersion,
+    DatasetGeneration, Header, HistoryDigest, KeyEncodingId, KeyEncodingSpec, LayoutId,
+    PositionRuleId, Snapshot, StoreBinding, StoreIdentity, UnicodeVersion,
 };
 
-/// A 21-bit, salted, NFC snapshot: small enough to flip every bit of it.
+/// Where the version 2 header puts the salt.
+pub const V2_SALT_AT: usize = 144;
+
+/// A 21-bit, salted, NFC-trim-lower snapshot bound to a store: small enough to flip every
+/// bit of it, and with every version 2 field set.
 pub fn small() -> Snapshot {
-    let header = Header {
-        bit_count: 21,
-        hash_count: 3,
-        position_rule: PositionRuleId::Sha256Double,
-        layout: LayoutId::Standard,
-        key_encoding: KeyEncodingSpec {
-            id: KeyEncodingId::Nfc,
-            version: 1,
-            unicode: Some(UnicodeVersion {
-                major: 16,
-                minor: 0,
-                update: 0,
-            }),
-        },
-        salt: b"pepper".to_vec(),
-        dataset_generation: 42,
-        item_count: 5,
-    };
+    let mut header = Header::new(
+        21,
+        3,
+        PositionRuleId::Sha256Double,
+        LayoutId::Standard,
+        KeyEncodingSpec::new(KeyEncodingId::NfcTrimLowercase, 1)
+            .with_normalization_unicode(Some(UnicodeVersion::new(16, 0, 0)))
+            .with_casing_unicode(Some(UnicodeVersion::new(15, 1, 0))),
+    );
+    header.salt = b"pepper".to_vec();
+    header.dataset_generation = DatasetGeneration::new(42);
+    header.item_count = 5;
+    header.store = Some(StoreBinding::new(
+        StoreIdentity::from_bytes([0x5a; 16]),
+        HistoryDigest::from_bytes(*b"history-digest-!"),
+    ));
     Snapshot::new(header, vec![0b1001_0110, 0b0100_0001, 0b0001_1000]).unwrap()
 }
 
-/// An unsalted `bytes` snapshot of `bits` bits with every valid bit set.
+/// An unsalted, unbound `bytes` snapshot of `bits` bits with every valid bit set.
 pub fn full(bits: u64) -> Snapshot {
-    let header = Header {
-        bit_count: bits,
-        hash_count: 4,
-        position_rule: PositionRuleId::Sha256Split4,
-        layout: LayoutId::Standard,
-        key_encoding: KeyEncodingSpec {
-            id: KeyEncodingId::Bytes,
-            version: 1,
-            unicode: None,
-        },
-        salt: Vec::new(),
-        dataset_generation: 0,
-        item_count: 0,
-    };
+    let header = Header::new(
+        bits,
+        4,
+        PositionRuleId::Sha256Split4,
+        LayoutId::Standard,
+        KeyEncodingSpec::new(KeyEncodingId::Bytes, 1),
+    );
     let mut payload = vec![0xffu8; bits.div_ceil(8) as usize];
     if !bits.is_multiple_of(8) {
         *payload.last_mut().unwrap() = (1u8 << (bits % 8)) - 1;
     }
     Snapshot::new(header, payload).unwrap()
+}
+
+/// The bytes of a frozen format version 1 fixture: real output of the version 1 writer.
+pub fn v1_fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v1")
+        .join(format!("{name}.bloom"));
+    std::fs::read(path).unwrap()
 }
 
 /// Rewrites the header CRC so that a deliberately corrupted header passes the checksum.

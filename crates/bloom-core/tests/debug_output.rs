@@ -1,0 +1,71 @@
+//! `Debug` output never shows a salt, state derived from it, key hashes or the bit array: a
+//! log line must not let anyone compute where keys land, nor be gigabytes long.
+
+use bloom_core::{AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, Salt};
+
+const SALT: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+fn salted_filter() -> BloomFilter {
+    let params = FilterParams::new(1 << 16, 7).unwrap();
+    let mut filter =
+        BloomFilter::new(FilterConfig::new(params).with_salt(Salt::new(SALT).unwrap())).unwrap();
+    filter.insert_all((0..1000).map(|i| format!("key-{i}")));
+    filter
+}
+
+fn assert_redacted(what: &str, text: &str, filter: &BloomFilter) {
+    let salt_hex: String = SALT.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !text.contains(&salt_hex),
+        "{what} shows the salt as hex: {text}"
+    );
+    assert!(
+        !text.contains("0123456789abcdef"),
+        "{what} shows the salt: {text}"
+    );
+    assert!(
+        !text.contains("48, 49, 50"),
+        "{what} shows the salt bytes: {text}"
+    );
+    // A hasher's state words, or the bit array, print as long runs of numbers.
+    assert!(
+        text.len() < 600,
+        "{what} is {} bytes long: {text}",
+        text.len()
+    );
+    for word in filter
+        .as_words()
+        .iter()
+        .filter(|w| **w > 1_000_000)
+        .take(50)
+    {
+        assert!(
+            !text.contains(&word.to_string()),
+            "{what} shows bit words: {text}"
+        );
+    }
+    assert!(text.contains("ones"), "{what} summarises the bits: {text}");
+}
+
+#[test]
+fn filters_and_iterators_summarise_and_redact() {
+    let filter = salted_filter();
+    let text = format!("{filter:?}");
+    assert_redacted("BloomFilter", &text, &filter);
+    assert!(text.contains("Salt(<32 secret bytes>)"), "{text}");
+    assert!(
+        text.contains(&format!("ones: {}", filter.count_ones())),
+        "{text}"
+    );
+
+    let atomic = AtomicBloomFilter::from(filter.clone());
+    assert_redacted("AtomicBloomFilter", &format!("{atomic:?}"), &filter);
+
+    let mut answers = filter.contains_each(["key-1", "key-2", "other"]);
+    assert_eq!(answers.next(), Some(true));
+    let text = format!("{answers:?}");
+    assert!(text.len() < 200 && !text.contains("0123"), "{text}");
+    assert!(text.contains("buffered: 2"), "{text}");
+    let atomic_answers = atomic.contains_each(["key-1"]);
+    assert!(format!("{atomic_answers:?}").len() < 200);
+}
