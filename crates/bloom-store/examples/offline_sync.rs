@@ -6,7 +6,11 @@
 //! 3. "Restarts": reopens database and snapshot, catches up, and syncs a second feed.
 //! 4. Damages the snapshot and restarts again: the filter is bypassed and rebuilt, never
 //!    trusted.
-//! 5. Prints a report.
+//! 5. Restores the database from a backup that is older than the snapshot, as an operator
+//!    would after a disk failure, syncs more records and "crashes" before saving: the stale
+//!    snapshot no longer matches the database's history and is refused, never caught up
+//!    from.
+//! 6. Prints a report.
 //!
 //! `cargo run --release -p bloom-store --example offline_sync [-- RECORDS]` (the example
 //! always has the `sqlite` feature: the crate enables it for its own examples and tests).
@@ -14,8 +18,12 @@
 use std::path::Path;
 use std::time::Instant;
 
+use bloom_core::EncodedKey;
 use bloom_format::{DecodeOptions, Snapshot};
-use bloom_store::{FilterOptions, FilteredStore, Lookup, Metrics, OpenOutcome, SqliteStore};
+use bloom_store::{
+    DatasetGeneration, FilterOptions, FilteredStore, Lookup, Metrics, OpenOutcome, PrimaryStore,
+    SqliteStore,
+};
 
 /// A small deterministic generator (SplitMix64), so every run syncs the same feed.
 struct Feed(u64);
@@ -60,12 +68,12 @@ fn sync(
     let mut tally = SyncTally::default();
     for record in feed {
         tally.records += 1;
-        match store.contains(record)? {
-            Lookup::Present => tally.duplicates += 1,
-            Lookup::AbsentByFilter | Lookup::FalsePositive | Lookup::AbsentBypassed => {
-                store.insert(record)?;
-                tally.new += 1;
-            }
+        if store.contains(record)? == Lookup::Present {
+            tally.duplicates += 1;
+        } else {
+            // "Absent" (from the filter, or confirmed by the store): new.
+            store.insert(record)?;
+            tally.new += 1;
         }
     }
     Ok(tally)
@@ -122,6 +130,50 @@ fn open(
     )?)
 }
 
+/// One line for an open outcome.
+fn describe(outcome: &OpenOutcome) -> String {
+    match outcome {
+        OpenOutcome::Trusted { generation } => {
+            format!("snapshot trusted (generation {generation})")
+        }
+        OpenOutcome::CaughtUp { from, to, keys } => {
+            format!("snapshot caught up from generation {from} to {to} ({keys} records)")
+        }
+        OpenOutcome::Bypassed(reason) => format!("bypassed: {reason}"),
+        OpenOutcome::Rebuilt {
+            reason,
+            report,
+            snapshot,
+        } => format!(
+            "not trusted ({reason}); rebuilt from {} records, fresh snapshot: {snapshot:?}",
+            report.keys_scanned
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Counts the database's records that the wrapper reports as new (must be zero).
+fn reported_new(store: &FilteredStore<SqliteStore>) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut keys = Vec::new();
+    store
+        .store()
+        .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.to_vec()))?;
+    let mut new = 0;
+    for key in &keys {
+        if !store
+            .contains_encoded(&EncodedKey::from_encoded(key))?
+            .is_present()
+        {
+            new += 1;
+        }
+    }
+    println!(
+        "  checked {} database records: {new} reported new (must be 0)",
+        keys.len()
+    );
+    Ok(new)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let records: u64 = std::env::args().nth(1).map_or(Ok(50_000), |a| a.parse())?;
     let dir = std::env::temp_dir().join(format!("bloom-offline-sync-{}", std::process::id()));
@@ -134,7 +186,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 1. First run: no snapshot, so the filter is built from the (empty) database.
     let (store, outcome) = open(&db, &snapshot, capacity)?;
-    println!("open #1: {outcome:?}");
+    println!("open #1: {}", describe(&outcome));
     let start = Instant::now();
     let tally = sync(&store, &feed.records(records, records))?;
     print_tally("sync #1", &tally, start.elapsed().as_secs_f64());
@@ -147,7 +199,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. Restart, recover, sync a second feed that overlaps the first.
     let (store, outcome) = open(&db, &snapshot, capacity)?;
-    println!("open #2 (restart): {outcome:?}");
+    println!("open #2 (restart): {}", describe(&outcome));
     let start = Instant::now();
     let tally = sync(&store, &feed.records(records, records * 3 / 2))?;
     print_tally("sync #2", &tally, start.elapsed().as_secs_f64());
@@ -157,7 +209,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Restart without a new snapshot: the records synced since are caught up from the
     // database (keys after the snapshot's generation), then the filter is trusted again.
     let (store, outcome) = open(&db, &snapshot, capacity)?;
-    println!("open #3 (snapshot older than the database): {outcome:?}");
+    println!(
+        "open #3 (snapshot older than the database): {}",
+        describe(&outcome)
+    );
+    let backup = dir.join("backup.sqlite");
+    rusqlite::Connection::open(&db)?.execute("VACUUM INTO ?1", [backup.to_string_lossy()])?;
+    println!(
+        "  database backed up at generation {}",
+        store.store().generation()?
+    );
+    sync(&store, &feed.records(records / 5, records * 2))?;
+    store.save_snapshot(&snapshot)?;
     drop(store);
 
     // 4. A damaged snapshot is bypassed and rebuilt, never trusted.
@@ -166,29 +229,46 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     bytes[middle] ^= 0x40;
     std::fs::write(&snapshot, &bytes)?;
     let (store, outcome) = open(&db, &snapshot, capacity)?;
-    println!("open #4 (one flipped byte in the snapshot): {outcome:?}");
-    let all = store.store().key_count()?;
-    let mut reported_new = 0;
-    let mut keys = Vec::new();
-    bloom_store::PrimaryStore::keys_since(store.store(), 0, &mut |k| keys.push(k.to_vec()))?;
-    for key in &keys {
-        if !store.contains_bytes(key)?.is_present() {
-            reported_new += 1;
-        }
-    }
     println!(
-        "  checked {all} database records after recovery: {reported_new} reported new (must be 0)"
+        "open #4 (one flipped byte in the snapshot): {}",
+        describe(&outcome)
     );
+    let mut lost = reported_new(&store)?;
+    drop(store);
+
+    // 5. The database is restored from the backup, which is older than the snapshot. The
+    //    app rebuilds in memory, syncs more records, and crashes before its next save.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    std::fs::copy(&backup, &db)?;
+    let (store, outcome) = FilteredStore::open(
+        SqliteStore::open(&db)?,
+        FilterOptions::new(capacity, 0.01),
+        Some(&snapshot),
+    )?;
+    println!(
+        "open #5 (database restored from an older backup): {}",
+        describe(&outcome)
+    );
+    store.rebuild()?;
+    sync(&store, &feed.records(records / 2, records * 4))?;
+    println!("  synced more records, then crashed before saving a snapshot");
+    drop(store);
+    let (store, outcome) = open(&db, &snapshot, capacity)?;
+    println!("open #6 (after the crash): {}", describe(&outcome));
+    lost += reported_new(&store)?;
+    print_metrics(&store.metrics());
     let generation = store.save_snapshot(&snapshot)?;
 
-    // 5. The snapshot header.
+    // 6. The snapshot header.
     let saved = Snapshot::read_file(&snapshot, &DecodeOptions::unlimited())?;
     println!("snapshot header (generation {generation}):");
     for line in saved.dump_header().lines() {
         println!("  {line}");
     }
     std::fs::remove_dir_all(&dir)?;
-    if reported_new != 0 {
+    if lost != 0 {
         return Err("a committed record was reported new".into());
     }
     Ok(())

@@ -1,288 +1,21 @@
-//! [`FilteredStore`]: check-then-confirm over a primary store.
+//! [`FilteredStore`]: the check-then-confirm protocol over a primary store.
 
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bloom_core::{
-    AllocError, AtomicBloomFilter, BloomFilter, EncodedKey, FilterConfig, FilterParams,
-    KeyEncoding, KeyError, ParamsError, PositionRule, Salt,
+use bloom_core::{AllocError, AtomicBloomFilter, BloomFilter, EncodedKey};
+use bloom_format::{AtomicFile, SnapshotWriter, StoreBinding, StreamWriteError, WriteError};
+
+use crate::error::StoreError;
+use crate::history::HistoryPoint;
+use crate::load::{self, Matched};
+use crate::options::FilterOptions;
+use crate::outcome::{
+    BypassReason, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError, SnapshotRefresh,
 };
-use bloom_format::{DecodeOptions, ReadError, Snapshot, WriteError};
-
 use crate::primary::PrimaryStore;
-
-/// How the filter for a store is made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FilterOptions {
-    /// The number of keys the filter is planned for. Past it, the false-positive rate climbs
-    /// above the target and [`Metrics::over_capacity`] reports it; [`FilteredStore::rebuild`]
-    /// then grows the filter.
-    pub capacity: u64,
-    /// The target false-positive rate at capacity.
-    pub false_positive_rate: f64,
-    /// The position rule.
-    pub rule: PositionRule,
-    /// The key encoding, applied to every key before it reaches the filter or the store.
-    pub encoding: KeyEncoding,
-    /// Which salt a filter gets, and which salts a snapshot may carry.
-    pub salt: SaltPolicy,
-    /// The largest snapshot payload to read, in bytes.
-    pub max_snapshot_bytes: u64,
-}
-
-/// Which salt new filters get and which snapshots are accepted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SaltPolicy {
-    /// No salt; salted snapshots are incompatible.
-    None,
-    /// A fresh random salt for every new filter; a snapshot's salt, whatever it is, is kept.
-    Random,
-    /// This salt exactly.
-    Fixed(Salt),
-}
-
-impl FilterOptions {
-    /// Options for `capacity` keys at false-positive rate `fpr`, with the default rule,
-    /// NFC keys and no salt.
-    #[must_use]
-    pub fn new(capacity: u64, fpr: f64) -> Self {
-        Self {
-            capacity,
-            false_positive_rate: fpr,
-            rule: PositionRule::Sha256Double,
-            encoding: KeyEncoding::Nfc,
-            salt: SaltPolicy::None,
-            max_snapshot_bytes: 1 << 32,
-        }
-    }
-
-    /// The configuration of a new filter planned for `capacity` keys. Generic over the
-    /// store's error type so that callers can use `?` directly.
-    fn config_for<E>(&self, capacity: u64) -> Result<FilterConfig, StoreError<E>> {
-        let mut params =
-            FilterParams::for_false_positive_rate(capacity.max(1), self.false_positive_rate)?;
-        // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has.
-        if params.hashes() > self.rule.max_hashes() {
-            params = FilterParams::new(params.bits(), self.rule.max_hashes())?;
-        }
-        let salt = match &self.salt {
-            SaltPolicy::None => Salt::none(),
-            SaltPolicy::Fixed(salt) => salt.clone(),
-            SaltPolicy::Random => Salt::random().map_err(|e| StoreError::Salt(e.to_string()))?,
-        };
-        let config = FilterConfig::new(params)
-            .with_encoding(self.encoding)
-            .with_salt(salt)
-            .with_rule(self.rule)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
-        Ok(config)
-    }
-
-    /// Why a snapshot's configuration cannot be used with these options, if it cannot.
-    fn incompatibility(
-        &self,
-        _header: &bloom_format::Header,
-        config: &FilterConfig,
-    ) -> Option<String> {
-        if config.rule() != self.rule {
-            return Some(format!(
-                "position rule is {}, configured {}",
-                config.rule(),
-                self.rule
-            ));
-        }
-        if config.encoding() != self.encoding {
-            return Some(format!(
-                "key encoding is {}, configured {}",
-                config.encoding(),
-                self.encoding
-            ));
-        }
-        if config.has_foreign_tables() {
-            return Some(format!(
-                "Unicode tables are {}, this build has {}",
-                config.tables(),
-                self.encoding.build_tables()
-            ));
-        }
-        match &self.salt {
-            SaltPolicy::None if !config.salt().is_empty() => {
-                Some("snapshot is salted, configured no salt".into())
-            }
-            SaltPolicy::Fixed(salt) if salt != config.salt() => {
-                Some("snapshot salt differs from the configured salt".into())
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Errors of [`FilteredStore`]. A store error never leaves a wrong answer behind: the
-/// operation simply did not happen.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError<E> {
-    /// The primary store failed.
-    #[error("primary store failed: {0}")]
-    Store(#[source] E),
-    /// The key could not be encoded.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    /// The filter options are invalid.
-    #[error("invalid filter options: {0}")]
-    Params(#[from] ParamsError),
-    /// The filter options do not fit together.
-    #[error("invalid filter options: {0}")]
-    Config(String),
-    /// No salt could be made.
-    #[error("cannot make a random salt: {0}")]
-    Salt(String),
-    /// The filter could not be allocated.
-    #[error(transparent)]
-    Alloc(#[from] AllocError),
-    /// The snapshot could not be written; the previous snapshot file is unchanged.
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
-    #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
-    NotTrusted(BypassReason),
-}
-
-/// Why the filter is not used to answer "absent".
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BypassReason {
-    /// No snapshot file existed.
-    NoSnapshot,
-    /// The snapshot could not be read or decoded (corrupt, truncated, unknown version...).
-    Unreadable(String),
-    /// The snapshot was written with other rules, encoding or salt than configured.
-    Incompatible(String),
-    /// The snapshot claims a newer generation than the store has: it describes data the
-    /// store does not hold (for example after the store was restored from a backup).
-    NewerThanStore {
-        /// The snapshot's generation.
-        snapshot: u64,
-        /// The store's generation.
-        store: u64,
-    },
-    /// Catching up from the store failed.
-    CatchUpFailed(String),
-    /// A rebuild is running.
-    Rebuilding,
-}
-
-impl fmt::Display for BypassReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoSnapshot => f.write_str("no snapshot"),
-            Self::Unreadable(e) => write!(f, "snapshot unreadable: {e}"),
-            Self::Incompatible(e) => write!(f, "snapshot incompatible: {e}"),
-            Self::NewerThanStore { snapshot, store } => write!(
-                f,
-                "snapshot generation {snapshot} is newer than the store's {store}"
-            ),
-            Self::CatchUpFailed(e) => write!(f, "catch-up failed: {e}"),
-            Self::Rebuilding => f.write_str("rebuilding"),
-        }
-    }
-}
-
-/// Whether the filter answers "absent" on its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The filter covers the store: "absent" skips the store.
-    Trusted,
-    /// Every query goes to the store.
-    Bypassed(BypassReason),
-}
-
-/// The answer to a membership query, with how it was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    /// The trusted filter said absent; the store was not asked.
-    AbsentByFilter,
-    /// The filter said maybe and the store said no: a false positive.
-    FalsePositive,
-    /// The filter is bypassed and the store said no.
-    AbsentBypassed,
-    /// The store has the key.
-    Present,
-}
-
-impl Lookup {
-    /// Whether the key is in the primary store.
-    #[must_use]
-    pub const fn is_present(self) -> bool {
-        matches!(self, Self::Present)
-    }
-}
-
-/// What [`FilteredStore::open`] found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OpenOutcome {
-    /// The snapshot matched the store's generation.
-    Trusted,
-    /// The snapshot was older; this many keys were added from the store.
-    CaughtUp {
-        /// The snapshot's generation.
-        from: u64,
-        /// The store's generation.
-        to: u64,
-        /// Keys added.
-        keys: u64,
-    },
-    /// The filter is bypassed; call [`FilteredStore::rebuild`].
-    NeedsRebuild(BypassReason),
-}
-
-/// What a rebuild did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RebuildReport {
-    /// Keys read from the store.
-    pub keys_scanned: u64,
-    /// The generation the new filter covers.
-    pub generation: u64,
-    /// The new filter's capacity.
-    pub capacity: u64,
-}
-
-/// A consistent copy of the counters and the filter state.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Metrics {
-    /// Membership queries answered.
-    pub queries: u64,
-    /// Queries that went to the store.
-    pub store_lookups: u64,
-    /// Queries answered "absent" by the filter alone.
-    pub lookups_avoided: u64,
-    /// Filter "maybe" answers that the store refuted.
-    pub false_positives: u64,
-    /// Keys inserted through the wrapper.
-    pub inserts: u64,
-    /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
-    /// keys that were absent, while trusted. `None` before any such query.
-    pub observed_false_positive_rate: Option<f64>,
-    /// `(X / m)^k` at the current fill.
-    pub predicted_false_positive_rate: f64,
-    /// `X / m`.
-    pub fill_ratio: f64,
-    /// Estimated distinct keys in the filter.
-    pub estimated_items: f64,
-    /// The number of keys the filter was planned for.
-    pub capacity: u64,
-    /// Whether the estimate passed the capacity: the false-positive rate is degrading, and a
-    /// rebuild would grow the filter.
-    pub over_capacity: bool,
-    /// The current mode.
-    pub mode: Mode,
-    /// The filter's bit count.
-    pub bits: u64,
-    /// The filter's positions per key.
-    pub hashes: u32,
-}
 
 #[derive(Default)]
 struct Counters {
@@ -296,6 +29,7 @@ struct Counters {
 struct State {
     active: Arc<AtomicBloomFilter>,
     capacity: u64,
+    capacity_limited: bool,
     mode: Mode,
     /// The filter a rebuild is filling; inserts set its bits too.
     building: Option<Arc<AtomicBloomFilter>>,
@@ -304,12 +38,20 @@ struct State {
 /// A membership set over a primary store, accelerated by a Bloom filter that is used only
 /// while it can be trusted.
 ///
-/// **Invariant:** a key committed to the primary store is never reported absent. Inserts set
-/// the filter's bits *before* the store commit, so every committed key's bits are set; a crash
-/// in between leaves only a false positive. A snapshot records the store generation read
-/// *before* the bits are copied, so it never claims to cover a key whose bits it lacks. A
-/// snapshot that is missing, corrupt, incompatible or newer than the store is never trusted:
-/// queries go to the store until [`FilteredStore::rebuild`] has built a filter that covers it.
+/// **Invariant:** a key committed to the primary store is never reported absent.
+///
+/// - Inserts set the filter's bits *before* the store commit, so every committed key's bits
+///   are set; a crash in between leaves only a false positive.
+/// - A snapshot records the store's identity and the point of its history (generation and
+///   history digest) read *before* the bits are copied, so it never claims to cover a key
+///   whose bits it lacks.
+/// - A snapshot is trusted, or caught up from, only if the store has the same identity and
+///   the same history digest at the snapshot's generation. A snapshot that is missing,
+///   corrupt, incompatible, of another store, newer than the store, or of a history the
+///   store no longer has (lost commits, a restored backup, a diverged copy) is never
+///   trusted: queries go to the store until [`FilteredStore::rebuild`] has built a filter
+///   that covers it. Such a snapshot stays untrusted forever, since the store's history can
+///   only move away from it.
 ///
 /// All writes to the primary store must go through this wrapper (or be followed by a
 /// rebuild); keys written behind its back are not in the filter.
@@ -323,81 +65,75 @@ pub struct FilteredStore<S> {
     counters: Counters,
 }
 
+/// Shows the options (the salt redacted), the mode and the filter's size; never the bits.
+impl<S: fmt::Debug> fmt::Debug for FilteredStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("FilteredStore")
+            .field("store", &self.store)
+            .field("options", &self.options)
+            .field("mode", &state.mode)
+            .field("bits", &state.active.config().bits())
+            .field("hashes", &state.active.config().hashes())
+            .field("capacity", &state.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: PrimaryStore> FilteredStore<S> {
     /// Opens the wrapper, loading the snapshot at `snapshot` if given and comparing it with
     /// the store:
     ///
-    /// - same generation: trusted;
-    /// - older: catch up from `keys_since`, then trusted;
-    /// - missing, corrupt, incompatible or newer than the store: bypassed until
-    ///   [`FilteredStore::rebuild`] (see [`FilteredStore::open_and_recover`]).
+    /// - same identity, same history digest at the snapshot's generation, which is the
+    ///   store's: trusted;
+    /// - the same, with the store further along: the keys committed since are added from
+    ///   `keys_since`, then trusted;
+    /// - anything else (see [`BypassReason`]): bypassed until [`FilteredStore::rebuild`]
+    ///   (which [`FilteredStore::open_and_recover`] calls).
+    ///
+    /// The snapshot path may be a symbolic link; anything that is not a regular file (a
+    /// named pipe, a directory, a device) is refused without being read.
     ///
     /// # Errors
-    /// Invalid options, or the store failing to report its generation.
+    /// Invalid options, or the store failing to report its identity or history.
     pub fn open(
         store: S,
         options: FilterOptions,
         snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
-        let store_generation = store.generation().map_err(StoreError::Store)?;
-        let loaded = match snapshot {
+        options.validate()?;
+        let head = store.head().map_err(StoreError::Store)?;
+        let matched = match snapshot {
             None => Err(BypassReason::NoSnapshot),
-            Some(path) => load(path, &options),
+            Some(path) => {
+                load::open_snapshot(path, &options, &store, head).map_err(StoreError::Store)?
+            }
         };
-        let (filter, outcome) = match loaded {
-            Ok((filter, generation)) if generation > store_generation => (
-                filter,
-                OpenOutcome::NeedsRebuild(BypassReason::NewerThanStore {
-                    snapshot: generation,
-                    store: store_generation,
-                }),
-            ),
-            Ok((filter, generation)) if generation == store_generation => {
-                (filter, OpenOutcome::Trusted)
-            }
-            Ok((filter, generation)) => {
-                let mut keys = 0u64;
-                let caught_up = store.keys_since(generation, &mut |key| {
-                    filter.insert_encoded(&EncodedKey::from_encoded(key));
-                    keys += 1;
-                });
-                match caught_up {
-                    Ok(to) => (
-                        filter,
-                        OpenOutcome::CaughtUp {
-                            from: generation,
-                            to,
-                            keys,
-                        },
-                    ),
-                    Err(e) => (
-                        filter,
-                        OpenOutcome::NeedsRebuild(BypassReason::CatchUpFailed(e.to_string())),
-                    ),
-                }
-            }
+        let (filter, outcome) = match matched {
+            Ok(matched) => catch_up(&store, matched, head),
             Err(reason) => {
-                let config = options.config_for(options.capacity)?;
+                let plan = options.plan(options.capacity)?;
                 (
-                    AtomicBloomFilter::new(config)?,
-                    OpenOutcome::NeedsRebuild(reason),
+                    AtomicBloomFilter::new(plan.config)?,
+                    OpenOutcome::Bypassed(reason),
                 )
             }
         };
         let mode = match &outcome {
-            OpenOutcome::NeedsRebuild(reason) => Mode::Bypassed(reason.clone()),
+            OpenOutcome::Bypassed(reason) => Mode::Bypassed(reason.clone()),
             _ => Mode::Trusted,
         };
         // A snapshot of a grown filter holds more than the configured capacity.
-        let planned_for = filter.config().bits() as f64 * std::f64::consts::LN_2.powi(2)
-            / -options.false_positive_rate.ln();
-        let capacity = options.capacity.max(planned_for.floor() as u64);
+        let capacity = options
+            .capacity
+            .max(options.capacity_of(filter.config().bits()));
         let wrapper = Self {
             store,
             options,
             state: RwLock::new(State {
                 active: Arc::new(filter),
                 capacity,
+                capacity_limited: false,
                 mode,
                 building: None,
             }),
@@ -407,20 +143,39 @@ impl<S: PrimaryStore> FilteredStore<S> {
         Ok((wrapper, outcome))
     }
 
-    /// [`FilteredStore::open`], then [`FilteredStore::rebuild`] if the filter is bypassed.
+    /// [`FilteredStore::open`], then, if the filter is bypassed, [`FilteredStore::rebuild`]
+    /// and a fresh snapshot at `snapshot`, so that the next start finds a snapshot it can
+    /// trust. The outcome says what really happened ([`OpenOutcome::Rebuilt`] with the
+    /// reason, the rebuild and the fate of the snapshot file).
     ///
     /// # Errors
-    /// As `open` and `rebuild`.
+    /// As `open` and `rebuild`. Failing to write the fresh snapshot is not an error: the
+    /// rebuilt filter is trusted, and the outcome reports [`SnapshotRefresh::Failed`].
     pub fn open_and_recover(
         store: S,
         options: FilterOptions,
         snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
         let (wrapper, outcome) = Self::open(store, options, snapshot)?;
-        if matches!(outcome, OpenOutcome::NeedsRebuild(_)) {
-            wrapper.rebuild()?;
-        }
-        Ok((wrapper, outcome))
+        let OpenOutcome::Bypassed(reason) = outcome else {
+            return Ok((wrapper, outcome));
+        };
+        let report = wrapper.rebuild()?;
+        let refresh = match snapshot {
+            None => SnapshotRefresh::NoPath,
+            Some(path) => match wrapper.save_snapshot(path) {
+                Ok(generation) => SnapshotRefresh::Saved(generation),
+                Err(e) => SnapshotRefresh::Failed(shared(e)),
+            },
+        };
+        Ok((
+            wrapper,
+            OpenOutcome::Rebuilt {
+                reason,
+                report,
+                snapshot: refresh,
+            },
+        ))
     }
 
     /// The primary store.
@@ -441,15 +196,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     fn read(&self) -> RwLockReadGuard<'_, State> {
         // State is replaced only as a whole under the write lock, so a panic elsewhere cannot
         // leave it half-updated.
-        self.state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies the configured key encoding to a text key.
@@ -474,7 +225,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.contains_encoded(&key)
     }
 
-    fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, StoreError<S::Error>> {
+    /// Whether a key that is already encoded with the configured encoding (such as a key
+    /// read back from the store) is in the store. No encoding is applied again.
+    ///
+    /// # Errors
+    /// [`StoreError::Store`] when the store is asked and fails.
+    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, StoreError<S::Error>> {
         self.counters.queries.fetch_add(1, Ordering::Relaxed);
         let trusted_maybe = {
             let state = self.read();
@@ -525,7 +281,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.insert_encoded(&key)
     }
 
-    fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
+    /// Inserts a key that is already encoded with the configured encoding; see
+    /// [`FilteredStore::insert`].
+    ///
+    /// # Errors
+    /// [`StoreError::Store`], as for `insert`.
+    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
         // The read guard is held through the commit: a rebuild installs its new filter and
         // switches over under the write lock, so no insert can set bits only in a filter that
         // is about to be dropped while its commit lands after the rebuild's scan.
@@ -549,7 +310,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// filter too, so none is missed.
     ///
     /// If the estimated item count passed the capacity, the new filter is planned for twice
-    /// the estimate, which brings the false-positive rate back to the target.
+    /// the estimate, which brings the false-positive rate back to the target, but never
+    /// larger than `max_snapshot_bytes` ([`RebuildReport::capacity_limited`] then says so).
     ///
     /// # Errors
     /// A store error; the previous filter and mode are then kept.
@@ -558,8 +320,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let _one_at_a_time = self
             .rebuilding
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let capacity = {
+            .unwrap_or_else(PoisonError::into_inner);
+        let wanted = {
             let state = self.read();
             let estimate = state.active.estimated_items();
             if estimate > state.capacity as f64 {
@@ -568,9 +330,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.capacity
             }
         };
-        let config = self.options.config_for(capacity)?;
-        let new = Arc::new(AtomicBloomFilter::new(config)?);
-        let start_generation = {
+        let plan = self.options.plan(wanted)?;
+        let new = Arc::new(AtomicBloomFilter::new(plan.config)?);
+        let start = {
             let mut state = self.write();
             state.building = Some(Arc::clone(&new));
             if let Mode::Bypassed(_) = state.mode {
@@ -579,12 +341,14 @@ impl<S: PrimaryStore> FilteredStore<S> {
             // Every insert that missed `building` has committed (it held the read lock).
             self.store.generation()
         };
-        let scan = start_generation.and_then(|start| {
+        let scan = start.and_then(|start| {
             let mut keys = 0u64;
-            let reached = self.store.keys_since(0, &mut |key| {
-                new.insert_encoded(&EncodedKey::from_encoded(key));
-                keys += 1;
-            })?;
+            let reached =
+                self.store
+                    .keys_since(bloom_format::DatasetGeneration::ZERO, &mut |key| {
+                        new.insert_encoded(&EncodedKey::from_encoded(key));
+                        keys += 1;
+                    })?;
             Ok((start, reached, keys))
         });
         let mut state = self.write();
@@ -592,44 +356,55 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let (start, reached, keys) = match scan {
             Ok(v) => v,
             Err(e) => {
-                if state.mode == Mode::Bypassed(BypassReason::Rebuilding) {
-                    state.mode = Mode::Bypassed(BypassReason::CatchUpFailed(e.to_string()));
+                if matches!(state.mode, Mode::Bypassed(BypassReason::Rebuilding)) {
+                    state.mode = Mode::Bypassed(BypassReason::RebuildFailed);
                 }
                 return Err(StoreError::Store(e));
             }
         };
         // Keys committed after the scan started had their bits set directly, so covering the
         // generation at the start is covering the store.
-        debug_assert!(reached >= start);
         state.active = new;
-        state.capacity = capacity;
+        state.capacity = plan.capacity;
+        state.capacity_limited = plan.limited;
         state.mode = Mode::Trusted;
         Ok(RebuildReport {
             keys_scanned: keys,
             generation: reached.max(start),
-            capacity,
+            capacity: plan.capacity,
+            capacity_limited: plan.limited,
         })
     }
 
-    /// Writes a snapshot atomically. The generation is read from the store first, then the
-    /// bits are copied word by word (readers are not blocked; inserts continue), so the
-    /// snapshot covers at least every key committed at that generation.
+    /// Writes a snapshot atomically, bound to the store: its identity and the point of its
+    /// history (generation and digest) are read first, then the bits are streamed to the file
+    /// while inserts continue (no copy of the filter is made). The snapshot therefore covers
+    /// at least every key committed at that generation. Returns the generation.
+    ///
+    /// The path may be a symbolic link (the file it names is replaced, in its directory);
+    /// an existing path that is not a regular file is refused. Temporary files left by an
+    /// earlier writer that was killed are removed.
     ///
     /// # Errors
-    /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error.
-    pub fn save_snapshot(&self, path: &Path) -> Result<u64, StoreError<S::Error>> {
-        let (copy, generation) = {
+    /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error (the
+    /// previous file is then unchanged).
+    pub fn save_snapshot(
+        &self,
+        path: &Path,
+    ) -> Result<bloom_format::DatasetGeneration, StoreError<S::Error>> {
+        let (filter, head, identity) = {
             // The read lock keeps a rebuild from switching filters between reading the
-            // generation and copying the bits.
+            // history and taking the filter: the filter taken covers that history.
             let state = self.read();
             if let Mode::Bypassed(reason) = &state.mode {
                 return Err(StoreError::NotTrusted(reason.clone()));
             }
-            let generation = self.store.generation().map_err(StoreError::Store)?;
-            (state.active.to_filter()?, generation)
+            let identity = self.store.identity().map_err(StoreError::Store)?;
+            let head = self.store.head().map_err(StoreError::Store)?;
+            (Arc::clone(&state.active), head, identity)
         };
-        copy.to_snapshot(generation).write_file(path)?;
-        Ok(generation)
+        write_snapshot(path, &filter, identity, head)?;
+        Ok(head.generation)
     }
 
     /// A copy of the counters and the filter state.
@@ -654,6 +429,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             estimated_items,
             capacity: state.capacity,
             over_capacity: estimated_items > state.capacity as f64,
+            capacity_limited: state.capacity_limited,
             mode: state.mode.clone(),
             bits: filter.config().bits(),
             hashes: filter.config().hashes(),
@@ -669,23 +445,65 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 }
 
-/// Loads and checks a snapshot; any problem becomes the reason to bypass.
-fn load(path: &Path, options: &FilterOptions) -> Result<(AtomicBloomFilter, u64), BypassReason> {
-    let decode = DecodeOptions::with_max_payload_len(options.max_snapshot_bytes);
-    let snapshot = match Snapshot::read_file(path, &decode) {
-        Ok(s) => s,
-        Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(BypassReason::NoSnapshot);
-        }
-        Err(e) => return Err(BypassReason::Unreadable(e.to_string())),
-    };
-    let filter = BloomFilter::from_snapshot(&snapshot)
-        .map_err(|e| BypassReason::Incompatible(e.to_string()))?;
-    if let Some(why) = options.incompatibility(snapshot.header(), filter.config()) {
-        return Err(BypassReason::Incompatible(why));
+/// Adds the keys committed since a matched snapshot's generation; a failure leaves the filter
+/// bypassed.
+fn catch_up<S: PrimaryStore>(
+    store: &S,
+    matched: Matched,
+    head: HistoryPoint,
+) -> (AtomicBloomFilter, OpenOutcome) {
+    let Matched { filter, generation } = matched;
+    if generation == head.generation {
+        return (filter, OpenOutcome::Trusted { generation });
     }
-    Ok((
-        AtomicBloomFilter::from(filter),
-        snapshot.header().dataset_generation.get(),
-    ))
+    let mut keys = 0u64;
+    let caught_up = store.keys_since(generation, &mut |key| {
+        filter.insert_encoded(&EncodedKey::from_encoded(key));
+        keys += 1;
+    });
+    match caught_up {
+        Ok(to) => (
+            filter,
+            OpenOutcome::CaughtUp {
+                from: generation,
+                to,
+                keys,
+            },
+        ),
+        Err(e) => (
+            filter,
+            OpenOutcome::Bypassed(BypassReason::CatchUpFailed(shared(
+                StoreError::<S::Error>::Store(e),
+            ))),
+        ),
+    }
+}
+
+/// Streams `filter` into a snapshot file bound to `identity` at `head`.
+fn write_snapshot(
+    path: &Path,
+    filter: &AtomicBloomFilter,
+    identity: bloom_format::StoreIdentity,
+    head: HistoryPoint,
+) -> Result<(), WriteError> {
+    let mut header = filter
+        .current_config()
+        .to_header(head.generation, filter.items_inserted());
+    header.store = Some(StoreBinding::new(identity, head.digest));
+    let file = AtomicFile::create(path)?;
+    let target = file.target().to_path_buf();
+    let fail = |e: StreamWriteError| WriteError::Io {
+        path: target.clone(),
+        action: "writing the temporary file",
+        source: e.into(),
+    };
+    let mut writer = SnapshotWriter::new(file, header).map_err(fail)?;
+    filter
+        .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+        .map_err(fail)?;
+    writer.finish().map_err(fail)?.commit()
+}
+
+fn shared<E: std::error::Error + Send + Sync + 'static>(e: E) -> SharedError {
+    Arc::new(e)
 }

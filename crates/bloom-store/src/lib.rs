@@ -2,41 +2,99 @@
 //!
 //! The primary store holds the truth; the Bloom filter only saves store lookups. A
 //! [`FilteredStore`] answers "absent" from the filter alone only while the filter is trusted,
-//! confirms every "maybe" in the store, and bypasses a filter that is missing, corrupt, stale,
-//! incompatible or being rebuilt. A filter failure may slow lookups; it never loses a record:
-//! **a key committed to the primary store is never reported absent.**
+//! confirms every "maybe" in the store, and bypasses a filter that is missing, corrupt,
+//! incompatible, of another store or of another history, or being rebuilt. A filter failure
+//! may slow lookups; it never loses a record: **a key committed to the primary store is never
+//! reported absent.**
 //!
 //! ```
 //! use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore, OpenOutcome};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let snapshot = dir.path().join("seen.bloom");
-//! let (seen, outcome) =
-//!     FilteredStore::open_and_recover(MemoryStore::new(), FilterOptions::new(10_000, 0.01), Some(&snapshot))?;
-//! assert!(matches!(outcome, OpenOutcome::NeedsRebuild(_))); // no snapshot yet: rebuilt
+//! let (seen, outcome) = FilteredStore::open_and_recover(
+//!     MemoryStore::new(),
+//!     FilterOptions::new(10_000, 0.01),
+//!     Some(&snapshot),
+//! )?;
+//! assert!(matches!(outcome, OpenOutcome::Rebuilt { .. })); // no snapshot yet: built, saved
 //!
 //! assert!(seen.insert("record-1")?);                         // new
 //! assert_eq!(seen.contains("record-1")?, Lookup::Present);   // confirmed by the store
 //! assert!(!seen.contains("record-2")?.is_present());         // absent, usually without I/O
 //!
-//! seen.save_snapshot(&snapshot)?;                            // records the store generation
+//! seen.save_snapshot(&snapshot)?;                            // bound to the store's history
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! [`MemoryStore`] is for tests and examples; with the `sqlite` feature, `SqliteStore` keeps
-//! keys in an embedded SQLite database.
+//! keys in an embedded SQLite database. Any database can be a [`PrimaryStore`].
+//!
+//! # Operations
+//!
+//! What the library guarantees, and what an operator has to do.
+//!
+//! **Guaranteed.** A committed key is never reported absent, whatever happens to the
+//! snapshot file or to the database's history: a crash at any point, a power loss that rolls
+//! back the newest commits, a database restored from a backup, deleted and recreated, or
+//! copied to another machine, and a snapshot file that is stale, truncated, corrupt, of
+//! another store, replaced by a named pipe, a directory or a link. Each of these makes the
+//! snapshot untrusted (the [`BypassReason`] says which); lookups then go to the store until a
+//! rebuild, and [`FilteredStore::open_and_recover`] rebuilds at once and writes a fresh
+//! snapshot. An untrusted snapshot never becomes trusted later: it is bound to a history the
+//! store no longer has.
+//!
+//! **Backups and restores.** Back up the database as you normally would; the snapshot need
+//! not be backed up (it is rebuilt from the database when it does not match). After restoring
+//! the database, start the application as usual: the snapshot no longer matches the
+//! restored history and is replaced by a rebuild. Restoring a snapshot file together with the
+//! database it was saved from is fine too: they match, and the snapshot is trusted.
+//!
+//! **Copying to another machine.** Copy the database, and the snapshot with it if you want to
+//! skip the first rebuild. A copy keeps the store's identity; once the two copies receive
+//! different writes, a snapshot of one is refused by the other.
+//!
+//! **Deleting the database.** A new database gets a new identity, so every old snapshot is
+//! refused ([`BypassReason::OtherStore`]) and rebuilt over; nothing needs deleting by hand.
+//!
+//! **Writes behind the wrapper's back.** Every write must go through
+//! [`FilteredStore::insert`] (or be followed by [`FilteredStore::rebuild`]): a key written by
+//! another program is not in the filter. Several processes each running their own
+//! `FilteredStore` over one database are such a case.
+//!
+//! **Disk and memory.** A snapshot is as large as the filter (about 1.2 bytes per key at 1%);
+//! saving it streams the bits to a temporary file next to it (no copy in memory), and a
+//! writer killed mid-save leaves a `.NAME.PID.N.tmp` file that the next save removes. A
+//! rebuild holds two filters until it switches. `max_snapshot_bytes` bounds both the
+//! snapshots read and the filters a growth rebuild makes
+//! ([`Metrics::capacity_limited`] says when growth stopped there).
+//!
+//! **Secrets.** A salted snapshot contains its salt: keep it as private as the salt. The
+//! salt is never printed by `Debug`.
 
 #![forbid(unsafe_code)]
 
+mod error;
 mod filtered;
+pub mod history;
+mod load;
+mod memory;
+mod options;
+mod outcome;
 mod primary;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
-pub use filtered::{
-    BypassReason, FilterOptions, FilteredStore, Lookup, Metrics, Mode, OpenOutcome, RebuildReport,
-    SaltPolicy, StoreError,
+pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+pub use error::StoreError;
+pub use filtered::FilteredStore;
+pub use history::HistoryPoint;
+pub use memory::{MemoryStore, MemoryStoreError};
+pub use options::{FilterOptions, OptionsError, SaltPolicy};
+pub use outcome::{
+    BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError,
+    SnapshotRefresh,
 };
-pub use primary::{MemoryStore, MemoryStoreError, PrimaryStore};
+pub use primary::PrimaryStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

@@ -1,19 +1,41 @@
-//! The primary-store trait and the in-memory store.
+//! The primary-store trait: the truth that a filter only accelerates.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+
+use crate::history::HistoryPoint;
 
 /// The store that holds the truth. Small enough for any database to implement.
 ///
 /// Keys are the bytes produced by the filter's key encoding (`EncodedKey::as_bytes`), so the
 /// store and the filter agree on what "the same key" means.
 ///
-/// The generation is a counter that grows with every committed new key and never goes back:
-/// a key committed at generation `g` is returned by `keys_since(h)` for every `h < g`.
+/// # Generations and history
+///
+/// Every committed new key gets the next generation: the generation grows by one with each
+/// new key, never for a key that was already there, and never goes back (stores upgraded
+/// from an older schema may have gaps below their first new generation). A key committed at
+/// generation `g` is returned by `keys_since(h)` for every `h < g`.
+///
+/// Every store has an [`identity`](PrimaryStore::identity), created with it and kept in it,
+/// and a [history digest](crate::history) at every generation it has reached, computed when
+/// the change is committed (in the same transaction) with [`history::after_insert`]. A
+/// snapshot records both; `FilteredStore` trusts it only while the store still has the same
+/// identity and the same digest at the snapshot's generation, so a store that lost commits,
+/// was restored, recreated or replaced never trusts a snapshot of another history.
+///
+/// [`history::after_insert`]: crate::history::after_insert
 pub trait PrimaryStore: Send + Sync {
     /// The store's error type.
     type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The store's identity: random, created with the store, kept by backups and copies of
+    /// it, new for a recreated store.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn identity(&self) -> Result<StoreIdentity, Self::Error>;
 
     /// Whether the key is committed.
     ///
@@ -21,11 +43,22 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error.
     fn contains(&self, key: &[u8]) -> Result<bool, Self::Error>;
 
-    /// The current dataset generation; 0 for an empty store.
+    /// The newest point of the history: the current generation (0 for an empty store) and
+    /// the digest up to it, read together.
     ///
     /// # Errors
     /// The store's error.
-    fn generation(&self) -> Result<u64, Self::Error>;
+    fn head(&self) -> Result<HistoryPoint, Self::Error>;
+
+    /// The history digest at `generation`, or `None` when the store has no change at that
+    /// generation (it has not reached it, or it is in a gap). Generation 0 is always there.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn history_at(
+        &self,
+        generation: DatasetGeneration,
+    ) -> Result<Option<HistoryDigest>, Self::Error>;
 
     /// Calls `visit` with every key committed after generation `after` (0 means all keys), in
     /// commit order, and returns the generation the visited keys reach: every key committed
@@ -33,110 +66,62 @@ pub trait PrimaryStore: Send + Sync {
     ///
     /// # Errors
     /// The store's error.
-    fn keys_since(&self, after: u64, visit: &mut dyn FnMut(&[u8])) -> Result<u64, Self::Error>;
+    fn keys_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<DatasetGeneration, Self::Error>;
 
-    /// Commits a key. Returns `true` when it was new, `false` when it was already there.
+    /// Commits a key. Returns `true` when it was new (and got the next generation), `false`
+    /// when it was already there (and nothing changed).
     ///
     /// # Errors
     /// The store's error; the key is then not committed.
     fn insert(&self, key: &[u8]) -> Result<bool, Self::Error>;
+
+    /// The current generation: [`PrimaryStore::head`]'s.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn generation(&self) -> Result<DatasetGeneration, Self::Error> {
+        Ok(self.head()?.generation)
+    }
 }
 
-/// An in-memory primary store, for tests and examples.
-#[derive(Debug, Default)]
-pub struct MemoryStore {
-    inner: Mutex<MemoryInner>,
-    failing: AtomicBool,
-}
+/// Forwards every method to the store behind the pointer, so that a store can be shared
+/// (`&S`, `Arc<S>`) or boxed.
+macro_rules! forward_primary_store {
+    ($($ty:ty),+) => {$(
+        impl<S: PrimaryStore + ?Sized> PrimaryStore for $ty {
+            type Error = S::Error;
 
-#[derive(Debug, Default)]
-struct MemoryInner {
-    generation_of: HashMap<Vec<u8>, u64>,
-    log: Vec<Vec<u8>>,
-}
-
-/// An error of [`MemoryStore`]: only produced on demand, to test error paths.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("memory store is unavailable (failure injected by set_failing)")]
-pub struct MemoryStoreError;
-
-impl MemoryStore {
-    /// An empty store.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Makes every following call fail (or succeed again), to exercise error handling.
-    pub fn set_failing(&self, failing: bool) {
-        self.failing.store(failing, Ordering::SeqCst);
-    }
-
-    /// The number of committed keys.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.lock().log.len()
-    }
-
-    /// Whether no key is committed.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn check(&self) -> Result<(), MemoryStoreError> {
-        if self.failing.load(Ordering::SeqCst) {
-            Err(MemoryStoreError)
-        } else {
-            Ok(())
+            fn identity(&self) -> Result<StoreIdentity, Self::Error> {
+                (**self).identity()
+            }
+            fn contains(&self, key: &[u8]) -> Result<bool, Self::Error> {
+                (**self).contains(key)
+            }
+            fn head(&self) -> Result<HistoryPoint, Self::Error> {
+                (**self).head()
+            }
+            fn history_at(
+                &self,
+                generation: DatasetGeneration,
+            ) -> Result<Option<HistoryDigest>, Self::Error> {
+                (**self).history_at(generation)
+            }
+            fn keys_since(
+                &self,
+                after: DatasetGeneration,
+                visit: &mut dyn FnMut(&[u8]),
+            ) -> Result<DatasetGeneration, Self::Error> {
+                (**self).keys_since(after, visit)
+            }
+            fn insert(&self, key: &[u8]) -> Result<bool, Self::Error> {
+                (**self).insert(key)
+            }
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
-        // A panic while holding this lock cannot leave the maps inconsistent: every update is
-        // a single push plus insert. So a poisoned lock is still usable.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+    )+};
 }
 
-impl PrimaryStore for MemoryStore {
-    type Error = MemoryStoreError;
-
-    fn contains(&self, key: &[u8]) -> Result<bool, MemoryStoreError> {
-        self.check()?;
-        Ok(self.lock().generation_of.contains_key(key))
-    }
-
-    fn generation(&self) -> Result<u64, MemoryStoreError> {
-        self.check()?;
-        Ok(self.lock().log.len() as u64)
-    }
-
-    fn keys_since(
-        &self,
-        after: u64,
-        visit: &mut dyn FnMut(&[u8]),
-    ) -> Result<u64, MemoryStoreError> {
-        self.check()?;
-        let inner = self.lock();
-        let start = usize::try_from(after).unwrap_or(usize::MAX);
-        for key in inner.log.iter().skip(start) {
-            visit(key);
-        }
-        Ok((inner.log.len() as u64).max(after))
-    }
-
-    fn insert(&self, key: &[u8]) -> Result<bool, MemoryStoreError> {
-        self.check()?;
-        let mut inner = self.lock();
-        if inner.generation_of.contains_key(key) {
-            return Ok(false);
-        }
-        inner.log.push(key.to_vec());
-        let generation = inner.log.len() as u64;
-        inner.generation_of.insert(key.to_vec(), generation);
-        Ok(true)
-    }
-}
+forward_primary_store!(&S, Arc<S>, Box<S>);

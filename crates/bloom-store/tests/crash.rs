@@ -1,40 +1,93 @@
-//! Crash test with real processes: a child inserts keys through `FilteredStore` into SQLite
-//! and saves snapshots; the parent kills it with SIGKILL at random (seeded) moments, reopens,
-//! and checks that every key in the database is reported present.
+//! Crash test with real processes and history damage.
+//!
+//! A child process recovers like a real app (`open_and_recover`), then inserts keys through
+//! `FilteredStore` into SQLite and saves snapshots until the parent kills it with SIGKILL at
+//! a random (seeded) moment. Between children, the parent damages what an operator's machine
+//! can damage: it rolls the database back to a recent copy (a power loss), restores an older
+//! backup, deletes the database, drops another store's snapshot in, or puts a named pipe, a
+//! directory or a symbolic link at the snapshot path. After every kill and every damage it
+//! reopens and checks that every key in the database is reported present.
 //!
 //! This is a `harness = false` test: the same binary is the parent and, with `--crash-child`,
 //! the child.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use bloom_store::{FilterOptions, FilteredStore, OpenOutcome, PrimaryStore, SqliteStore};
+use bloom_core::EncodedKey;
+use bloom_store::{
+    BypassReason, DatasetGeneration, FilterOptions, FilteredStore, Lookup, OpenOutcome,
+    PrimaryStore, SqliteStore,
+};
 
 const SEED: u64 = 0x05EE_D0FB_100D;
-const MAX_KILLS: u32 = 60;
-const TIME_BUDGET: Duration = Duration::from_secs(4);
+const MAX_KILLS: u32 = 80;
+const TIME_BUDGET: Duration = Duration::from_secs(8);
+/// The whole run is stopped as a failure if it takes longer: an open that blocks on a named
+/// pipe must fail the test, not hang CI.
+const WATCHDOG: Duration = Duration::from_secs(180);
 
 fn options() -> FilterOptions {
     FilterOptions::new(20_000, 0.01)
 }
 
-fn paths(dir: &Path) -> (PathBuf, PathBuf) {
-    (dir.join("keys.sqlite"), dir.join("keys.bloom"))
+struct Paths {
+    db: PathBuf,
+    snapshot: PathBuf,
+    /// Where a symbolic link at the snapshot path points.
+    linked: PathBuf,
+    /// Another store and its snapshot.
+    other_db: PathBuf,
+    other_snapshot: PathBuf,
+    backups: PathBuf,
+}
+
+impl Paths {
+    fn new(dir: &Path) -> Self {
+        Self {
+            db: dir.join("keys.sqlite"),
+            snapshot: dir.join("keys.bloom"),
+            linked: dir.join("linked").join("real.bloom"),
+            other_db: dir.join("other.sqlite"),
+            other_snapshot: dir.join("other.bloom"),
+            backups: dir.join("backups"),
+        }
+    }
 }
 
 /// The child: recover like a real app after a crash, then insert and snapshot until killed.
+/// Saving may fail while the parent has put something odd at the path; an app logs that and
+/// goes on, and so does the child.
+///
+/// Even rounds recover with `open_and_recover` (rebuild and a fresh snapshot at once) and
+/// save often. Odd rounds are a lazier app: `open`, a rebuild in memory if needed, and a save
+/// only every 4000 inserts, so they are usually killed before their first save, with a
+/// stale snapshot still on disk: the sequence that used to lose keys after a rollback.
 fn child(dir: &Path, round: u32) -> ExitCode {
-    let (db, snapshot) = paths(dir);
-    let store = SqliteStore::open(&db).expect("open database");
-    let (filtered, _) =
-        FilteredStore::open_and_recover(store, options(), Some(&snapshot)).expect("recover");
+    let paths = Paths::new(dir);
+    let store = SqliteStore::open(&paths.db).expect("open database");
+    let eager = round.is_multiple_of(2);
+    let filtered = if eager {
+        FilteredStore::open_and_recover(store, options(), Some(&paths.snapshot))
+            .expect("recover")
+            .0
+    } else {
+        let (filtered, outcome) =
+            FilteredStore::open(store, options(), Some(&paths.snapshot)).expect("open");
+        if !outcome.is_trusted() {
+            filtered.rebuild().expect("rebuild");
+        }
+        filtered
+    };
+    let every = if eager { 25 } else { 4000 };
     for i in 0..200_000u32 {
         filtered
             .insert(&format!("round-{round}-key-{i}"))
             .expect("insert");
-        if i % 25 == 24 {
-            filtered.save_snapshot(&snapshot).expect("snapshot");
+        if i % every == every - 1 {
+            let _ = filtered.save_snapshot(&paths.snapshot);
         }
     }
     ExitCode::SUCCESS
@@ -52,33 +105,75 @@ impl SplitMix {
     }
 }
 
+/// The kinds of damage, applied between children.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Damage {
+    /// The database loses its newest commits: restored from the most recent copy.
+    Rollback,
+    /// The database is restored from an older backup.
+    RestoreOlder,
+    /// The database is deleted; the next open creates a new one.
+    Recreate,
+    /// Another store's snapshot is copied over this one's.
+    OtherStoresSnapshot,
+    /// A named pipe at the snapshot path.
+    Fifo,
+    /// A directory at the snapshot path.
+    Directory,
+    /// A symbolic link at the snapshot path (to a file that may be stale or missing).
+    Symlink,
+}
+
+const DAMAGES: [Damage; 7] = [
+    Damage::Rollback,
+    Damage::RestoreOlder,
+    Damage::Recreate,
+    Damage::OtherStoresSnapshot,
+    Damage::Fifo,
+    Damage::Directory,
+    Damage::Symlink,
+];
+
 #[derive(Default, Debug)]
 struct Tally {
     kills: u32,
     keys_checked: u64,
-    trusted: u32,
-    caught_up: u32,
-    bypassed: u32,
+    opens: BTreeMap<&'static str, u32>,
+    damages: BTreeMap<String, u32>,
 }
 
-/// Reopens after a kill and checks every committed key. Returns an error naming a lost key.
-fn check(dir: &Path, tally: &mut Tally) -> Result<(), String> {
-    let (db, snapshot) = paths(dir);
-    let store = SqliteStore::open(&db).map_err(|e| e.to_string())?;
+fn outcome_name(outcome: &OpenOutcome) -> &'static str {
+    match outcome {
+        OpenOutcome::Trusted { .. } => "trusted",
+        OpenOutcome::CaughtUp { .. } => "caught up",
+        OpenOutcome::Bypassed(reason) | OpenOutcome::Rebuilt { reason, .. } => match reason {
+            BypassReason::NoSnapshot => "bypassed: no snapshot",
+            BypassReason::Unreadable(_) => "bypassed: unreadable",
+            BypassReason::NotBound => "bypassed: not bound",
+            BypassReason::OtherStore { .. } => "bypassed: other store",
+            BypassReason::NewerThanStore { .. } => "bypassed: newer than store",
+            BypassReason::HistoryDiverged { .. } => "bypassed: history diverged",
+            _ => "bypassed: other",
+        },
+        _ => "other",
+    }
+}
+
+/// Reopens and checks every committed key. Returns an error naming a lost key.
+fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
+    let store = SqliteStore::open(&paths.db).map_err(|e| e.to_string())?;
     let mut keys = Vec::new();
     store
-        .keys_since(0, &mut |k| keys.push(k.to_vec()))
+        .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.to_vec()))
         .map_err(|e| e.to_string())?;
     let (filtered, outcome) =
-        FilteredStore::open(store, options(), Some(&snapshot)).map_err(|e| e.to_string())?;
-    match outcome {
-        OpenOutcome::Trusted => tally.trusted += 1,
-        OpenOutcome::CaughtUp { .. } => tally.caught_up += 1,
-        OpenOutcome::NeedsRebuild(_) => tally.bypassed += 1,
-    }
+        FilteredStore::open(store, options(), Some(&paths.snapshot)).map_err(|e| e.to_string())?;
+    *tally.opens.entry(outcome_name(&outcome)).or_default() += 1;
     for key in &keys {
-        let lookup = filtered.contains_bytes(key).map_err(|e| e.to_string())?;
-        if !lookup.is_present() {
+        let lookup = filtered
+            .contains_encoded(&EncodedKey::from_encoded(key))
+            .map_err(|e| e.to_string())?;
+        if lookup != Lookup::Present {
             return Err(format!(
                 "key {:?} is in the database but was reported {lookup:?} after {outcome:?}",
                 String::from_utf8_lossy(key)
@@ -89,13 +184,131 @@ fn check(dir: &Path, tally: &mut Tally) -> Result<(), String> {
     Ok(())
 }
 
+fn remove_db(db: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = db.as_os_str().to_owned();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Clears whatever is at the snapshot path (file, pipe, directory or link).
+fn clear_snapshot_path(path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(path);
+        }
+        Err(_) => {}
+    }
+}
+
+fn generation(db: &Path) -> Result<u64, String> {
+    let store = SqliteStore::open(db).map_err(|e| e.to_string())?;
+    Ok(store.generation().map_err(|e| e.to_string())?.get())
+}
+
+fn backup(paths: &Paths, n: usize) -> Result<PathBuf, String> {
+    let target = paths.backups.join(format!("{n}.sqlite"));
+    let conn = rusqlite::Connection::open(&paths.db).map_err(|e| e.to_string())?;
+    conn.execute("VACUUM INTO ?1", [target.to_string_lossy().as_ref()])
+        .map_err(|e| e.to_string())?;
+    Ok(target)
+}
+
+fn damage(
+    paths: &Paths,
+    which: Damage,
+    backups: &[PathBuf],
+    rng: &mut SplitMix,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    match which {
+        Damage::Rollback | Damage::RestoreOlder => {
+            let Some(copy) = (match which {
+                Damage::Rollback => backups.last(),
+                _ => backups.get(rng.next() as usize % backups.len().max(1)),
+            }) else {
+                return Ok(());
+            };
+            let before = generation(&paths.db)?;
+            remove_db(&paths.db);
+            std::fs::copy(copy, &paths.db).map_err(io)?;
+            // An app that rebuilds in memory and commits past the lost generations, then
+            // crashes before saving: the stale snapshot is now older than the store.
+            let lost = before.saturating_sub(generation(&paths.db)?);
+            let store = SqliteStore::open(&paths.db).map_err(|e| e.to_string())?;
+            let (w, _) = FilteredStore::open(store, options(), Some(&paths.snapshot))
+                .map_err(|e| e.to_string())?;
+            w.rebuild().map_err(|e| e.to_string())?;
+            for i in 0..lost + 10 {
+                let key = format!("after-{which:?}-{}-{i}", rng.next());
+                w.insert(&key).map_err(|e| e.to_string())?;
+            }
+        }
+        Damage::Recreate => remove_db(&paths.db),
+        Damage::OtherStoresSnapshot => {
+            clear_snapshot_path(&paths.snapshot);
+            std::fs::copy(&paths.other_snapshot, &paths.snapshot).map_err(io)?;
+        }
+        Damage::Fifo => {
+            clear_snapshot_path(&paths.snapshot);
+            let status = Command::new("mkfifo")
+                .arg(&paths.snapshot)
+                .status()
+                .map_err(io)?;
+            if !status.success() {
+                return Err("mkfifo failed".into());
+            }
+        }
+        Damage::Directory => {
+            clear_snapshot_path(&paths.snapshot);
+            std::fs::create_dir(&paths.snapshot).map_err(io)?;
+        }
+        Damage::Symlink => {
+            clear_snapshot_path(&paths.snapshot);
+            std::os::unix::fs::symlink(&paths.linked, &paths.snapshot).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
 fn parent() -> Result<Tally, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let paths = Paths::new(dir.path());
+    std::fs::create_dir_all(paths.linked.parent().unwrap_or(dir.path()))
+        .map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&paths.backups).map_err(|e| e.to_string())?;
+    {
+        // Another store, with its own snapshot, to be dropped in.
+        let other = SqliteStore::open(&paths.other_db).map_err(|e| e.to_string())?;
+        let (w, _) =
+            FilteredStore::open_and_recover(other, options(), None).map_err(|e| e.to_string())?;
+        for i in 0..300 {
+            w.insert(&format!("other-{i}")).map_err(|e| e.to_string())?;
+        }
+        w.save_snapshot(&paths.other_snapshot)
+            .map_err(|e| e.to_string())?;
+    }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rng = SplitMix(SEED);
     let mut tally = Tally::default();
+    let mut backups = Vec::new();
     let start = Instant::now();
     while tally.kills < MAX_KILLS && start.elapsed() < TIME_BUDGET {
+        // Every third round, damage something, cycling through every kind; otherwise a
+        // path left odd by an earlier round is cleared so that normal rounds happen too.
+        if tally.kills % 3 == 2 {
+            let which = DAMAGES[(tally.kills / 3) as usize % DAMAGES.len()];
+            damage(&paths, which, &backups, &mut rng)?;
+            *tally.damages.entry(format!("{which:?}")).or_default() += 1;
+            check(&paths, &mut tally).map_err(|e| format!("after {which:?}: {e}"))?;
+        } else if std::fs::symlink_metadata(&paths.snapshot).is_ok_and(|m| !m.is_file()) {
+            clear_snapshot_path(&paths.snapshot);
+        }
+
         let mut child = Command::new(&exe)
             .arg("--crash-child")
             .arg(dir.path())
@@ -109,7 +322,21 @@ fn parent() -> Result<Tally, String> {
         child.kill().map_err(|e| e.to_string())?;
         child.wait().map_err(|e| e.to_string())?;
         tally.kills += 1;
-        check(dir.path(), &mut tally)?;
+        check(&paths, &mut tally)?;
+        if tally.kills.is_multiple_of(4) && paths.db.exists() {
+            backups.push(backup(&paths, backups.len())?);
+        }
+    }
+    // Killed saves leave temporary files; each save removes the stale ones, so at most the
+    // last child's can remain.
+    let name = ".keys.bloom.";
+    let leftovers = std::fs::read_dir(dir.path())
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(name))
+        .count();
+    if leftovers > 1 {
+        return Err(format!("{leftovers} temporary snapshot files accumulated"));
     }
     Ok(tally)
 }
@@ -117,16 +344,21 @@ fn parent() -> Result<Tally, String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--crash-child") {
-        let dir = PathBuf::from(&args[at + 1]);
-        let round = args[at + 2].parse().unwrap_or(0);
+        let dir = PathBuf::from(args.get(at + 1).map_or("", String::as_str));
+        let round = args.get(at + 2).and_then(|r| r.parse().ok()).unwrap_or(0);
         return child(&dir, round);
     }
+    std::thread::spawn(|| {
+        std::thread::sleep(WATCHDOG);
+        eprintln!("crash test did not finish within {WATCHDOG:?}: something blocked");
+        println!("crash: 0 passed, 1 failed");
+        std::process::exit(1);
+    });
     match parent() {
-        Ok(t) if t.kills >= 10 && t.keys_checked > 0 && t.trusted + t.caught_up > 0 => {
+        Ok(t) if t.kills >= 20 && t.keys_checked > 0 && t.damages.len() == DAMAGES.len() => {
             println!(
-                "crash test: {} SIGKILLs, {} keys checked after reopening, opens: {} trusted, \
-                 {} caught up, {} bypassed; no committed key reported absent",
-                t.kills, t.keys_checked, t.trusted, t.caught_up, t.bypassed
+                "crash test: {} SIGKILLs, {} keys checked after reopening; damages {:?}; opens {:?}; no committed key reported absent",
+                t.kills, t.keys_checked, t.damages, t.opens
             );
             println!("crash: 1 passed, 0 failed");
             ExitCode::SUCCESS

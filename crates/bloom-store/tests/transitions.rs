@@ -1,328 +1,253 @@
 //! Every state transition of `FilteredStore`, on the in-memory and the SQLite store.
 
-use std::path::Path;
+mod support;
 
 use bloom_core::KeyEncoding;
 use bloom_store::{
-    BypassReason, FilterOptions, FilteredStore, Lookup, MemoryStore, Mode, OpenOutcome,
-    PrimaryStore, SaltPolicy, SqliteStore, StoreError,
+    BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, MemoryStore, Mode,
+    OpenOutcome, PrimaryStore, SaltPolicy, StoreError,
 };
-
-fn options() -> FilterOptions {
-    FilterOptions::new(1_000, 0.01)
-}
-
-/// Runs `test` against a fresh store of each kind, with a snapshot path in a fresh directory.
-fn for_each_store(test: impl Fn(&dyn DynStore, &Path)) {
-    let dir = tempfile::tempdir().unwrap();
-    test(&MemoryHolder::default(), &dir.path().join("memory.bloom"));
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteHolder(dir.path().join("keys.sqlite"));
-    test(&sqlite, &dir.path().join("sqlite.bloom"));
-}
+use support::{Harness, assert_every_committed_key_present, insert_all, keys, options};
 
 /// Opens a wrapper, inserts `keys` and saves a snapshot that covers them.
-fn populate(holder: &dyn DynStore, snapshot: &Path, keys: &[String]) {
+fn populate<H: Harness>(h: &H, keys: &[String]) {
     let (store, _) =
-        FilteredStore::open_and_recover(holder.fresh(), options(), Some(snapshot)).unwrap();
-    for k in keys {
-        store.insert(k).unwrap();
-    }
-    store.save_snapshot(snapshot).unwrap();
+        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    insert_all(&store, keys);
+    store.save_snapshot(h.snapshot()).unwrap();
 }
 
-/// Hands out stores that share their data across "restarts".
-trait DynStore {
-    fn fresh(&self) -> Shared;
-}
-
-#[derive(Default)]
-struct MemoryHolder(std::sync::Arc<MemoryStore>);
-struct SqliteHolder(std::path::PathBuf);
-
-impl DynStore for MemoryHolder {
-    fn fresh(&self) -> Shared {
-        Shared::Memory(std::sync::Arc::clone(&self.0))
-    }
-}
-impl DynStore for SqliteHolder {
-    fn fresh(&self) -> Shared {
-        Shared::Sqlite(SqliteStore::open(&self.0).unwrap())
-    }
-}
-
-/// Either store, behind one type, so each test is written once.
-enum Shared {
-    Memory(std::sync::Arc<MemoryStore>),
-    Sqlite(SqliteStore),
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct AnyError(String);
-
-impl PrimaryStore for Shared {
-    type Error = AnyError;
-    fn contains(&self, key: &[u8]) -> Result<bool, AnyError> {
-        match self {
-            Self::Memory(s) => s.contains(key).map_err(|e| AnyError(e.to_string())),
-            Self::Sqlite(s) => s.contains(key).map_err(|e| AnyError(e.to_string())),
-        }
-    }
-    fn generation(&self) -> Result<u64, AnyError> {
-        match self {
-            Self::Memory(s) => s.generation().map_err(|e| AnyError(e.to_string())),
-            Self::Sqlite(s) => s.generation().map_err(|e| AnyError(e.to_string())),
-        }
-    }
-    fn keys_since(&self, after: u64, visit: &mut dyn FnMut(&[u8])) -> Result<u64, AnyError> {
-        match self {
-            Self::Memory(s) => s
-                .keys_since(after, visit)
-                .map_err(|e| AnyError(e.to_string())),
-            Self::Sqlite(s) => s
-                .keys_since(after, visit)
-                .map_err(|e| AnyError(e.to_string())),
-        }
-    }
-    fn insert(&self, key: &[u8]) -> Result<bool, AnyError> {
-        match self {
-            Self::Memory(s) => s.insert(key).map_err(|e| AnyError(e.to_string())),
-            Self::Sqlite(s) => s.insert(key).map_err(|e| AnyError(e.to_string())),
-        }
-    }
-}
-
-fn keys(range: std::ops::Range<u32>) -> Vec<String> {
-    range.map(|i| format!("record-{i}")).collect()
-}
-
-fn assert_all_present(store: &FilteredStore<Shared>, keys: &[String]) {
+fn assert_all_present<S: PrimaryStore>(store: &FilteredStore<S>, keys: &[String]) {
     for key in keys {
         assert_eq!(store.contains(key).unwrap(), Lookup::Present, "{key}");
     }
 }
 
-#[test]
-fn no_snapshot_bypasses_then_rebuild_trusts() {
-    for_each_store(|holder, snapshot| {
-        let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
-        assert_eq!(outcome, OpenOutcome::NeedsRebuild(BypassReason::NoSnapshot));
-        assert_eq!(store.mode(), Mode::Bypassed(BypassReason::NoSnapshot));
-        assert_eq!(store.contains("x").unwrap(), Lookup::AbsentBypassed);
-        assert!(matches!(
-            store.save_snapshot(snapshot),
-            Err(StoreError::NotTrusted(_))
-        ));
-        for k in keys(0..50) {
-            assert!(store.insert(&k).unwrap());
-        }
-        assert!(!store.insert("record-0").unwrap());
-        let report = store.rebuild().unwrap();
-        assert_eq!((report.keys_scanned, report.generation), (50, 50));
-        assert_eq!(store.mode(), Mode::Trusted);
-        assert_all_present(&store, &keys(0..50));
-        let absent: Vec<Lookup> = keys(1000..1200)
-            .iter()
-            .map(|k| store.contains(k).unwrap())
-            .collect();
-        assert!(
-            absent
-                .iter()
-                .all(|l| matches!(l, Lookup::AbsentByFilter | Lookup::FalsePositive))
-        );
-        assert!(absent.contains(&Lookup::AbsentByFilter));
-        let m = store.metrics();
-        assert_eq!(m.queries, 1 + 50 + 200);
-        assert_eq!(m.lookups_avoided + m.false_positives, 200);
-        assert_eq!(m.store_lookups, 1 + 50 + m.false_positives);
-    });
-}
-
-#[test]
-fn same_generation_is_trusted_and_older_catches_up() {
-    for_each_store(|holder, snapshot| {
-        populate(holder, snapshot, &keys(0..30));
-
-        let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
-        assert_eq!(outcome, OpenOutcome::Trusted);
-        assert_all_present(&store, &keys(0..30));
-        for k in keys(30..45) {
-            store.insert(&k).unwrap();
-        }
-        drop(store); // no new snapshot: it is now 15 keys behind
-
-        let (store, outcome) =
-            FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
-        assert_eq!(
-            outcome,
-            OpenOutcome::CaughtUp {
-                from: 30,
-                to: 45,
-                keys: 15
-            }
-        );
-        assert_eq!(store.mode(), Mode::Trusted);
-        assert_all_present(&store, &keys(0..45));
-    });
-}
-
-#[test]
-fn snapshot_newer_than_the_store_is_bypassed_and_rebuilt() {
-    for_each_store(|holder, snapshot| {
-        populate(holder, snapshot, &keys(0..10));
-
-        // The same snapshot against a different, smaller store (as after restoring a backup).
-        let (store, outcome) =
-            FilteredStore::open(fresh_store_with(&["only-this"]), options(), Some(snapshot))
-                .unwrap();
-        assert_eq!(
-            outcome,
-            OpenOutcome::NeedsRebuild(BypassReason::NewerThanStore {
-                snapshot: 10,
-                store: 1
-            })
-        );
-        assert_eq!(store.contains("only-this").unwrap(), Lookup::Present);
-        assert_eq!(store.contains("record-3").unwrap(), Lookup::AbsentBypassed);
-        store.rebuild().unwrap();
-        assert_eq!(store.mode(), Mode::Trusted);
-        assert_eq!(store.contains("only-this").unwrap(), Lookup::Present);
-    });
-}
-
-fn fresh_store_with(keys: &[&str]) -> Shared {
-    let store = MemoryStore::new();
-    for k in keys {
-        store
-            .insert(KeyEncoding::Nfc.encode_str(k).as_bytes())
-            .unwrap();
+fn no_snapshot_bypasses_then_rebuild_trusts<H: Harness>(h: &H) {
+    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(matches!(
+        outcome,
+        OpenOutcome::Bypassed(BypassReason::NoSnapshot)
+    ));
+    assert!(matches!(
+        store.mode(),
+        Mode::Bypassed(BypassReason::NoSnapshot)
+    ));
+    assert_eq!(store.contains("x").unwrap(), Lookup::AbsentBypassed);
+    assert!(matches!(
+        store.save_snapshot(h.snapshot()),
+        Err(StoreError::NotTrusted(BypassReason::NoSnapshot))
+    ));
+    for k in keys(0..50) {
+        assert!(store.insert(&k).unwrap());
     }
-    Shared::Memory(std::sync::Arc::new(store))
+    assert!(!store.insert("record-0").unwrap());
+    let report = store.rebuild().unwrap();
+    assert_eq!((report.keys_scanned, report.generation.get()), (50, 50));
+    assert!(store.mode().is_trusted());
+    assert_all_present(&store, &keys(0..50));
+    let absent: Vec<Lookup> = keys(1000..1200)
+        .iter()
+        .map(|k| store.contains(k).unwrap())
+        .collect();
+    assert!(
+        absent
+            .iter()
+            .all(|l| matches!(l, Lookup::AbsentByFilter | Lookup::FalsePositive))
+    );
+    assert!(absent.contains(&Lookup::AbsentByFilter));
+    let m = store.metrics();
+    assert_eq!(m.queries, 1 + 50 + 200);
+    assert_eq!(m.lookups_avoided + m.false_positives, 200);
+    assert_eq!(m.store_lookups, 1 + 50 + m.false_positives);
 }
 
-#[test]
-fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted() {
-    for_each_store(|holder, snapshot| {
-        let inserted = keys(0..200);
-        populate(holder, snapshot, &inserted);
-        let good = std::fs::read(snapshot).unwrap();
+fn same_generation_is_trusted_and_older_catches_up<H: Harness>(h: &H) {
+    populate(h, &keys(0..30));
 
-        // One flipped byte anywhere: bypass, correct answers, rebuild, correct answers.
-        for at in [0, 9, 20, 60, good.len() / 2, good.len() - 1] {
-            let mut bad = good.clone();
-            bad[at] ^= 0x20;
-            std::fs::write(snapshot, &bad).unwrap();
-            let (store, outcome) =
-                FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
-            assert!(
-                matches!(
-                    outcome,
-                    OpenOutcome::NeedsRebuild(BypassReason::Unreadable(_))
-                ),
-                "byte {at}: {outcome:?}"
-            );
-            assert_all_present(&store, &inserted);
-            store.rebuild().unwrap();
-            assert_all_present(&store, &inserted);
-        }
-        // Truncated.
-        std::fs::write(snapshot, &good[..good.len() - 3]).unwrap();
-        let (_, outcome) = FilteredStore::open(holder.fresh(), options(), Some(snapshot)).unwrap();
-        assert!(matches!(
+    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(outcome, OpenOutcome::Trusted { generation } if generation.get() == 30),
+        "{outcome:?}"
+    );
+    assert_all_present(&store, &keys(0..30));
+    insert_all(&store, &keys(30..45));
+    drop(store); // no new snapshot: it is now 15 keys behind
+
+    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
             outcome,
-            OpenOutcome::NeedsRebuild(BypassReason::Unreadable(_))
-        ));
+            OpenOutcome::CaughtUp { from, to, keys: 15 } if from.get() == 30 && to.get() == 45
+        ),
+        "{outcome:?}"
+    );
+    assert!(store.mode().is_trusted());
+    assert_all_present(&store, &keys(0..45));
+}
 
-        // Valid snapshot, but other rules than configured.
-        std::fs::write(snapshot, &good).unwrap();
-        for other in [
-            FilterOptions {
-                encoding: KeyEncoding::Utf8,
-                ..options()
-            },
-            FilterOptions {
-                rule: bloom_core::PositionRule::Sha256Split4,
-                ..options()
-            },
-            FilterOptions {
-                salt: SaltPolicy::Fixed(bloom_core::Salt::new(b"other").unwrap()),
-                ..options()
-            },
-        ] {
-            let (store, outcome) =
-                FilteredStore::open(holder.fresh(), other, Some(snapshot)).unwrap();
-            assert!(
-                matches!(
-                    outcome,
-                    OpenOutcome::NeedsRebuild(BypassReason::Incompatible(_))
-                ),
-                "{outcome:?}"
-            );
-            assert_eq!(store.contains("record-7").unwrap(), Lookup::Present);
+fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: &H) {
+    let inserted = keys(0..200);
+    populate(h, &inserted);
+    let good = std::fs::read(h.snapshot()).unwrap();
+
+    // One flipped byte anywhere: bypass, correct answers, rebuild, correct answers.
+    for at in [0, 9, 20, 60, 100, good.len() / 2, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x20;
+        std::fs::write(h.snapshot(), &bad).unwrap();
+        let (store, outcome) =
+            FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+        assert!(
+            matches!(outcome, OpenOutcome::Bypassed(BypassReason::Unreadable(_))),
+            "byte {at}: {outcome:?}"
+        );
+        assert_all_present(&store, &inserted);
+        store.rebuild().unwrap();
+        assert_all_present(&store, &inserted);
+    }
+    // Truncated.
+    std::fs::write(h.snapshot(), &good[..good.len() - 3]).unwrap();
+    let (_, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(matches!(
+        outcome,
+        OpenOutcome::Bypassed(BypassReason::Unreadable(_))
+    ));
+
+    // Valid snapshot, but other rules than configured.
+    std::fs::write(h.snapshot(), &good).unwrap();
+    let other_salt = bloom_core::Salt::new(b"other").unwrap();
+    for (other, expected) in [
+        (
+            options().with_encoding(KeyEncoding::Utf8),
+            "key encoding is nfc, configured utf8",
+        ),
+        (
+            options().with_rule(bloom_core::PositionRule::Sha256Split4),
+            "position rule is sha256-double, configured sha256-split4",
+        ),
+        (
+            options().with_salt(SaltPolicy::Fixed(other_salt)),
+            "snapshot salt differs from the configured salt",
+        ),
+    ] {
+        let (store, outcome) = FilteredStore::open(h.open(), other, Some(h.snapshot())).unwrap();
+        match &outcome {
+            OpenOutcome::Bypassed(BypassReason::Incompatible(why)) => {
+                assert_eq!(why.to_string(), expected);
+            }
+            other => panic!("{other:?}"),
         }
-    });
+        assert_eq!(store.contains("record-7").unwrap(), Lookup::Present);
+    }
 }
 
 #[test]
 fn store_errors_propagate_and_never_become_wrong_answers() {
     let memory = std::sync::Arc::new(MemoryStore::new());
-    let (store, _) = FilteredStore::open_and_recover(
-        Shared::Memory(std::sync::Arc::clone(&memory)),
-        options(),
-        None,
-    )
-    .unwrap();
+    let (store, _) =
+        FilteredStore::open_and_recover(std::sync::Arc::clone(&memory), options(), None).unwrap();
     store.insert("kept").unwrap();
     memory.set_failing(true);
     assert!(matches!(store.insert("lost"), Err(StoreError::Store(_))));
     assert!(matches!(store.contains("kept"), Err(StoreError::Store(_))));
     assert!(matches!(store.rebuild(), Err(StoreError::Store(_))));
-    assert_eq!(
-        store.mode(),
-        Mode::Trusted,
+    assert!(
+        store.mode().is_trusted(),
         "a failed growth rebuild keeps the trusted filter"
     );
     memory.set_failing(false);
     assert_eq!(store.contains("kept").unwrap(), Lookup::Present);
     // "lost" had its bits set before the failed commit: at worst a false positive.
     assert_eq!(store.contains("lost").unwrap(), Lookup::FalsePositive);
+
+    // A rebuild that fails while bypassed leaves the wrapper bypassed, and says so.
+    let (bypassed, _) =
+        FilteredStore::open(std::sync::Arc::clone(&memory), options(), None).unwrap();
+    memory.set_failing(true);
+    assert!(matches!(bypassed.rebuild(), Err(StoreError::Store(_))));
+    assert!(matches!(
+        bypassed.mode(),
+        Mode::Bypassed(BypassReason::RebuildFailed)
+    ));
+    memory.set_failing(false);
+    bypassed.rebuild().unwrap();
+    assert_eq!(bypassed.contains("kept").unwrap(), Lookup::Present);
 }
 
-#[test]
-fn a_filter_past_capacity_reports_it_and_a_rebuild_grows_it() {
-    let (store, _) =
-        FilteredStore::open_and_recover(fresh_store_with(&[]), FilterOptions::new(100, 0.01), None)
-            .unwrap();
-    for k in keys(0..400) {
-        store.insert(&k).unwrap();
-    }
-    let before = store.metrics();
-    assert!(before.over_capacity, "{before:?}");
-    assert!(before.predicted_false_positive_rate > 0.05);
-    let report = store.rebuild().unwrap();
-    assert!(report.capacity >= 700, "{report:?}");
-    let after = store.metrics();
-    assert!(!after.over_capacity);
-    assert!(after.bits > before.bits);
-    assert!(after.predicted_false_positive_rate < 0.01);
-    assert_all_present(&store, &keys(0..400));
-}
-
-#[test]
-fn byte_keys_and_text_keys_share_one_encoding() {
-    let (store, _) =
-        FilteredStore::open_and_recover(fresh_store_with(&[]), options(), None).unwrap();
+fn byte_keys_text_keys_and_encoded_keys_share_one_encoding<H: Harness>(h: &H) {
+    let (store, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
     store.insert("cafe\u{301}").unwrap();
     assert_eq!(store.contains("caf\u{e9}").unwrap(), Lookup::Present);
     assert_eq!(
         store.contains_bytes("caf\u{e9}".as_bytes()).unwrap(),
         Lookup::Present
     );
+    // Keys read back from the store are already encoded: no second encoding.
+    let encoded = store.encode("CAFE\u{301}").into_owned();
+    assert!(!store.contains_encoded(&encoded).unwrap().is_present());
+    assert!(store.insert_encoded(&encoded).unwrap());
+    assert_eq!(store.contains("CAFE\u{301}").unwrap(), Lookup::Present);
     assert!(matches!(
         store.contains_bytes(b"\xff"),
         Err(StoreError::Key(_))
     ));
+    assert_every_committed_key_present(&store);
+}
+
+on_every_store!(
+    no_snapshot_bypasses_then_rebuild_trusts,
+    same_generation_is_trusted_and_older_catches_up,
+    corrupt_and_incompatible_snapshots_are_bypassed_never_trusted,
+    byte_keys_text_keys_and_encoded_keys_share_one_encoding,
+);
+
+#[test]
+fn a_snapshot_of_foreign_unicode_tables_is_rebuilt() {
+    let h = support::Memory::new();
+    populate(&h, &keys(0..20));
+    // The same snapshot, as a build with other Unicode tables wrote it.
+    let snapshot =
+        bloom_format::Snapshot::read_file(h.snapshot(), &bloom_format::DecodeOptions::unlimited())
+            .unwrap();
+    let (mut header, payload) = snapshot.into_parts();
+    header.key_encoding.normalization_unicode = Some(bloom_format::UnicodeVersion::new(99, 0, 0));
+    bloom_format::Snapshot::new(header, payload)
+        .unwrap()
+        .write_file(h.snapshot())
+        .unwrap();
+    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            outcome,
+            OpenOutcome::Bypassed(BypassReason::Incompatible(
+                Incompatibility::UnicodeTables { .. }
+            ))
+        ),
+        "{outcome:?}"
+    );
+    assert_all_present(&store, &keys(0..20));
+}
+
+#[test]
+fn a_filter_past_capacity_reports_it_and_a_rebuild_grows_it() {
+    let (store, _) = FilteredStore::open_and_recover(
+        support::memory_store_with(&[]),
+        FilterOptions::new(100, 0.01),
+        None,
+    )
+    .unwrap();
+    insert_all(&store, &keys(0..400));
+    let before = store.metrics();
+    assert!(before.over_capacity, "{before:?}");
+    assert!(!before.capacity_limited);
+    assert!(before.predicted_false_positive_rate > 0.05);
+    let report = store.rebuild().unwrap();
+    assert!(report.capacity >= 700, "{report:?}");
+    assert!(!report.capacity_limited);
+    let after = store.metrics();
+    assert!(!after.over_capacity);
+    assert!(after.bits > before.bits);
+    assert!(after.predicted_false_positive_rate < 0.01);
+    assert_all_present(&store, &keys(0..400));
 }

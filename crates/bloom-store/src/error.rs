@@ -1,0 +1,32 @@
+//! [`StoreError`]: the errors of the wrapper's operations.
+
+use bloom_core::{AllocError, KeyError};
+use bloom_format::WriteError;
+
+use crate::options::OptionsError;
+use crate::outcome::BypassReason;
+
+/// Errors of [`FilteredStore`](crate::FilteredStore). A store error never leaves a wrong
+/// answer behind: the operation simply did not happen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError<E> {
+    /// The primary store failed.
+    #[error("primary store failed: {0}")]
+    Store(#[source] E),
+    /// The key could not be encoded.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The filter options cannot be used.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The filter could not be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+    /// The snapshot could not be written; the previous snapshot file is unchanged.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
+    #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
+    NotTrusted(#[source] BypassReason),
+}

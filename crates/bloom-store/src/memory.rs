@@ -1,0 +1,203 @@
+//! [`MemoryStore`]: an in-memory primary store for tests and examples, with the history
+//! operations (rollback, copies) that tests of history damage need.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+
+use crate::history::{self, HistoryPoint, IdentityError};
+use crate::primary::PrimaryStore;
+
+/// An in-memory primary store, for tests and examples.
+///
+/// Besides the [`PrimaryStore`] methods it can lose its newest commits
+/// ([`MemoryStore::rollback_to`], as a database does after a power loss) and be copied
+/// ([`Clone`], as a backup is: same identity, same history, independent from then on).
+#[derive(Debug)]
+pub struct MemoryStore {
+    identity: StoreIdentity,
+    inner: Mutex<MemoryInner>,
+    failing: AtomicBool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct MemoryInner {
+    generation_of: HashMap<Vec<u8>, u64>,
+    /// Key and history digest of generation `i + 1`.
+    log: Vec<(Vec<u8>, HistoryDigest)>,
+}
+
+/// An error of [`MemoryStore`]: only produced on demand, to test error paths.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("memory store is unavailable (failure injected by set_failing)")]
+pub struct MemoryStoreError;
+
+impl MemoryStore {
+    /// An empty store with a new identity.
+    ///
+    /// # Panics
+    /// Never in practice: only if the operating system's random source fails; use
+    /// [`MemoryStore::try_new`] to handle that.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::try_new().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An empty store with a new identity.
+    ///
+    /// # Errors
+    /// [`IdentityError`] when the random source fails.
+    pub fn try_new() -> Result<Self, IdentityError> {
+        Ok(Self::with_identity(history::new_identity()?))
+    }
+
+    /// An empty store with the given identity.
+    #[must_use]
+    pub fn with_identity(identity: StoreIdentity) -> Self {
+        Self {
+            identity,
+            inner: Mutex::new(MemoryInner::default()),
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// Makes every following call fail (or succeed again), to exercise error handling.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// The number of committed keys.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().log.len()
+    }
+
+    /// Whether no key is committed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every commit after `generation`, as a database does when a power loss rolls
+    /// back its newest transactions. The generations are then handed out again, to other
+    /// keys.
+    pub fn rollback_to(&self, generation: DatasetGeneration) {
+        let mut inner = self.lock();
+        let keep = usize::try_from(generation.get()).unwrap_or(usize::MAX);
+        if keep < inner.log.len() {
+            let lost = inner.log.split_off(keep);
+            for (key, _) in lost {
+                inner.generation_of.remove(&key);
+            }
+        }
+    }
+
+    fn check(&self) -> Result<(), MemoryStoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            Err(MemoryStoreError)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemoryInner> {
+        // Every update is a push plus an insert, both done or neither before a panic could
+        // happen, so a poisoned lock still guards consistent data.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn point(&self, inner: &MemoryInner, generation: usize) -> Option<HistoryPoint> {
+        if generation == 0 {
+            return Some(HistoryPoint::genesis(self.identity));
+        }
+        let (_, digest) = inner.log.get(generation - 1)?;
+        Some(HistoryPoint {
+            generation: DatasetGeneration::new(generation as u64),
+            digest: *digest,
+        })
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A copy with the same identity and history, as a backup of a database is; the two are
+/// independent from then on.
+impl Clone for MemoryStore {
+    fn clone(&self) -> Self {
+        Self {
+            identity: self.identity,
+            inner: Mutex::new(self.lock().clone()),
+            failing: AtomicBool::new(self.failing.load(Ordering::SeqCst)),
+        }
+    }
+}
+
+impl PrimaryStore for MemoryStore {
+    type Error = MemoryStoreError;
+
+    fn identity(&self) -> Result<StoreIdentity, MemoryStoreError> {
+        self.check()?;
+        Ok(self.identity)
+    }
+
+    fn contains(&self, key: &[u8]) -> Result<bool, MemoryStoreError> {
+        self.check()?;
+        Ok(self.lock().generation_of.contains_key(key))
+    }
+
+    fn head(&self) -> Result<HistoryPoint, MemoryStoreError> {
+        self.check()?;
+        let inner = self.lock();
+        Ok(self
+            .point(&inner, inner.log.len())
+            .unwrap_or_else(|| HistoryPoint::genesis(self.identity)))
+    }
+
+    fn history_at(
+        &self,
+        generation: DatasetGeneration,
+    ) -> Result<Option<HistoryDigest>, MemoryStoreError> {
+        self.check()?;
+        let inner = self.lock();
+        Ok(usize::try_from(generation.get())
+            .ok()
+            .and_then(|g| self.point(&inner, g))
+            .map(|p| p.digest))
+    }
+
+    fn keys_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<DatasetGeneration, MemoryStoreError> {
+        self.check()?;
+        let inner = self.lock();
+        let start = usize::try_from(after.get()).unwrap_or(usize::MAX);
+        for (key, _) in inner.log.iter().skip(start) {
+            visit(key);
+        }
+        Ok(DatasetGeneration::new(inner.log.len() as u64).max(after))
+    }
+
+    fn insert(&self, key: &[u8]) -> Result<bool, MemoryStoreError> {
+        self.check()?;
+        let mut inner = self.lock();
+        if inner.generation_of.contains_key(key) {
+            return Ok(false);
+        }
+        let head = self
+            .point(&inner, inner.log.len())
+            .unwrap_or_else(|| HistoryPoint::genesis(self.identity));
+        let generation = head.generation.next().ok_or(MemoryStoreError)?;
+        let digest = history::after_insert(head.digest, generation, key);
+        inner.log.push((key.to_vec(), digest));
+        inner.generation_of.insert(key.to_vec(), generation.get());
+        Ok(true)
+    }
+}

@@ -1,0 +1,226 @@
+//! [`FilterOptions`]: how the filter for a store is planned, and which snapshots fit it.
+
+use bloom_core::{
+    ConfigError, FilterConfig, FilterParams, KeyEncoding, ParamsError, PositionRule,
+    RandomSaltError, Salt,
+};
+use std::f64::consts::LN_2;
+
+use crate::outcome::Incompatibility;
+
+/// How the filter for a store is made. Start from [`FilterOptions::new`] and change what you
+/// need with the `with_*` methods.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct FilterOptions {
+    /// The number of keys the filter is planned for. Past it, the false-positive rate climbs
+    /// above the target and [`Metrics::over_capacity`](crate::Metrics::over_capacity)
+    /// reports it; [`FilteredStore::rebuild`](crate::FilteredStore::rebuild) then grows the
+    /// filter.
+    pub capacity: u64,
+    /// The target false-positive rate at capacity.
+    pub false_positive_rate: f64,
+    /// The position rule.
+    pub rule: PositionRule,
+    /// The key encoding, applied to every key before it reaches the filter or the store.
+    pub encoding: KeyEncoding,
+    /// Which salt a filter gets, and which salts a snapshot may carry.
+    pub salt: SaltPolicy,
+    /// The largest filter, in payload bytes: snapshots over it are not read, and a growth
+    /// rebuild stops at it (reported by
+    /// [`Metrics::capacity_limited`](crate::Metrics::capacity_limited)), so every filter
+    /// this store makes can be saved and read back. Default 4 GiB (about 3.5 billion keys at
+    /// 1%).
+    pub max_snapshot_bytes: u64,
+}
+
+/// Which salt new filters get and which snapshots are accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SaltPolicy {
+    /// No salt; salted snapshots are incompatible.
+    None,
+    /// A fresh random salt for every new filter; a snapshot's salt, whatever it is, is kept.
+    Random,
+    /// This salt exactly.
+    Fixed(Salt),
+}
+
+/// Why filter options cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The capacity or false-positive rate cannot be planned.
+    #[error("invalid filter options: {0}")]
+    Params(#[from] ParamsError),
+    /// The rule, encoding and salt do not fit together.
+    #[error("invalid filter options: {0}")]
+    Config(#[from] ConfigError),
+    /// The filter planned for the capacity is larger than `max_snapshot_bytes`, so it could
+    /// never be saved and read back.
+    #[error(
+        "a filter for {capacity} keys needs {bytes} bytes, over max_snapshot_bytes = {limit}; lower the capacity or raise the limit"
+    )]
+    OverSnapshotLimit {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The bytes its filter needs.
+        bytes: u64,
+        /// `max_snapshot_bytes`.
+        limit: u64,
+    },
+    /// No random salt could be made.
+    #[error(transparent)]
+    Salt(#[from] RandomSaltError),
+}
+
+/// A filter configuration planned for a capacity.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) config: FilterConfig,
+    /// The capacity the configuration is planned for.
+    pub(crate) capacity: u64,
+    /// Whether the wanted capacity was cut to fit `max_snapshot_bytes`.
+    pub(crate) limited: bool,
+}
+
+impl FilterOptions {
+    /// Options for `capacity` keys at false-positive rate `fpr`, with the default rule,
+    /// NFC keys, no salt and a 4 GiB snapshot limit.
+    #[must_use]
+    pub fn new(capacity: u64, fpr: f64) -> Self {
+        Self {
+            capacity,
+            false_positive_rate: fpr,
+            rule: PositionRule::Sha256Double,
+            encoding: KeyEncoding::Nfc,
+            salt: SaltPolicy::None,
+            max_snapshot_bytes: 1 << 32,
+        }
+    }
+
+    /// Replaces the position rule.
+    #[must_use]
+    pub fn with_rule(mut self, rule: PositionRule) -> Self {
+        self.rule = rule;
+        self
+    }
+
+    /// Replaces the key encoding.
+    #[must_use]
+    pub fn with_encoding(mut self, encoding: KeyEncoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// Replaces the salt policy.
+    #[must_use]
+    pub fn with_salt(mut self, salt: SaltPolicy) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// Replaces the snapshot size limit.
+    #[must_use]
+    pub fn with_max_snapshot_bytes(mut self, bytes: u64) -> Self {
+        self.max_snapshot_bytes = bytes;
+        self
+    }
+
+    fn params_for(&self, capacity: u64) -> Result<FilterParams, OptionsError> {
+        let mut params =
+            FilterParams::for_false_positive_rate(capacity.max(1), self.false_positive_rate)?;
+        // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has.
+        if params.hashes() > self.rule.max_hashes() {
+            params = FilterParams::new(params.bits(), self.rule.max_hashes())?;
+        }
+        Ok(params)
+    }
+
+    /// The most keys a filter within `max_snapshot_bytes` is planned for at the target rate.
+    fn largest_capacity(&self) -> u64 {
+        let bits = self.max_snapshot_bytes.saturating_mul(8) as f64;
+        (bits * LN_2 * LN_2 / -self.false_positive_rate.ln()).floor() as u64
+    }
+
+    /// Checks that the options can be planned and that the filter for `capacity` fits the
+    /// snapshot limit.
+    pub(crate) fn validate(&self) -> Result<(), OptionsError> {
+        let params = self.params_for(self.capacity)?;
+        if params.byte_len() > self.max_snapshot_bytes {
+            return Err(OptionsError::OverSnapshotLimit {
+                capacity: self.capacity,
+                bytes: params.byte_len(),
+                limit: self.max_snapshot_bytes,
+            });
+        }
+        FilterConfig::new(params)
+            .with_encoding(self.encoding)
+            .with_rule(self.rule)?;
+        Ok(())
+    }
+
+    /// A new filter's configuration planned for `wanted` keys, or for fewer if that would not
+    /// fit `max_snapshot_bytes`.
+    pub(crate) fn plan(&self, wanted: u64) -> Result<Plan, OptionsError> {
+        let mut capacity = wanted.max(1);
+        let mut params = self.params_for(capacity)?;
+        let mut limited = false;
+        if params.byte_len() > self.max_snapshot_bytes {
+            capacity = self.largest_capacity().clamp(1, capacity);
+            params = self.params_for(capacity)?;
+            limited = true;
+            // Rounding in the formula can leave the plan a few bits over; trim it.
+            while params.byte_len() > self.max_snapshot_bytes && capacity > 1 {
+                capacity -= capacity / 1024 + 1;
+                params = self.params_for(capacity)?;
+            }
+        }
+        let salt = match &self.salt {
+            SaltPolicy::None => Salt::none(),
+            SaltPolicy::Fixed(salt) => salt.clone(),
+            SaltPolicy::Random => Salt::random()?,
+        };
+        let config = FilterConfig::new(params)
+            .with_encoding(self.encoding)
+            .with_salt(salt)
+            .with_rule(self.rule)?;
+        Ok(Plan {
+            config,
+            capacity,
+            limited,
+        })
+    }
+
+    /// The capacity a filter of `bits` bits was planned for at the target rate.
+    pub(crate) fn capacity_of(&self, bits: u64) -> u64 {
+        (bits as f64 * LN_2 * LN_2 / -self.false_positive_rate.ln()).floor() as u64
+    }
+
+    /// Why a snapshot's configuration cannot be used with these options, if it cannot.
+    pub(crate) fn incompatibility(&self, config: &FilterConfig) -> Option<Incompatibility> {
+        if config.rule() != self.rule {
+            return Some(Incompatibility::Rule {
+                snapshot: config.rule(),
+                configured: self.rule,
+            });
+        }
+        if config.encoding() != self.encoding {
+            return Some(Incompatibility::Encoding {
+                snapshot: config.encoding(),
+                configured: self.encoding,
+            });
+        }
+        if config.has_foreign_tables() {
+            return Some(Incompatibility::UnicodeTables {
+                snapshot: config.tables(),
+                build: self.encoding.build_tables(),
+            });
+        }
+        match &self.salt {
+            SaltPolicy::None if !config.salt().is_empty() => Some(Incompatibility::Salted),
+            SaltPolicy::Fixed(salt) if salt != config.salt() => Some(Incompatibility::SaltDiffers),
+            _ => None,
+        }
+    }
+}

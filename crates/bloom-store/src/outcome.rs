@@ -1,0 +1,255 @@
+//! What the wrapper reports: its mode and why, lookups, open and rebuild outcomes, metrics.
+
+use std::sync::Arc;
+
+use bloom_core::{KeyEncoding, PositionRule, SnapshotError, UnicodeTables};
+use bloom_format::{DatasetGeneration, ReadError, StoreIdentity};
+
+/// An error kept inside a reason or an outcome: cheap to clone, and its source chain intact.
+pub type SharedError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a snapshot's filter cannot answer for these options.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// This build does not implement the snapshot's rules or parameters.
+    #[error(transparent)]
+    Unsupported(#[from] SnapshotError),
+    /// Another position rule than configured.
+    #[error("position rule is {snapshot}, configured {configured}")]
+    Rule {
+        /// The snapshot's.
+        snapshot: PositionRule,
+        /// The configured one.
+        configured: PositionRule,
+    },
+    /// Another key encoding than configured.
+    #[error("key encoding is {snapshot}, configured {configured}")]
+    Encoding {
+        /// The snapshot's.
+        snapshot: KeyEncoding,
+        /// The configured one.
+        configured: KeyEncoding,
+    },
+    /// The bits were built with other Unicode tables than this build's.
+    #[error("Unicode tables are {snapshot}; this build has {build}")]
+    UnicodeTables {
+        /// The snapshot's record.
+        snapshot: UnicodeTables,
+        /// This build's.
+        build: UnicodeTables,
+    },
+    /// The snapshot is salted and no salt is configured.
+    #[error("snapshot is salted, configured no salt")]
+    Salted,
+    /// The snapshot's salt differs from the configured one.
+    #[error("snapshot salt differs from the configured salt")]
+    SaltDiffers,
+}
+
+/// Why the filter is not used to answer "absent".
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BypassReason {
+    /// No snapshot file existed (or none was given).
+    #[error("no snapshot")]
+    NoSnapshot,
+    /// The snapshot could not be read or decoded: corrupt, truncated, over the size limit,
+    /// an unknown version, or not a regular file.
+    #[error("snapshot unreadable: {0}")]
+    Unreadable(#[source] Arc<ReadError>),
+    /// The snapshot was written with other rules, encoding, tables or salt than configured.
+    #[error("snapshot incompatible: {0}")]
+    Incompatible(#[source] Incompatibility),
+    /// The snapshot is not bound to a store (format version 1, or written by the CLI): it
+    /// cannot prove which history it covers.
+    #[error("snapshot is not bound to a store (format version 1, or built outside bloom-store)")]
+    NotBound,
+    /// The snapshot belongs to another store: the database was recreated, or a snapshot of
+    /// another database was put in its place.
+    #[error("snapshot belongs to store {snapshot}, this store is {store}")]
+    OtherStore {
+        /// The snapshot's store identity.
+        snapshot: StoreIdentity,
+        /// This store's identity.
+        store: StoreIdentity,
+    },
+    /// The snapshot claims a newer generation than the store has: it describes commits the
+    /// store does not hold (lost in a power loss, or the store was restored from a backup).
+    #[error("snapshot generation {snapshot} is newer than the store's {store}")]
+    NewerThanStore {
+        /// The snapshot's generation.
+        snapshot: DatasetGeneration,
+        /// The store's generation.
+        store: DatasetGeneration,
+    },
+    /// The store's history up to the snapshot's generation is not the one the snapshot
+    /// covers: commits were lost and others made since, the store was restored from an
+    /// older copy and written to, or it is a copy that went its own way.
+    #[error(
+        "the store's history at generation {generation} differs from the snapshot's: it was rolled back, restored or copied since"
+    )]
+    HistoryDiverged {
+        /// The snapshot's generation.
+        generation: DatasetGeneration,
+    },
+    /// Catching up from the store at open failed.
+    #[error("catch-up from the store failed: {0}")]
+    CatchUpFailed(#[source] SharedError),
+    /// The last rebuild failed (its error was returned by
+    /// [`FilteredStore::rebuild`](crate::FilteredStore::rebuild)); call it again.
+    #[error("the last rebuild failed")]
+    RebuildFailed,
+    /// A rebuild is running.
+    #[error("rebuilding")]
+    Rebuilding,
+}
+
+/// Whether the filter answers "absent" on its own.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The filter covers the store: "absent" skips the store.
+    Trusted,
+    /// Every query goes to the store.
+    Bypassed(BypassReason),
+}
+
+impl Mode {
+    /// Whether the filter answers "absent" on its own.
+    #[must_use]
+    pub const fn is_trusted(&self) -> bool {
+        matches!(self, Self::Trusted)
+    }
+}
+
+/// The answer to a membership query, with how it was reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lookup {
+    /// The trusted filter said absent; the store was not asked.
+    AbsentByFilter,
+    /// The filter said maybe and the store said no: a false positive.
+    FalsePositive,
+    /// The filter is bypassed and the store said no.
+    AbsentBypassed,
+    /// The store has the key.
+    Present,
+}
+
+impl Lookup {
+    /// Whether the key is in the primary store.
+    #[must_use]
+    pub const fn is_present(self) -> bool {
+        matches!(self, Self::Present)
+    }
+}
+
+/// What happened to the snapshot file after a rebuild at open.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum SnapshotRefresh {
+    /// A fresh snapshot of the rebuilt filter replaced the old file.
+    Saved(DatasetGeneration),
+    /// No snapshot path was given.
+    NoPath,
+    /// Writing it failed (the rebuilt filter is trusted all the same; the stale file can
+    /// never be trusted, since it does not match the store's history).
+    Failed(SharedError),
+}
+
+/// What [`FilteredStore::open`](crate::FilteredStore::open) and
+/// [`FilteredStore::open_and_recover`](crate::FilteredStore::open_and_recover) found and did.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum OpenOutcome {
+    /// The snapshot matched the store's history and generation.
+    Trusted {
+        /// The generation it covers.
+        generation: DatasetGeneration,
+    },
+    /// The snapshot matched the store's history up to its generation; the keys committed
+    /// since were added from the store.
+    CaughtUp {
+        /// The snapshot's generation.
+        from: DatasetGeneration,
+        /// The store's generation.
+        to: DatasetGeneration,
+        /// Keys added.
+        keys: u64,
+    },
+    /// The filter is bypassed; call [`FilteredStore::rebuild`](crate::FilteredStore::rebuild).
+    Bypassed(BypassReason),
+    /// The snapshot could not be used, so the filter was rebuilt from the store and is
+    /// trusted, and a fresh snapshot was written (see `snapshot`).
+    Rebuilt {
+        /// Why the snapshot was not used.
+        reason: BypassReason,
+        /// What the rebuild did.
+        report: RebuildReport,
+        /// What became of the snapshot file.
+        snapshot: SnapshotRefresh,
+    },
+}
+
+impl OpenOutcome {
+    /// Whether the filter is trusted after this outcome.
+    #[must_use]
+    pub const fn is_trusted(&self) -> bool {
+        !matches!(self, Self::Bypassed(_))
+    }
+}
+
+/// What a rebuild did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RebuildReport {
+    /// Keys read from the store.
+    pub keys_scanned: u64,
+    /// The generation the new filter covers.
+    pub generation: DatasetGeneration,
+    /// The new filter's capacity.
+    pub capacity: u64,
+    /// Whether the capacity was cut to fit `max_snapshot_bytes`.
+    pub capacity_limited: bool,
+}
+
+/// A consistent copy of the counters and the filter state.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Membership queries answered.
+    pub queries: u64,
+    /// Queries that went to the store.
+    pub store_lookups: u64,
+    /// Queries answered "absent" by the filter alone.
+    pub lookups_avoided: u64,
+    /// Filter "maybe" answers that the store refuted.
+    pub false_positives: u64,
+    /// Keys inserted through the wrapper.
+    pub inserts: u64,
+    /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
+    /// keys that were absent, while trusted. `None` before any such query.
+    pub observed_false_positive_rate: Option<f64>,
+    /// `(X / m)^k` at the current fill.
+    pub predicted_false_positive_rate: f64,
+    /// `X / m`.
+    pub fill_ratio: f64,
+    /// Estimated distinct keys in the filter.
+    pub estimated_items: f64,
+    /// The number of keys the filter was planned for.
+    pub capacity: u64,
+    /// Whether the estimate passed the capacity: the false-positive rate is degrading, and a
+    /// rebuild would grow the filter.
+    pub over_capacity: bool,
+    /// Whether the filter's capacity was cut to fit `max_snapshot_bytes`: a rebuild cannot
+    /// grow it further, and the false-positive rate stays above the target once the store
+    /// passes the capacity. Raise the limit to grow.
+    pub capacity_limited: bool,
+    /// The current mode.
+    pub mode: Mode,
+    /// The filter's bit count.
+    pub bits: u64,
+    /// The filter's positions per key.
+    pub hashes: u32,
+}

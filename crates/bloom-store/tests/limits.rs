@@ -1,0 +1,101 @@
+//! `max_snapshot_bytes` bounds every filter the store makes and every snapshot it reads, so
+//! that what is saved can always be read back: growth stops at the limit and says so.
+
+mod support;
+
+use bloom_format::{DecodeError, ReadError};
+use bloom_store::{
+    BypassReason, FilterOptions, FilteredStore, OpenOutcome, OptionsError, StoreError,
+};
+use support::{Harness, assert_every_committed_key_present, insert_all, keys};
+
+#[test]
+fn growth_stops_at_the_snapshot_limit_and_is_reported() {
+    let h = support::Memory::new();
+    // 100 keys at 1% need 120 bytes; the limit allows about 250 keys.
+    let options = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(300);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    insert_all(&w, &keys(0..600));
+    assert!(w.metrics().over_capacity);
+    let report = w.rebuild().unwrap();
+    assert!(report.capacity_limited, "{report:?}");
+    assert!(report.capacity < 600 && report.capacity > 200, "{report:?}");
+    let m = w.metrics();
+    assert!(m.capacity_limited && m.over_capacity, "{m:?}");
+    assert!(m.bits.div_ceil(8) <= 300, "{m:?}");
+    assert_every_committed_key_present(&w);
+
+    // What it saves, it reads back: trusted at the next open, not refused as over the limit.
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, outcome) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(outcome, OpenOutcome::Trusted { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 600);
+}
+
+#[test]
+fn options_whose_filter_would_not_fit_are_refused() {
+    let options = FilterOptions::new(1_000_000, 0.01).with_max_snapshot_bytes(1 << 20);
+    let err = FilteredStore::open(bloom_store::MemoryStore::new(), options, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Options(OptionsError::OverSnapshotLimit {
+                capacity: 1_000_000,
+                bytes: 1_198_133,
+                limit: 1_048_576
+            })
+        ),
+        "{err:?}"
+    );
+    let err = FilteredStore::open(
+        bloom_store::MemoryStore::new(),
+        FilterOptions::new(10, 1.5),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Options(OptionsError::Params(_))),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_snapshot_over_the_limit_is_not_read_and_is_rebuilt_within_it() {
+    let h = support::Memory::new();
+    let big = FilterOptions::new(10_000, 0.01);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), big, None).unwrap();
+    insert_all(&w, &keys(0..50));
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let small = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(1000);
+    let (w, outcome) = FilteredStore::open(h.open(), small, Some(h.snapshot())).unwrap();
+    let OpenOutcome::Bypassed(BypassReason::Unreadable(e)) = &outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(
+        matches!(
+            &**e,
+            ReadError::Decode(DecodeError::OverLimit { limit: 1000, .. })
+        ),
+        "{e:?}"
+    );
+    assert_every_committed_key_present(&w);
+}
+
+#[test]
+fn debug_output_shows_the_state_but_never_the_salt() {
+    let salt = bloom_core::Salt::new(b"super secret salt value").unwrap();
+    let options = FilterOptions::new(100, 0.01).with_salt(bloom_store::SaltPolicy::Fixed(salt));
+    let (w, _) =
+        FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options, None).unwrap();
+    w.insert("key").unwrap();
+    let text = format!("{w:?}");
+    assert!(text.contains("Trusted") && text.contains("bits"), "{text}");
+    assert!(!text.contains("super secret"), "{text}");
+    assert!(!text.contains("73757065"), "{text}");
+    assert!(text.len() < 1000, "{text}");
+}
