@@ -1,8 +1,10 @@
-//! Estimates computed from the number of set bits: fill ratio, item count and current
-//! false-positive rate. Shared by both filter types.
+//! Estimates computed from the number of set bits `X` of an `m`-bit filter with `k` positions
+//! per key: fill ratio, item count and current false-positive rate. Both filter types use
+//! them; they are public for tools that count the bits of a snapshot without loading it.
 
 /// `X / m`.
-pub(crate) fn fill_ratio(ones: u64, bits: u64) -> f64 {
+#[must_use]
+pub fn fill_ratio(ones: u64, bits: u64) -> f64 {
     ones as f64 / bits as f64
 }
 
@@ -10,7 +12,8 @@ pub(crate) fn fill_ratio(ones: u64, bits: u64) -> f64 {
 ///
 /// A saturated filter (`X = m`) would give infinity; it is estimated at `X = m - 1/2`
 /// instead, a finite lower bound, so callers never see NaN or infinity.
-pub(crate) fn estimated_items(ones: u64, bits: u64, hashes: u32) -> f64 {
+#[must_use]
+pub fn estimated_items(ones: u64, bits: u64, hashes: u32) -> f64 {
     let m = bits as f64;
     let x = if ones >= bits { m - 0.5 } else { ones as f64 };
     -(m / f64::from(hashes)) * (-x / m).ln_1p()
@@ -18,7 +21,8 @@ pub(crate) fn estimated_items(ones: u64, bits: u64, hashes: u32) -> f64 {
 
 /// The chance that a key never inserted hits only set bits, given the current fill:
 /// `(X / m)^k`.
-pub(crate) fn current_false_positive_rate(ones: u64, bits: u64, hashes: u32) -> f64 {
+#[must_use]
+pub fn current_false_positive_rate(ones: u64, bits: u64, hashes: u32) -> f64 {
     fill_ratio(ones, bits).powf(f64::from(hashes))
 }
 

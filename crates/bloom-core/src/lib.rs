@@ -41,7 +41,7 @@ mod batch;
 mod bits;
 mod config;
 mod encoding;
-mod estimate;
+pub mod estimate;
 mod filter;
 mod params;
 mod position;

@@ -9,8 +9,7 @@ use serde_json::Value;
 
 #[test]
 fn large_m_witness_vectors_pin_every_step_of_the_rule() {
-    let vectors: Value =
-        serde_json::from_str(include_str!("data/double_vectors.json")).unwrap();
+    let vectors: Value = serde_json::from_str(include_str!("data/double_vectors.json")).unwrap();
     let cases = vectors["cases"].as_array().unwrap();
     let mut refuted = Vec::new();
     for case in cases {

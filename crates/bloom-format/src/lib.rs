@@ -59,6 +59,7 @@ mod fsutil;
 mod header;
 mod ids;
 mod legacy;
+mod lock;
 mod read;
 mod snapshot;
 mod write;
@@ -71,6 +72,7 @@ pub use header::{
 };
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
+pub use lock::{LockError, SnapshotLock};
 pub use read::SnapshotReader;
 pub use snapshot::{EncodeError, Snapshot};
 pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, write_atomic};

@@ -143,6 +143,38 @@ impl<R: Read> SnapshotReader<R> {
         self.header.payload_len()
     }
 
+    /// The header length as the file holds it.
+    #[must_use]
+    pub fn header_len(&self) -> u16 {
+        self.header_len
+    }
+
+    /// The header CRC32 as the file holds it (checked).
+    #[must_use]
+    pub fn header_crc32(&self) -> u32 {
+        self.header_crc
+    }
+
+    /// The payload CRC32 as the header holds it (checked once the payload is read).
+    #[must_use]
+    pub fn payload_crc32(&self) -> u32 {
+        self.payload_crc
+    }
+
+    /// The header dump of [`Snapshot::dump_header`], from the header alone: the payload CRC
+    /// shown is the stored one, checked only when the payload is read.
+    #[must_use]
+    pub fn dump_header(&self) -> String {
+        crate::dump::dump(&crate::dump::Stored {
+            version: self.version,
+            header: &self.header,
+            header_len: self.header_len,
+            payload_len: self.payload_len(),
+            payload_crc: self.payload_crc,
+            header_crc: self.header_crc,
+        })
+    }
+
     fn io_err(&self, source: io::Error) -> ReadError {
         ReadError::Io {
             path: self.path.clone(),

@@ -1,36 +1,8 @@
-//! The real `bloom` binary, every command, good and bad input.
+//! Every command on good and bad input, with the real binary.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use assert_cmd::Command;
-
-fn bloom() -> Command {
-    Command::cargo_bin("bloom").unwrap()
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v1")
-}
-
-fn stdout(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs and returns (exit code, stdout, stderr).
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{bloom, fixtures, run, stdout};
 
 #[test]
 fn plan_output() {
@@ -41,20 +13,32 @@ fn plan_output() {
 
 #[test]
 fn inspect_golden_fixtures() {
-    for name in ["seed-contract", "salted-trim-lower", "nearly-saturated"] {
-        let path = fixtures().join(format!("{name}.bloom"));
-        let text = stdout(bloom().arg("inspect").arg(&path));
-        insta::assert_snapshot!(format!("inspect_{name}"), text);
-        let json: serde_json::Value =
-            serde_json::from_str(&stdout(bloom().arg("inspect").arg(&path).arg("--json"))).unwrap();
-        assert_eq!(json["checksums"], "ok");
+    for version in ["v1", "v2"] {
+        for name in ["seed-contract", "salted-trim-lower", "nearly-saturated"] {
+            let path = fixtures(version).join(format!("{name}.bloom"));
+            let text = stdout(bloom().arg("inspect").arg(&path));
+            insta::assert_snapshot!(format!("inspect_{version}_{name}"), text);
+            let json: serde_json::Value =
+                serde_json::from_str(&stdout(bloom().arg("inspect").arg(&path).arg("--json")))
+                    .unwrap();
+            assert_eq!(json["checksums"], "ok");
+            assert_eq!(json["format_version"], version[1..].parse::<u64>().unwrap());
+        }
     }
+    insta::assert_snapshot!(
+        "inspect_v2_store-bound",
+        stdout(
+            bloom()
+                .arg("inspect")
+                .arg(fixtures("v2").join("store-bound.bloom"))
+        )
+    );
 }
 
 #[test]
 fn verify_golden_fixtures_and_damaged_files() {
     let dir = tempfile::tempdir().unwrap();
-    let good = fixtures().join("seed-contract.bloom");
+    let good = fixtures("v1").join("seed-contract.bloom");
     let bytes = std::fs::read(&good).unwrap();
     let truncated = dir.path().join("truncated.bloom");
     std::fs::write(&truncated, &bytes[..bytes.len() - 1]).unwrap();
@@ -66,11 +50,13 @@ fn verify_golden_fixtures_and_damaged_files() {
     std::fs::write(&garbage, b"this is not a snapshot").unwrap();
 
     let mut all = bloom();
-    all.current_dir(fixtures()).arg("verify");
-    for entry in std::fs::read_dir(fixtures()).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if name.ends_with(".bloom") {
-            all.arg(name);
+    all.current_dir(fixtures("v1").join("..")).arg("verify");
+    for version in ["v1", "v2"] {
+        for entry in std::fs::read_dir(fixtures(version)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".bloom") {
+                all.arg(format!("{version}/{name}"));
+            }
         }
     }
     let (code, out, _) = run(&mut all);
@@ -107,19 +93,18 @@ fn build_check_add_round_trip() {
         .arg("-o")
         .arg(&out));
     assert_eq!(code, 0, "{err}");
-    let text =
-        stdout(
-            bloom()
-                .arg("check")
-                .arg(&out)
-                .args(["alpha", "beta", "", "caf\u{e9}", "gamma"]),
-        );
+    let text = stdout(
+        bloom()
+            .arg("check")
+            .arg(&out)
+            .args(["alpha", "beta", "caf\u{e9}", "gamma"]),
+    );
     let answers: Vec<&str> = text
         .lines()
         .map(|l| l.split('\t').next().unwrap())
         .collect();
-    assert_eq!(&answers[..4], ["maybe"; 4]);
-    assert_eq!(text.lines().count(), 5);
+    assert_eq!(&answers[..3], ["maybe"; 3]);
+    assert_eq!(text.lines().count(), 4);
 
     // JSON lines keys with a newline and a tab inside, and add.
     let jsonl = dir.path().join("more.jsonl");
@@ -139,18 +124,17 @@ fn build_check_add_round_trip() {
             .arg(&jsonl)
             .args(["--jsonl", "--json"]),
     );
-    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert!(
-        parsed
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|a| a["answer"] == "maybe"),
-        "{json}"
-    );
+    // JSON Lines: one complete object per key.
+    let parsed: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed.len(), 3, "{json}");
+    assert!(parsed.iter().all(|a| a["answer"] == "maybe"), "{json}");
+    assert_eq!(parsed[0]["key"], "multi\nline");
     assert!(stdout(bloom().arg("inspect").arg(&out)).contains("dataset generation: 9"));
 
-    assert_eq!(stdout(bloom().arg("check").arg(&out).arg("--json")), "[]\n");
+    assert_eq!(stdout(bloom().arg("check").arg(&out).arg("--json")), "");
 
     // Standard input.
     let stdin_out = dir.path().join("stdin.bloom");
@@ -230,7 +214,7 @@ fn bad_input_files_and_flags() {
     let truncated = dir.path().join("truncated.bloom");
     std::fs::write(
         &truncated,
-        &std::fs::read(fixtures().join("large-k.bloom")).unwrap()[..150],
+        &std::fs::read(fixtures("v2").join("large-k.bloom")).unwrap()[..150],
     )
     .unwrap();
     for file in [dir.path().join("missing.bloom"), garbage, truncated] {
@@ -260,9 +244,9 @@ fn bad_input_files_and_flags() {
         let (code, _, err) = run(bloom().current_dir(dir.path()).args(&args));
         assert_eq!(code, 2, "{args:?}: {err}");
     }
-    // Invalid values that parse: typed errors, exit 1.
+    // Values that parse but cannot be right are usage errors too.
     let (code, _, err) = run(bloom().args(["plan", "--items", "0", "--fpr", "0.1"]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(bloom().current_dir(dir.path()).args([
         "build",
         "--bits",
@@ -274,18 +258,18 @@ fn bad_input_files_and_flags() {
         "-o",
         "x.bloom",
     ]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(bloom().current_dir(dir.path()).args([
         "build", "--bits", "64", "--hashes", "2", "--salt", "xyz", "-o", "x.bloom",
     ]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
 }
 
 #[test]
 fn seed_raw_import_and_export() {
     let dir = tempfile::tempdir().unwrap();
     let raw = dir.path().join("seed.raw");
-    let fixture = std::fs::read(fixtures().join("seed-contract.bloom")).unwrap();
+    let fixture = std::fs::read(fixtures("v1").join("seed-contract.bloom")).unwrap();
     std::fs::write(&raw, &fixture[100..]).unwrap();
     let imported = dir.path().join("seed.bloom");
     bloom()
@@ -322,7 +306,7 @@ fn seed_raw_import_and_export() {
     assert!(err.contains("128"), "{err}");
     let (code, _, err) = run(bloom()
         .args(["export", "--to", "seed-raw"])
-        .arg(fixtures().join("large-k.bloom"))
+        .arg(fixtures("v2").join("large-k.bloom"))
         .arg("-o")
         .arg(&back));
     assert_eq!(code, 1, "{err}");

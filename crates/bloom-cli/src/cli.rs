@@ -1,0 +1,350 @@
+//! The command line: every command, flag and value, and how values are checked (a value that
+//! cannot be right is a usage error, exit 2, reported by clap).
+
+use std::path::PathBuf;
+
+use bloom_core::{KeyEncoding, MAX_BITS, MAX_HASHES, PositionRule, Salt};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+use crate::keys::{DEFAULT_MAX_KEY_BYTES, KeySource, LineFormat};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0    success
+  1    bad input: a damaged or invalid snapshot, an invalid key or key file
+  2    usage error: flags or values that do not make sense
+  3    environment failure: a file or standard output could not be written, a lock could
+       not be taken, memory could not be allocated
+  4    `check --exit-status`: at least one key is absent
+  130  interrupted by SIGINT, 143 by SIGTERM (a snapshot being written is left unchanged)
+A closed standard output (`bloom check ... | head`) ends the command quietly.
+
+Key files (--keys PATH, or - for standard input): one key per line, LF or CRLF line endings,
+the last line with or without a line feed. A UTF-8 byte order mark at the start is ignored.
+Empty lines are skipped. A NUL byte is refused (a binary or UTF-16 file). Keys longer than
+--max-key-bytes (default 64 KiB) are refused by line number. With --jsonl every line is a
+JSON string, which can hold any key (empty, with line breaks, tabs or NUL).
+
+Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
+their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
+(powers of 1024). `verify` streams, and has no limit.";
+
+#[derive(Parser)]
+#[command(
+    name = "bloom",
+    version,
+    about = "Build, check, inspect and verify Bloom filter snapshots",
+    after_long_help = AFTER_HELP
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Print m, k, size and predicted false-positive rate for a plan.
+    Plan(PlanArgs),
+    /// Build a snapshot from keys and write it atomically.
+    Build(BuildArgs),
+    /// Insert keys into a snapshot and rewrite it atomically, under a lock.
+    Add(AddArgs),
+    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order.
+    Check(CheckArgs),
+    /// Print every header field, fill, estimates and checksum status.
+    Inspect(InspectArgs),
+    /// Check every snapshot completely (streaming, constant memory); one line per file; exit
+    /// 1 if any is damaged.
+    Verify(VerifyArgs),
+    /// Import a legacy raw snapshot.
+    Import(ImportArgs),
+    /// Export a snapshot to a legacy raw layout.
+    Export(ExportArgs),
+    /// Measure the false-positive rate on a fixed inserted set and a disjoint query set.
+    Measure(MeasureArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct PlanArgs {
+    /// Expected number of keys.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: u64,
+    /// Target false-positive rate, strictly between 0 and 1.
+    #[arg(long, value_parser = parse_rate)]
+    pub(crate) fpr: f64,
+}
+
+/// The legacy layouts.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Legacy {
+    /// The reference article's raw 128 bytes: 1024 bits, 4 positions, sha256-split4, UTF-8.
+    SeedRaw,
+}
+
+/// Where keys come from, besides the command line.
+#[derive(Args)]
+pub(crate) struct KeyInput {
+    /// Read keys from a file, one per line (`-` for standard input). See the key-file grammar
+    /// in `--help`.
+    #[arg(long = "keys", value_name = "PATH|-")]
+    pub(crate) path: Option<PathBuf>,
+    /// Each line is a JSON string (keys may contain newlines or tabs, or be empty).
+    #[arg(long)]
+    pub(crate) jsonl: bool,
+    /// The longest key accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_KEY_BYTES as u64, value_parser = parse_size)]
+    pub(crate) max_key_bytes: u64,
+}
+
+impl KeyInput {
+    pub(crate) fn source(&self) -> Option<KeySource> {
+        self.path.as_ref().map(|path| KeySource {
+            path: path.clone(),
+            format: if self.jsonl {
+                LineFormat::Json
+            } else {
+                LineFormat::Plain
+            },
+            max_key_bytes: usize::try_from(self.max_key_bytes).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// The largest snapshot payload to read or build.
+#[derive(Args, Clone, Copy)]
+pub(crate) struct SizeLimit {
+    /// Refuse snapshots whose payload is larger (K, M, G, T suffixes). The default, 1 GiB,
+    /// holds about 900 million keys at 1%.
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_size)]
+    pub(crate) max_bytes: u64,
+}
+
+/// Taking the lock that serializes writers of one snapshot.
+#[derive(Args, Clone, Copy)]
+pub(crate) struct LockWait {
+    /// Fail at once (exit 3) if another bloom process is updating the snapshot, instead of
+    /// waiting for it.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("size").required(true).args(["items", "bits"])))]
+pub(crate) struct BuildArgs {
+    /// Expected number of keys (with --fpr).
+    #[arg(long, requires = "fpr", conflicts_with_all = ["bits", "hashes"], value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: Option<u64>,
+    /// Target false-positive rate, strictly between 0 and 1 (with --items).
+    #[arg(long, requires = "items", value_parser = parse_rate)]
+    pub(crate) fpr: Option<f64>,
+    /// Bit count m (with --hashes).
+    #[arg(long, requires = "hashes", value_parser = clap::value_parser!(u64).range(1..=MAX_BITS))]
+    pub(crate) bits: Option<u64>,
+    /// Positions per key k (with --bits).
+    #[arg(long, requires = "bits", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HASHES)))]
+    pub(crate) hashes: Option<u32>,
+    /// Position rule.
+    #[arg(long, default_value = "sha256-double")]
+    pub(crate) rule: PositionRule,
+    /// Key encoding.
+    #[arg(long, default_value = "nfc")]
+    pub(crate) encoding: KeyEncoding,
+    /// Salt: `none`, `random`, or hex bytes (at most 32).
+    #[arg(long, default_value = "none", value_parser = parse_salt)]
+    pub(crate) salt: Salt,
+    /// Dataset generation to record.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) generation: u64,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+    #[command(flatten)]
+    pub(crate) lock: LockWait,
+    /// Where to write the snapshot (`-` for standard output). A link is written through; an
+    /// existing path that is not a regular file is refused.
+    #[arg(short, long, value_name = "PATH|-")]
+    pub(crate) output: PathBuf,
+}
+
+#[derive(Args)]
+pub(crate) struct AddArgs {
+    /// The snapshot to update.
+    pub(crate) snapshot: PathBuf,
+    /// Keys to insert (in addition to --keys).
+    pub(crate) keys: Vec<String>,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+    /// Dataset generation to record (default: keep the current one).
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+    #[command(flatten)]
+    pub(crate) lock: LockWait,
+}
+
+#[derive(Args)]
+pub(crate) struct CheckArgs {
+    /// The snapshot to query.
+    pub(crate) snapshot: PathBuf,
+    /// Keys to check (in addition to --keys).
+    pub(crate) keys: Vec<String>,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+    /// Print JSON Lines, one `{"key": ..., "answer": "maybe"|"absent"}` object per key (`key_hex`
+    /// instead of `key` for keys that are not UTF-8). Text output escapes `\`, control
+    /// characters and non-UTF-8 bytes in keys.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Exit 4 if any key is absent (like grep's status); errors keep their codes.
+    #[arg(long)]
+    pub(crate) exit_status: bool,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+}
+
+#[derive(Args)]
+pub(crate) struct InspectArgs {
+    /// The snapshot to inspect.
+    pub(crate) snapshot: PathBuf,
+    /// Print JSON instead.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+}
+
+#[derive(Args)]
+pub(crate) struct VerifyArgs {
+    /// Snapshots to verify.
+    #[arg(required = true)]
+    pub(crate) snapshots: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub(crate) struct ImportArgs {
+    /// The legacy layout of the input.
+    #[arg(long, value_enum)]
+    pub(crate) from: Legacy,
+    /// The raw file (`-` for standard input).
+    pub(crate) input: PathBuf,
+    /// Where to write the snapshot (`-` for standard output).
+    #[arg(short, long, value_name = "PATH|-")]
+    pub(crate) output: PathBuf,
+    #[command(flatten)]
+    pub(crate) lock: LockWait,
+}
+
+#[derive(Args)]
+pub(crate) struct ExportArgs {
+    /// The legacy layout to write.
+    #[arg(long, value_enum)]
+    pub(crate) to: Legacy,
+    /// The snapshot.
+    pub(crate) snapshot: PathBuf,
+    /// Where to write the raw bytes (`-` for standard output).
+    #[arg(short, long, value_name = "PATH|-")]
+    pub(crate) output: PathBuf,
+}
+
+#[derive(Args)]
+pub(crate) struct MeasureArgs {
+    /// Keys to insert.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: u64,
+    /// Target false-positive rate the filter is planned for, strictly between 0 and 1.
+    #[arg(long, value_parser = parse_rate)]
+    pub(crate) fpr: f64,
+    /// Number of absent keys to query.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) queries: u64,
+    /// Seed that names the key sets.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Position rule.
+    #[arg(long, default_value = "sha256-double")]
+    pub(crate) rule: PositionRule,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+}
+
+/// A rate strictly between 0 and 1 (NaN and infinities refused).
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if rate > 0.0 && rate < 1.0 {
+        Ok(rate)
+    } else {
+        Err(format!("{text} is not strictly between 0 and 1"))
+    }
+}
+
+/// `none`, `random`, or up to 32 bytes of hex.
+fn parse_salt(text: &str) -> Result<Salt, String> {
+    match text {
+        "none" => Ok(Salt::none()),
+        "random" => Salt::random().map_err(|e| e.to_string()),
+        hex => {
+            let bad = || format!("{hex:?} is not `none`, `random` or an even number of hex digits");
+            if hex.is_empty() || hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or_else(bad)
+                })
+                .collect::<Result<Vec<u8>, String>>()?;
+            Salt::new(&bytes).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024), `B`/`iB` allowed.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    let unit = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (digits, shift) = match unit.chars().last() {
+        Some('k') => (&unit[..unit.len() - 1], 10),
+        Some('m') => (&unit[..unit.len() - 1], 20),
+        Some('g') => (&unit[..unit.len() - 1], 30),
+        Some('t') => (&unit[..unit.len() - 1], 40),
+        _ => (unit, 0),
+    };
+    let value: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 4096, 64K, 1G"))?;
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{text} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_rates_and_salts() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("8GiB"), Ok(8 << 30));
+        assert_eq!(parse_size("2tb"), Ok(2 << 40));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999T").is_err());
+        assert!(parse_rate("0.5").is_ok());
+        for bad in ["0", "1", "1.5", "-0.1", "NaN", "inf", "x"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_salt("0aff").unwrap().as_bytes(), [0x0a, 0xff]);
+        for bad in ["xyz", "abc", "", &"00".repeat(33)] {
+            assert!(parse_salt(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `bloom add`: keys into an existing snapshot, under the writers' lock.
+
+use crate::cli::AddArgs;
+use crate::commands::{insert_args, insert_from};
+use crate::error::{CmdResult, Failure};
+use crate::files;
+use crate::signals::Signals;
+
+pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
+    let source = args.input.source();
+    if args.keys.is_empty() && source.is_none() {
+        return Err(Failure::usage(
+            "no keys given: pass KEY... or --keys PATH (- for standard input)",
+        ));
+    }
+    if files::is_stdio(&args.snapshot) {
+        return Err(Failure::usage(
+            "add updates a snapshot file in place; - is not a file",
+        ));
+    }
+    // The lock covers the whole read-modify-write: two `add`s at once both keep their keys.
+    let _lock = files::lock(&args.snapshot, !args.lock.no_wait)?;
+    let mut loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
+    insert_args(&mut loaded.filter, &args.keys)?;
+    if let Some(source) = &source {
+        insert_from(&mut loaded.filter, source)?;
+    }
+    let generation = args
+        .generation
+        .map_or(loaded.header.dataset_generation, Into::into);
+    let mut header = loaded.filter.to_header(generation);
+    // More bits only add false positives: a binding to a store's history stays true, unless
+    // the generation it is bound at changes.
+    if generation == loaded.header.dataset_generation {
+        header.store = loaded.header.store;
+    }
+    files::write(&args.snapshot, &loaded.filter, header, signals)
+}

@@ -1,0 +1,43 @@
+//! `bloom build`: a new snapshot from keys.
+
+use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+
+use crate::cli::BuildArgs;
+use crate::commands::insert_from;
+use crate::error::{CmdResult, Failure};
+use crate::files;
+use crate::signals::Signals;
+
+pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
+    let params = match (args.items, args.fpr, args.bits, args.hashes) {
+        (Some(items), Some(fpr), None, None) => FilterParams::for_false_positive_rate(items, fpr),
+        (None, None, Some(bits), Some(hashes)) => FilterParams::new(bits, hashes),
+        _ => {
+            return Err(Failure::usage(
+                "give either --items N --fpr P or --bits M --hashes K",
+            ));
+        }
+    }
+    .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
+    let config = FilterConfig::new(params)
+        .with_encoding(args.encoding)
+        .with_salt(args.salt.clone())
+        .with_rule(args.rule)
+        .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
+    if params.byte_len() > args.limit.max_bytes {
+        return Err(Failure::usage(format!(
+            "the filter would be {} bytes, over --max-bytes {}; raise --max-bytes to build it (and to read it later)",
+            params.byte_len(),
+            args.limit.max_bytes
+        )));
+    }
+    // Taken before the work, so that a concurrent `add` to the same file waits for the new
+    // file instead of being overwritten by it.
+    let _lock = files::lock(&args.output, !args.lock.no_wait)?;
+    let mut filter = BloomFilter::new(config).map_err(Failure::environment)?;
+    if let Some(source) = args.input.source() {
+        insert_from(&mut filter, &source)?;
+    }
+    let header = filter.to_header(args.generation);
+    files::write(&args.output, &filter, header, signals)
+}

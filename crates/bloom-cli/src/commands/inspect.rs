@@ -1,0 +1,85 @@
+//! `bloom inspect`: every header field, and estimates from the bits, counted while the payload
+//! streams past (constant memory).
+
+use bloom_core::estimate;
+use serde_json::json;
+
+use crate::cli::InspectArgs;
+use crate::error::CmdResult;
+use crate::files;
+use crate::output::{Out, number, show};
+
+pub(crate) fn run(args: &InspectArgs) -> CmdResult {
+    let path = &args.snapshot;
+    let (reader, config) = files::open(path, Some(args.limit.max_bytes))?;
+    let dump = reader.dump_header();
+    let version = reader.format_version();
+    let (header_len, header_crc, payload_crc) = (
+        reader.header_len(),
+        reader.header_crc32(),
+        reader.payload_crc32(),
+    );
+    let mut ones = 0u64;
+    let (_, h) = reader
+        .read_payload_with(|chunk| {
+            ones += chunk.iter().map(|b| u64::from(b.count_ones())).sum::<u64>();
+            Ok::<(), bloom_format::ReadError>(())
+        })
+        .map_err(|e| files::read_failure(path, &e))?;
+    let (m, k) = (h.bit_count, h.hash_count);
+    let fill = estimate::fill_ratio(ones, m);
+    let items = estimate::estimated_items(ones, m, k);
+    let fpr = estimate::current_false_positive_rate(ones, m, k);
+    let tables = if config.has_foreign_tables() {
+        format!(
+            "differ from this build's ({}): keys outside ASCII answer maybe",
+            config.encoding().build_tables()
+        )
+    } else {
+        "this build's".to_owned()
+    };
+    let mut out = Out::new();
+    if args.json {
+        let unicode = |v: Option<bloom_format::UnicodeVersion>| v.map(|v| v.to_string());
+        let value = json!({
+            "path": path.display().to_string(),
+            "format_version": version.value(),
+            "header_length": header_len,
+            "bit_count": m,
+            "hash_count": k,
+            "position_rule": {"id": h.position_rule.value(), "name": h.position_rule.name()},
+            "layout": {"id": h.layout.value(), "name": h.layout.name()},
+            "layout_parameter": h.layout_parameter,
+            "key_encoding": {
+                "id": h.key_encoding.id.value(),
+                "name": h.key_encoding.id.name(),
+                "version": h.key_encoding.version,
+            },
+            "unicode_version_normalization": unicode(h.key_encoding.normalization_unicode),
+            "unicode_version_casing": unicode(h.key_encoding.casing_unicode),
+            "unicode_tables_match_this_build": !config.has_foreign_tables(),
+            "salt_hex": bloom_format::hex(&h.salt),
+            "dataset_generation": h.dataset_generation.get(),
+            "item_count": h.item_count,
+            "store_identity": h.store.map(|b| b.identity.to_string()),
+            "history_digest": h.store.map(|b| b.history.to_string()),
+            "payload_length": h.payload_len(),
+            "payload_crc32": format!("{payload_crc:#010x}"),
+            "header_crc32": format!("{header_crc:#010x}"),
+            "checksums": "ok",
+            "set_bits": ones,
+            "fill_ratio": number(fill),
+            "estimated_items": number(items),
+            "estimated_false_positive_rate": number(fpr),
+        });
+        out.text(&format!("{value:#}\n"))?;
+    } else {
+        out.text(&format!(
+            "{dump}set bits: {ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\nchecksums: ok (header and payload)\n",
+            show(fill),
+            show(items),
+            show(fpr),
+        ))?;
+    }
+    out.flush()
+}

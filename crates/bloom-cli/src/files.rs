@@ -1,0 +1,193 @@
+//! Snapshot files for the commands: loading with a size limit and one copy of the payload,
+//! writing atomically (or to standard output) without a second copy, interruptible by
+//! SIGINT and SIGTERM, and the lock that serializes writers of one snapshot.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use bloom_core::{BitsError, BloomFilter, FilterConfig};
+use bloom_format::{
+    AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
+    SnapshotReader, SnapshotWriter, WriteError,
+};
+
+use crate::error::{CmdResult, Failure};
+use crate::signals::Signals;
+
+/// The path that means standard input or output.
+pub(crate) fn is_stdio(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// A read error about `path` as a [`Failure`]: bad input, except memory.
+pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
+    let message = format!("{}: {error}", path.display());
+    match error {
+        ReadError::Alloc { .. } => Failure::environment(message),
+        ReadError::Decode(DecodeError::OverLimit { .. }) => {
+            Failure::input(format!("{message}; raise --max-bytes to read it"))
+        }
+        _ => Failure::input(message),
+    }
+}
+
+/// Opens a snapshot and checks its header: the format's checks, the size limit (before any
+/// payload is read), and that this build implements its rules.
+pub(crate) fn open(
+    path: &Path,
+    max_bytes: Option<u64>,
+) -> CmdResult<(SnapshotReader<File>, FilterConfig)> {
+    let options = match max_bytes {
+        Some(limit) => DecodeOptions::with_max_payload_len(limit),
+        None => DecodeOptions::unlimited(),
+    };
+    let reader = SnapshotReader::open(path, &options).map_err(|e| read_failure(path, &e))?;
+    let config = FilterConfig::from_header(reader.header())
+        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    Ok((reader, config))
+}
+
+/// Either a read failure or the filter's refusal of the payload.
+enum LoadError {
+    Read(ReadError),
+    Bits(BitsError),
+}
+
+impl From<ReadError> for LoadError {
+    fn from(e: ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+impl From<BitsError> for LoadError {
+    fn from(e: BitsError) -> Self {
+        Self::Bits(e)
+    }
+}
+
+/// A loaded snapshot: its header, and the filter (one copy of the payload).
+pub(crate) struct Loaded {
+    pub(crate) header: Header,
+    pub(crate) filter: BloomFilter,
+}
+
+/// Loads a snapshot into a filter, holding one copy of the payload.
+pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
+    let (reader, config) = open(path, Some(max_bytes))?;
+    let header = reader.header().clone();
+    let filter = BloomFilter::from_payload(config, header.item_count, |push| {
+        reader
+            .read_payload_with(|chunk| {
+                push(chunk);
+                Ok::<(), ReadError>(())
+            })
+            .map(|_| ())
+            .map_err(LoadError::from)
+    })
+    .map_err(|e| match e {
+        LoadError::Read(e) => read_failure(path, &e),
+        LoadError::Bits(BitsError::Alloc(e)) => {
+            Failure::environment(format!("{}: {e}", path.display()))
+        }
+        LoadError::Bits(e) => Failure::input(format!("{}: {e}", path.display())),
+    })?;
+    Ok(Loaded { header, filter })
+}
+
+/// Takes the writers' lock for `path` (nothing for standard output).
+pub(crate) fn lock(path: &Path, wait: bool) -> CmdResult<Option<SnapshotLock>> {
+    if is_stdio(path) {
+        return Ok(None);
+    }
+    SnapshotLock::acquire(path, wait)
+        .map(Some)
+        .map_err(|e| match e {
+            LockError::Busy { .. } => Failure::environment(format!(
+                "{e}; try again later, or leave out --no-wait to wait for it"
+            )),
+            other => Failure::environment(other),
+        })
+}
+
+fn write_failure(error: WriteError) -> Failure {
+    match error {
+        WriteError::NotARegularFile { .. } => Failure::usage(error),
+        other => Failure::environment(other),
+    }
+}
+
+/// Writes `filter` with `header` to `path` (or standard output for `-`), streaming the bits
+/// without a copy. A file is written atomically; SIGINT or SIGTERM during the write leave the
+/// previous file unchanged and no temporary file behind.
+pub(crate) fn write(
+    path: &Path,
+    filter: &BloomFilter,
+    header: Header,
+    signals: &Signals,
+) -> CmdResult {
+    if is_stdio(path) {
+        // Standard output cannot seek: the payload CRC goes first, in its own pass.
+        let mut crc = crc32fast::Hasher::new();
+        filter
+            .for_each_payload_chunk(|chunk| {
+                crc.update(chunk);
+                Ok::<(), ()>(())
+            })
+            .map_err(|()| Failure::environment("cannot compute the payload checksum"))?;
+        let stdout = std::io::stdout().lock();
+        let mut writer =
+            SnapshotWriter::streaming(std::io::BufWriter::new(stdout), header, crc.finalize())
+                .map_err(|e| stream_failure(&e))?;
+        filter
+            .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+            .map_err(|e| stream_failure(&e))?;
+        writer.finish_stream().map_err(|e| stream_failure(&e))?;
+        return Ok(());
+    }
+    let file = AtomicFile::create(path).map_err(write_failure)?;
+    let guard = signals.writing();
+    let target = file.target().to_path_buf();
+    let io_failure = |e: std::io::Error| {
+        Failure::environment(format!("cannot write snapshot {}: {e}", target.display()))
+    };
+    let mut writer = SnapshotWriter::new(file, header).map_err(|e| io_failure(e.into()))?;
+    let mut interrupted = None;
+    filter
+        .for_each_payload_chunk(|chunk| {
+            if let Some(signal) = guard.interrupted() {
+                interrupted = Some(signal);
+                return Err(std::io::Error::other("interrupted"));
+            }
+            writer.write_payload(chunk).map_err(std::io::Error::from)
+        })
+        .map_err(|e| interrupted.map_or_else(|| io_failure(e), Failure::Interrupted))?;
+    let file = writer.finish().map_err(|e| io_failure(e.into()))?;
+    if let Some(signal) = guard.interrupted() {
+        // Dropping the file removes the temporary file; the target is untouched.
+        drop(file);
+        return Err(Failure::Interrupted(signal));
+    }
+    file.commit().map_err(write_failure)?;
+    drop(guard);
+    Ok(())
+}
+
+fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
+    match error {
+        bloom_format::StreamWriteError::Io(e) => Failure::stdout(e),
+        other => Failure::environment(format!("cannot write the snapshot: {other}")),
+    }
+}
+
+/// Writes raw bytes to `path` atomically (or to standard output for `-`).
+pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> CmdResult {
+    if is_stdio(path) {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|()| out.flush())
+            .map_err(|e| Failure::stdout(&e));
+    }
+    bloom_format::write_atomic(path, bytes).map_err(write_failure)
+}

@@ -1,0 +1,117 @@
+//! Standard output and how values are shown: keys escaped so that one answer is one line,
+//! numbers formatted the same in text and JSON.
+
+use std::io::{self, BufWriter, Write};
+
+use serde_json::Value;
+
+use crate::error::{CmdResult, Failure};
+
+/// Buffered standard output whose errors become [`Failure`]s (a closed pipe is quiet).
+pub(crate) struct Out(BufWriter<io::StdoutLock<'static>>);
+
+impl Out {
+    pub(crate) fn new() -> Self {
+        Self(BufWriter::with_capacity(1 << 16, io::stdout().lock()))
+    }
+
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> CmdResult {
+        self.0.write_all(bytes).map_err(|e| Failure::stdout(&e))
+    }
+
+    pub(crate) fn text(&mut self, text: &str) -> CmdResult {
+        self.bytes(text.as_bytes())
+    }
+
+    /// One complete JSON value and a newline.
+    pub(crate) fn json_line(&mut self, value: &Value) -> CmdResult {
+        serde_json::to_writer(&mut self.0, value)
+            .map_err(|e| Failure::stdout(&io::Error::from(e)))?;
+        self.bytes(b"\n")
+    }
+
+    pub(crate) fn flush(&mut self) -> CmdResult {
+        self.0.flush().map_err(|e| Failure::stdout(&e))
+    }
+}
+
+/// A key for text output, where one answer is one line: backslash, control characters and
+/// bytes that are not UTF-8 are written as escapes (`\\`, `\t`, `\r`, `\n`, `\xNN`), so
+/// a key can never break the line or the column. `--json` gives keys exactly.
+pub(crate) fn escape_key(key: &[u8]) -> String {
+    let mut out = String::with_capacity(key.len());
+    for chunk in key.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\n' => out.push_str("\\n"),
+                c if c.is_control() => {
+                    for unit in c.to_string().bytes() {
+                        out.push_str(&format!("\\x{unit:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// A key for JSON output: `{"key": text}` when it is UTF-8, `{"key_hex": hex}` otherwise.
+pub(crate) fn json_key(key: &[u8], object: &mut serde_json::Map<String, Value>) {
+    match std::str::from_utf8(key) {
+        Ok(text) => {
+            object.insert("key".into(), Value::from(text));
+        }
+        Err(_) => {
+            object.insert("key_hex".into(), Value::from(bloom_format::hex(key)));
+        }
+    }
+}
+
+/// A measured or estimated number, rounded to 6 significant digits: the same digits in the
+/// text output and the JSON output (`0.010039`, `8.6e-9`, never a 300-digit decimal).
+pub(crate) fn number(x: f64) -> Value {
+    if !x.is_finite() || x == 0.0 {
+        return Value::from(if x.is_finite() { 0.0 } else { x });
+    }
+    // The double nearest to the 6-digit decimal, which prints back as that decimal.
+    Value::from(format!("{x:.5e}").parse::<f64>().unwrap_or(x))
+}
+
+/// [`number`] as text.
+pub(crate) fn show(x: f64) -> String {
+    number(x).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_never_break_a_line() {
+        assert_eq!(escape_key(b"plain key"), "plain key");
+        assert_eq!(escape_key(b"a\tb\r\nc\\d"), "a\\tb\\r\\nc\\\\d");
+        assert_eq!(escape_key(b"nul\0bell\x07"), "nul\\x00bell\\x07");
+        assert_eq!(escape_key("café 中文".as_bytes()), "café 中文");
+        assert_eq!(escape_key(b"bad\xff\xfeutf8"), "bad\\xff\\xfeutf8");
+        assert_eq!(escape_key("\u{85}".as_bytes()), "\\xc2\\x85");
+    }
+
+    #[test]
+    fn numbers_have_six_significant_digits_everywhere() {
+        assert_eq!(show(0.010_039_4), "0.0100394");
+        assert_eq!(show(8.6e-9), "8.6e-9");
+        assert_eq!(show(1e-300), "1e-300");
+        assert_eq!(show(0.273_437_5), "0.273438");
+        assert_eq!(show(81.791_2), "81.7912");
+        assert_eq!(show(0.0), "0.0");
+        assert_eq!(show(1.0), "1.0");
+        assert_eq!(show(5e-324), "5e-324");
+    }
+}

@@ -1,0 +1,120 @@
+//! SIGINT or SIGTERM while a large snapshot is being written: the write stops, the temporary
+//! file is removed, the previous file is unchanged, and the exit code is 128 + the signal.
+//! Temporary files of a writer killed outright (SIGKILL) are removed by the next write.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{bloom, bloom_process, build, run};
+
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+/// Starts a build of a 512 MiB filter over `target` and waits for its temporary file.
+fn start_large_build(target: &Path) -> Option<std::process::Child> {
+    let child = bloom_process()
+        .args(["build", "--bits", "4294967296", "--hashes", "1", "-o"])
+        .arg(target)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = target.parent().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut child = child;
+    while Instant::now() < deadline {
+        if !temporaries(dir).is_empty() {
+            return Some(child);
+        }
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    child.kill().unwrap();
+    panic!("no temporary file appeared");
+}
+
+#[test]
+fn a_signal_during_a_write_leaves_the_old_file_and_no_debris() {
+    for (signal, code) in [("-TERM", 143), ("-INT", 130)] {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("big.bloom");
+        build(&target, &["old"]);
+        let before = std::fs::read(&target).unwrap();
+        let mut interrupted = false;
+        for _attempt in 0..5 {
+            let Some(child) = start_large_build(&target) else {
+                continue; // finished before we saw it: try again
+            };
+            let pid = child.id().to_string();
+            assert!(
+                std::process::Command::new("kill")
+                    .args([signal, &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() == Some(0) {
+                // The signal came after the rename: a complete new file; restore and retry.
+                std::fs::write(&target, &before).unwrap();
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(code), "{signal}: {err}");
+            assert!(err.contains("interrupted"), "{err}");
+            interrupted = true;
+            break;
+        }
+        assert!(interrupted, "{signal} never arrived during the write");
+        assert_eq!(
+            std::fs::read(&target).unwrap(),
+            before,
+            "the old file changed"
+        );
+        assert!(
+            temporaries(dir.path()).is_empty(),
+            "{:?}",
+            temporaries(dir.path())
+        );
+    }
+}
+
+#[test]
+fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("big.bloom");
+    build(&target, &["old"]);
+    let mut removed = false;
+    for _attempt in 0..5 {
+        let Some(mut child) = start_large_build(&target) else {
+            continue;
+        };
+        child.kill().unwrap(); // SIGKILL: nothing runs
+        child.wait().unwrap();
+        if temporaries(dir.path()).is_empty() {
+            continue;
+        }
+        let (code, _, err) = run(bloom().arg("add").arg(&target).arg("new"));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            temporaries(dir.path()).is_empty(),
+            "{:?}",
+            temporaries(dir.path())
+        );
+        removed = true;
+        break;
+    }
+    assert!(removed, "the writer was never killed mid-write");
+}

@@ -1,0 +1,214 @@
+//! What scripts rely on: exit codes, `inspect --json` carrying every field and agreeing with
+//! the text, a closed pipe ending quietly, failures to write output named.
+
+mod common;
+
+use common::{bloom, fixtures, run, stdout};
+
+#[test]
+fn usage_errors_exit_2_and_bad_input_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("f.bloom");
+    common::build(&snapshot, &["a"]);
+    let s = snapshot.to_str().unwrap();
+    for args in [
+        &["plan", "--items", "10", "--fpr", "1.5"][..],
+        &["plan", "--items", "10", "--fpr", "NaN"],
+        &["plan", "--items", "10", "--fpr", "0"],
+        &["build", "-o", "x.bloom"],
+        &[
+            "build", "--bits", "64", "--hashes", "2", "--salt", "zz", "-o", "x.bloom",
+        ],
+        &[
+            "build",
+            "--bits",
+            "64",
+            "--hashes",
+            "2",
+            "--salt",
+            &"00".repeat(33),
+            "-o",
+            "x.bloom",
+        ],
+        &[
+            "build",
+            "--items",
+            "1000000000",
+            "--fpr",
+            "0.000001",
+            "-o",
+            "x.bloom",
+        ],
+        &["add", s],
+        &["measure", "--items", "10", "--fpr", "0.1", "--queries", "0"],
+        &["check", s, "--max-bytes", "lots"],
+    ] {
+        let (code, _, err) = run(bloom().current_dir(dir.path()).args(args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!dir.path().join("x.bloom").exists());
+    let garbage = dir.path().join("garbage.bloom");
+    std::fs::write(&garbage, b"not a snapshot").unwrap();
+    let (code, _, err) = run(bloom().arg("check").arg(&garbage).arg("k"));
+    assert_eq!(code, 1, "{err}");
+}
+
+#[test]
+fn check_exit_status_is_like_grep() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("f.bloom");
+    common::build(&snapshot, &["present"]);
+    let (code, _, _) = run(bloom()
+        .arg("check")
+        .arg(&snapshot)
+        .args(["present", "--exit-status"]));
+    assert_eq!(code, 0);
+    let (code, out, _) = run(bloom().arg("check").arg(&snapshot).args([
+        "present",
+        "surely-absent-key",
+        "--exit-status",
+    ]));
+    assert_eq!(code, 4, "{out}");
+    let (code, _, _) = run(bloom()
+        .arg("check")
+        .arg(&snapshot)
+        .args(["surely-absent-key"]));
+    assert_eq!(code, 0, "without the flag, answers are not failures");
+}
+
+#[test]
+fn inspect_json_has_every_header_field_and_agrees_with_the_text() {
+    for path in [
+        fixtures("v2").join("store-bound.bloom"),
+        fixtures("v2").join("salted-trim-lower.bloom"),
+        fixtures("v1").join("large-k.bloom"),
+    ] {
+        let text = stdout(bloom().arg("inspect").arg(&path));
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(bloom().arg("inspect").arg(&path).arg("--json"))).unwrap();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                .unwrap_or_else(|| panic!("{name} missing from {text}"))
+                .to_owned()
+        };
+        assert_eq!(
+            field("header crc32"),
+            json["header_crc32"].as_str().unwrap()
+        );
+        assert_eq!(
+            field("payload crc32"),
+            json["payload_crc32"].as_str().unwrap()
+        );
+        assert_eq!(field("header length"), json["header_length"].to_string());
+        assert_eq!(field("bit count (m)"), json["bit_count"].to_string());
+        assert_eq!(
+            field("dataset generation"),
+            json["dataset_generation"].to_string()
+        );
+        assert_eq!(field("fill ratio"), json["fill_ratio"].to_string());
+        assert_eq!(
+            field("estimated items"),
+            json["estimated_items"].to_string()
+        );
+        assert_eq!(
+            field("estimated false-positive rate"),
+            json["estimated_false_positive_rate"].to_string()
+        );
+        assert_eq!(field("format version"), json["format_version"].to_string());
+        for key in [
+            "position_rule",
+            "layout",
+            "layout_parameter",
+            "key_encoding",
+            "unicode_version_normalization",
+            "unicode_version_casing",
+            "salt_hex",
+            "item_count",
+            "store_identity",
+            "history_digest",
+            "payload_length",
+            "hash_count",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+    }
+    let bound: serde_json::Value = serde_json::from_str(&stdout(
+        bloom()
+            .arg("inspect")
+            .arg(fixtures("v2").join("store-bound.bloom"))
+            .arg("--json"),
+    ))
+    .unwrap();
+    assert_eq!(bound["store_identity"], "676f6c64656e2d73746f72652d696421");
+}
+
+#[test]
+fn a_plan_for_a_tiny_rate_prints_short_numbers() {
+    let text = stdout(bloom().args(["plan", "--items", "10", "--fpr", "1e-300"]));
+    assert!(
+        text.contains("target false-positive rate: 1e-300"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.len() < 80), "{text}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_quietly_and_a_full_disk_is_named() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("f.bloom");
+    common::build(&snapshot, &["a"]);
+    let keys = dir.path().join("many.txt");
+    std::fs::write(
+        &keys,
+        (0..200_000)
+            .map(|i| format!("key-{i}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    // The reader closes the pipe at once.
+    let mut child = common::bloom_process()
+        .arg("check")
+        .arg(&snapshot)
+        .arg("--keys")
+        .arg(&keys)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // verify cannot write its report: it says so (exit 3), it does not look like damage.
+    if std::path::Path::new("/dev/full").exists() {
+        let out = common::bloom_process()
+            .arg("verify")
+            .arg(&snapshot)
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("cannot write to standard output"), "{err}");
+        assert!(err.contains("0 of 1 snapshots are damaged"), "{err}");
+    }
+}
