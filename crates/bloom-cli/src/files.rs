@@ -9,7 +9,7 @@ use std::path::Path;
 use bloom_core::{BitsError, BloomFilter, FilterConfig};
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
-    SnapshotReader, SnapshotWriter, WriteError,
+    SnapshotReader, SnapshotWriter, WriteError, WriteOptions,
 };
 
 use crate::error::{CmdResult, Failure};
@@ -112,7 +112,9 @@ pub(crate) fn lock(path: &Path, wait: bool) -> CmdResult<Option<SnapshotLock>> {
 
 fn write_failure(error: WriteError) -> Failure {
     match error {
-        WriteError::NotARegularFile { .. } => Failure::usage(error),
+        WriteError::NotARegularFile { .. } | WriteError::NotASnapshot { .. } => {
+            Failure::usage(error)
+        }
         other => Failure::environment(other),
     }
 }
@@ -145,7 +147,8 @@ pub(crate) fn write(
         writer.finish_stream().map_err(|e| stream_failure(&e))?;
         return Ok(());
     }
-    let file = AtomicFile::create(path).map_err(write_failure)?;
+    let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))
+        .map_err(write_failure)?;
     let guard = signals.writing();
     let target = file.target().to_path_buf();
     let io_failure = |e: std::io::Error| {
@@ -178,6 +181,15 @@ fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
         bloom_format::StreamWriteError::Io(e) => Failure::stdout(e),
         other => Failure::environment(format!("cannot write the snapshot: {other}")),
     }
+}
+
+/// Writes a snapshot that is already in memory (small ones: imports) to `path` atomically,
+/// or to standard output for `-`.
+pub(crate) fn write_snapshot_bytes(path: &Path, snapshot: &bloom_format::Snapshot) -> CmdResult {
+    if is_stdio(path) {
+        return write_bytes(path, &snapshot.encode());
+    }
+    snapshot.write_file(path).map_err(write_failure)
 }
 
 /// Writes raw bytes to `path` atomically (or to standard output for `-`).

@@ -217,6 +217,16 @@ fn output_targets_links_devices_and_standard_output() {
         .arg(dir.path()));
     assert_eq!(code, 2, "{err}");
 
+    // A file that is not a snapshot is never replaced by one (a mistyped -o).
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "precious").unwrap();
+    let (code, _, err) = run(bloom()
+        .args(["build", "--bits", "64", "--hashes", "2", "-o"])
+        .arg(&notes));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a bloom snapshot"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "precious");
+
     // `-o -` writes the snapshot to standard output (no file named `-`).
     let out = bloom()
         .current_dir(dir.path())

@@ -279,6 +279,13 @@ pub enum WriteError {
         /// What it is.
         kind: FileKind,
     },
+    /// The target exists and is not a bloom snapshot: it is left alone rather than replaced
+    /// (a mistyped path must not overwrite a database or a document).
+    #[error("refusing to replace {}: it exists and is not a bloom snapshot; remove it first or write elsewhere", path.display())]
+    NotASnapshot {
+        /// The target path (after following links).
+        path: PathBuf,
+    },
     /// The caller cancelled the write (for example on a signal) before it completed.
     #[error("writing snapshot {} was interrupted; the previous file is unchanged", path.display())]
     Cancelled {

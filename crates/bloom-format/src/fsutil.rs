@@ -79,6 +79,33 @@ pub(crate) fn non_regular_kind(path: &Path) -> io::Result<Option<FileKind>> {
     }
 }
 
+/// Whether the regular file at `path` (if any) may be replaced by a snapshot: it does not
+/// exist, is empty, or starts with the snapshot magic (or a prefix of it, for a truncated
+/// snapshot).
+pub(crate) fn starts_like_a_snapshot(path: &Path) -> io::Result<bool> {
+    use std::io::Read;
+    let mut file = match open_regular(path) {
+        Ok(file) => file,
+        Err(OpenFailure::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(OpenFailure::Io(e)) => return Err(e),
+        Err(OpenFailure::NotRegular(_)) => return Ok(false),
+    };
+    let mut head = [0u8; 8];
+    let mut filled = 0;
+    while let Some(rest) = head.get_mut(filled..) {
+        match file.read(rest) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if filled == head.len() {
+            break;
+        }
+    }
+    Ok(head.get(..filled) == crate::header::MAGIC.get(..filled))
+}
+
 /// The temporary file name for writing `target`: `.NAME.PID.N.tmp` in the same directory.
 pub(crate) fn temporary_name(target: &Path, counter: u64) -> Option<PathBuf> {
     let name = target.file_name()?;

@@ -75,4 +75,4 @@ pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, se
 pub use lock::{LockError, SnapshotLock};
 pub use read::SnapshotReader;
 pub use snapshot::{EncodeError, Snapshot};
-pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, write_atomic};
+pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, WriteOptions, write_atomic};

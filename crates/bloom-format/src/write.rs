@@ -36,13 +36,49 @@ pub struct AtomicFile {
     file: Option<File>,
 }
 
+/// What an [`AtomicFile`] may replace, and how a new file is created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// Replace an existing file only if it is a bloom snapshot (it starts with the magic, or
+    /// is a prefix of it, or is empty): a mistyped path never overwrites a database or a
+    /// document. [`WriteError::NotASnapshot`] otherwise.
+    pub only_replace_snapshots: bool,
+    /// Create a new file readable by its owner only (mode 0600 on Unix), as a salted snapshot
+    /// must be. An existing file keeps its permissions either way.
+    pub private: bool,
+}
+
+impl WriteOptions {
+    /// The options for writing a snapshot with `header`: only replace snapshots, and private
+    /// when it carries a salt.
+    #[must_use]
+    pub fn for_snapshot(header: &crate::header::Header) -> Self {
+        Self {
+            only_replace_snapshots: true,
+            private: !header.salt.is_empty(),
+        }
+    }
+}
+
 impl AtomicFile {
-    /// Starts writing `path`: resolves links, refuses a non-regular target, removes stale
-    /// temporary files of the target, and creates (and locks) a new temporary file.
+    /// Starts writing `path` with the default [`WriteOptions`] (any regular file may be
+    /// replaced); see [`AtomicFile::create_with`].
     ///
     /// # Errors
-    /// [`WriteError::NotARegularFile`], or [`WriteError::Io`] naming the failed step.
+    /// As [`AtomicFile::create_with`].
     pub fn create(path: impl AsRef<Path>) -> Result<Self, WriteError> {
+        Self::create_with(path, WriteOptions::default())
+    }
+
+    /// Starts writing `path`: resolves links, refuses a non-regular target (and, with
+    /// `only_replace_snapshots`, a file that is not a snapshot), removes stale temporary
+    /// files of the target, and creates (and locks) a new temporary file.
+    ///
+    /// # Errors
+    /// [`WriteError::NotARegularFile`], [`WriteError::NotASnapshot`], or [`WriteError::Io`]
+    /// naming the failed step.
+    pub fn create_with(path: impl AsRef<Path>, options: WriteOptions) -> Result<Self, WriteError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let requested = path.as_ref().to_path_buf();
         let io_fail = |action, source| WriteError::Io {
@@ -50,6 +86,19 @@ impl AtomicFile {
             action,
             source,
         };
+        if requested
+            .as_os_str()
+            .to_string_lossy()
+            .ends_with(std::path::MAIN_SEPARATOR)
+        {
+            return Err(io_fail(
+                "choosing a file name",
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the path ends with a separator, so it names a directory",
+                ),
+            ));
+        }
         let target = fsutil::resolve_links(&requested)
             .map_err(|e| io_fail("following symbolic links", e))?;
         if let Some(kind) =
@@ -57,7 +106,18 @@ impl AtomicFile {
         {
             return Err(WriteError::NotARegularFile { path: target, kind });
         }
-        let permissions = fs::metadata(&target).ok().map(|m| m.permissions());
+        if options.only_replace_snapshots {
+            match fsutil::starts_like_a_snapshot(&target) {
+                Ok(true) => {}
+                Ok(false) => return Err(WriteError::NotASnapshot { path: target }),
+                Err(e) => return Err(io_fail("checking the target", e)),
+            }
+        }
+        let permissions = match fs::metadata(&target) {
+            Ok(meta) => Some(meta.permissions()),
+            Err(_) if options.private => private_permissions(),
+            Err(_) => None,
+        };
         fsutil::remove_stale_temporaries(&target);
         // A concurrent cleaner in another process could remove our file in the moment
         // between creating and locking it; then the name no longer names our file, and we
@@ -150,6 +210,19 @@ impl AtomicFile {
         sync_dir(&fsutil::parent_dir(&self.target))
             .map_err(|e| self.fail("syncing the directory", e))
     }
+}
+
+/// Owner-only permissions for a new private file.
+#[cfg(unix)]
+fn private_permissions() -> Option<fs::Permissions> {
+    use std::os::unix::fs::PermissionsExt;
+    Some(fs::Permissions::from_mode(0o600))
+}
+
+/// Windows has no owner-only mode bits; a new file inherits its directory's ACL.
+#[cfg(not(unix))]
+fn private_permissions() -> Option<fs::Permissions> {
+    None
 }
 
 /// Whether `path` still names the open `file`.
@@ -363,12 +436,14 @@ impl<W: Write + Seek> SnapshotWriter<W> {
 
 impl Snapshot {
     /// Writes the snapshot to `path` atomically with [`AtomicFile`]: after a crash the path
-    /// holds either the old snapshot or the new one, never a torn one.
+    /// holds either the old snapshot or the new one, never a torn one. An existing file that
+    /// is not a snapshot is not replaced, and a new salted snapshot is private
+    /// ([`WriteOptions::for_snapshot`]).
     ///
     /// # Errors
     /// [`WriteError`]; the old file is then unchanged.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), WriteError> {
-        let mut file = AtomicFile::create(path)?;
+        let mut file = AtomicFile::create_with(path, WriteOptions::for_snapshot(self.header()))?;
         // Header and payload are written one after the other: no second copy of the payload.
         let written = file
             .write_all(&self.encode_header())

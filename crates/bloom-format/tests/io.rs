@@ -385,3 +385,58 @@ fn the_snapshot_writer_streams_chunks_to_files_and_streams() {
         snapshot
     );
 }
+
+#[test]
+fn a_file_that_is_not_a_snapshot_is_never_replaced_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("records.sqlite");
+    std::fs::write(&database, b"SQLite format 3\0 and precious rows").unwrap();
+    let err = common::small().write_file(&database).unwrap_err();
+    assert!(matches!(err, WriteError::NotASnapshot { .. }), "{err:?}");
+    assert_eq!(
+        std::fs::read(&database).unwrap(),
+        b"SQLite format 3\0 and precious rows"
+    );
+    // Empty files, truncated snapshots (a prefix of the magic) and damaged snapshots may be
+    // replaced: they are what a snapshot path holds after a crash or a failed copy.
+    for existing in [
+        &b""[..],
+        &bloom_format::MAGIC[..3],
+        &common::full(8).encode()[..40],
+    ] {
+        let path = dir.path().join("snapshot.bloom");
+        std::fs::write(&path, existing).unwrap();
+        common::small().write_file(&path).unwrap();
+        assert_eq!(
+            Snapshot::read_file(&path, &DecodeOptions::unlimited()).unwrap(),
+            common::small()
+        );
+    }
+    // The generic writer replaces any regular file.
+    bloom_format::write_atomic(&database, b"raw").unwrap();
+    assert_eq!(std::fs::read(&database).unwrap(), b"raw");
+    // A path ending in a separator names a directory.
+    let err = common::small()
+        .write_file(format!("{}/", dir.path().join("x.bloom").display()))
+        .unwrap_err();
+    assert_eq!(err.action(), Some("choosing a file name"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_salted_snapshot_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let salted = dir.path().join("salted.bloom");
+    common::small().write_file(&salted).unwrap();
+    assert_eq!(
+        std::fs::metadata(&salted).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let plain = dir.path().join("plain.bloom");
+    common::full(8).write_file(&plain).unwrap();
+    assert_ne!(
+        std::fs::metadata(&plain).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}

@@ -6,12 +6,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bloom_core::{AllocError, AtomicBloomFilter, BloomFilter, EncodedKey};
-use bloom_format::{AtomicFile, SnapshotWriter, StoreBinding, StreamWriteError, WriteError};
+use bloom_format::{
+    AtomicFile, DatasetGeneration, SnapshotWriter, StoreBinding, StreamWriteError, WriteError,
+    WriteOptions,
+};
 
 use crate::error::StoreError;
 use crate::history::HistoryPoint;
 use crate::load::{self, Matched};
-use crate::options::FilterOptions;
+use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{
     BypassReason, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError, SnapshotRefresh,
 };
@@ -28,6 +31,11 @@ struct Counters {
 
 struct State {
     active: Arc<AtomicBloomFilter>,
+    /// The generation up to which `active` is known to hold every key of the store (from
+    /// the snapshot, a catch-up, a rebuild or a save); inserts through the wrapper go beyond
+    /// it, and a save catches up from it, so that keys written behind the wrapper's back
+    /// never make a snapshot claim more than its bits hold.
+    synced: DatasetGeneration,
     capacity: u64,
     capacity_limited: bool,
     mode: Mode,
@@ -50,11 +58,15 @@ struct State {
 ///   corrupt, incompatible, of another store, newer than the store, or of a history the
 ///   store no longer has (lost commits, a restored backup, a diverged copy) is never
 ///   trusted: queries go to the store until [`FilteredStore::rebuild`] has built a filter
-///   that covers it. Such a snapshot stays untrusted forever, since the store's history can
-///   only move away from it.
+///   that covers it. A snapshot refused because of the store's history (another store,
+///   newer than the store, another history) stays untrusted forever, since the store's
+///   history can only move away from it.
 ///
-/// All writes to the primary store must go through this wrapper (or be followed by a
-/// rebuild); keys written behind its back are not in the filter.
+/// All writes to the primary store must go through this wrapper: a key written behind its
+/// back (by another program, another process's wrapper, or [`FilteredStore::store`]'s
+/// `insert`) is not in the filter, and may be reported absent until the next
+/// [`FilteredStore::save_snapshot`] or [`FilteredStore::rebuild`] takes it in. A snapshot
+/// never claims such a key without its bits: saving catches up with the store first.
 pub struct FilteredStore<S> {
     store: S,
     options: FilterOptions,
@@ -102,6 +114,17 @@ impl<S: PrimaryStore> FilteredStore<S> {
         snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
         options.validate()?;
+        let configured = options.encoding_label();
+        let recorded = store
+            .claim_key_encoding(&configured)
+            .map_err(StoreError::Store)?;
+        if recorded != configured {
+            return Err(OptionsError::EncodingMismatch {
+                store: recorded,
+                configured,
+            }
+            .into());
+        }
         let head = store.head().map_err(StoreError::Store)?;
         let matched = match snapshot {
             None => Err(BypassReason::NoSnapshot),
@@ -119,21 +142,28 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 )
             }
         };
-        let mode = match &outcome {
-            OpenOutcome::Bypassed(reason) => Mode::Bypassed(reason.clone()),
-            _ => Mode::Trusted,
+        let (mode, synced) = match &outcome {
+            OpenOutcome::Bypassed(reason) => {
+                (Mode::Bypassed(reason.clone()), DatasetGeneration::ZERO)
+            }
+            OpenOutcome::Trusted { generation } => (Mode::Trusted, *generation),
+            OpenOutcome::CaughtUp { to, .. } => (Mode::Trusted, *to),
+            _ => (Mode::Trusted, DatasetGeneration::ZERO),
         };
-        // A snapshot of a grown filter holds more than the configured capacity.
+        // A snapshot of a grown filter holds more than the configured capacity; one that grew
+        // to the snapshot limit cannot grow further.
         let capacity = options
             .capacity
             .max(options.capacity_of(filter.config().bits()));
+        let capacity_limited = capacity >= options.largest_capacity();
         let wrapper = Self {
             store,
             options,
             state: RwLock::new(State {
                 active: Arc::new(filter),
+                synced,
                 capacity,
-                capacity_limited: false,
+                capacity_limited,
                 mode,
                 building: None,
             }),
@@ -321,9 +351,21 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .rebuilding
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // The store's generation bounds its key count: a filter rebuilt after a bypass is
+        // sized for the store, not for the empty filter it replaces.
+        let stored = match self.store.generation() {
+            Ok(generation) => generation.get(),
+            Err(e) => {
+                let mut state = self.write();
+                if let Mode::Bypassed(_) = state.mode {
+                    state.mode = Mode::Bypassed(BypassReason::RebuildFailed);
+                }
+                return Err(StoreError::Store(e));
+            }
+        };
         let wanted = {
             let state = self.read();
-            let estimate = state.active.estimated_items();
+            let estimate = state.active.estimated_items().max(stored as f64);
             if estimate > state.capacity as f64 {
                 (estimate * 2.0).ceil() as u64
             } else {
@@ -365,6 +407,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         // Keys committed after the scan started had their bits set directly, so covering the
         // generation at the start is covering the store.
         state.active = new;
+        state.synced = start.min(reached);
         state.capacity = plan.capacity;
         state.capacity_limited = plan.limited;
         state.mode = Mode::Trusted;
@@ -377,32 +420,44 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 
     /// Writes a snapshot atomically, bound to the store: its identity and the point of its
-    /// history (generation and digest) are read first, then the bits are streamed to the file
-    /// while inserts continue (no copy of the filter is made). The snapshot therefore covers
-    /// at least every key committed at that generation. Returns the generation.
+    /// history (generation and digest) are read first, the filter takes in every key committed
+    /// since it last caught up with the store (which covers keys written behind the wrapper's
+    /// back too), then the bits are streamed to the file while inserts continue (no copy of the
+    /// filter is made). The snapshot therefore covers every key committed at that generation.
+    /// Returns the generation.
     ///
-    /// The path may be a symbolic link (the file it names is replaced, in its directory);
-    /// an existing path that is not a regular file is refused. Temporary files left by an
-    /// earlier writer that was killed are removed.
+    /// The path may be a symbolic link (the file it names is replaced, in its directory); an
+    /// existing path that is not a regular file, or a file that is not a snapshot (a mistyped
+    /// path naming the database, say), is refused and left alone. Temporary files left by an
+    /// earlier writer that was killed are removed. A new salted snapshot is readable by its
+    /// owner only.
     ///
     /// # Errors
     /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error (the
     /// previous file is then unchanged).
-    pub fn save_snapshot(
-        &self,
-        path: &Path,
-    ) -> Result<bloom_format::DatasetGeneration, StoreError<S::Error>> {
-        let (filter, head, identity) = {
+    pub fn save_snapshot(&self, path: &Path) -> Result<DatasetGeneration, StoreError<S::Error>> {
+        let (filter, synced, head, identity) = {
             // The read lock keeps a rebuild from switching filters between reading the
-            // history and taking the filter: the filter taken covers that history.
+            // history and taking the filter.
             let state = self.read();
             if let Mode::Bypassed(reason) = &state.mode {
                 return Err(StoreError::NotTrusted(reason.clone()));
             }
             let identity = self.store.identity().map_err(StoreError::Store)?;
             let head = self.store.head().map_err(StoreError::Store)?;
-            (Arc::clone(&state.active), head, identity)
+            (Arc::clone(&state.active), state.synced, head, identity)
         };
+        if head.generation > synced {
+            self.store
+                .keys_since(synced, &mut |key| {
+                    filter.insert_encoded(&EncodedKey::from_encoded(key));
+                })
+                .map_err(StoreError::Store)?;
+            let mut state = self.write();
+            if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
+                state.synced = head.generation;
+            }
+        }
         write_snapshot(path, &filter, identity, head)?;
         Ok(head.generation)
     }
@@ -490,7 +545,7 @@ fn write_snapshot(
         .current_config()
         .to_header(head.generation, filter.items_inserted());
     header.store = Some(StoreBinding::new(identity, head.digest));
-    let file = AtomicFile::create(path)?;
+    let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))?;
     let target = file.target().to_path_buf();
     let fail = |e: StreamWriteError| WriteError::Io {
         path: target.clone(),

@@ -41,8 +41,10 @@
 //! another store, replaced by a named pipe, a directory or a link. Each of these makes the
 //! snapshot untrusted (the [`BypassReason`] says which); lookups then go to the store until a
 //! rebuild, and [`FilteredStore::open_and_recover`] rebuilds at once and writes a fresh
-//! snapshot. An untrusted snapshot never becomes trusted later: it is bound to a history the
-//! store no longer has.
+//! snapshot. A snapshot refused because of the store's history (another store, newer than the
+//! store, another history) never becomes trusted later: it is bound to a history the store no
+//! longer has. One refused for the options (rules, encoding, salt) is trusted again once the
+//! options match it.
 //!
 //! **Backups and restores.** Back up the database as you normally would; the snapshot need
 //! not be backed up (it is rebuilt from the database when it does not match). After restoring
@@ -58,9 +60,16 @@
 //! refused ([`BypassReason::OtherStore`]) and rebuilt over; nothing needs deleting by hand.
 //!
 //! **Writes behind the wrapper's back.** Every write must go through
-//! [`FilteredStore::insert`] (or be followed by [`FilteredStore::rebuild`]): a key written by
-//! another program is not in the filter. Several processes each running their own
-//! `FilteredStore` over one database are such a case.
+//! [`FilteredStore::insert`]: a key written by another program is not in the filter until the
+//! next save or rebuild takes it in. Several processes each running their own `FilteredStore`
+//! over one database are such a case. Saved snapshots stay correct regardless: a save first
+//! takes in every key committed since the filter last caught up with the store.
+//!
+//! **The key encoding** is recorded in the store at its first open; opening it with another
+//! encoding is refused ([`OptionsError::EncodingMismatch`]), since its keys could not be
+//! compared. SQLite databases also guard their keys table: keys are append-only, and an
+//! edit by hand (or an insert by an older bloom-store) fails instead of breaking the history
+//! that snapshots are checked against. A database of a newer schema is refused untouched.
 //!
 //! **Disk and memory.** A snapshot is as large as the filter (about 1.2 bytes per key at 1%);
 //! saving it streams the bits to a temporary file next to it (no copy in memory), and a
@@ -97,4 +106,4 @@ pub use outcome::{
 };
 pub use primary::PrimaryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, SqliteStoreError};

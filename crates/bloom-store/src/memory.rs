@@ -24,6 +24,7 @@ pub struct MemoryStore {
 
 #[derive(Clone, Debug, Default)]
 struct MemoryInner {
+    key_encoding: Option<String>,
     generation_of: HashMap<Vec<u8>, u64>,
     /// Key and history digest of generation `i + 1`.
     log: Vec<(Vec<u8>, HistoryDigest)>,
@@ -199,5 +200,14 @@ impl PrimaryStore for MemoryStore {
         inner.log.push((key.to_vec(), digest));
         inner.generation_of.insert(key.to_vec(), generation.get());
         Ok(true)
+    }
+
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, MemoryStoreError> {
+        self.check()?;
+        Ok(self
+            .lock()
+            .key_encoding
+            .get_or_insert_with(|| proposed.to_owned())
+            .clone())
     }
 }

@@ -69,6 +69,17 @@ pub enum OptionsError {
         /// `max_snapshot_bytes`.
         limit: u64,
     },
+    /// The store's keys are in another key encoding than configured: they could not be
+    /// compared with keys encoded this way.
+    #[error(
+        "the store's keys are in the {store} key encoding, but {configured} is configured; configure {store}, or start a new store"
+    )]
+    EncodingMismatch {
+        /// The encoding the store recorded.
+        store: String,
+        /// The configured one.
+        configured: String,
+    },
     /// No random salt could be made.
     #[error(transparent)]
     Salt(#[from] RandomSaltError),
@@ -130,22 +141,45 @@ impl FilterOptions {
     fn params_for(&self, capacity: u64) -> Result<FilterParams, OptionsError> {
         let mut params =
             FilterParams::for_false_positive_rate(capacity.max(1), self.false_positive_rate)?;
-        // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has.
+        // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has,
+        // with the bits that k needs to reach the target: p = (1 - e^(-kn/m))^k, so
+        // m = -k n / ln(1 - p^(1/k)).
         if params.hashes() > self.rule.max_hashes() {
-            params = FilterParams::new(params.bits(), self.rule.max_hashes())?;
+            let k = self.rule.max_hashes();
+            let n = capacity.max(1) as f64;
+            let root = self.false_positive_rate.powf(1.0 / f64::from(k));
+            let bits = (-f64::from(k) * n / (-root).ln_1p()).ceil();
+            let bits = if bits.is_finite() && bits >= 1.0 {
+                bits as u128
+            } else {
+                u128::MAX
+            };
+            let bits = u64::try_from(bits).map_err(|_| ParamsError::TooManyBits {
+                found: bits,
+                max: bloom_core::MAX_BITS,
+            })?;
+            params = FilterParams::new(bits, k)?;
         }
         Ok(params)
     }
 
     /// The most keys a filter within `max_snapshot_bytes` is planned for at the target rate.
-    fn largest_capacity(&self) -> u64 {
+    pub(crate) fn largest_capacity(&self) -> u64 {
         let bits = self.max_snapshot_bytes.saturating_mul(8) as f64;
         (bits * LN_2 * LN_2 / -self.false_positive_rate.ln()).floor() as u64
+    }
+
+    /// The label a store records for the configured key encoding: name and rule version.
+    pub(crate) fn encoding_label(&self) -> String {
+        format!("{} v{}", self.encoding.name(), self.encoding.version())
     }
 
     /// Checks that the options can be planned and that the filter for `capacity` fits the
     /// snapshot limit.
     pub(crate) fn validate(&self) -> Result<(), OptionsError> {
+        if self.capacity == 0 {
+            return Err(ParamsError::ZeroItems.into());
+        }
         let params = self.params_for(self.capacity)?;
         if params.byte_len() > self.max_snapshot_bytes {
             return Err(OptionsError::OverSnapshotLimit {

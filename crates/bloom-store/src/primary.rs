@@ -79,6 +79,15 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error; the key is then not committed.
     fn insert(&self, key: &[u8]) -> Result<bool, Self::Error>;
 
+    /// Records `proposed` as the key encoding the store's keys are in, if none is recorded
+    /// yet, and returns the recorded one (atomically: when two openers race, both get the
+    /// first record). A store's keys can only be compared in the encoding they were written
+    /// in, so `FilteredStore` refuses options with another one.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error>;
+
     /// The current generation: [`PrimaryStore::head`]'s.
     ///
     /// # Errors
@@ -119,6 +128,9 @@ macro_rules! forward_primary_store {
             }
             fn insert(&self, key: &[u8]) -> Result<bool, Self::Error> {
                 (**self).insert(key)
+            }
+            fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
+                (**self).claim_key_encoding(proposed)
             }
         }
     )+};

@@ -1,63 +1,167 @@
 //! A primary store on SQLite: a keys table whose `seq` is the generation and which carries the
 //! history digest of every generation, and a metadata table with the store's identity.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::history::{self, HistoryPoint};
+use crate::history::{self, HistoryPoint, IdentityError};
 use crate::primary::PrimaryStore;
 
-/// The schema version this build writes into the metadata table.
+/// The schema version this build writes into the metadata table, and the newest it reads.
 const SCHEMA_VERSION: i64 = 1;
 
-/// The columns of the keys table.
-const KEYS_COLUMNS: &str =
-    "(seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, history BLOB NOT NULL)";
+/// The keys table, its guards, and the metadata table. Keys are append-only: a row is never
+/// updated or deleted (the history digests of every later row depend on it), and the
+/// triggers make an edit by hand or by an older bloom-store fail loudly instead of quietly
+/// desynchronising the history (bloom-store 0.1 inserted without a digest, which the insert
+/// trigger refuses).
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS bloom_store_meta (
+    name TEXT PRIMARY KEY NOT NULL,
+    value BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS keys (
+    seq INTEGER PRIMARY KEY CHECK (seq > 0),
+    key BLOB NOT NULL UNIQUE,
+    history BLOB NOT NULL CHECK (length(history) = 16)
+);
+CREATE TRIGGER IF NOT EXISTS keys_need_a_history BEFORE INSERT ON keys
+    WHEN NEW.history IS NULL
+    BEGIN SELECT RAISE(ABORT, 'this database belongs to bloom-store 0.2 or later: insert keys through it'); END;
+CREATE TRIGGER IF NOT EXISTS keys_are_never_updated BEFORE UPDATE ON keys
+    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are append-only: an edited key breaks the history every snapshot is checked against'); END;
+CREATE TRIGGER IF NOT EXISTS keys_are_never_deleted BEFORE DELETE ON keys
+    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are append-only: a deleted key breaks the history every snapshot is checked against'); END;
+";
+
+/// The columns of the keys table of bloom-store 0.1, the only foreign `keys` table this
+/// build upgrades.
+const UNVERSIONED_COLUMNS: &str = "seq,key";
+
+/// Errors of [`SqliteStore`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqliteStoreError {
+    /// SQLite failed.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database was written by a newer bloom-store.
+    #[error(
+        "the database was written by a newer bloom-store (schema {found}); this build reads schemas up to {supported}"
+    )]
+    NewerSchema {
+        /// The schema version in the database.
+        found: i64,
+        /// The newest this build reads.
+        supported: i64,
+    },
+    /// The database has a `keys` table that bloom-store did not create; it is left alone.
+    #[error(
+        "the database has a table named keys that bloom-store did not create (columns {columns}); refusing to change it"
+    )]
+    ForeignTable {
+        /// Its columns, comma separated.
+        columns: String,
+    },
+    /// A value in the database has the wrong shape: it was changed outside bloom-store.
+    #[error("{what} in the database is damaged ({detail}); it was changed outside bloom-store")]
+    Damaged {
+        /// What is damaged.
+        what: &'static str,
+        /// How.
+        detail: String,
+    },
+    /// No identity could be made for a new database.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The database is read-only and needs an upgrade that writes.
+    #[error("the database is read-only and must first be opened once with write access ({0})")]
+    ReadOnly(String),
+}
 
 /// A primary store in one SQLite database file (bundled SQLite; nothing to install).
 ///
 /// - Table `bloom_store_meta(name, value)` holds the store's random identity (`identity`,
-///   16 bytes) and the schema version (`schema`). Both are written in the transaction that
-///   creates the schema, so every database has exactly one identity from its first moment.
-/// - Table `keys(seq INTEGER PRIMARY KEY, key BLOB UNIQUE, history BLOB)`: `seq` is the
-///   generation, assigned as the previous largest plus one inside the inserting transaction,
-///   so a duplicate key consumes no generation; `history` is the history digest at `seq`.
-/// - `keys_since` is a range scan of the primary key.
+///   16 bytes), the schema version (`schema`) and the key encoding the keys are in
+///   (`key_encoding`). The identity is written in the transaction that creates the schema,
+///   so every database has exactly one identity from its first moment.
+/// - Table `keys(seq, key, history)`: `seq` is the generation, assigned as the previous
+///   largest plus one inside the inserting transaction, so a duplicate key consumes no
+///   generation; `history` is the history digest at `seq`. Rows are append-only, guarded by
+///   triggers.
+/// - Scans (`keys_since`, used by rebuilds and catch-up) run on their own read-only
+///   connections, so a long rebuild does not hold up inserts or lookups.
 /// - WAL journal mode with `synchronous = NORMAL`: a commit survives a process crash; a power
 ///   loss may roll back the newest commits. The history digests make that safe: a snapshot
 ///   taken before the rollback no longer matches the store's history and is not trusted.
 /// - A database created by bloom-store 0.1 (no identity, no digests) is upgraded in place
-///   the first time it is opened: it gets an identity and the digests of its history, in one
-///   transaction.
+///   the first time it is opened with write access, in one transaction. A database of a
+///   newer schema, or with a `keys` table bloom-store did not make, is refused untouched.
+/// - An up-to-date database opens without writing, so a read-only one can be opened (and
+///   inserts then fail with SQLite's error).
 #[derive(Debug)]
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    writer: Mutex<Connection>,
+    /// Where read connections are opened from; `None` for an in-memory database, whose
+    /// single connection serves everything.
+    path: Option<PathBuf>,
+    readers: Mutex<Vec<Connection>>,
     identity: StoreIdentity,
 }
 
-/// A digest column that is not 16 bytes: the database was changed by something else.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{what} in the database is {len} bytes long, expected 16; the database was changed outside bloom-store"
-)]
-struct BadBlob {
-    what: &'static str,
-    len: usize,
+fn blob16(what: &'static str, bytes: &[u8]) -> Result<[u8; 16], SqliteStoreError> {
+    <[u8; 16]>::try_from(bytes).map_err(|_| SqliteStoreError::Damaged {
+        what,
+        detail: format!("{} bytes, expected 16", bytes.len()),
+    })
 }
 
-fn blob16(what: &'static str, bytes: &[u8]) -> rusqlite::Result<[u8; 16]> {
-    <[u8; 16]>::try_from(bytes).map_err(|_| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Blob,
-            Box::new(BadBlob {
-                what,
-                len: bytes.len(),
-            }),
-        )
+/// The state of the schema, read without writing.
+struct SchemaState {
+    version: Option<i64>,
+    identity: Option<Vec<u8>>,
+    /// The columns of the `keys` table, if there is one.
+    keys_columns: Option<String>,
+}
+
+fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqlite::Error> {
+    let has_meta: bool = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'bloom_store_meta'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    let (version, identity) = if has_meta {
+        let get = |name: &str| -> Result<Option<rusqlite::types::Value>, rusqlite::Error> {
+            conn.query_row(
+                "SELECT value FROM bloom_store_meta WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()
+        };
+        let version = match get("schema")? {
+            Some(rusqlite::types::Value::Integer(v)) => Some(v),
+            _ => None,
+        };
+        let identity = match get("identity")? {
+            Some(rusqlite::types::Value::Blob(b)) => Some(b),
+            _ => None,
+        };
+        (version, identity)
+    } else {
+        (None, None)
+    };
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('keys') ORDER BY cid")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(SchemaState {
+        version,
+        identity,
+        keys_columns: (!columns.is_empty()).then(|| columns.join(",")),
     })
 }
 
@@ -65,76 +169,80 @@ impl SqliteStore {
     /// Opens (or creates) the database at `path`.
     ///
     /// # Errors
-    /// The SQLite error.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, rusqlite::Error> {
-        Self::init(Connection::open(path)?)
+    /// [`SqliteStoreError`]; a database of a newer schema or with a foreign `keys` table is
+    /// refused and left untouched.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, SqliteStoreError> {
+        let path = path.as_ref();
+        Self::init(Connection::open(path)?, Some(path.to_path_buf()))
     }
 
-    /// An in-memory database.
+    /// An in-memory database (one connection: scans and writes take turns).
     ///
     /// # Errors
-    /// The SQLite error.
-    pub fn open_in_memory() -> Result<Self, rusqlite::Error> {
-        Self::init(Connection::open_in_memory()?)
+    /// As [`SqliteStore::open`].
+    pub fn open_in_memory() -> Result<Self, SqliteStoreError> {
+        Self::init(Connection::open_in_memory()?, None)
     }
 
-    fn init(mut conn: Connection) -> Result<Self, rusqlite::Error> {
+    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self, SqliteStoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // journal_mode returns the resulting mode as a row.
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(
-            "CREATE TABLE IF NOT EXISTS bloom_store_meta (
-                 name TEXT PRIMARY KEY NOT NULL,
-                 value BLOB NOT NULL
-             ) WITHOUT ROWID;",
-        )?;
-        let existing: Option<Vec<u8>> = tx
-            .query_row(
-                "SELECT value FROM bloom_store_meta WHERE name = 'identity'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let identity = match existing {
-            Some(bytes) => StoreIdentity::from_bytes(blob16("store identity", &bytes)?),
-            None => {
-                let identity = history::new_identity()
-                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-                tx.execute(
-                    "INSERT INTO bloom_store_meta (name, value) VALUES ('identity', ?1)",
-                    params![identity.to_bytes().as_slice()],
-                )?;
-                identity
-            }
-        };
-        let has_keys: bool = tx
-            .query_row(
-                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'keys'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)?;
-        let has_history: bool = tx
-            .query_row(
-                "SELECT COUNT(*) FROM pragma_table_info('keys') WHERE name = 'history'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)?;
-        if !has_keys {
-            tx.execute_batch(&format!("CREATE TABLE keys {KEYS_COLUMNS};"))?;
-        } else if !has_history {
-            upgrade_from_unversioned(&tx, identity)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+            // journal_mode returns the resulting mode as a row. A read-only database keeps
+            // its mode (it is then not changed by this store either).
+            let _ = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0));
         }
-        tx.execute(
-            "INSERT OR REPLACE INTO bloom_store_meta (name, value) VALUES ('schema', ?1)",
-            params![SCHEMA_VERSION],
-        )?;
-        tx.commit()?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+
+        let state = read_schema_state(&conn)?;
+        check_schema(&state)?;
+        let current = state.version == Some(SCHEMA_VERSION)
+            && state.identity.is_some()
+            && state.keys_columns.as_deref() == Some("seq,key,history");
+        if !current {
+            // Something to create or upgrade: take the write lock, and look again under it
+            // (another process may have done it meanwhile).
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(read_only_or)?;
+            let state = read_schema_state(&tx)?;
+            check_schema(&state)?;
+            let unversioned = state.keys_columns.as_deref() == Some(UNVERSIONED_COLUMNS)
+                && state.version.is_none();
+            if unversioned {
+                tx.execute_batch("ALTER TABLE keys RENAME TO keys_unversioned;")?;
+            }
+            tx.execute_batch(SCHEMA)?;
+            let identity = match state.identity {
+                Some(bytes) => StoreIdentity::from_bytes(blob16("store identity", &bytes)?),
+                None => {
+                    let identity = history::new_identity()?;
+                    tx.execute(
+                        "INSERT INTO bloom_store_meta (name, value) VALUES ('identity', ?1)",
+                        params![identity.to_bytes().as_slice()],
+                    )?;
+                    identity
+                }
+            };
+            if unversioned {
+                upgrade_from_unversioned(&tx, identity)?;
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO bloom_store_meta (name, value) VALUES ('schema', ?1)",
+                params![SCHEMA_VERSION],
+            )?;
+            tx.commit()?;
+        }
+        let state = read_schema_state(&conn)?;
+        let identity = state.identity.ok_or_else(|| SqliteStoreError::Damaged {
+            what: "store identity",
+            detail: "missing".into(),
+        })?;
+        let identity = StoreIdentity::from_bytes(blob16("store identity", &identity)?);
         Ok(Self {
-            conn: Mutex::new(conn),
+            writer: Mutex::new(conn),
+            path,
+            readers: Mutex::new(Vec::new()),
             identity,
         })
     }
@@ -143,39 +251,104 @@ impl SqliteStore {
     ///
     /// # Errors
     /// The SQLite error.
-    pub fn key_count(&self) -> Result<u64, rusqlite::Error> {
-        self.lock()
-            .query_row("SELECT COUNT(*) FROM keys", [], |r| r.get::<_, i64>(0))
-            .map(|n| u64::try_from(n).unwrap_or(0))
+    pub fn key_count(&self) -> Result<u64, SqliteStoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .query_row("SELECT COUNT(*) FROM keys", [], |r| r.get::<_, i64>(0))
+                .map(|n| u64::try_from(n).unwrap_or(0))?)
+        })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    fn writer(&self) -> MutexGuard<'_, Connection> {
         // The connection holds no Rust-side state that a panic could leave half-updated.
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a read connection of its own (a file database), or on the one connection
+    /// (in memory).
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, SqliteStoreError>,
+    ) -> Result<T, SqliteStoreError> {
+        let Some(path) = &self.path else {
+            return f(&self.writer());
+        };
+        let pooled = self
+            .readers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | OpenFlags::SQLITE_OPEN_URI
+                        | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                conn.busy_timeout(std::time::Duration::from_secs(5))?;
+                conn
+            }
+        };
+        let result = f(&conn);
+        self.readers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(conn);
+        result
     }
 }
 
-/// Rebuilds a bloom-store 0.1 `keys` table (no history column) into `keys_v1` with the
-/// digests of its history, keeping every key's generation, then puts it in its place.
+/// A failure to take the write lock: on a read-only database, say that plainly.
+fn read_only_or(error: rusqlite::Error) -> SqliteStoreError {
+    match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ReadOnly) => SqliteStoreError::ReadOnly(error.to_string()),
+        _ => SqliteStoreError::Sqlite(error),
+    }
+}
+
+/// Refuses schemas this build must not touch.
+fn check_schema(state: &SchemaState) -> Result<(), SqliteStoreError> {
+    if let Some(found) = state.version
+        && found > SCHEMA_VERSION
+    {
+        return Err(SqliteStoreError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    match state.keys_columns.as_deref() {
+        None | Some("seq,key,history") => Ok(()),
+        Some(UNVERSIONED_COLUMNS) if state.version.is_none() => Ok(()),
+        Some(columns) => Err(SqliteStoreError::ForeignTable {
+            columns: columns.to_owned(),
+        }),
+    }
+}
+
+/// Copies a bloom-store 0.1 `keys` table (renamed `keys_unversioned`) into the new one with
+/// the digests of its history, keeping every key's generation, then drops it.
 fn upgrade_from_unversioned(
     tx: &rusqlite::Transaction<'_>,
     identity: StoreIdentity,
-) -> Result<(), rusqlite::Error> {
-    tx.execute_batch(&format!("CREATE TABLE keys_v1 {KEYS_COLUMNS};"))?;
+) -> Result<(), SqliteStoreError> {
     let mut digest = history::genesis(identity);
     {
-        let mut read = tx.prepare("SELECT seq, key FROM keys ORDER BY seq")?;
-        let mut write =
-            tx.prepare("INSERT INTO keys_v1 (seq, key, history) VALUES (?1, ?2, ?3)")?;
+        // CAST: a key stored as text by hand is still its bytes.
+        let mut read =
+            tx.prepare("SELECT seq, CAST(key AS BLOB) FROM keys_unversioned ORDER BY seq")?;
+        let mut write = tx.prepare("INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)")?;
         let mut rows = read.query([])?;
         while let Some(row) = rows.next()? {
             let seq: i64 = row.get(0)?;
-            let key = row.get_ref(1)?.as_blob()?;
+            let key = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
             digest = history::after_insert(digest, from_seq(seq), key);
             write.execute(params![seq, key, digest.to_bytes().as_slice()])?;
         }
     }
-    tx.execute_batch("DROP TABLE keys; ALTER TABLE keys_v1 RENAME TO keys;")
+    tx.execute_batch("DROP TABLE keys_unversioned;")?;
+    Ok(())
 }
 
 fn to_seq(generation: DatasetGeneration) -> i64 {
@@ -187,76 +360,82 @@ fn from_seq(seq: i64) -> DatasetGeneration {
 }
 
 /// The newest point of the history, in a connection or transaction.
-fn head_in(conn: &Connection, identity: StoreIdentity) -> Result<HistoryPoint, rusqlite::Error> {
-    let newest = conn
+fn head_in(conn: &Connection, identity: StoreIdentity) -> Result<HistoryPoint, SqliteStoreError> {
+    let newest: Option<(i64, Vec<u8>)> = conn
         .prepare_cached("SELECT seq, history FROM keys ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |row| {
-            let seq: i64 = row.get(0)?;
-            let digest = blob16("history digest", row.get_ref(1)?.as_blob()?)?;
-            Ok(HistoryPoint {
-                generation: from_seq(seq),
-                digest: HistoryDigest::from_bytes(digest),
-            })
-        })
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    Ok(newest.unwrap_or_else(|| HistoryPoint::genesis(identity)))
+    match newest {
+        None => Ok(HistoryPoint::genesis(identity)),
+        Some((seq, digest)) => Ok(HistoryPoint {
+            generation: from_seq(seq),
+            digest: HistoryDigest::from_bytes(blob16("history digest", &digest)?),
+        }),
+    }
 }
 
 impl PrimaryStore for SqliteStore {
-    type Error = rusqlite::Error;
+    type Error = SqliteStoreError;
 
-    fn identity(&self) -> Result<StoreIdentity, rusqlite::Error> {
+    fn identity(&self) -> Result<StoreIdentity, SqliteStoreError> {
         Ok(self.identity)
     }
 
-    fn contains(&self, key: &[u8]) -> Result<bool, rusqlite::Error> {
-        self.lock()
-            .prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?
-            .query_row(params![key], |_| Ok(()))
-            .optional()
-            .map(|row| row.is_some())
+    fn contains(&self, key: &[u8]) -> Result<bool, SqliteStoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?
+                .query_row(params![key], |_| Ok(()))
+                .optional()?
+                .is_some())
+        })
     }
 
-    fn head(&self) -> Result<HistoryPoint, rusqlite::Error> {
-        head_in(&self.lock(), self.identity)
+    fn head(&self) -> Result<HistoryPoint, SqliteStoreError> {
+        self.read(|conn| head_in(conn, self.identity))
     }
 
     fn history_at(
         &self,
         generation: DatasetGeneration,
-    ) -> Result<Option<HistoryDigest>, rusqlite::Error> {
+    ) -> Result<Option<HistoryDigest>, SqliteStoreError> {
         if generation == DatasetGeneration::ZERO {
             return Ok(Some(history::genesis(self.identity)));
         }
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached("SELECT history FROM keys WHERE seq = ?1")?;
-        stmt.query_row(params![to_seq(generation)], |row| {
-            blob16("history digest", row.get_ref(0)?.as_blob()?).map(HistoryDigest::from_bytes)
+        self.read(|conn| {
+            let digest: Option<Vec<u8>> = conn
+                .prepare_cached("SELECT history FROM keys WHERE seq = ?1")?
+                .query_row(params![to_seq(generation)], |row| row.get(0))
+                .optional()?;
+            digest
+                .map(|d| blob16("history digest", &d).map(HistoryDigest::from_bytes))
+                .transpose()
         })
-        .optional()
     }
 
     fn keys_since(
         &self,
         after: DatasetGeneration,
         visit: &mut dyn FnMut(&[u8]),
-    ) -> Result<DatasetGeneration, rusqlite::Error> {
-        let conn = self.lock();
-        let mut stmt =
-            conn.prepare_cached("SELECT seq, key FROM keys WHERE seq > ?1 ORDER BY seq")?;
-        let mut rows = stmt.query(params![to_seq(after)])?;
-        let mut reached = after;
-        while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
-            let key = row.get_ref(1)?.as_blob()?;
-            visit(key);
-            reached = reached.max(from_seq(seq));
-        }
-        Ok(reached)
+    ) -> Result<DatasetGeneration, SqliteStoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, CAST(key AS BLOB) FROM keys WHERE seq > ?1 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query(params![to_seq(after)])?;
+            let mut reached = after;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let key = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+                visit(key);
+                reached = reached.max(from_seq(seq));
+            }
+            Ok(reached)
+        })
     }
 
-    fn insert(&self, key: &[u8]) -> Result<bool, rusqlite::Error> {
-        let mut conn = self.lock();
+    fn insert(&self, key: &[u8]) -> Result<bool, SqliteStoreError> {
+        let mut conn = self.writer();
         // IMMEDIATE takes the write lock first, so the head read below is the head this
         // insert extends, even with other connections writing.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -269,10 +448,10 @@ impl PrimaryStore for SqliteStore {
             return Ok(false);
         }
         let head = head_in(&tx, self.identity)?;
-        let generation = head
-            .generation
-            .next()
-            .ok_or_else(|| rusqlite::Error::IntegralValueOutOfRange(0, i64::MAX))?;
+        let generation = head.generation.next().ok_or(SqliteStoreError::Damaged {
+            what: "generation",
+            detail: "at its maximum".into(),
+        })?;
         let digest = history::after_insert(head.digest, generation, key);
         tx.prepare_cached("INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)")?
             .execute(params![
@@ -282,5 +461,33 @@ impl PrimaryStore for SqliteStore {
             ])?;
         tx.commit()?;
         Ok(true)
+    }
+
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, SqliteStoreError> {
+        let mut conn = self.writer();
+        let recorded: Option<String> = conn
+            .query_row(
+                "SELECT CAST(value AS TEXT) FROM bloom_store_meta WHERE name = 'key_encoding'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(recorded) = recorded {
+            return Ok(recorded);
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(read_only_or)?;
+        tx.execute(
+            "INSERT OR IGNORE INTO bloom_store_meta (name, value) VALUES ('key_encoding', CAST(?1 AS BLOB))",
+            params![proposed],
+        )?;
+        let recorded: String = tx.query_row(
+            "SELECT CAST(value AS TEXT) FROM bloom_store_meta WHERE name = 'key_encoding'",
+            [],
+            |r| r.get(0),
+        )?;
+        tx.commit()?;
+        Ok(recorded)
     }
 }

@@ -99,3 +99,62 @@ fn debug_output_shows_the_state_but_never_the_salt() {
     assert!(!text.contains("73757065"), "{text}");
     assert!(text.len() < 1000, "{text}");
 }
+
+#[test]
+fn a_rebuild_after_a_bypass_is_sized_for_the_store() {
+    let h = support::Memory::new();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01), None).unwrap();
+    insert_all(&w, &keys(0..5_000));
+    drop(w);
+    // The snapshot is lost; the configured capacity is far below the store's size.
+    let (w, outcome) =
+        FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01), None).unwrap();
+    let OpenOutcome::Rebuilt { report, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(report.capacity >= 5_000, "{report:?}");
+    let m = w.metrics();
+    assert!(
+        !m.over_capacity && m.predicted_false_positive_rate < 0.01,
+        "{m:?}"
+    );
+}
+
+#[test]
+fn capacity_limited_survives_a_restart() {
+    let h = support::Memory::new();
+    let options = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(300);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    insert_all(&w, &keys(0..600));
+    assert!(w.rebuild().unwrap().capacity_limited);
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, _) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    let m = w.metrics();
+    assert!(m.capacity_limited && m.over_capacity, "{m:?}");
+}
+
+#[test]
+fn capacity_zero_is_refused_and_a_capped_rule_gets_the_bits_it_needs() {
+    let err = FilteredStore::open(
+        bloom_store::MemoryStore::new(),
+        FilterOptions::new(0, 0.01),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Options(OptionsError::Params(_))),
+        "{err:?}"
+    );
+    // sha256-split4 has at most 4 positions; at 1e-6 it needs more bits than the optimum.
+    let options =
+        FilterOptions::new(10_000, 1e-6).with_rule(bloom_core::PositionRule::Sha256Split4);
+    let (w, _) =
+        FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options, None).unwrap();
+    let m = w.metrics();
+    assert_eq!(m.hashes, 4);
+    let params = bloom_core::FilterParams::new(m.bits, m.hashes).unwrap();
+    let at_capacity = params.predicted_false_positive_rate(10_000);
+    assert!(at_capacity <= 1.01e-6, "{at_capacity}");
+}

@@ -186,3 +186,18 @@ fn temporary_files_of_a_killed_writer_are_removed_by_the_next_save() {
     }
     assert!(h.open().generation().unwrap().get() == 10);
 }
+
+#[test]
+fn a_new_salted_snapshot_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = support::Memory::new();
+    let options = options().with_salt(bloom_store::SaltPolicy::Random);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options, Some(h.snapshot())).unwrap();
+    w.save_snapshot(h.snapshot()).unwrap();
+    let mode = std::fs::metadata(h.snapshot())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+}

@@ -5,7 +5,7 @@ mod support;
 use bloom_core::KeyEncoding;
 use bloom_store::{
     BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, MemoryStore, Mode,
-    OpenOutcome, PrimaryStore, SaltPolicy, StoreError,
+    OpenOutcome, OptionsError, PrimaryStore, SaltPolicy, StoreError,
 };
 use support::{Harness, assert_every_committed_key_present, insert_all, keys, options};
 
@@ -117,11 +117,23 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
     // Valid snapshot, but other rules than configured.
     std::fs::write(h.snapshot(), &good).unwrap();
     let other_salt = bloom_core::Salt::new(b"other").unwrap();
-    for (other, expected) in [
-        (
-            options().with_encoding(KeyEncoding::Utf8),
-            "key encoding is nfc, configured utf8",
+    // Another encoding than the store's keys are in is refused outright.
+    let Err(err) = FilteredStore::open(
+        h.open(),
+        options().with_encoding(KeyEncoding::Utf8),
+        Some(h.snapshot()),
+    ) else {
+        panic!("another encoding was accepted");
+    };
+    assert!(
+        matches!(
+            &err,
+            StoreError::Options(OptionsError::EncodingMismatch { store, configured })
+                if store == "nfc v1" && configured == "utf8 v1"
         ),
+        "{err:?}"
+    );
+    for (other, expected) in [
         (
             options().with_rule(bloom_core::PositionRule::Sha256Split4),
             "position rule is sha256-double, configured sha256-split4",

@@ -1,0 +1,202 @@
+//! What an operator or a second program can get wrong around a store, and how it ends: a
+//! clear refusal or a correct answer, never a lost record or an overwritten database.
+
+mod support;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bloom_core::KeyEncoding;
+use bloom_format::WriteError;
+use bloom_store::{
+    DatasetGeneration, FilteredStore, Lookup, OpenOutcome, PrimaryStore, SnapshotRefresh,
+    SqliteStore, SqliteStoreError, StoreError,
+};
+use support::{Harness, assert_every_committed_key_present, insert_all, named, options};
+
+#[test]
+fn a_snapshot_path_naming_the_database_never_overwrites_it() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    insert_all(&w, &named("k", 0..100));
+    drop(w);
+    // The arguments mixed up: the database passed as the snapshot path.
+    let db = h.db().to_path_buf();
+    let (w, outcome) = FilteredStore::open_and_recover(h.open(), options(), Some(&db)).unwrap();
+    match &outcome {
+        OpenOutcome::Rebuilt {
+            snapshot: SnapshotRefresh::Failed(e),
+            ..
+        } => assert!(e.to_string().contains("not a bloom snapshot"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        w.save_snapshot(&db),
+        Err(StoreError::Write(WriteError::NotASnapshot { .. }))
+    ));
+    insert_all(&w, &named("after", 0..1));
+    drop(w);
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.key_count().unwrap(), 101);
+}
+
+#[test]
+fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
+    let h = support::Sqlite::new();
+    // Two processes' wrappers over one database: one writes, the other only saves.
+    let (writer, _) =
+        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (saver, _) =
+        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    insert_all(&writer, &named("by-writer", 0..50));
+    saver.save_snapshot(h.snapshot()).unwrap();
+    // And one key straight into the store, through `store()`.
+    writer.store().insert(b"straight-in").unwrap();
+    writer.save_snapshot(h.snapshot()).unwrap();
+    drop((writer, saver));
+    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(outcome, OpenOutcome::Trusted { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 51);
+}
+
+#[test]
+fn an_older_bloom_store_cannot_insert_silently_into_an_upgraded_database() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    insert_all(&w, &named("k", 0..3));
+    drop(w);
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    // What bloom-store 0.1 ran for every insert.
+    let err = conn
+        .execute(
+            "INSERT OR IGNORE INTO keys (key) VALUES (?1)",
+            [b"from-0.1".as_slice()],
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("bloom-store 0.2 or later"),
+        "{err}"
+    );
+    // Edits by hand fail too, instead of silently breaking the history.
+    for sql in [
+        "UPDATE keys SET key = x'00' WHERE seq = 1",
+        "DELETE FROM keys WHERE seq = 2",
+        "INSERT INTO keys (seq, key, history) VALUES (0, x'01', zeroblob(16))",
+        "INSERT INTO keys (seq, key, history) VALUES (9, x'02', x'00')",
+    ] {
+        assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
+    }
+    drop(conn);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    assert_eq!(assert_every_committed_key_present(&w), 3);
+}
+
+#[test]
+fn databases_this_build_must_not_touch_are_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    // Somebody else's `keys` table.
+    let foreign = dir.path().join("foreign.sqlite");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE keys (seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, owner TEXT, secret TEXT);
+         INSERT INTO keys (key, owner, secret) VALUES (x'61', 'alice', 's3cret');",
+    )
+    .unwrap();
+    drop(conn);
+    assert!(matches!(
+        SqliteStore::open(&foreign),
+        Err(SqliteStoreError::ForeignTable { .. })
+    ));
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    let secret: String = conn
+        .query_row("SELECT secret FROM keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(secret, "s3cret");
+    drop(conn);
+
+    // A database of a newer schema.
+    let h = support::Sqlite::new();
+    drop(h.open());
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    conn.execute(
+        "UPDATE bloom_store_meta SET value = 2 WHERE name = 'schema'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    assert!(matches!(
+        SqliteStore::open(h.db()),
+        Err(SqliteStoreError::NewerSchema {
+            found: 2,
+            supported: 1
+        })
+    ));
+}
+
+#[test]
+fn a_read_only_database_opens_and_answers() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    insert_all(&w, &named("k", 0..20));
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let uri = format!("file:{}?mode=ro", h.db().display());
+    let store = SqliteStore::open(&uri).unwrap();
+    let (w, outcome) = FilteredStore::open(store, options(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(outcome, OpenOutcome::Trusted { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 20);
+    assert!(matches!(w.insert("new"), Err(StoreError::Store(_))));
+}
+
+#[test]
+fn another_key_encoding_than_the_stores_is_refused() {
+    let h = support::Memory::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    w.insert("Foo").unwrap();
+    drop(w);
+    let lower = options().with_encoding(KeyEncoding::NfcTrimLowercase);
+    assert!(matches!(
+        FilteredStore::open(h.open(), lower, None),
+        Err(StoreError::Options(
+            bloom_store::OptionsError::EncodingMismatch { .. }
+        ))
+    ));
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    assert_eq!(w.contains("Foo").unwrap(), Lookup::Present);
+}
+
+/// A long scan (a rebuild, a catch-up) runs on its own connection: inserts and lookups go on
+/// while it runs. Checked by ordering, not timing: an insert made from inside the scan's
+/// callback must complete before the scan does.
+#[test]
+fn a_scan_does_not_hold_up_inserts() {
+    let h = support::Sqlite::new();
+    let store = std::sync::Arc::new(h.open());
+    for i in 0..100 {
+        store.insert(format!("k{i}").as_bytes()).unwrap();
+    }
+    let mut first = true;
+    let other = std::sync::Arc::clone(&store);
+    store
+        .keys_since(DatasetGeneration::ZERO, &mut |_| {
+            if std::mem::take(&mut first) {
+                let (tx, rx) = mpsc::channel();
+                let other = std::sync::Arc::clone(&other);
+                std::thread::spawn(move || {
+                    let inserted = other.insert(b"during-the-scan").unwrap();
+                    let found = other.contains(b"during-the-scan").unwrap();
+                    let _ = tx.send((inserted, found));
+                });
+                let done = rx.recv_timeout(Duration::from_secs(30));
+                assert_eq!(done, Ok((true, true)), "the insert waited for the scan");
+            }
+        })
+        .unwrap();
+    assert_eq!(store.generation().unwrap().get(), 101);
+}
