@@ -89,7 +89,7 @@ fn count_ones(bytes: &[u8]) -> u64 {
     let (words, rest) = bytes.as_chunks::<8>();
     let whole: u64 = words
         .iter()
-        .map(|w| u64::from(u64::from_ne_bytes(*w).count_ones()))
+        .map(|w| u64::from(u64::from_le_bytes(*w).count_ones()))
         .sum();
     whole + rest.iter().map(|b| u64::from(b.count_ones())).sum::<u64>()
 }
