@@ -10,7 +10,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt};
+use bloom_core::{
+    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+};
 use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
 use sha2::{Digest, Sha256};
 
@@ -114,6 +116,20 @@ fn params(bits: u64, hashes: u32) -> FilterParams {
     FilterParams::new(bits, hashes).expect("fixture parameters are valid")
 }
 
+/// A standard-layout `sha256-double` configuration: the rule every fixture of format
+/// version 1 used, named explicitly so that a change of default never changes a fixture.
+fn sha256(bits: u64, hashes: u32) -> FilterConfig {
+    FilterConfig::new(params(bits, hashes))
+        .with_rule(PositionRule::Sha256Double)
+        .expect("sha256-double takes any k")
+}
+
+fn with(layout: Layout, rule: PositionRule, bits: u64, hashes: u32) -> FilterConfig {
+    FilterConfig::new(FilterParams::with_layout(layout, bits, hashes).expect("valid"))
+        .with_rule(rule)
+        .expect("the rule works with the layout")
+}
+
 fn unicode_keys() -> Vec<String> {
     let mut keys: Vec<String> = [
         "",
@@ -150,21 +166,21 @@ fn fixtures() -> Vec<Fixture> {
         },
         Fixture {
             name: "unicode-nfc",
-            config: FilterConfig::new(params(2048, 7)).with_encoding(KeyEncoding::Nfc),
+            config: sha256(2048, 7).with_encoding(KeyEncoding::Nfc),
             generation: 14,
             store: None,
             keys: unicode_keys(),
         },
         Fixture {
             name: "unicode-utf8",
-            config: FilterConfig::new(params(2048, 7)).with_encoding(KeyEncoding::Utf8),
+            config: sha256(2048, 7).with_encoding(KeyEncoding::Utf8),
             generation: 14,
             store: None,
             keys: unicode_keys(),
         },
         Fixture {
             name: "salted-trim-lower",
-            config: FilterConfig::new(params(1000, 5))
+            config: sha256(1000, 5)
                 .with_encoding(KeyEncoding::NfcTrimLowercase)
                 .with_salt(Salt::new(b"golden-fixture-salt-v1").expect("short salt")),
             generation: 3,
@@ -181,7 +197,7 @@ fn fixtures() -> Vec<Fixture> {
         },
         Fixture {
             name: "large-k",
-            config: FilterConfig::new(params(65_537, 48)).with_encoding(KeyEncoding::Bytes),
+            config: sha256(65_537, 48).with_encoding(KeyEncoding::Bytes),
             generation: 1_000_000,
             store: None,
             keys: records(200),
@@ -198,13 +214,63 @@ fn fixtures() -> Vec<Fixture> {
         },
         Fixture {
             name: "store-bound",
-            config: FilterConfig::new(params(4096, 7)).with_encoding(KeyEncoding::Nfc),
+            config: sha256(4096, 7).with_encoding(KeyEncoding::Nfc),
             generation: 120,
             store: Some(StoreBinding::new(
                 StoreIdentity::from_bytes(*b"golden-store-id!"),
                 HistoryDigest::from_bytes(*b"history@gen-120!"),
             )),
             keys: records(120),
+        },
+        Fixture {
+            name: "xxh3-standard",
+            config: with(Layout::Standard, PositionRule::Xxh3_128, 3001, 7)
+                .with_encoding(KeyEncoding::Nfc),
+            generation: 200,
+            store: None,
+            keys: records(200),
+        },
+        Fixture {
+            name: "xxh3-blocked",
+            config: with(Layout::Blocked512, PositionRule::Xxh3_128, 4096, 6)
+                .with_encoding(KeyEncoding::Nfc),
+            generation: 300,
+            store: None,
+            keys: records(300),
+        },
+        Fixture {
+            name: "xxh3-blocked-salted-large-k",
+            config: with(Layout::Blocked512, PositionRule::Xxh3_128, 2048, 23)
+                .with_encoding(KeyEncoding::Utf8)
+                .with_salt(Salt::new(b"golden-fixture-salt-xxh3").expect("short salt")),
+            generation: 50,
+            store: None,
+            keys: unicode_keys(),
+        },
+        Fixture {
+            name: "sha256-blocked",
+            config: with(Layout::Blocked512, PositionRule::Sha256Double, 4096, 6)
+                .with_encoding(KeyEncoding::Bytes),
+            generation: 300,
+            store: None,
+            keys: records(300),
+        },
+        Fixture {
+            name: "sha256-blocked-salted",
+            config: with(Layout::Blocked512, PositionRule::Sha256Double, 1536, 9)
+                .with_encoding(KeyEncoding::NfcTrimLowercase)
+                .with_salt(Salt::new(b"golden-fixture-salt-v2").expect("short salt")),
+            generation: 7,
+            store: None,
+            keys: [
+                "  Record-1",
+                "RECORD-2 ",
+                "Straße",
+                "ÉCOLE",
+                "\u{3000}中文\u{3000}",
+            ]
+            .map(String::from)
+            .to_vec(),
         },
     ]
 }

@@ -2,8 +2,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, KeyHashing};
-use crate::bits::{self, AllocError, BitsError};
+use crate::batch::{
+    BitsMut, BitsRef, ContainsEach, KeyHashing, Prepare, prepare_encoded, prepare_text,
+};
+use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::FilterConfig;
 use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
 use crate::estimate;
@@ -24,7 +26,7 @@ pub struct AtomicBloomFilter {
     /// Set when a key outside ASCII went into a filter with foreign tables: copies then
     /// record no table version (see `BloomFilter`).
     tables_mixed: AtomicBool,
-    words: Box<[AtomicU64]>,
+    words: AlignedWords<AtomicU64>,
     items: AtomicU64,
 }
 
@@ -47,15 +49,11 @@ impl AtomicBloomFilter {
     /// [`AllocError`] when the bit array cannot be allocated.
     pub fn new(config: FilterConfig) -> Result<Self, AllocError> {
         let len = bits::word_len(config.bits())?;
-        let mut words = Vec::new();
-        words.try_reserve_exact(len).map_err(|_| AllocError {
-            bytes: config.params().byte_len(),
-        })?;
-        words.extend((0..len).map(|_| AtomicU64::new(0)));
-        Ok(Self::from_parts(config, words.into_boxed_slice(), 0))
+        let words = AlignedWords::zeroed(len, config.params().byte_len())?;
+        Ok(Self::from_parts(config, words, 0))
     }
 
-    fn from_parts(config: FilterConfig, words: Box<[AtomicU64]>, items: u64) -> Self {
+    fn from_parts(config: FilterConfig, words: AlignedWords<AtomicU64>, items: u64) -> Self {
         Self {
             hasher: config.hasher(),
             foreign_tables: config.has_foreign_tables(),
@@ -78,7 +76,7 @@ impl AtomicBloomFilter {
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<Self, E> {
         let words = bits::WordSink::<AtomicU64>::fill(config.bits(), fill)?;
-        Ok(Self::from_parts(config, words.into_boxed_slice(), items))
+        Ok(Self::from_parts(config, words, items))
     }
 
     /// Hands the byte image of the bit array to `each` in order, a few KiB at a time, reading
@@ -167,7 +165,21 @@ impl AtomicBloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let inserted = (&*self.words).insert_each(self.hashing(), keys.into_iter());
+        self.insert_batched(prepare_text, keys.into_iter())
+    }
+
+    /// Inserts every already-encoded key, a batch at a time, as
+    /// [`BloomFilter::insert_all_encoded`].
+    pub fn insert_all_encoded<I>(&self, keys: I) -> u64
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.insert_batched(prepare_encoded, keys.into_iter())
+    }
+
+    fn insert_batched<K>(&self, prepare: Prepare<K>, keys: impl Iterator<Item = K>) -> u64 {
+        let inserted = (&*self.words).insert_each(self.hashing(), prepare, keys);
         self.note_table_sensitive(inserted.table_sensitive);
         self.items.fetch_add(inserted.changed, Ordering::Relaxed);
         inserted.changed
@@ -211,6 +223,22 @@ impl AtomicBloomFilter {
         ContainsEach::new(
             BitsRef::Atomic(&self.words),
             self.hashing(),
+            prepare_text,
+            keys.into_iter(),
+        )
+    }
+
+    /// [`AtomicBloomFilter::contains_each`] for keys already encoded with this filter's
+    /// encoding.
+    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        ContainsEach::new(
+            BitsRef::Atomic(&self.words),
+            self.hashing(),
+            prepare_encoded,
             keys.into_iter(),
         )
     }
@@ -222,13 +250,10 @@ impl AtomicBloomFilter {
     /// # Errors
     /// [`AllocError`] when the copy cannot be allocated.
     pub fn to_filter(&self) -> Result<BloomFilter, AllocError> {
-        let mut words = Vec::new();
-        words
-            .try_reserve_exact(self.words.len())
-            .map_err(|_| AllocError {
-                bytes: self.config.params().byte_len(),
-            })?;
-        words.extend(self.words.iter().map(|w| w.load(Ordering::Acquire)));
+        let mut words = AlignedWords::zeroed(self.words.len(), self.config.params().byte_len())?;
+        for (copy, word) in words.iter_mut().zip(self.words.iter()) {
+            *copy = word.load(Ordering::Acquire);
+        }
         Ok(BloomFilter::from_words_unchecked(
             self.current_config(),
             words,
@@ -279,11 +304,16 @@ impl From<BloomFilter> for AtomicBloomFilter {
     fn from(filter: BloomFilter) -> Self {
         let items = filter.items_inserted();
         let config = filter.config().clone();
-        let words: Box<[AtomicU64]> = filter
-            .as_words()
-            .iter()
-            .map(|&w| AtomicU64::new(w))
-            .collect();
+        let mut words: AlignedWords<AtomicU64> =
+            AlignedWords::zeroed(filter.as_words().len(), config.params().byte_len())
+                .unwrap_or_else(|_| {
+                    let layout = std::alloc::Layout::array::<u64>(filter.as_words().len())
+                        .unwrap_or(std::alloc::Layout::new::<u64>());
+                    std::alloc::handle_alloc_error(layout)
+                });
+        for (atomic, &word) in words.iter_mut().zip(filter.as_words()) {
+            *atomic.get_mut() = word;
+        }
         Self::from_parts(config, words, items)
     }
 }

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
-use crate::encoding::KeyEncoding;
+use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::position::{KeyHash, PositionHasher};
 
 /// Keys hashed before any of their bits is touched.
@@ -36,12 +36,37 @@ pub(crate) struct HashBatch {
     len: usize,
 }
 
+/// Hashes one key of a batched call: the key's hash, and whether this build cannot answer
+/// for it exactly (see [`KeyHashing`]). One function per form the keys come in.
+pub(crate) type Prepare<K> = fn(&KeyHashing<'_>, &K) -> (KeyHash, bool);
+
+/// A text key: encoded by the filter's rule.
+pub(crate) fn prepare_text<K: AsRef<str>>(hashing: &KeyHashing<'_>, key: &K) -> (KeyHash, bool) {
+    let key = key.as_ref();
+    let sensitive = hashing.foreign_tables && !key.is_ascii();
+    (
+        hashing.hasher.hash(&hashing.encoding.encode_str(key)),
+        sensitive,
+    )
+}
+
+/// A key already encoded (by this build): hashed as it is; with foreign tables no answer
+/// for it is exact.
+pub(crate) fn prepare_encoded<K: AsRef<[u8]>>(
+    hashing: &KeyHashing<'_>,
+    key: &K,
+) -> (KeyHash, bool) {
+    let encoded = EncodedKey::from_encoded(key.as_ref());
+    (hashing.hasher.hash(&encoded), hashing.foreign_tables)
+}
+
 impl HashBatch {
     /// Replaces the batch with the hashes of the next keys, at most [`BATCH_KEYS`] of them.
     /// Returns how many keys were taken: 0 once `keys` is exhausted.
-    fn fill<K: AsRef<str>>(
+    fn fill<K>(
         &mut self,
         hashing: KeyHashing<'_>,
+        prepare: Prepare<K>,
         keys: &mut impl Iterator<Item = K>,
     ) -> usize {
         self.len = 0;
@@ -51,9 +76,7 @@ impl HashBatch {
             .zip(&mut self.table_sensitive)
             .zip(keys)
         {
-            let key = key.as_ref();
-            *sensitive = hashing.foreign_tables && !key.is_ascii();
-            *slot = hashing.hasher.hash(&hashing.encoding.encode_str(key));
+            (*slot, *sensitive) = prepare(&hashing, &key);
             self.len += 1;
         }
         self.len
@@ -94,6 +117,33 @@ impl BitsRef<'_> {
     /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
     #[inline]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        if let Some(block) = hasher.block_of(hash) {
+            let range = block.first_word..block.first_word + 8;
+            let mut all = true;
+            // One bounds check for the block; inside it, `word < 8` needs none.
+            match self {
+                Self::Plain(words) => {
+                    let Some(line) = words.get(range).and_then(|w| <&[u64; 8]>::try_from(w).ok())
+                    else {
+                        return false;
+                    };
+                    block.each_bit(|word, bit| all &= (line[word & 7] >> bit) & 1 != 0);
+                }
+                Self::Atomic(words) => {
+                    let Some(line) = words
+                        .get(range)
+                        .and_then(|w| <&[AtomicU64; 8]>::try_from(w).ok())
+                    else {
+                        return false;
+                    };
+                    // Acquire pairs with the Release of `fetch_or` in inserts.
+                    block.each_bit(|word, bit| {
+                        all &= (line[word & 7].load(Ordering::Acquire) >> bit) & 1 != 0;
+                    });
+                }
+            }
+            return all;
+        }
         let mut all = true;
         // One match per key, outside the loop over positions.
         match self {
@@ -135,9 +185,10 @@ pub(crate) trait BitsMut {
 
     /// Inserts every key, a batch at a time; returns how many keys changed a bit, exactly as
     /// many as single inserts in the same order would have.
-    fn insert_each<K: AsRef<str>>(
+    fn insert_each<K>(
         &mut self,
         hashing: KeyHashing<'_>,
+        prepare: Prepare<K>,
         keys: impl Iterator<Item = K>,
     ) -> Inserted {
         let hasher = hashing.hasher;
@@ -145,7 +196,7 @@ pub(crate) trait BitsMut {
         let mut batch = HashBatch::default();
         let mut present = [false; BATCH_KEYS];
         let mut inserted = Inserted::default();
-        while batch.fill(hashing, &mut keys) > 0 {
+        while batch.fill(hashing, prepare, &mut keys) > 0 {
             inserted.table_sensitive |= batch.table_sensitive().contains(&true);
             // Every probe of the batch first, as overlapping loads...
             for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
@@ -172,6 +223,20 @@ impl BitsMut for [u64] {
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
+        if let Some(block) = hasher.block_of(hash) {
+            let range = block.first_word..block.first_word + 8;
+            if let Some(line) = self
+                .get_mut(range)
+                .and_then(|w| <&mut [u64; 8]>::try_from(w).ok())
+            {
+                block.each_bit(|word, bit| {
+                    let w = &mut line[word & 7];
+                    changed |= (*w >> bit) & 1 == 0;
+                    *w |= 1 << bit;
+                });
+            }
+            return changed;
+        }
         hasher.each_position(hash, |position| {
             let (word, mask) = bits::locate(position);
             if let Some(w) = self.get_mut(word) {
@@ -191,6 +256,20 @@ impl BitsMut for &[AtomicU64] {
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
+        if let Some(block) = hasher.block_of(hash) {
+            let range = block.first_word..block.first_word + 8;
+            if let Some(line) = self
+                .get(range)
+                .and_then(|w| <&[AtomicU64; 8]>::try_from(w).ok())
+            {
+                block.each_bit(|word, bit| {
+                    let mask = 1 << bit;
+                    // Release pairs with the Acquire loads of readers and snapshots.
+                    changed |= line[word & 7].fetch_or(mask, Ordering::Release) & mask == 0;
+                });
+            }
+            return changed;
+        }
         hasher.each_position(hash, |position| {
             let (word, mask) = bits::locate(position);
             if let Some(w) = self.get(word) {
@@ -211,9 +290,10 @@ impl BitsMut for &[AtomicU64] {
 /// constant memory.
 #[derive(Clone)]
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
-pub struct ContainsEach<'a, I> {
+pub struct ContainsEach<'a, I: Iterator> {
     bits: BitsRef<'a>,
     hashing: KeyHashing<'a>,
+    prepare: Prepare<I::Item>,
     keys: I,
     batch: HashBatch,
     /// The answers for the keys of `batch`; those before `next` were returned.
@@ -221,11 +301,17 @@ pub struct ContainsEach<'a, I> {
     next: usize,
 }
 
-impl<'a, I> ContainsEach<'a, I> {
-    pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
+impl<'a, I: Iterator> ContainsEach<'a, I> {
+    pub(crate) fn new(
+        bits: BitsRef<'a>,
+        hashing: KeyHashing<'a>,
+        prepare: Prepare<I::Item>,
+        keys: I,
+    ) -> Self {
         Self {
             bits,
             hashing,
+            prepare,
             keys,
             batch: HashBatch::default(),
             answers: [false; BATCH_KEYS],
@@ -236,7 +322,7 @@ impl<'a, I> ContainsEach<'a, I> {
 
 /// Shows how many answers are buffered; never the bits, the keys' hashes or the hasher's
 /// salted state.
-impl<I> std::fmt::Debug for ContainsEach<'_, I> {
+impl<I: Iterator> std::fmt::Debug for ContainsEach<'_, I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
             .field("buffered", &(self.batch.hashes().len() - self.next))
@@ -244,16 +330,12 @@ impl<I> std::fmt::Debug for ContainsEach<'_, I> {
     }
 }
 
-impl<I> Iterator for ContainsEach<'_, I>
-where
-    I: Iterator,
-    I::Item: AsRef<str>,
-{
+impl<I: Iterator> Iterator for ContainsEach<'_, I> {
     type Item = bool;
 
     fn next(&mut self) -> Option<bool> {
         if self.next == self.batch.hashes().len() {
-            self.batch.fill(self.hashing, &mut self.keys);
+            self.batch.fill(self.hashing, self.prepare, &mut self.keys);
             self.next = 0;
             for ((answer, &hash), &sensitive) in self
                 .answers
@@ -283,9 +365,4 @@ where
     }
 }
 
-impl<I> std::iter::FusedIterator for ContainsEach<'_, I>
-where
-    I: std::iter::FusedIterator,
-    I::Item: AsRef<str>,
-{
-}
+impl<I: std::iter::FusedIterator> std::iter::FusedIterator for ContainsEach<'_, I> {}

@@ -19,12 +19,109 @@ pub(crate) fn word_len(bits: u64) -> Result<usize, AllocError> {
     })
 }
 
-/// A zeroed vector of `len` items, reporting allocation failure instead of aborting.
-pub(crate) fn try_zeroed<T: Clone>(len: usize, zero: T, bytes: u64) -> Result<Vec<T>, AllocError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| AllocError { bytes })?;
-    v.resize(len, zero);
-    Ok(v)
+/// Spare words allocated so that the array can start on a 64-byte boundary.
+const ALIGN_SPARE: usize = 7;
+
+/// The number of `W`s to skip from `ptr` to reach the next 64-byte boundary.
+fn align_offset<W>(ptr: *const W) -> usize {
+    let size = std::mem::size_of::<W>().max(1);
+    ((64 - ptr.addr() % 64) % 64) / size
+}
+
+/// A word array whose first word sits on a 64-byte boundary, so that each 512-bit block of
+/// the blocked layout is exactly one cache line (a plain `Vec` is only 16-byte aligned:
+/// a block would straddle two lines). It dereferences to the words.
+pub(crate) struct AlignedWords<W> {
+    buf: Vec<W>,
+    offset: usize,
+    len: usize,
+}
+
+impl<W: Word> AlignedWords<W> {
+    /// `len` zero words, reporting allocation failure instead of aborting.
+    pub(crate) fn zeroed(len: usize, bytes: u64) -> Result<Self, AllocError> {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len.saturating_add(ALIGN_SPARE))
+            .map_err(|_| AllocError { bytes })?;
+        let offset = align_offset(buf.as_ptr());
+        buf.extend((0..offset + len).map(|_| W::from_bits(0)));
+        Ok(Self { buf, offset, len })
+    }
+}
+
+impl AlignedWords<u64> {
+    /// A `bits`-bit array filled in place by `fill`, which receives the array's little-endian
+    /// byte image (`ceil(bits / 8)` bytes) to write: one copy, straight into the words.
+    pub(crate) fn filled_in_place<E: From<BitsError>>(
+        bits: u64,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let byte_len = bits.div_ceil(8);
+        let mut words = Self::zeroed(word_len(bits).map_err(BitsError::from)?, byte_len)
+            .map_err(BitsError::from)?;
+        let image: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
+        let used = usize::try_from(byte_len)
+            .map_err(|_| BitsError::from(AllocError { bytes: byte_len }))?;
+        let image = image.get_mut(..used).ok_or(BitsError::Length {
+            bits,
+            expected: byte_len,
+            found: 0,
+        })?;
+        fill(image)?;
+        let last = image.last().copied().unwrap_or(0);
+        let tail = bits % 8;
+        if tail != 0 && last >> tail != 0 {
+            return Err(BitsError::Padding { bits }.into());
+        }
+        // The image is little-endian; on a big-endian machine the words are swapped once.
+        for word in words.iter_mut() {
+            *word = u64::from_le(*word);
+        }
+        Ok(words)
+    }
+}
+
+impl<W> std::ops::Deref for AlignedWords<W> {
+    type Target = [W];
+
+    fn deref(&self) -> &[W] {
+        self.buf
+            .get(self.offset..self.offset + self.len)
+            .unwrap_or_default()
+    }
+}
+
+impl<W> std::ops::DerefMut for AlignedWords<W> {
+    fn deref_mut(&mut self) -> &mut [W] {
+        self.buf
+            .get_mut(self.offset..self.offset + self.len)
+            .unwrap_or_default()
+    }
+}
+
+/// Like `Vec::clone`, a failed allocation is handled as the global allocator handles it.
+impl Clone for AlignedWords<u64> {
+    fn clone(&self) -> Self {
+        let Ok(mut copy) = Self::zeroed(self.len, self.len as u64 * 8) else {
+            let layout = std::alloc::Layout::array::<u64>(self.len + ALIGN_SPARE)
+                .unwrap_or(std::alloc::Layout::new::<u64>());
+            std::alloc::handle_alloc_error(layout);
+        };
+        copy.copy_from_slice(self);
+        copy
+    }
+}
+
+impl PartialEq for AlignedWords<u64> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for AlignedWords<u64> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedWords({} words)", self.len)
+    }
 }
 
 /// Splits a bit position into (word index, mask).
@@ -43,14 +140,6 @@ pub(crate) fn words_to_bytes(words: impl Iterator<Item = u64>, byte_len: usize) 
     }
     out.truncate(byte_len);
     out
-}
-
-/// Mask of the valid bits in the last word for `bits` bits.
-pub(crate) fn last_word_mask(bits: u64) -> u64 {
-    match bits % 64 {
-        0 => u64::MAX,
-        r => (1u64 << r) - 1,
-    }
 }
 
 /// Errors from turning bytes into a bit array.
@@ -79,28 +168,11 @@ pub enum BitsError {
 }
 
 /// Parses the little-endian byte image of a `bits`-bit array into words.
-pub(crate) fn bytes_to_words(bytes: &[u8], bits: u64) -> Result<Vec<u64>, BitsError> {
-    let expected = bits.div_ceil(8);
-    if bytes.len() as u64 != expected {
-        return Err(BitsError::Length {
-            bits,
-            expected,
-            found: bytes.len() as u64,
-        });
-    }
-    let len = word_len(bits)?;
-    let mut words = try_zeroed(len, 0u64, expected)?;
-    for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
-        let mut buf = [0u8; 8];
-        buf[..chunk.len()].copy_from_slice(chunk);
-        *word = u64::from_le_bytes(buf);
-    }
-    if let Some(last) = words.last()
-        && last & !last_word_mask(bits) != 0
-    {
-        return Err(BitsError::Padding { bits });
-    }
-    Ok(words)
+pub(crate) fn bytes_to_words(bytes: &[u8], bits: u64) -> Result<AlignedWords<u64>, BitsError> {
+    WordSink::<u64>::fill(bits, |push| {
+        push(bytes);
+        Ok::<(), BitsError>(())
+    })
 }
 
 /// Bytes of the image converted at a time by [`for_each_byte_chunk`]: small enough for any
@@ -162,6 +234,10 @@ impl Word for std::sync::atomic::AtomicU64 {
 pub(crate) struct WordSink<W> {
     bits: u64,
     words: Vec<W>,
+    /// Leading padding words (for the 64-byte alignment), then the array's words.
+    offset: usize,
+    /// The array's length in words.
+    len: usize,
     /// Bytes of the word being assembled.
     partial: [u8; 8],
     partial_len: usize,
@@ -175,17 +251,23 @@ impl<W: Word> WordSink<W> {
     pub(crate) fn fill<E: From<BitsError>>(
         bits: u64,
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
-    ) -> Result<Vec<W>, E> {
+    ) -> Result<AlignedWords<W>, E> {
         let len = word_len(bits).map_err(BitsError::from)?;
         let mut words = Vec::new();
-        words.try_reserve_exact(len).map_err(|_| {
-            BitsError::from(AllocError {
-                bytes: bits.div_ceil(8),
-            })
-        })?;
+        words
+            .try_reserve_exact(len.saturating_add(ALIGN_SPARE))
+            .map_err(|_| {
+                BitsError::from(AllocError {
+                    bytes: bits.div_ceil(8),
+                })
+            })?;
+        let offset = align_offset(words.as_ptr());
+        words.extend((0..offset).map(|_| W::from_bits(0)));
         let mut sink = Self {
             bits,
             words,
+            offset,
+            len,
             partial: [0; 8],
             partial_len: 0,
             excess: 0,
@@ -195,20 +277,24 @@ impl<W: Word> WordSink<W> {
         Ok(sink.finish()?)
     }
 
+    /// Words of the array received so far.
+    fn received_words(&self) -> usize {
+        self.words.len() - self.offset
+    }
+
     fn push(&mut self, mut chunk: &[u8]) {
         if let Some(&last) = chunk.last() {
             self.last_byte = last;
         }
-        let capacity = self.words.capacity();
         while !chunk.is_empty() {
-            if self.words.len() == capacity {
+            if self.received_words() == self.len {
                 self.excess += chunk.len() as u64;
                 return;
             }
             if self.partial_len == 0 && chunk.len() >= 8 {
                 // Whole words straight from the chunk.
                 let (whole, rest) = chunk.as_chunks::<8>();
-                let room = capacity - self.words.len();
+                let room = self.len - self.received_words();
                 let take = whole.len().min(room);
                 self.words.extend(
                     whole
@@ -243,15 +329,15 @@ impl<W: Word> WordSink<W> {
         }
     }
 
-    fn finish(mut self) -> Result<Vec<W>, BitsError> {
+    fn finish(mut self) -> Result<AlignedWords<W>, BitsError> {
         let expected = self.bits.div_ceil(8);
-        let received = self.words.len() as u64 * 8 + self.partial_len as u64 + self.excess;
+        let received = self.received_words() as u64 * 8 + self.partial_len as u64 + self.excess;
         let complete = received == expected;
         if complete && self.partial_len > 0 {
             self.words
                 .push(W::from_bits(u64::from_le_bytes(self.partial)));
         }
-        if !complete || self.words.len() != self.words.capacity() {
+        if !complete || self.received_words() != self.len {
             return Err(BitsError::Length {
                 bits: self.bits,
                 expected,
@@ -263,7 +349,11 @@ impl<W: Word> WordSink<W> {
         if used != 0 && self.last_byte >> used != 0 {
             return Err(BitsError::Padding { bits: self.bits });
         }
-        Ok(self.words)
+        Ok(AlignedWords {
+            buf: self.words,
+            offset: self.offset,
+            len: self.len,
+        })
     }
 }
 
@@ -289,27 +379,29 @@ mod tests {
                 assert_eq!(*byte, expected, "bit {bit} byte {i}");
             }
             assert_eq!(bytes_to_words(&bytes, bits).unwrap()[w], mask);
+            assert_eq!(
+                bytes_to_words(&bytes, bits).unwrap().as_ptr().addr() % 64,
+                0
+            );
         }
     }
 
     #[test]
     fn padding_and_length_are_checked() {
-        assert_eq!(bytes_to_words(&[0; 2], 9), Ok(vec![0]));
+        assert_eq!(*bytes_to_words(&[0; 2], 9).unwrap(), [0]);
         assert_eq!(
-            bytes_to_words(&[0, 0b10], 9),
+            bytes_to_words(&[0, 0b10], 9).map(|w| w.to_vec()),
             Err(BitsError::Padding { bits: 9 })
         );
-        assert_eq!(bytes_to_words(&[0, 0b1], 9), Ok(vec![1 << 8]));
+        assert_eq!(*bytes_to_words(&[0, 0b1], 9).unwrap(), [1 << 8]);
         assert_eq!(
-            bytes_to_words(&[0; 3], 9),
+            bytes_to_words(&[0; 3], 9).map(|w| w.to_vec()),
             Err(BitsError::Length {
                 bits: 9,
                 expected: 2,
                 found: 3
             })
         );
-        assert_eq!(last_word_mask(64), u64::MAX);
-        assert_eq!(last_word_mask(65), 1);
     }
 
     fn sink(bits: u64, chunks: &[&[u8]]) -> Result<Vec<u64>, BitsError> {
@@ -319,6 +411,10 @@ mod tests {
             }
             Ok::<(), BitsError>(())
         })
+        .map(|words| {
+            assert_eq!(words.as_ptr().addr() % 64, 0, "aligned");
+            words.to_vec()
+        })
     }
 
     #[test]
@@ -327,7 +423,7 @@ mod tests {
         let bits = 21 * 8 - 3;
         let mut last_ok = bytes.clone();
         last_ok[20] &= 0b0001_1111;
-        let expected = bytes_to_words(&last_ok, bits).unwrap();
+        let expected = bytes_to_words(&last_ok, bits).unwrap().to_vec();
         for split in 0..=last_ok.len() {
             for split2 in split..=last_ok.len() {
                 let (a, rest) = last_ok.split_at(split);

@@ -25,6 +25,14 @@ pub enum ConfigError {
     /// The size parameters were invalid.
     #[error(transparent)]
     Params(#[from] ParamsError),
+    /// The rule does not work with the layout (`sha256-split4` is standard only).
+    #[error("position rule {rule} does not work with the {layout} layout")]
+    RuleLayout {
+        /// The rule.
+        rule: PositionRule,
+        /// The layout.
+        layout: crate::layout::Layout,
+    },
     /// The rule cannot produce that many positions per key.
     #[error("position rule {rule} supports at most {max} positions per key, got {found}")]
     TooManyHashesForRule {
@@ -41,17 +49,42 @@ pub enum ConfigError {
 }
 
 impl FilterConfig {
-    /// A configuration with the default rule ([`PositionRule::Sha256Double`]), the
-    /// [`KeyEncoding::Nfc`] encoding and no salt.
+    /// A configuration of `params` (with their layout) and the default rule
+    /// ([`PositionRule::Xxh3_128`], which works with every layout), the [`KeyEncoding::Nfc`]
+    /// encoding and no salt.
+    ///
+    /// For a new filter, [`FilterConfig::planned`] also picks the fastest layout. For keys an
+    /// adversary chooses, use [`PositionRule::Sha256Double`] with a secret [`Salt`].
     #[must_use]
     pub fn new(params: FilterParams) -> Self {
         Self {
             params,
-            rule: PositionRule::Sha256Double,
+            rule: PositionRule::default(),
             encoding: KeyEncoding::Nfc,
             tables: KeyEncoding::Nfc.build_tables(),
             salt: Salt::none(),
         }
+    }
+
+    /// The configuration of a new filter for `items` keys at false-positive rate `fpr`, with
+    /// the defaults measured fastest: the [`Layout::Blocked512`](crate::Layout::Blocked512)
+    /// layout (all of a key's bits in one cache line, about 3% more bits at 1%), the
+    /// `xxh3-128` rule, NFC keys, no salt.
+    ///
+    /// ```
+    /// let config = bloom_core::FilterConfig::planned(1_000_000, 0.01)?;
+    /// assert_eq!(config.layout(), bloom_core::Layout::Blocked512);
+    /// assert!(config.params().predicted_false_positive_rate(1_000_000) <= 0.01);
+    /// # Ok::<(), bloom_core::ParamsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`FilterParams::planned`].
+    pub fn planned(items: u64, fpr: f64) -> Result<Self, ParamsError> {
+        let rule = PositionRule::default();
+        let params =
+            FilterParams::planned(crate::Layout::Blocked512, items, fpr, rule.max_hashes())?;
+        Ok(Self::new(params))
     }
 
     /// The configuration of the reference article's teaching filter: 1024 bits, 4 positions,
@@ -72,6 +105,12 @@ impl FilterConfig {
     /// # Errors
     /// [`ConfigError::TooManyHashesForRule`] when `k` is above the rule's maximum.
     pub fn with_rule(mut self, rule: PositionRule) -> Result<Self, ConfigError> {
+        if !rule.supports(self.params.layout()) {
+            return Err(ConfigError::RuleLayout {
+                rule,
+                layout: self.params.layout(),
+            });
+        }
         if self.params.hashes() > rule.max_hashes() {
             return Err(ConfigError::TooManyHashesForRule {
                 rule,
@@ -150,6 +189,12 @@ impl FilterConfig {
         self.params.hashes()
     }
 
+    /// The layout.
+    #[must_use]
+    pub const fn layout(&self) -> crate::layout::Layout {
+        self.params.layout()
+    }
+
     /// The position rule.
     #[must_use]
     pub const fn rule(&self) -> PositionRule {
@@ -205,12 +250,20 @@ impl FilterConfig {
     }
 
     pub(crate) fn hasher(&self) -> PositionHasher {
-        PositionHasher::new(self.rule, self.bits(), self.hashes(), &self.salt)
+        PositionHasher::new(
+            self.rule,
+            self.params.layout(),
+            self.bits(),
+            self.hashes(),
+            &self.salt,
+        )
     }
 
     /// The first difference that makes two configurations incompatible, if any.
     pub(crate) fn mismatch(&self, other: &Self) -> Option<Mismatch> {
-        if self.bits() != other.bits() {
+        if self.params.layout() != other.params.layout() {
+            Some(Mismatch::Layout)
+        } else if self.bits() != other.bits() {
             Some(Mismatch::Bits)
         } else if self.hashes() != other.hashes() {
             Some(Mismatch::Hashes)
@@ -230,6 +283,8 @@ impl FilterConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Mismatch {
+    /// Different layouts.
+    Layout,
     /// Different bit counts.
     Bits,
     /// Different positions per key.
@@ -245,6 +300,7 @@ pub enum Mismatch {
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Self::Layout => "layout",
             Self::Bits => "bit count (m)",
             Self::Hashes => "positions per key (k)",
             Self::Rule => "position rule",

@@ -205,14 +205,21 @@ impl KeyEncoding {
     }
 
     /// Applies the rule to a text key. Borrows when the rule leaves the key unchanged.
+    ///
+    /// An ASCII key costs a scan for non-ASCII bytes and nothing more: it is already in NFC,
+    /// and its trimming and lowercasing need no Unicode tables.
     #[must_use]
+    #[inline]
     pub fn encode_str(self, key: &str) -> EncodedKey<'_> {
         EncodedKey(match self {
             Self::Bytes | Self::Utf8 => Cow::Borrowed(key.as_bytes()),
+            // Every ASCII string is in NFC already.
+            Self::Nfc if is_ascii(key.as_bytes()) => Cow::Borrowed(key.as_bytes()),
             Self::Nfc => match nfc(key) {
                 Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
                 Cow::Owned(s) => Cow::Owned(s.into_bytes()),
             },
+            Self::NfcTrimLowercase if is_ascii(key.as_bytes()) => ascii_trim_lower(key),
             Self::NfcTrimLowercase => {
                 let normalized = nfc(key);
                 let lowered = normalized.trim().to_lowercase();
@@ -240,11 +247,60 @@ impl KeyEncoding {
     }
 }
 
+/// Whether `bytes` are all ASCII: a word at a time, with no alignment prologue (keys are
+/// short, and `[u8]::is_ascii` spends more on aligning than on testing them).
+#[inline(always)]
+pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
+    let (words, tail) = bytes.as_chunks::<8>();
+    let high = words
+        .iter()
+        .fold(0u64, |acc, w| acc | u64::from_le_bytes(*w));
+    let tail = tail.iter().fold(0u8, |acc, b| acc | b);
+    high & 0x8080_8080_8080_8080 == 0 && tail < 0x80
+}
+
+#[inline]
 fn nfc(key: &str) -> Cow<'_, str> {
+    if is_ascii(key.as_bytes()) {
+        // Every ASCII string is in NFC (no ASCII character decomposes or composes).
+        return Cow::Borrowed(key);
+    }
     match is_nfc_quick(key.chars()) {
         IsNormalized::Yes => Cow::Borrowed(key),
         IsNormalized::No | IsNormalized::Maybe => Cow::Owned(key.nfc().collect()),
     }
+}
+
+/// `nfc-trim-lower` of an ASCII key: exactly what the general path gives it (ASCII is in
+/// NFC; the ASCII characters with the `White_Space` property are TAB, LF, VT, FF, CR and
+/// SPACE; ASCII lowercasing is the full mapping restricted to ASCII), without the tables.
+fn ascii_trim_lower(key: &str) -> Cow<'_, [u8]> {
+    let trimmed = trim_ascii_white_space(key.as_bytes());
+    if trimmed.iter().any(u8::is_ascii_uppercase) {
+        Cow::Owned(trimmed.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(trimmed)
+    }
+}
+
+/// Removes leading and trailing ASCII `White_Space` (VT included, which `trim_ascii` keeps).
+fn trim_ascii_white_space(mut bytes: &[u8]) -> &[u8] {
+    let space = |b: &u8| matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ');
+    while let [first, rest @ ..] = bytes {
+        if space(first) {
+            bytes = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = bytes {
+        if space(last) {
+            bytes = rest;
+        } else {
+            break;
+        }
+    }
+    bytes
 }
 
 impl fmt::Display for KeyEncoding {
@@ -374,6 +430,65 @@ mod tests {
             lower.casing,
             Some(UnicodeVersion::new(major, minor, update))
         );
+    }
+
+    /// The ASCII fast path gives exactly the bytes of the general path, for every ASCII
+    /// character at both ends and inside.
+    #[test]
+    fn the_ascii_fast_path_equals_the_general_rule() {
+        let general = |key: &str| {
+            let normalized = nfc_slow(key);
+            let lowered = normalized.trim().to_lowercase();
+            nfc_slow(&lowered).into_bytes()
+        };
+        for c in 0u8..128 {
+            let c = char::from(c);
+            for key in [
+                format!("{c}"),
+                format!("{c}Key{c}"),
+                format!("  {c}MiXeD {c} case\t"),
+                format!("{c}{c}"),
+            ] {
+                assert!(key.is_ascii());
+                assert_eq!(
+                    KeyEncoding::NfcTrimLowercase.encode_str(&key).as_bytes(),
+                    general(&key).as_slice(),
+                    "{key:?}"
+                );
+                assert_eq!(
+                    KeyEncoding::Nfc.encode_str(&key).as_bytes(),
+                    nfc_slow(&key).as_bytes()
+                );
+            }
+        }
+        // Borrowed when nothing changes.
+        assert!(matches!(
+            KeyEncoding::NfcTrimLowercase.encode_str("plain").0,
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            KeyEncoding::Nfc.encode_str("plain").0,
+            Cow::Borrowed(_)
+        ));
+    }
+
+    fn nfc_slow(key: &str) -> String {
+        key.nfc().collect()
+    }
+
+    #[test]
+    fn the_ascii_test_agrees_with_the_standard_library() {
+        let mut data: Vec<u8> = (0..=127).collect();
+        for len in 0..data.len() {
+            assert!(is_ascii(&data[..len]));
+        }
+        for at in 0..40 {
+            data[at] |= 0x80;
+            for len in 0..=data.len() {
+                assert_eq!(is_ascii(&data[..len]), data[..len].is_ascii(), "{at} {len}");
+            }
+            data[at] &= 0x7f;
+        }
     }
 
     #[test]

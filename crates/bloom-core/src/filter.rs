@@ -1,7 +1,9 @@
 //! [`BloomFilter`]: the single-owner filter.
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, KeyHashing};
-use crate::bits::{self, AllocError, BitsError};
+use crate::batch::{
+    BitsMut, BitsRef, ContainsEach, KeyHashing, Prepare, prepare_encoded, prepare_text,
+};
+use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
 use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
 use crate::estimate;
@@ -20,7 +22,7 @@ pub struct BloomFilter {
     hasher: PositionHasher,
     /// `config.has_foreign_tables()`, kept at hand for every lookup.
     foreign_tables: bool,
-    words: Vec<u64>,
+    words: AlignedWords<u64>,
     items: u64,
 }
 
@@ -40,7 +42,7 @@ impl BloomFilter {
     /// never an abort.
     pub fn new(config: FilterConfig) -> Result<Self, AllocError> {
         let len = bits::word_len(config.bits())?;
-        let words = bits::try_zeroed(len, 0u64, config.params().byte_len())?;
+        let words = AlignedWords::zeroed(len, config.params().byte_len())?;
         Ok(Self::from_words_unchecked(config, words, 0))
     }
 
@@ -55,7 +57,11 @@ impl BloomFilter {
         Ok(Self::from_words_unchecked(config, words, items))
     }
 
-    pub(crate) fn from_words_unchecked(config: FilterConfig, words: Vec<u64>, items: u64) -> Self {
+    pub(crate) fn from_words_unchecked(
+        config: FilterConfig,
+        words: AlignedWords<u64>,
+        items: u64,
+    ) -> Self {
         Self {
             hasher: config.hasher(),
             foreign_tables: config.has_foreign_tables(),
@@ -135,12 +141,26 @@ impl BloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        self.insert_batched(prepare_text, keys.into_iter())
+    }
+
+    /// Inserts every key that is already encoded with this filter's encoding (such as keys
+    /// read back from a primary store), a batch at a time; returns how many changed a bit.
+    pub fn insert_all_encoded<I>(&mut self, keys: I) -> u64
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.insert_batched(prepare_encoded, keys.into_iter())
+    }
+
+    fn insert_batched<K>(&mut self, prepare: Prepare<K>, keys: impl Iterator<Item = K>) -> u64 {
         let hashing = KeyHashing {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
         };
-        let inserted = self.words.insert_each(hashing, keys.into_iter());
+        let inserted = self.words.insert_each(hashing, prepare, keys);
         if inserted.table_sensitive {
             self.mark_tables_mixed();
         }
@@ -200,6 +220,21 @@ impl BloomFilter {
         ContainsEach::new(
             BitsRef::Plain(&self.words),
             self.hashing(),
+            prepare_text,
+            keys.into_iter(),
+        )
+    }
+
+    /// [`BloomFilter::contains_each`] for keys already encoded with this filter's encoding.
+    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        ContainsEach::new(
+            BitsRef::Plain(&self.words),
+            self.hashing(),
+            prepare_encoded,
             keys.into_iter(),
         )
     }
@@ -242,7 +277,7 @@ impl BloomFilter {
         if self.config.tables() != other.config.tables() {
             self.mark_tables_mixed();
         }
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
+        for (a, b) in self.words.iter_mut().zip(other.words.iter()) {
             *a = op(*a, *b);
         }
         let estimate = self.estimated_items().round() as u64;
@@ -339,6 +374,23 @@ impl BloomFilter {
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<Self, E> {
         let words = bits::WordSink::<u64>::fill(config.bits(), fill)?;
+        Ok(Self::from_words_unchecked(config, words, items))
+    }
+
+    /// A filter whose bit array `fill` writes in place: it receives the array's byte image,
+    /// `ceil(m / 8)` bytes, to fill with the snapshot payload (typically
+    /// `bloom_format::SnapshotReader::read_payload_into`). Loading makes one copy, from the
+    /// source straight into the filter's words, with no buffer in between.
+    ///
+    /// # Errors
+    /// The error `fill` returns, or [`BitsError`] (converted into `E`) when the array cannot
+    /// be allocated or its padding bits are set.
+    pub fn from_payload_in_place<E: From<BitsError>>(
+        config: FilterConfig,
+        items: u64,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let words = AlignedWords::filled_in_place(config.bits(), fill)?;
         Ok(Self::from_words_unchecked(config, words, items))
     }
 }

@@ -3,6 +3,8 @@
 
 use std::f64::consts::LN_2;
 
+use crate::layout::Layout;
+
 /// The largest bit count a filter may have: 2^43 bits, a 1 TiB bit array.
 ///
 /// Every index computation is done in `u64` (and `u128` for the range reduction), so the
@@ -16,14 +18,16 @@ pub const MAX_BITS: u64 = 1 << 43;
 /// larger k only costs time.
 pub const MAX_HASHES: u32 = 64;
 
-/// A validated pair of bit count `m` and positions per key `k`.
+/// A validated bit count `m`, positions per key `k`, and the [`Layout`] they are planned for.
 ///
-/// Build one with [`FilterParams::for_false_positive_rate`], [`FilterParams::for_bits_per_key`]
-/// or [`FilterParams::new`].
+/// Build one with [`FilterParams::for_false_positive_rate`] (standard layout),
+/// [`FilterParams::planned`] (any layout), [`FilterParams::for_bits_per_key`] or
+/// [`FilterParams::new`] / [`FilterParams::with_layout`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FilterParams {
     bits: u64,
     hashes: u32,
+    layout: Layout,
 }
 
 /// Why a set of parameters was refused.
@@ -59,6 +63,18 @@ pub enum ParamsError {
         /// The largest `k` accepted.
         max: u32,
     },
+    /// `m` is not a whole number of the layout's blocks.
+    #[error(
+        "{bits} bits (m) are not a multiple of {granule}, the block size of the {layout} layout"
+    )]
+    NotWholeBlocks {
+        /// The requested `m`.
+        bits: u64,
+        /// The block size.
+        granule: u64,
+        /// The layout.
+        layout: Layout,
+    },
     /// `m` was above [`MAX_BITS`].
     #[error(
         "{found} bits (m) exceed the maximum of {max}; lower the item count or raise the false-positive rate"
@@ -78,6 +94,15 @@ impl FilterParams {
     /// [`ParamsError::ZeroBits`], [`ParamsError::ZeroHashes`], [`ParamsError::TooManyBits`]
     /// or [`ParamsError::TooManyHashes`].
     pub fn new(bits: u64, hashes: u32) -> Result<Self, ParamsError> {
+        Self::with_layout(Layout::Standard, bits, hashes)
+    }
+
+    /// Explicit parameters for a layout: `bits` (m, a whole number of the layout's blocks)
+    /// and `hashes` (k).
+    ///
+    /// # Errors
+    /// As [`FilterParams::new`], and [`ParamsError::NotWholeBlocks`].
+    pub fn with_layout(layout: Layout, bits: u64, hashes: u32) -> Result<Self, ParamsError> {
         if bits == 0 {
             return Err(ParamsError::ZeroBits);
         }
@@ -96,7 +121,62 @@ impl FilterParams {
                 max: MAX_HASHES,
             });
         }
-        Ok(Self { bits, hashes })
+        if !bits.is_multiple_of(layout.granule()) {
+            return Err(ParamsError::NotWholeBlocks {
+                bits,
+                granule: layout.granule(),
+                layout,
+            });
+        }
+        Ok(Self {
+            bits,
+            hashes,
+            layout,
+        })
+    }
+
+    /// Plans for `items` keys at a target false-positive rate `fpr` in `layout`, with at
+    /// most `max_hashes` positions per key: the fewest bits (rounded up to whole blocks) for
+    /// which the layout's formula ([`Layout::false_positive_rate`]) gives at most `fpr`, and
+    /// the `k` that achieves it.
+    ///
+    /// For the standard layout and `max_hashes` at least the optimum this is
+    /// [`FilterParams::for_false_positive_rate`].
+    ///
+    /// # Errors
+    /// As [`FilterParams::for_false_positive_rate`].
+    pub fn planned(
+        layout: Layout,
+        items: u64,
+        fpr: f64,
+        max_hashes: u32,
+    ) -> Result<Self, ParamsError> {
+        if items == 0 {
+            return Err(ParamsError::ZeroItems);
+        }
+        if !(fpr > 0.0 && fpr < 1.0) {
+            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
+        }
+        let max_hashes = max_hashes.clamp(1, MAX_HASHES);
+        let (per_key, hashes) = layout.plan(fpr, max_hashes);
+        if layout == Layout::Standard && hashes == optimal_hashes_for(per_key) {
+            return Self::for_false_positive_rate(items, fpr);
+        }
+        let granule = layout.granule() as f64;
+        let bits = ((items as f64 * per_key) / granule).ceil() * granule;
+        let requested = if bits.is_finite() {
+            bits.max(granule) as u128
+        } else {
+            u128::MAX
+        };
+        let bits = u64::try_from(requested)
+            .ok()
+            .filter(|&b| b <= MAX_BITS)
+            .ok_or(ParamsError::TooManyBits {
+                found: requested,
+                max: MAX_BITS,
+            })?;
+        Self::with_layout(layout, bits, hashes)
     }
 
     /// Plans for `items` keys at a target false-positive rate `fpr`:
@@ -166,6 +246,12 @@ impl FilterParams {
         self.hashes
     }
 
+    /// The layout the parameters are for.
+    #[must_use]
+    pub const fn layout(&self) -> Layout {
+        self.layout
+    }
+
     /// The size of the bit array in bytes, `ceil(m / 8)`.
     #[must_use]
     pub const fn byte_len(&self) -> u64 {
@@ -178,17 +264,22 @@ impl FilterParams {
         self.bits as f64 / items.max(1) as f64
     }
 
-    /// The predicted false-positive rate after `items` distinct keys, by the standard
-    /// approximation `(1 - e^(-k n / m))^k` (Bloom 1970, as derived in Broder and
-    /// Mitzenmacher 2004). It assumes independent, uniform positions; for the filter sizes
-    /// this crate is built for, the exact expression (Bose et al. 2008) differs from it by far
-    /// less than the sampling error of any measurement.
+    /// The predicted false-positive rate after `items` distinct keys, by the layout's
+    /// formula ([`Layout::false_positive_rate`]): for the standard layout the approximation
+    /// `(1 - e^(-k n / m))^k` (Bloom 1970, as derived in Broder and Mitzenmacher 2004). It
+    /// assumes independent, uniform positions; for the filter sizes this crate is built for,
+    /// the exact expression (Bose et al. 2008) differs from it by far less than the sampling
+    /// error of any measurement.
     #[must_use]
     pub fn predicted_false_positive_rate(&self, items: u64) -> f64 {
-        let k = f64::from(self.hashes);
-        let exponent = -k * items as f64 / self.bits as f64;
-        (-exponent.exp_m1()).powf(k)
+        self.layout
+            .false_positive_rate(self.bits, self.hashes, items)
     }
+}
+
+/// The `k` the closed-form plan gives for `per_key` bits per key.
+fn optimal_hashes_for(per_key: f64) -> u32 {
+    (per_key * LN_2).round().clamp(1.0, f64::from(MAX_HASHES)) as u32
 }
 
 /// `k = round((m / n) ln 2)`, clamped to `1..=MAX_HASHES`.
@@ -287,5 +378,36 @@ mod tests {
         let expected = (1.0 - (-4.0_f64 * 81.0 / 1024.0).exp()).powi(4);
         assert!((p.predicted_false_positive_rate(81) - expected).abs() < 1e-15);
         assert!(p.predicted_false_positive_rate(0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn blocked_plans_are_whole_blocks_that_meet_the_target() {
+        for (items, fpr) in [(1_000_000u64, 0.01), (100_000, 0.001), (10, 0.5), (1, 1e-9)] {
+            let p = FilterParams::planned(Layout::Blocked512, items, fpr, MAX_HASHES).unwrap();
+            assert_eq!(p.layout(), Layout::Blocked512);
+            assert_eq!(p.bits() % 512, 0);
+            assert!(
+                p.predicted_false_positive_rate(items) <= fpr * 1.0001,
+                "{items} {fpr} {p:?}"
+            );
+        }
+        let standard =
+            FilterParams::planned(Layout::Standard, 1_000_000, 0.01, MAX_HASHES).unwrap();
+        assert_eq!(
+            standard,
+            FilterParams::for_false_positive_rate(1_000_000, 0.01).unwrap()
+        );
+        // A capped k plans the bits the cap needs.
+        let capped = FilterParams::planned(Layout::Standard, 10_000, 1e-6, 4).unwrap();
+        assert_eq!(capped.hashes(), 4);
+        assert!(capped.predicted_false_positive_rate(10_000) <= 1.0001e-6);
+        assert_eq!(
+            FilterParams::with_layout(Layout::Blocked512, 1000, 3),
+            Err(ParamsError::NotWholeBlocks {
+                bits: 1000,
+                granule: 512,
+                layout: Layout::Blocked512
+            })
+        );
     }
 }

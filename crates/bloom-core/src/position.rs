@@ -10,22 +10,31 @@ use std::str::FromStr;
 use bloom_format::PositionRuleId;
 
 use crate::encoding::{EncodedKey, UnknownNameError};
+use crate::layout::{BLOCK_BITS, Layout};
 use crate::params::MAX_HASHES;
 
-/// How the SHA-256 digest of a key is turned into bit positions.
+/// How a key's encoded bytes become a hash, and the hash bit positions.
 ///
-/// The numeric ids are part of the snapshot format and never change or get reused.
+/// A rule computes a hash of the key; the filter's [`Layout`] says how the hash becomes
+/// positions (see [`Layout`]). The numeric ids are part of the snapshot format and never
+/// change or get reused.
+///
+/// **Chosen keys.** Without a salt, anyone can compute where a key lands under any rule and
+/// pick keys that fill the filter (raising its false-positive rate; never causing a wrong
+/// "absent"). Against keys an adversary picks, use [`PositionRule::Sha256Double`] with a
+/// secret [`Salt`]. `xxh3-128` is fast and stable, but xxHash documents seed-independent
+/// collisions, so a salt does not protect it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum PositionRule {
-    /// The teaching rule of the reference article (id 1). The digest is split into four 8-byte
-    /// big-endian words `w0..w3`; position `i` is `w_i mod m`. At most 4 positions.
+    /// The teaching rule of the reference article (id 1). The SHA-256 digest is split into
+    /// four 8-byte big-endian words `w0..w3`; position `i` is `w_i mod m`. At most 4
+    /// positions, standard layout only.
     Sha256Split4,
-    /// The default rule (id 2), for any `k` up to [`MAX_HASHES`]: enhanced double hashing
-    /// (Kirsch–Mitzenmacher, Dillinger–Manolios) over two 64-bit words of the digest.
-    ///
-    /// With `h1` = bytes `0..8` and `h2` = bytes `8..16` of the digest, each read as a
-    /// little-endian `u64`, and all additions wrapping modulo 2^64:
+    /// SHA-256 (id 2), for any `k` up to [`MAX_HASHES`]: `h1` = bytes `0..8` and `h2` =
+    /// bytes `8..16` of the digest, each read as a little-endian `u64`, then the layout's
+    /// mapping. In the standard layout that is enhanced double hashing (Kirsch–Mitzenmacher,
+    /// Dillinger–Manolios), with all additions wrapping modulo 2^64:
     ///
     /// ```text
     /// a = h1; b = h2
@@ -37,16 +46,24 @@ pub enum PositionRule {
     ///
     /// so `a_i = h1 + i*h2 + (i^3 - i)/6`. The range reduction is a 128-bit multiply-shift
     /// (Lemire), which uses the full 64-bit value and never overflows for any `m` below 2^64.
-    #[default]
+    /// With a secret salt this is the rule for keys an adversary picks.
     Sha256Double,
+    /// XXH3-128 of xxHash 0.8 (id 3), for any `k` up to [`MAX_HASHES`]: `h1` and `h2` are
+    /// the low and high 64 bits of the 128-bit hash (seed 0; with a salt, the seed is the
+    /// first 8 bytes, little-endian, of the salted SHA-256 of the empty key), then the
+    /// layout's mapping. The xxHash 0.8 output is specified and the same on every platform
+    /// and release; it is several times faster than SHA-256, and not a defence against chosen
+    /// keys.
+    #[default]
+    Xxh3_128,
 }
 
 impl PositionRule {
     /// Every rule, in id order.
-    pub const ALL: [Self; 2] = [Self::Sha256Split4, Self::Sha256Double];
+    pub const ALL: [Self; 3] = [Self::Sha256Split4, Self::Sha256Double, Self::Xxh3_128];
 
     /// The names accepted by [`PositionRule::from_str`].
-    pub const NAMES: &'static str = "sha256-split4, sha256-double";
+    pub const NAMES: &'static str = "sha256-split4, sha256-double, xxh3-128";
 
     /// The stable identifier written into snapshots (its number is in `bloom-format`'s
     /// append-only table).
@@ -55,6 +72,7 @@ impl PositionRule {
         match self {
             Self::Sha256Split4 => PositionRuleId::Sha256Split4,
             Self::Sha256Double => PositionRuleId::Sha256Double,
+            Self::Xxh3_128 => PositionRuleId::Xxh3_128,
         }
     }
 
@@ -64,6 +82,7 @@ impl PositionRule {
         match id {
             PositionRuleId::Sha256Split4 => Some(Self::Sha256Split4),
             PositionRuleId::Sha256Double => Some(Self::Sha256Double),
+            PositionRuleId::Xxh3_128 => Some(Self::Xxh3_128),
             _ => None,
         }
     }
@@ -79,8 +98,14 @@ impl PositionRule {
     pub const fn max_hashes(self) -> u32 {
         match self {
             Self::Sha256Split4 => 4,
-            Self::Sha256Double => MAX_HASHES,
+            Self::Sha256Double | Self::Xxh3_128 => MAX_HASHES,
         }
+    }
+
+    /// Whether the rule works with `layout` (`sha256-split4` only with the standard one).
+    #[must_use]
+    pub const fn supports(self, layout: Layout) -> bool {
+        !matches!((self, layout), (Self::Sha256Split4, Layout::Blocked512))
     }
 }
 
@@ -252,24 +277,31 @@ fn sha256_state(mut state: [u32; 8], absorbed: u64, key: &[u8]) -> [u32; 8] {
     state
 }
 
-/// Computes positions for one filter configuration; the salted SHA-256 state is prepared once.
+/// Computes positions for one filter configuration; the salted SHA-256 state (or the XXH3
+/// seed) is prepared once.
 #[derive(Clone)]
 pub(crate) struct PositionHasher {
     rule: PositionRule,
+    layout: Layout,
     bits: u64,
     hashes: u32,
+    /// Blocks of the blocked layout (`m / 512`).
+    blocks: u64,
     /// The SHA-256 state after the salt block, or the initial state without a salt.
     start: [u32; 8],
     /// Bytes absorbed into `start`: 64 with a salt, 0 without.
     absorbed: u64,
+    /// The XXH3 seed: 0 without a salt.
+    seed: u64,
 }
 
-/// The SHA-256 state after the salt block is as secret as the salt: with it, anyone can
-/// compute where any key lands. It is never shown.
+/// The SHA-256 state after the salt block (and the XXH3 seed made from it) are as secret as
+/// the salt: with them, anyone can compute where any key lands. They are never shown.
 impl fmt::Debug for PositionHasher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PositionHasher")
             .field("rule", &self.rule)
+            .field("layout", &self.layout)
             .field("bits", &self.bits)
             .field("hashes", &self.hashes)
             .field("salted", &(self.absorbed != 0))
@@ -277,8 +309,18 @@ impl fmt::Debug for PositionHasher {
     }
 }
 
+/// The odd multiplier that steps from one in-block position to the next (the 64-bit golden
+/// ratio, as in RocksDB's cache-local Bloom filter).
+const BLOCK_STEP: u64 = 0x9E37_79B9_7F4A_7C15;
+
 impl PositionHasher {
-    pub(crate) fn new(rule: PositionRule, bits: u64, hashes: u32, salt: &Salt) -> Self {
+    pub(crate) fn new(
+        rule: PositionRule,
+        layout: Layout,
+        bits: u64,
+        hashes: u32,
+        salt: &Salt,
+    ) -> Self {
         let (start, absorbed) = if salt.is_empty() {
             (SHA256_H0, 0)
         } else {
@@ -286,12 +328,22 @@ impl PositionHasher {
             sha2::block_api::compress256(&mut state, &[salt.prefix_block()]);
             (state, 64)
         };
+        let seed = if salt.is_empty() {
+            0
+        } else {
+            // The salted SHA-256 of the empty key: its first 8 bytes, little-endian.
+            let digest = sha256_state(start, absorbed, &[]);
+            u64::from(digest[0].swap_bytes()) | (u64::from(digest[1].swap_bytes()) << 32)
+        };
         Self {
             rule,
+            layout,
             bits,
             hashes,
+            blocks: bits / BLOCK_BITS,
             start,
             absorbed,
+            seed,
         }
     }
 
@@ -301,54 +353,86 @@ impl PositionHasher {
         sha256_state(self.start, self.absorbed, key)
     }
 
-    /// The four 8-byte words of the digest: read big-endian (`sha256-split4`) they are pairs of
-    /// state words; read little-endian (`sha256-double`) they are the pairs byte-swapped.
-    #[inline]
-    fn words(&self, key: &[u8]) -> [u64; 4] {
-        let s = self.digest_words(key);
-        let split4 = self.rule == PositionRule::Sha256Split4;
-        let word = |hi: u32, lo: u32| {
-            if split4 {
-                (u64::from(hi) << 32) | u64::from(lo)
-            } else {
-                u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32)
-            }
-        };
-        [
-            word(s[0], s[1]),
-            word(s[2], s[3]),
-            word(s[4], s[5]),
-            word(s[6], s[7]),
-        ]
-    }
-
-    /// Hashes a key: the one SHA-256 computation behind all of its positions.
+    /// Hashes a key: the one hash computation behind all of its positions.
     #[inline]
     pub(crate) fn hash(&self, key: &EncodedKey<'_>) -> KeyHash {
-        KeyHash(self.words(key.as_bytes()))
+        let key = key.as_bytes();
+        match self.rule {
+            PositionRule::Xxh3_128 => {
+                let h = xxhash_rust::xxh3::xxh3_128_with_seed(key, self.seed);
+                KeyHash([h as u64, (h >> 64) as u64, 0, 0])
+            }
+            PositionRule::Sha256Split4 => {
+                // Four big-endian 8-byte words: pairs of state words.
+                let s = self.digest_words(key);
+                let word = |hi: u32, lo: u32| (u64::from(hi) << 32) | u64::from(lo);
+                KeyHash([
+                    word(s[0], s[1]),
+                    word(s[2], s[3]),
+                    word(s[4], s[5]),
+                    word(s[6], s[7]),
+                ])
+            }
+            PositionRule::Sha256Double => {
+                // Little-endian 8-byte words: the pairs of state words byte-swapped.
+                let s = self.digest_words(key);
+                let word = |hi: u32, lo: u32| {
+                    u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32)
+                };
+                KeyHash([word(s[0], s[1]), word(s[2], s[3]), 0, 0])
+            }
+        }
     }
 
     /// Calls `visit` with each position of a hashed key, in rule order. This is the one
-    /// implementation of both rules. Positions cost a multiply each, so callers that need
-    /// them twice (probe, then set) walk them twice rather than storing them.
+    /// implementation of every rule and layout. Positions cost a multiply each, so callers
+    /// that need them twice (probe, then set) walk them twice rather than storing them.
     #[inline]
     pub(crate) fn each_position(&self, hash: KeyHash, mut visit: impl FnMut(u64)) {
         let m = self.bits;
-        match self.rule {
-            PositionRule::Sha256Split4 => {
+        let [h1, h2, ..] = hash.0;
+        match (self.rule, self.layout) {
+            (PositionRule::Sha256Split4, _) => {
                 for w in hash.0.iter().take(self.hashes as usize) {
                     visit(w % m);
                 }
             }
-            PositionRule::Sha256Double => {
-                let [mut a, mut b, ..] = hash.0;
+            (_, Layout::Standard) => {
+                let (mut a, mut b) = (h1, h2);
                 for i in 0..u64::from(self.hashes) {
                     visit(reduce(a, m));
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }
             }
+            (_, Layout::Blocked512) => {
+                // The block from h1; inside it, the top 9 bits of h2, h2 * C, h2 * C^2, ...
+                let base = reduce(h1, self.blocks) * BLOCK_BITS;
+                let mut x = h2;
+                for _ in 0..self.hashes {
+                    visit(base + (x >> 55));
+                    x = x.wrapping_mul(BLOCK_STEP);
+                }
+            }
         }
+    }
+
+    /// For the blocked layout, a hashed key's block (the index of its first word) and its
+    /// bits inside the block, `(word, bit)` with `word < 8` and `bit < 64`, passed to `visit`:
+    /// the same positions as [`PositionHasher::each_position`], addressed within the one
+    /// cache line so that no probe needs a bounds check. `None` for the standard layout.
+    #[inline]
+    pub(crate) fn block_of(&self, hash: KeyHash) -> Option<Block> {
+        if self.layout != Layout::Blocked512 {
+            return None;
+        }
+        let [h1, h2, ..] = hash.0;
+        // A block index is below m / 512, and a filter exists only when m / 64 fits usize.
+        Some(Block {
+            first_word: (reduce(h1, self.blocks) as usize) * 8,
+            bits: h2,
+            hashes: self.hashes,
+        })
     }
 
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
@@ -367,8 +451,31 @@ impl PositionHasher {
     }
 }
 
-/// The four 8-byte words of one key's digest, as the key's rule reads them: everything its
-/// positions are computed from.
+/// A key's place in the blocked layout: its block's first word, and the generator of its
+/// in-block bits.
+#[derive(Clone, Copy)]
+pub(crate) struct Block {
+    pub(crate) first_word: usize,
+    bits: u64,
+    hashes: u32,
+}
+
+impl Block {
+    /// Calls `visit(word, bit)` for each of the key's `k` bits in the block, in rule order:
+    /// the bit is the top 9 bits of `h2 * C^i`.
+    #[inline]
+    pub(crate) fn each_bit(self, mut visit: impl FnMut(usize, u32)) {
+        let mut x = self.bits;
+        for _ in 0..self.hashes {
+            let bit = x >> 55;
+            visit((bit >> 6) as usize, (bit & 63) as u32);
+            x = x.wrapping_mul(BLOCK_STEP);
+        }
+    }
+}
+
+/// The 8-byte words of one key's hash, as the key's rule reads them (four for
+/// `sha256-split4`, two for the others): everything its positions are computed from.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct KeyHash([u64; 4]);
 
@@ -432,7 +539,10 @@ mod tests {
             .iter()
             .map(|r| (r.id().value(), r.name()))
             .collect();
-        assert_eq!(ids, [(1, "sha256-split4"), (2, "sha256-double")]);
+        assert_eq!(
+            ids,
+            [(1, "sha256-split4"), (2, "sha256-double"), (3, "xxh3-128")]
+        );
         for r in PositionRule::ALL {
             assert_eq!(PositionRule::from_id(r.id()), Some(r));
             assert_eq!(r.name().parse::<PositionRule>(), Ok(r));
@@ -441,7 +551,9 @@ mod tests {
         for &id in PositionRuleId::ALL {
             assert_eq!(PositionRule::from_id(id).map(PositionRule::id), Some(id));
         }
-        assert_eq!(PositionRule::default(), PositionRule::Sha256Double);
+        assert_eq!(PositionRule::default(), PositionRule::Xxh3_128);
+        assert!(!PositionRule::Sha256Split4.supports(Layout::Blocked512));
+        assert!(PositionRule::Xxh3_128.supports(Layout::Blocked512));
     }
 
     #[expect(
@@ -458,9 +570,16 @@ mod tests {
 
     #[test]
     fn the_block_level_digest_equals_sha256_for_every_length() {
-        let plain = PositionHasher::new(PositionRule::Sha256Double, 64, 1, &Salt::none());
+        let plain = PositionHasher::new(
+            PositionRule::Sha256Double,
+            Layout::Standard,
+            64,
+            1,
+            &Salt::none(),
+        );
         let salt = Salt::new(b"a salt").unwrap();
-        let salted = PositionHasher::new(PositionRule::Sha256Double, 64, 1, &salt);
+        let salted =
+            PositionHasher::new(PositionRule::Sha256Double, Layout::Standard, 64, 1, &salt);
         let mut prefix = vec![6u8];
         prefix.extend_from_slice(b"a salt");
         prefix.resize(64, 0);
@@ -495,7 +614,13 @@ mod tests {
 
     #[test]
     fn double_hashing_follows_the_documented_recurrence() {
-        let hasher = PositionHasher::new(PositionRule::Sha256Double, 1 << 40, 8, &Salt::none());
+        let hasher = PositionHasher::new(
+            PositionRule::Sha256Double,
+            Layout::Standard,
+            1 << 40,
+            8,
+            &Salt::none(),
+        );
         let key = EncodedKey::from_encoded(b"record-1");
         let digest: [u8; 32] = Sha256::digest(b"record-1").into();
         let h1 = u64::from_le_bytes(digest[0..8].try_into().unwrap());
@@ -513,9 +638,21 @@ mod tests {
     #[test]
     fn salt_changes_positions_and_is_bounded() {
         let key = EncodedKey::from_encoded(b"record-1");
-        let plain = PositionHasher::new(PositionRule::Sha256Double, 1 << 20, 7, &Salt::none());
+        let plain = PositionHasher::new(
+            PositionRule::Sha256Double,
+            Layout::Standard,
+            1 << 20,
+            7,
+            &Salt::none(),
+        );
         let salt = Salt::new(b"0123456789abcdef").unwrap();
-        let salted = PositionHasher::new(PositionRule::Sha256Double, 1 << 20, 7, &salt);
+        let salted = PositionHasher::new(
+            PositionRule::Sha256Double,
+            Layout::Standard,
+            1 << 20,
+            7,
+            &salt,
+        );
         assert_ne!(
             plain.positions(&key).collect::<Vec<_>>(),
             salted.positions(&key).collect::<Vec<_>>()

@@ -1,11 +1,12 @@
 //! Converting filters to and from `bloom-format` headers and snapshots.
 
-use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
+use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, Snapshot};
 
 use crate::bits::BitsError;
 use crate::config::{ConfigError, FilterConfig};
 use crate::encoding::{KeyEncoding, UnicodeTables};
 use crate::filter::BloomFilter;
+use crate::layout::Layout;
 use crate::params::FilterParams;
 use crate::position::{PositionRule, Salt};
 
@@ -46,9 +47,8 @@ impl FilterConfig {
             kind,
             found: found.to_string(),
         };
-        if header.layout != LayoutId::Standard {
-            return Err(unsupported(IdKind::Layout, &header.layout));
-        }
+        let layout = Layout::from_id(header.layout)
+            .ok_or_else(|| unsupported(IdKind::Layout, &header.layout))?;
         let rule = PositionRule::from_id(header.position_rule)
             .ok_or_else(|| unsupported(IdKind::PositionRule, &header.position_rule))?;
         let spec = header.key_encoding;
@@ -60,8 +60,8 @@ impl FilterConfig {
                 &format!("{} version {}", spec.id, spec.version),
             ));
         }
-        let params =
-            FilterParams::new(header.bit_count, header.hash_count).map_err(ConfigError::from)?;
+        let params = FilterParams::with_layout(layout, header.bit_count, header.hash_count)
+            .map_err(ConfigError::from)?;
         let salt = Salt::new(&header.salt).map_err(ConfigError::from)?;
         let tables = UnicodeTables::new(spec.normalization_unicode, spec.casing_unicode);
         Ok(Self::from_parts(params, rule, encoding, salt)?.with_tables(tables))
@@ -77,7 +77,7 @@ impl FilterConfig {
             self.bits(),
             self.hashes(),
             self.rule().id(),
-            LayoutId::Standard,
+            self.layout().id(),
             KeyEncodingSpec::new(encoding.id(), encoding.version())
                 .with_normalization_unicode(tables.normalization)
                 .with_casing_unicode(tables.casing),

@@ -3,7 +3,8 @@
 //! `contains_each`) answering exactly as the one-key ones.
 
 use bloom_core::{
-    AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt,
+    AtomicBloomFilter, BloomFilter, EncodedKey, FilterConfig, FilterParams, KeyEncoding, Layout,
+    PositionRule, Salt,
 };
 use proptest::prelude::*;
 
@@ -14,35 +15,55 @@ fn config(
     encoding: KeyEncoding,
     salted: bool,
 ) -> FilterConfig {
-    let rule = if split4 {
-        PositionRule::Sha256Split4
+    config_of(
+        bits,
+        hashes,
+        if split4 { 0 } else { 1 },
+        false,
+        encoding,
+        salted,
+    )
+}
+
+/// Rule 0 is `sha256-split4`, 1 `sha256-double`, 2 `xxh3-128`; `blocked` uses blocks of
+/// `bits % 8 + 1` times 512 bits (split4 stays standard).
+fn config_of(
+    bits: u64,
+    hashes: u32,
+    rule: usize,
+    blocked: bool,
+    encoding: KeyEncoding,
+    salted: bool,
+) -> FilterConfig {
+    let rule = PositionRule::ALL[rule % 3];
+    let hashes = if rule == PositionRule::Sha256Split4 {
+        hashes.min(4)
     } else {
-        PositionRule::Sha256Double
+        hashes
     };
-    let hashes = if split4 { hashes.min(4) } else { hashes };
     let salt = if salted {
         Salt::new(b"property-salt").unwrap()
     } else {
         Salt::none()
     };
-    FilterConfig::from_parts(
-        FilterParams::new(bits, hashes).unwrap(),
-        rule,
-        encoding,
-        salt,
-    )
-    .unwrap()
+    let params = if blocked && rule.supports(Layout::Blocked512) {
+        FilterParams::with_layout(Layout::Blocked512, (bits % 8 + 1) * 512, hashes).unwrap()
+    } else {
+        FilterParams::new(bits, hashes).unwrap()
+    };
+    FilterConfig::from_parts(params, rule, encoding, salt).unwrap()
 }
 
 fn any_config() -> impl Strategy<Value = FilterConfig> {
     (
         1u64..5000,
         1u32..16,
+        0usize..3,
         any::<bool>(),
         prop::sample::select(KeyEncoding::ALL.to_vec()),
         any::<bool>(),
     )
-        .prop_map(|(m, k, split4, e, salted)| config(m, k, split4, e, salted))
+        .prop_map(|(m, k, rule, blocked, e, salted)| config_of(m, k, rule, blocked, e, salted))
 }
 
 proptest! {
@@ -147,6 +168,38 @@ proptest! {
         prop_assert_eq!(each.collect::<Vec<_>>(), one_by_one.clone());
         let atomic = AtomicBloomFilter::from(filter);
         prop_assert_eq!(atomic.contains_each(&queries).collect::<Vec<_>>(), one_by_one);
+    }
+
+    /// Keys given already encoded (as a store returns them) go through the same batches and
+    /// land on the same bits as text keys.
+    #[test]
+    fn encoded_batches_equal_one_encoded_key_at_a_time(
+        config in any_config(),
+        inserted in prop::collection::vec("[a-dé]{0,3}", 0..60),
+        queries in prop::collection::vec("[a-eé]{0,3}", 0..100),
+    ) {
+        let encode = |keys: &[String]| -> Vec<Vec<u8>> {
+            keys.iter().map(|k| config.encode_str(k).as_bytes().to_vec()).collect()
+        };
+        let (inserted_bytes, query_bytes) = (encode(&inserted), encode(&queries));
+        let mut text = BloomFilter::new(config.clone()).unwrap();
+        let mut encoded = BloomFilter::new(config.clone()).unwrap();
+        let changed: u64 = inserted_bytes
+            .iter()
+            .map(|k| u64::from(text.insert_encoded(&EncodedKey::from_encoded(k))))
+            .sum();
+        prop_assert_eq!(encoded.insert_all_encoded(&inserted_bytes), changed);
+        prop_assert_eq!(encoded.as_words(), text.as_words());
+        let one_by_one: Vec<bool> = query_bytes
+            .iter()
+            .map(|k| encoded.contains_encoded(&EncodedKey::from_encoded(k)))
+            .collect();
+        prop_assert_eq!(encoded.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one.clone());
+        let atomic = AtomicBloomFilter::new(config).unwrap();
+        atomic.insert_all_encoded(&inserted_bytes);
+        let copy = atomic.to_filter().unwrap();
+        prop_assert_eq!(copy.as_words(), text.as_words());
+        prop_assert_eq!(atomic.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one);
     }
 }
 

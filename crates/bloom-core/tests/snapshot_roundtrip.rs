@@ -2,11 +2,12 @@
 //! rule, every encoding, with and without salt, at edge sizes.
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule, Salt, SnapshotError,
+    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt, SnapshotError,
 };
 use bloom_format::{DecodeOptions, IdKind, Snapshot};
 
 const EDGE_BITS: [u64; 6] = [1, 63, 64, 65, 1024, (1 << 20) + 3];
+const BLOCKED_BITS: [u64; 4] = [512, 1024, 512 * 3, 1 << 20];
 
 fn keys() -> Vec<String> {
     let mut keys: Vec<String> = (0..40).map(|i| format!("record-{i}")).collect();
@@ -15,50 +16,79 @@ fn keys() -> Vec<String> {
 }
 
 #[test]
-fn round_trip_for_every_rule_encoding_salt_and_edge_size() {
+fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     let keys = keys();
     let probes: Vec<String> = (0..300).map(|i| format!("probe-{i}")).collect();
     let mut cases = 0;
-    for rule in PositionRule::ALL {
-        let ks: &[u32] = match rule {
-            PositionRule::Sha256Split4 => &[1, 3, 4],
-            _ => &[1, 2, 7, 17, 64],
+    for layout in Layout::ALL {
+        let sizes: &[u64] = match layout {
+            Layout::Standard => &EDGE_BITS,
+            _ => &BLOCKED_BITS,
         };
-        for encoding in KeyEncoding::ALL {
-            for salt in [Salt::none(), Salt::new(b"round-trip salt").unwrap()] {
-                for bits in EDGE_BITS {
-                    for &k in ks {
-                        let params = FilterParams::new(bits, k).unwrap();
-                        let config =
-                            FilterConfig::from_parts(params, rule, encoding, salt.clone()).unwrap();
-                        let mut filter = BloomFilter::new(config).unwrap();
-                        filter.insert_all(&keys);
+        for rule in PositionRule::ALL {
+            if !rule.supports(layout) {
+                continue;
+            }
+            let ks: &[u32] = match rule {
+                PositionRule::Sha256Split4 => &[1, 3, 4],
+                _ => &[1, 2, 7, 17, 64],
+            };
+            for encoding in KeyEncoding::ALL {
+                for salt in [Salt::none(), Salt::new(b"round-trip salt").unwrap()] {
+                    for &bits in sizes {
+                        for &k in ks {
+                            let params = FilterParams::with_layout(layout, bits, k).unwrap();
+                            let config =
+                                FilterConfig::from_parts(params, rule, encoding, salt.clone())
+                                    .unwrap();
+                            let mut filter = BloomFilter::new(config).unwrap();
+                            filter.insert_all(&keys);
 
-                        let bytes = filter.to_snapshot(99).encode();
-                        let decoded = Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
-                        assert_eq!(decoded.header().dataset_generation.get(), 99);
-                        let restored = BloomFilter::from_snapshot(&decoded).unwrap();
+                            let bytes = filter.to_snapshot(99).encode();
+                            let decoded =
+                                Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
+                            assert_eq!(decoded.header().dataset_generation.get(), 99);
+                            assert_eq!(decoded.header().layout, layout.id());
+                            let restored = BloomFilter::from_snapshot(&decoded).unwrap();
 
-                        assert_eq!(restored, filter, "{rule} {encoding} m={bits} k={k}");
-                        for key in keys.iter().chain(&probes) {
-                            assert_eq!(restored.contains(key), filter.contains(key));
+                            assert_eq!(
+                                restored, filter,
+                                "{rule} {layout} {encoding} m={bits} k={k}"
+                            );
+                            for key in keys.iter().chain(&probes) {
+                                assert_eq!(restored.contains(key), filter.contains(key));
+                            }
+                            for key in &keys {
+                                assert!(restored.contains(key));
+                            }
+                            cases += 1;
                         }
-                        for key in &keys {
-                            assert!(restored.contains(key));
-                        }
-                        cases += 1;
                     }
                 }
             }
         }
     }
-    assert_eq!(cases, 4 * 2 * 6 * (3 + 5));
+    // Standard: split4 (3 k) and two 5-k rules over 6 sizes; blocked: two rules over 4.
+    assert_eq!(cases, 4 * 2 * (6 * (3 + 5 + 5) + 4 * (5 + 5)));
 }
 
 #[test]
 fn snapshots_this_build_cannot_implement_are_refused() {
     // Rule 1 with k = 5 is a valid header for the format, but not a valid filter.
     let filter = BloomFilter::new(FilterConfig::new(FilterParams::new(64, 5).unwrap())).unwrap();
+    // Rule 1 in the blocked layout neither.
+    let blocked = BloomFilter::new(FilterConfig::new(
+        FilterParams::with_layout(Layout::Blocked512, 512, 3).unwrap(),
+    ))
+    .unwrap();
+    let (mut header, payload) = blocked.to_snapshot(0).into_parts();
+    header.position_rule = bloom_format::PositionRuleId::Sha256Split4;
+    assert!(matches!(
+        BloomFilter::from_snapshot(&Snapshot::new(header, payload).unwrap()),
+        Err(SnapshotError::Config(
+            bloom_core::ConfigError::RuleLayout { .. }
+        ))
+    ));
     let (mut header, payload) = filter.to_snapshot(0).into_parts();
     header.position_rule = bloom_format::PositionRuleId::Sha256Split4;
     let snapshot = Snapshot::new(header, payload).unwrap();

@@ -164,7 +164,7 @@ impl Header {
     #[must_use]
     pub const fn payload_len(&self) -> u64 {
         match self.layout {
-            LayoutId::Standard => self.bit_count.div_ceil(8),
+            LayoutId::Standard | LayoutId::Blocked512 => self.bit_count.div_ceil(8),
         }
     }
 
@@ -577,6 +577,13 @@ pub(crate) fn validate(
             field: "store identity",
             found: 0,
             expected: "not all zero for a snapshot bound to a store".into(),
+        });
+    }
+    if header.layout == LayoutId::Blocked512 && !header.bit_count.is_multiple_of(512) {
+        return Err(DecodeError::InvalidParameter {
+            field: "bit count (m)",
+            found: header.bit_count,
+            expected: "a multiple of 512 for the blocked-512 layout".into(),
         });
     }
     if header.layout_parameter != 0 {

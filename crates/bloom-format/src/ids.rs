@@ -104,8 +104,12 @@ id_table! {
     PositionRuleId: u16 {
         /// Four big-endian words of SHA-256, each mod m; k <= 4.
         Sha256Split4 = 1, "sha256-split4";
-        /// Enhanced double hashing over SHA-256, any k.
+        /// SHA-256, two little-endian words, then the layout's rule (enhanced double
+        /// hashing for the standard layout); any k.
         Sha256Double = 2, "sha256-double";
+        /// XXH3-128 (xxHash 0.8), its low and high 64 bits, then the layout's rule; any k.
+        /// Fast and stable, not a defence against chosen keys.
+        Xxh3_128 = 3, "xxh3-128";
     }
 }
 
@@ -114,6 +118,9 @@ id_table! {
     LayoutId: u16 {
         /// One flat bit array, `ceil(m / 8)` bytes, least significant bit first.
         Standard = 1, "standard";
+        /// The same bit array cut into 512-bit blocks; all of a key's bits fall in one
+        /// block. `m` is a multiple of 512; `m / 8` bytes.
+        Blocked512 = 2, "blocked-512";
     }
 }
 
@@ -181,9 +188,12 @@ mod tests {
         assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1"), (2, "2")]));
         assert_eq!(
             table(PositionRuleId::ALL),
-            pairs(&[(1, "sha256-split4"), (2, "sha256-double")])
+            pairs(&[(1, "sha256-split4"), (2, "sha256-double"), (3, "xxh3-128")])
         );
-        assert_eq!(table(LayoutId::ALL), pairs(&[(1, "standard")]));
+        assert_eq!(
+            table(LayoutId::ALL),
+            pairs(&[(1, "standard"), (2, "blocked-512")])
+        );
         assert_eq!(
             table(KeyEncodingId::ALL),
             pairs(&[(1, "bytes"), (2, "utf8"), (3, "nfc"), (4, "nfc-trim-lower")])
@@ -196,8 +206,8 @@ mod tests {
     #[test]
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
-        assert_eq!(PositionRuleId::try_from(3), Err(3));
-        assert_eq!(LayoutId::try_from(2), Err(2));
+        assert_eq!(PositionRuleId::try_from(4), Err(4));
+        assert_eq!(LayoutId::try_from(3), Err(3));
         assert_eq!(KeyEncodingId::try_from(5), Err(5));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));

@@ -281,7 +281,17 @@ impl<R: Read> SnapshotReader<R> {
             }
             .into());
         }
-        let got = read_full(&mut self.reader, dest).map_err(|e| self.io_err(e))?;
+        // One pass: each chunk is checksummed right after it lands, while it is in cache.
+        let mut crc = crc32fast::Hasher::new();
+        let mut got = 0usize;
+        for chunk in dest.chunks_mut(LARGEST_CHUNK) {
+            let read = read_full(&mut self.reader, chunk).map_err(|e| self.io_err(e))?;
+            crc.update(chunk.get(..read).unwrap_or_default());
+            got += read;
+            if read < chunk.len() {
+                break;
+            }
+        }
         if got < dest.len() {
             return Err(DecodeError::Truncated {
                 section: Section::Payload,
@@ -290,7 +300,7 @@ impl<R: Read> SnapshotReader<R> {
             }
             .into());
         }
-        self.finish(dest.last().copied().unwrap_or(0), crc32fast::hash(dest))?;
+        self.finish(dest.last().copied().unwrap_or(0), crc.finalize())?;
         Ok((self.version, self.header))
     }
 

@@ -289,10 +289,18 @@ fn resealed_corruptions_of_shared_fields(bytes: &[u8]) {
         })
     ));
     assert!(matches!(
-        corrupt(30, &2u16.to_le_bytes()),
+        corrupt(30, &3u16.to_le_bytes()),
         Err(DecodeError::UnknownId {
             kind: IdKind::Layout,
-            found: 2,
+            found: 3,
+            ..
+        })
+    ));
+    // The blocked layout (2) needs whole 512-bit blocks; these bit counts are not.
+    assert!(matches!(
+        corrupt(30, &2u16.to_le_bytes()),
+        Err(DecodeError::InvalidParameter {
+            field: "bit count (m)",
             ..
         })
     ));
