@@ -75,6 +75,19 @@ pub enum ParamsError {
         /// The layout.
         layout: Layout,
     },
+    /// The layout cannot reach the target rate with the positions per key allowed (a
+    /// 512-bit block holds too few bits for extreme targets).
+    #[error(
+        "the {layout} layout cannot reach a false-positive rate of {fpr:e} with at most {max_hashes} positions per key; use the standard layout"
+    )]
+    Unreachable {
+        /// The layout.
+        layout: Layout,
+        /// The target rate.
+        fpr: f64,
+        /// The most positions per key allowed.
+        max_hashes: u32,
+    },
     /// `m` was above [`MAX_BITS`].
     #[error(
         "{found} bits (m) exceed the maximum of {max}; lower the item count or raise the false-positive rate"
@@ -159,7 +172,16 @@ impl FilterParams {
         }
         let max_hashes = max_hashes.clamp(1, MAX_HASHES);
         let (per_key, hashes) = layout.plan(fpr, max_hashes);
-        if layout == Layout::Standard && hashes == optimal_hashes_for(per_key) {
+        if !per_key.is_finite() {
+            return Err(ParamsError::Unreachable {
+                layout,
+                fpr,
+                max_hashes,
+            });
+        }
+        // Uncapped, the standard plan is the closed form (kept bit for bit).
+        let closed_form_k = (-fpr.ln() / LN_2).round();
+        if layout == Layout::Standard && closed_form_k <= f64::from(max_hashes) {
             return Self::for_false_positive_rate(items, fpr);
         }
         let granule = layout.granule() as f64;
@@ -275,11 +297,6 @@ impl FilterParams {
         self.layout
             .false_positive_rate(self.bits, self.hashes, items)
     }
-}
-
-/// The `k` the closed-form plan gives for `per_key` bits per key.
-fn optimal_hashes_for(per_key: f64) -> u32 {
-    (per_key * LN_2).round().clamp(1.0, f64::from(MAX_HASHES)) as u32
 }
 
 /// `k = round((m / n) ln 2)`, clamped to `1..=MAX_HASHES`.

@@ -155,7 +155,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let capacity = options
             .capacity
             .max(options.capacity_of(filter.config().bits()));
-        let capacity_limited = capacity >= options.largest_capacity();
+        // At the limit when not even one more block would fit.
+        let config = filter.config();
+        let capacity_limited =
+            (config.bits() + config.layout().granule()).div_ceil(8) > options.max_snapshot_bytes;
         let wrapper = Self {
             store,
             options,
@@ -448,11 +451,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
             (Arc::clone(&state.active), state.synced, head, identity)
         };
         if head.generation > synced {
+            let mut batch = Batcher::new(&filter);
             self.store
-                .keys_since(synced, &mut |key| {
-                    filter.insert_encoded(&EncodedKey::from_encoded(key));
-                })
+                .keys_since(synced, &mut |key| batch.push(key))
                 .map_err(StoreError::Store)?;
+            batch.finish();
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
                 state.synced = head.generation;
@@ -511,11 +514,9 @@ fn catch_up<S: PrimaryStore>(
     if generation == head.generation {
         return (filter, OpenOutcome::Trusted { generation });
     }
-    let mut keys = 0u64;
-    let caught_up = store.keys_since(generation, &mut |key| {
-        filter.insert_encoded(&EncodedKey::from_encoded(key));
-        keys += 1;
-    });
+    let mut batch = Batcher::new(&filter);
+    let caught_up = store.keys_since(generation, &mut |key| batch.push(key));
+    let keys = batch.finish();
     match caught_up {
         Ok(to) => (
             filter,
@@ -557,6 +558,55 @@ fn write_snapshot(
         .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
         .map_err(fail)?;
     writer.finish().map_err(fail)?.commit()
+}
+
+/// Keys visited one at a time by `keys_since`, inserted into a filter a batch at a time (so
+/// that the batch's cache misses overlap) from one reused buffer.
+struct Batcher<'a> {
+    filter: &'a AtomicBloomFilter,
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    keys: u64,
+}
+
+impl<'a> Batcher<'a> {
+    const KEYS: usize = 256;
+
+    fn new(filter: &'a AtomicBloomFilter) -> Self {
+        Self {
+            filter,
+            bytes: Vec::new(),
+            ends: Vec::with_capacity(Self::KEYS),
+            keys: 0,
+        }
+    }
+
+    fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+        self.keys += 1;
+        if self.ends.len() == Self::KEYS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut start = 0;
+        let bytes = &self.bytes;
+        self.filter.insert_all_encoded(self.ends.iter().map(|&end| {
+            let key = bytes.get(start..end).unwrap_or_default();
+            start = end;
+            key
+        }));
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Inserts what is left; returns how many keys were pushed.
+    fn finish(mut self) -> u64 {
+        self.flush();
+        self.keys
+    }
 }
 
 fn shared<E: std::error::Error + Send + Sync + 'static>(e: E) -> SharedError {

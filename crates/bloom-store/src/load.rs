@@ -40,7 +40,8 @@ impl From<BitsError> for PayloadError {
 /// Opens the snapshot at `path` for `store`, whose identity and head were read just before.
 ///
 /// Everything that can be decided from the header is decided before the payload is read:
-/// format, options, binding, identity, generation and history. The outer error is the
+/// format, binding, identity, generation, history, then the options (so that a snapshot of
+/// another store or history says so, whatever its rules). The outer error is the
 /// store's; the inner one is why the snapshot cannot be trusted.
 pub(crate) fn open_snapshot<S: PrimaryStore>(
     path: &Path,
@@ -65,9 +66,6 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
             )));
         }
     };
-    if let Some(why) = options.incompatibility(&config) {
-        return Ok(Err(BypassReason::Incompatible(why)));
-    }
     let Some(binding) = header.store else {
         return Ok(Err(BypassReason::NotBound));
     };
@@ -87,6 +85,10 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
     }
     if store.history_at(generation)? != Some(binding.history) {
         return Ok(Err(BypassReason::HistoryDiverged { generation }));
+    }
+    // The history matches: the snapshot could be used, if its rules are the configured ones.
+    if let Some(why) = options.incompatibility(&config) {
+        return Ok(Err(BypassReason::Incompatible(why)));
     }
     let items = header.item_count;
     let loaded = AtomicBloomFilter::from_payload(config, items, |push| {

@@ -1,10 +1,9 @@
 //! [`FilterOptions`]: how the filter for a store is planned, and which snapshots fit it.
 
 use bloom_core::{
-    ConfigError, FilterConfig, FilterParams, KeyEncoding, ParamsError, PositionRule,
+    ConfigError, FilterConfig, FilterParams, KeyEncoding, Layout, ParamsError, PositionRule,
     RandomSaltError, Salt,
 };
-use std::f64::consts::LN_2;
 
 use crate::outcome::Incompatibility;
 
@@ -20,8 +19,11 @@ pub struct FilterOptions {
     pub capacity: u64,
     /// The target false-positive rate at capacity.
     pub false_positive_rate: f64,
-    /// The position rule.
+    /// The position rule. The default, `xxh3-128`, is fast; against keys an adversary picks,
+    /// use `sha256-double` with [`SaltPolicy::Random`].
     pub rule: PositionRule,
+    /// The layout: by default [`Layout::Blocked512`], one cache line per key.
+    pub layout: Layout,
     /// The key encoding, applied to every key before it reaches the filter or the store.
     pub encoding: KeyEncoding,
     /// Which salt a filter gets, and which salts a snapshot may carry.
@@ -96,14 +98,16 @@ pub(crate) struct Plan {
 }
 
 impl FilterOptions {
-    /// Options for `capacity` keys at false-positive rate `fpr`, with the default rule,
-    /// NFC keys, no salt and a 4 GiB snapshot limit.
+    /// Options for `capacity` keys at false-positive rate `fpr`, with the default rule
+    /// (`xxh3-128`) and layout (`blocked-512`), NFC keys, no salt and a 4 GiB snapshot
+    /// limit.
     #[must_use]
     pub fn new(capacity: u64, fpr: f64) -> Self {
         Self {
             capacity,
             false_positive_rate: fpr,
-            rule: PositionRule::Sha256Double,
+            rule: PositionRule::default(),
+            layout: Layout::Blocked512,
             encoding: KeyEncoding::Nfc,
             salt: SaltPolicy::None,
             max_snapshot_bytes: 1 << 32,
@@ -114,6 +118,13 @@ impl FilterOptions {
     #[must_use]
     pub fn with_rule(mut self, rule: PositionRule) -> Self {
         self.rule = rule;
+        self
+    }
+
+    /// Replaces the layout.
+    #[must_use]
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -139,34 +150,26 @@ impl FilterOptions {
     }
 
     fn params_for(&self, capacity: u64) -> Result<FilterParams, OptionsError> {
-        let mut params =
-            FilterParams::for_false_positive_rate(capacity.max(1), self.false_positive_rate)?;
         // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has,
-        // with the bits that k needs to reach the target: p = (1 - e^(-kn/m))^k, so
-        // m = -k n / ln(1 - p^(1/k)).
-        if params.hashes() > self.rule.max_hashes() {
-            let k = self.rule.max_hashes();
-            let n = capacity.max(1) as f64;
-            let root = self.false_positive_rate.powf(1.0 / f64::from(k));
-            let bits = (-f64::from(k) * n / (-root).ln_1p()).ceil();
-            let bits = if bits.is_finite() && bits >= 1.0 {
-                bits as u128
-            } else {
-                u128::MAX
-            };
-            let bits = u64::try_from(bits).map_err(|_| ParamsError::TooManyBits {
-                found: bits,
-                max: bloom_core::MAX_BITS,
-            })?;
-            params = FilterParams::new(bits, k)?;
-        }
-        Ok(params)
+        // with the bits that this k needs to reach the target.
+        Ok(FilterParams::planned(
+            self.layout,
+            capacity.max(1),
+            self.false_positive_rate,
+            self.rule.max_hashes(),
+        )?)
+    }
+
+    /// The bits per key this plan spends.
+    fn bits_per_key(&self) -> f64 {
+        let probe = 1_000_000;
+        self.params_for(probe)
+            .map_or(f64::INFINITY, |p| p.bits() as f64 / probe as f64)
     }
 
     /// The most keys a filter within `max_snapshot_bytes` is planned for at the target rate.
     pub(crate) fn largest_capacity(&self) -> u64 {
-        let bits = self.max_snapshot_bytes.saturating_mul(8) as f64;
-        (bits * LN_2 * LN_2 / -self.false_positive_rate.ln()).floor() as u64
+        (self.max_snapshot_bytes.saturating_mul(8) as f64 / self.bits_per_key()).floor() as u64
     }
 
     /// The label a store records for the configured key encoding: name and rule version.
@@ -228,11 +231,17 @@ impl FilterOptions {
 
     /// The capacity a filter of `bits` bits was planned for at the target rate.
     pub(crate) fn capacity_of(&self, bits: u64) -> u64 {
-        (bits as f64 * LN_2 * LN_2 / -self.false_positive_rate.ln()).floor() as u64
+        (bits as f64 / self.bits_per_key()).floor() as u64
     }
 
     /// Why a snapshot's configuration cannot be used with these options, if it cannot.
     pub(crate) fn incompatibility(&self, config: &FilterConfig) -> Option<Incompatibility> {
+        if config.layout() != self.layout {
+            return Some(Incompatibility::Layout {
+                snapshot: config.layout(),
+                configured: self.layout,
+            });
+        }
         if config.rule() != self.rule {
             return Some(Incompatibility::Rule {
                 snapshot: config.rule(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bloom_core::{KeyEncoding, PositionRule, SnapshotError, UnicodeTables};
+use bloom_core::{KeyEncoding, Layout, PositionRule, SnapshotError, UnicodeTables};
 use bloom_format::{DatasetGeneration, ReadError, StoreIdentity};
 
 /// An error kept inside a reason or an outcome: cheap to clone, and its source chain intact.
@@ -15,6 +15,14 @@ pub enum Incompatibility {
     /// This build does not implement the snapshot's rules or parameters.
     #[error(transparent)]
     Unsupported(#[from] SnapshotError),
+    /// Another layout than configured.
+    #[error("layout is {snapshot}, configured {configured}")]
+    Layout {
+        /// The snapshot's.
+        snapshot: Layout,
+        /// The configured one.
+        configured: Layout,
+    },
     /// Another position rule than configured.
     #[error("position rule is {snapshot}, configured {configured}")]
     Rule {

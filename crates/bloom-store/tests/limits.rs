@@ -39,15 +39,19 @@ fn growth_stops_at_the_snapshot_limit_and_is_reported() {
 #[test]
 fn options_whose_filter_would_not_fit_are_refused() {
     let options = FilterOptions::new(1_000_000, 0.01).with_max_snapshot_bytes(1 << 20);
+    let needed =
+        bloom_core::FilterParams::planned(bloom_core::Layout::Blocked512, 1_000_000, 0.01, 64)
+            .unwrap()
+            .byte_len();
     let err = FilteredStore::open(bloom_store::MemoryStore::new(), options, None).unwrap_err();
     assert!(
         matches!(
             err,
             StoreError::Options(OptionsError::OverSnapshotLimit {
                 capacity: 1_000_000,
-                bytes: 1_198_133,
+                bytes,
                 limit: 1_048_576
-            })
+            }) if bytes == needed
         ),
         "{err:?}"
     );
@@ -148,8 +152,9 @@ fn capacity_zero_is_refused_and_a_capped_rule_gets_the_bits_it_needs() {
         "{err:?}"
     );
     // sha256-split4 has at most 4 positions; at 1e-6 it needs more bits than the optimum.
-    let options =
-        FilterOptions::new(10_000, 1e-6).with_rule(bloom_core::PositionRule::Sha256Split4);
+    let options = FilterOptions::new(10_000, 1e-6)
+        .with_rule(bloom_core::PositionRule::Sha256Split4)
+        .with_layout(bloom_core::Layout::Standard);
     let (w, _) =
         FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options, None).unwrap();
     let m = w.metrics();

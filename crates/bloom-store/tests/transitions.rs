@@ -135,8 +135,12 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
     );
     for (other, expected) in [
         (
-            options().with_rule(bloom_core::PositionRule::Sha256Split4),
-            "position rule is sha256-double, configured sha256-split4",
+            options().with_rule(bloom_core::PositionRule::Sha256Double),
+            "position rule is xxh3-128, configured sha256-double",
+        ),
+        (
+            options().with_layout(bloom_core::Layout::Standard),
+            "layout is blocked-512, configured standard",
         ),
         (
             options().with_salt(SaltPolicy::Fixed(other_salt)),
