@@ -31,8 +31,8 @@ pub enum LockError {
         /// The lock file.
         lock: PathBuf,
     },
-    /// Something that is not a regular file is in the way at the lock file's path.
-    #[error("cannot lock {}: the lock file {} is {kind}", target.display(), lock.display())]
+    /// Something that is not a regular file is at the target's path or the lock file's.
+    #[error("cannot lock {}: {} is {kind}", target.display(), lock.display())]
     NotARegularFile {
         /// The snapshot path (after following links).
         target: PathBuf,
@@ -55,12 +55,19 @@ pub enum LockError {
 }
 
 impl SnapshotLock {
-    /// Locks the snapshot at `path` (following symbolic links to the file they name),
-    /// waiting for another holder to release it when `wait` is true.
+    /// Locks the snapshot at `path` (following symbolic links, once, to the file they name:
+    /// read and write [`SnapshotLock::target`] afterwards, so that a link changed meanwhile
+    /// cannot redirect the write), waiting for another holder to release it when `wait` is
+    /// true.
+    ///
+    /// Nothing is created unless the target can be a snapshot: a target that exists and is
+    /// not a regular file, or a directory that does not exist, is refused before the lock
+    /// file is made. The lock file is opened without following links, so a link planted at
+    /// its name cannot make this create a file elsewhere.
     ///
     /// # Errors
-    /// [`LockError::Busy`] when not waiting and another process holds the lock, or
-    /// [`LockError::Io`] / [`LockError::NotARegularFile`] when the lock file cannot be used.
+    /// [`LockError::Busy`] when not waiting and another process holds the lock,
+    /// [`LockError::NotARegularFile`] for the target or the lock file, or [`LockError::Io`].
     pub fn acquire(path: impl AsRef<Path>, wait: bool) -> Result<Self, LockError> {
         let requested = path.as_ref();
         let target = fsutil::resolve_links(requested).map_err(|source| LockError::Io {
@@ -78,12 +85,26 @@ impl SnapshotLock {
             lock: lock.clone(),
             source,
         };
+        if let Some(kind) = fsutil::non_regular_kind(&target).map_err(io_err)? {
+            return Err(LockError::NotARegularFile {
+                target: target.clone(),
+                lock: target.clone(),
+                kind,
+            });
+        }
+        let dir = fsutil::parent_dir(&target);
+        if !dir.is_dir() {
+            return Err(io_err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the directory {} does not exist", dir.display()),
+            )));
+        }
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(libc::O_NONBLOCK);
+            options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
         }
         let file = options.open(&lock).map_err(io_err)?;
         if let Some(kind) = FileKind::of(file.metadata().map_err(io_err)?.file_type()) {
