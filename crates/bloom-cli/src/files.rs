@@ -76,12 +76,11 @@ pub(crate) struct Loaded {
 pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     let (reader, config) = open(path, Some(max_bytes))?;
     let header = reader.header().clone();
-    let filter = BloomFilter::from_payload(config, header.item_count, |push| {
+    // One copy: the payload is read straight into the filter's words and checksummed on the
+    // way.
+    let filter = BloomFilter::from_payload_in_place(config, header.item_count, |image| {
         reader
-            .read_payload_with(|chunk| {
-                push(chunk);
-                Ok::<(), ReadError>(())
-            })
+            .read_payload_into(image)
             .map(|_| ())
             .map_err(LoadError::from)
     })
@@ -95,27 +94,63 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     Ok(Loaded { header, filter })
 }
 
-/// Takes the writers' lock for `path` (nothing for standard output).
-pub(crate) fn lock(path: &Path, wait: bool) -> CmdResult<Option<SnapshotLock>> {
-    if is_stdio(path) {
-        return Ok(None);
+/// Where a command writes a snapshot.
+pub(crate) enum Output {
+    /// Standard output (`-o -`, or `-o /dev/stdout`).
+    Stdout,
+    /// A file: the path with links followed once, under the writers' lock.
+    File(SnapshotLock),
+}
+
+impl Output {
+    /// The file to read and write: the lock's target, so that a link changed while the
+    /// command runs cannot redirect it.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Self::Stdout => Path::new("-"),
+            Self::File(lock) => lock.target(),
+        }
     }
-    SnapshotLock::acquire(path, wait)
-        .map(Some)
-        .map_err(|e| match e {
-            LockError::Busy { .. } => Failure::environment(format!(
-                "{e}; try again later, or leave out --no-wait to wait for it"
-            )),
-            other => Failure::environment(other),
-        })
+}
+
+/// Resolves and locks the snapshot `path` for writing (nothing for standard output). The
+/// target is checked before the lock file is made; while another process holds the lock,
+/// this says so on standard error and waits (or fails with `--no-wait`).
+pub(crate) fn output(path: &Path, wait: bool) -> CmdResult<Output> {
+    if is_stdio(path) || path == Path::new("/dev/stdout") {
+        return Ok(Output::Stdout);
+    }
+    let failure = |e: LockError| match e {
+        LockError::Busy { .. } => Failure::environment(format!(
+            "{e}; try again later, or leave out --no-wait to wait for it"
+        )),
+        LockError::NotARegularFile { .. } => Failure::usage(e),
+        other => Failure::environment(other),
+    };
+    match SnapshotLock::acquire(path, false) {
+        Ok(lock) => Ok(Output::File(lock)),
+        Err(LockError::Busy { target, .. }) if wait => {
+            crate::warn(&format!(
+                "waiting for another bloom process to finish updating {}",
+                target.display()
+            ));
+            SnapshotLock::acquire(path, true)
+                .map(Output::File)
+                .map_err(failure)
+        }
+        Err(e) => Err(failure(e)),
+    }
 }
 
 fn write_failure(error: WriteError) -> Failure {
-    match error {
+    match &error {
         WriteError::NotARegularFile { .. } | WriteError::NotASnapshot { .. } => {
             Failure::usage(error)
         }
-        other => Failure::environment(other),
+        WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
+            Failure::usage(error)
+        }
+        _ => Failure::environment(error),
     }
 }
 
@@ -123,12 +158,13 @@ fn write_failure(error: WriteError) -> Failure {
 /// without a copy. A file is written atomically; SIGINT or SIGTERM during the write leave the
 /// previous file unchanged and no temporary file behind.
 pub(crate) fn write(
-    path: &Path,
+    output: &Output,
     filter: &BloomFilter,
     header: Header,
     signals: &Signals,
 ) -> CmdResult {
-    if is_stdio(path) {
+    let path = output.path();
+    if matches!(output, Output::Stdout) {
         // Standard output cannot seek: the payload CRC goes first, in its own pass.
         let mut crc = crc32fast::Hasher::new();
         filter
@@ -183,23 +219,43 @@ fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
     }
 }
 
-/// Writes a snapshot that is already in memory (small ones: imports) to `path` atomically,
-/// or to standard output for `-`.
-pub(crate) fn write_snapshot_bytes(path: &Path, snapshot: &bloom_format::Snapshot) -> CmdResult {
-    if is_stdio(path) {
-        return write_bytes(path, &snapshot.encode());
+/// Writes a snapshot that is already in memory (small ones: imports).
+pub(crate) fn write_snapshot_bytes(
+    output: &Output,
+    snapshot: &bloom_format::Snapshot,
+) -> CmdResult {
+    match output {
+        Output::Stdout => to_stdout(&snapshot.encode()),
+        Output::File(lock) => snapshot.write_file(lock.target()).map_err(write_failure),
     }
-    snapshot.write_file(path).map_err(write_failure)
 }
 
-/// Writes raw bytes to `path` atomically (or to standard output for `-`).
-pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> CmdResult {
-    if is_stdio(path) {
-        let mut out = std::io::stdout().lock();
-        return out
-            .write_all(bytes)
-            .and_then(|()| out.flush())
-            .map_err(|e| Failure::stdout(&e));
+fn to_stdout(bytes: &[u8]) -> CmdResult {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::stdout(&e))
+}
+
+/// Writes the raw 128 bytes of a legacy snapshot. An existing file is replaced only if it
+/// could be one (empty, or exactly that long): an export never overwrites a database or a
+/// bloom snapshot by mistake.
+pub(crate) fn write_raw(output: &Output, bytes: &[u8]) -> CmdResult {
+    let Output::File(lock) = output else {
+        return to_stdout(bytes);
+    };
+    let target = lock.target();
+    if let Ok(meta) = std::fs::metadata(target)
+        && meta.is_file()
+        && meta.len() != 0
+        && meta.len() != bytes.len() as u64
+    {
+        return Err(Failure::usage(format!(
+            "refusing to replace {}: it is {} bytes long, not a {}-byte raw snapshot; remove it first or write elsewhere",
+            target.display(),
+            meta.len(),
+            bytes.len()
+        )));
     }
-    bloom_format::write_atomic(path, bytes).map_err(write_failure)
+    bloom_format::write_atomic(target, bytes).map_err(write_failure)
 }

@@ -8,8 +8,9 @@
 //!   at the very end of the input, belongs to the line ending (CRLF files read like LF
 //!   files). The last line needs no line feed.
 //! - Empty lines are skipped, so a blank line never becomes the empty key. With `--jsonl`,
-//!   every non-empty line is one JSON string (`"key"`), which can hold any key: empty, with
-//!   line breaks, tabs or NUL.
+//!   every non-empty line is one JSON string (`"key"`), which can hold any text key: empty,
+//!   with line breaks, tabs or NUL; or `{"key_hex": "..."}` for a key that is not UTF-8 (as
+//!   `check --json` prints such keys).
 //! - Outside `--jsonl`, a NUL byte is refused: it means a binary or UTF-16 file, not a list
 //!   of keys.
 //! - A key (and, with `--jsonl`, a line) longer than `--max-key-bytes` (default 64 KiB) is
@@ -73,7 +74,15 @@ impl KeySource {
         let mut reader = self.open()?;
         let line_limit = match self.format {
             LineFormat::Plain => self.max_key_bytes,
-            LineFormat::Json => self.max_key_bytes.saturating_mul(JSON_EXPANSION) + 2,
+            // Room for the escapes of the longest key, its quotes, and an object's field name.
+            LineFormat::Json => self
+                .max_key_bytes
+                .saturating_mul(JSON_EXPANSION)
+                .saturating_add(32),
+        };
+        let what = match self.format {
+            LineFormat::Plain => "key",
+            LineFormat::Json => "line",
         };
         let mut line = Vec::new();
         let mut number = 0u64;
@@ -81,7 +90,7 @@ impl KeySource {
         loop {
             line.clear();
             // Room for a byte order mark and a CR on top of the key itself.
-            let ended = read_line(&mut reader, &mut line, line_limit + 4)
+            let ended = read_line(&mut reader, &mut line, line_limit.saturating_add(4))
                 .map_err(|e| Failure::input(format!("cannot read {source}: {e}")))?;
             let line_too_long = matches!(ended, LineEnd::TooLong);
             if matches!(ended, LineEnd::Eof) && line.is_empty() {
@@ -90,8 +99,7 @@ impl KeySource {
             number += 1;
             if line_too_long {
                 return Err(Failure::input(format!(
-                    "{source} line {number}: key longer than {} bytes; raise --max-key-bytes if that is really a key",
-                    self.max_key_bytes
+                    "{source} line {number}: {what} longer than {line_limit} bytes; raise --max-key-bytes if that is really a key"
                 )));
             }
             if number == 1 && line.starts_with(b"\xEF\xBB\xBF") {
@@ -102,8 +110,7 @@ impl KeySource {
             }
             if line.len() > line_limit {
                 return Err(Failure::input(format!(
-                    "{source} line {number}: key longer than {} bytes; raise --max-key-bytes if that is really a key",
-                    self.max_key_bytes
+                    "{source} line {number}: {what} longer than {line_limit} bytes; raise --max-key-bytes if that is really a key"
                 )));
             }
             if line.is_empty() {
@@ -122,9 +129,9 @@ impl KeySource {
                     each(&line, number)?;
                 }
                 LineFormat::Json => {
-                    let key: String = serde_json::from_slice(&line).map_err(|e| {
+                    let key = json_key(&line).map_err(|e| {
                         Failure::input(format!(
-                            "{source} line {number}: not a JSON string ({e}); with --jsonl each line must be a JSON string such as \"key\""
+                            "{source} line {number}: {e}; with --jsonl each line is a JSON string such as \"key\", or an object {{\"key_hex\": \"6b6579\"}} for keys that are not UTF-8"
                         ))
                     })?;
                     if key.len() > self.max_key_bytes {
@@ -133,7 +140,7 @@ impl KeySource {
                             self.max_key_bytes
                         )));
                     }
-                    each(key.as_bytes(), number)?;
+                    each(&key, number)?;
                 }
             }
             keys += 1;
@@ -142,6 +149,35 @@ impl KeySource {
             }
         }
     }
+}
+
+/// The key a `--jsonl` line holds: a JSON string, or `{"key_hex": "..."}` for bytes that are
+/// not UTF-8 (what `check --json` prints for them).
+fn json_key(line: &[u8]) -> Result<Vec<u8>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+    let key_hex = match value {
+        serde_json::Value::String(text) => return Ok(text.into_bytes()),
+        serde_json::Value::Object(object) if object.len() == 1 => match object.get("key_hex") {
+            Some(serde_json::Value::String(hex)) => hex.clone(),
+            _ => return Err("an object other than {\"key_hex\": \"...\"}".into()),
+        },
+        _ => return Err("not a JSON string or key_hex object".into()),
+    };
+    if key_hex.len() % 2 != 0 || !key_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "key_hex {key_hex:?} is not an even number of hex digits"
+        ));
+    }
+    (0..key_hex.len())
+        .step_by(2)
+        .map(|i| {
+            key_hex
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("key_hex {key_hex:?} is not hex"))
+        })
+        .collect()
 }
 
 /// How a call to [`read_line`] ended.
@@ -170,7 +206,7 @@ fn read_line(reader: &mut dyn BufRead, line: &mut Vec<u8>, limit: usize) -> io::
             Some(at) => (at, true),
             None => (available.len(), false),
         };
-        if line.len() + take > limit + 1 {
+        if line.len().saturating_add(take) > limit.saturating_add(1) {
             return Ok(LineEnd::TooLong);
         }
         line.extend_from_slice(available.get(..take).unwrap_or_default());
@@ -234,6 +270,22 @@ mod tests {
         assert_eq!(
             keys_of(b"\"\"\n\"a\\nb\\u0000\"\r\n", LineFormat::Json, 100).unwrap(),
             vec![b"".to_vec(), b"a\nb\0".to_vec()]
+        );
+        assert_eq!(
+            keys_of(b"{\"key_hex\": \"fffe00\"}\n", LineFormat::Json, 100).unwrap(),
+            vec![vec![0xff, 0xfe, 0]]
+        );
+        assert!(keys_of(b"{\"key_hex\": \"f\"}\n", LineFormat::Json, 100).is_err());
+        assert!(keys_of(b"{\"other\": 1}\n", LineFormat::Json, 100).is_err());
+        // Huge limits do not overflow.
+        assert!(
+            !keys_of(b"a\n", LineFormat::Json, usize::MAX)
+                .unwrap_err()
+                .is_empty()
+        );
+        assert_eq!(
+            keys_of(b"a\n", LineFormat::Plain, usize::MAX).unwrap(),
+            vec![b"a".to_vec()]
         );
     }
 

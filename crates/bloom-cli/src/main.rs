@@ -32,7 +32,10 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            // --help and --version print to standard output: failing to is exit 3.
+            if e.print().is_err() && !e.use_stderr() {
+                return ExitCode::from(3);
+            }
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };

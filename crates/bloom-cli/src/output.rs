@@ -47,6 +47,9 @@ pub(crate) fn escape_key(key: &[u8]) -> String {
                 '\t' => out.push_str("\\t"),
                 '\r' => out.push_str("\\r"),
                 '\n' => out.push_str("\\n"),
+                // Line and paragraph separators end lines for some readers.
+                '\u{2028}' => out.push_str("\\u{2028}"),
+                '\u{2029}' => out.push_str("\\u{2029}"),
                 c if c.is_control() => {
                     for unit in c.to_string().bytes() {
                         out.push_str(&format!("\\x{unit:02x}"));
@@ -101,6 +104,7 @@ mod tests {
         assert_eq!(escape_key("café 中文".as_bytes()), "café 中文");
         assert_eq!(escape_key(b"bad\xff\xfeutf8"), "bad\\xff\\xfeutf8");
         assert_eq!(escape_key("\u{85}".as_bytes()), "\\xc2\\x85");
+        assert_eq!(escape_key("a\u{2028}b".as_bytes()), "a\\u{2028}b");
     }
 
     #[test]

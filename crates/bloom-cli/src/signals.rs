@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM while a snapshot file is being written: the write stops between chunks,
+//! SIGINT, SIGTERM and SIGHUP (a closed terminal) while a snapshot file is being written: the write stops between chunks,
 //! the temporary file is removed, and the process exits with 128 + the signal. At any other
 //! moment the signals keep their default action (a blocked read of standard input still ends
 //! at Ctrl-C); a second signal during the cleanup ends the process at once.
@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::flag;
 
 /// What the handlers read and set.
@@ -25,7 +25,7 @@ impl Signals {
             default_action: Arc::new(AtomicBool::new(true)),
             received: Arc::new(AtomicUsize::new(0)),
         };
-        for signal in [SIGINT, SIGTERM] {
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
             // Order matters: the first handler ends the process while no write is running;
             // the second records the signal for the writer; the third ends the process on a
             // second signal during the cleanup.

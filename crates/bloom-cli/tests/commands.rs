@@ -134,7 +134,12 @@ fn build_check_add_round_trip() {
     assert_eq!(parsed[0]["key"], "multi\nline");
     assert!(stdout(bloom().arg("inspect").arg(&out)).contains("dataset generation: 9"));
 
-    assert_eq!(stdout(bloom().arg("check").arg(&out).arg("--json")), "");
+    // Keys are required: a check with nothing to check is a usage error,
+    // not a silent success.
+    let (code, out_text, err) = run(bloom().arg("check").arg(&out).arg("--json"));
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(out_text, "");
+    assert!(err.contains("no keys"), "{err}");
 
     // Standard input.
     let stdin_out = dir.path().join("stdin.bloom");
@@ -330,7 +335,8 @@ fn measure_reports_rate_interval_and_sizes() {
         "predicted false-positive rate",
         "inserted keys: 2000",
         "queries (disjoint): 20000",
-        "rule: sha256-double",
+        "rule: xxh3-128",
+        "layout: blocked-512",
         "format version: 2",
     ] {
         assert!(text.contains(field), "{field} missing from:\n{text}");

@@ -201,7 +201,7 @@ fn output_targets_links_devices_and_standard_output() {
     symlink("/dev/null", &null_link).unwrap();
     for target in [Path::new("/dev/null"), null_link.as_path()] {
         let (code, _, err) = run(bloom()
-            .args(["build", "--bits", "64", "--hashes", "2", "-o"])
+            .args(["build", "--bits", "512", "--hashes", "2", "-o"])
             .arg(target));
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("a character device"), "{err}");
@@ -213,7 +213,7 @@ fn output_targets_links_devices_and_standard_output() {
             .is_char_device()
     );
     let (code, _, err) = run(bloom()
-        .args(["build", "--bits", "64", "--hashes", "2", "-o"])
+        .args(["build", "--bits", "512", "--hashes", "2", "-o"])
         .arg(dir.path()));
     assert_eq!(code, 2, "{err}");
 
@@ -221,7 +221,7 @@ fn output_targets_links_devices_and_standard_output() {
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "precious").unwrap();
     let (code, _, err) = run(bloom()
-        .args(["build", "--bits", "64", "--hashes", "2", "-o"])
+        .args(["build", "--bits", "512", "--hashes", "2", "-o"])
         .arg(&notes));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a bloom snapshot"), "{err}");

@@ -1,4 +1,4 @@
-//! SIGINT or SIGTERM while a large snapshot is being written: the write stops, the temporary
+//! SIGINT, SIGTERM or SIGHUP while a large snapshot is being written: the write stops, the temporary
 //! file is removed, the previous file is unchanged, and the exit code is 128 + the signal.
 //! Temporary files of a writer killed outright (SIGKILL) are removed by the next write.
 
@@ -47,7 +47,7 @@ fn start_large_build(target: &Path) -> Option<std::process::Child> {
 
 #[test]
 fn a_signal_during_a_write_leaves_the_old_file_and_no_debris() {
-    for (signal, code) in [("-TERM", 143), ("-INT", 130)] {
+    for (signal, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("big.bloom");
         build(&target, &["old"]);

@@ -63,7 +63,7 @@ fn a_nul_byte_is_refused_naming_the_line() {
     // "ab\n" in UTF-16LE: full of NULs.
     std::fs::write(&keys, b"\xff\xfea\0b\0\n\0").unwrap();
     for command in [
-        &["build", "--bits", "64", "--hashes", "1", "-o", "x.bloom"][..],
+        &["build", "--bits", "512", "--hashes", "1", "-o", "x.bloom"][..],
         &["check", "x.bloom"],
     ] {
         if command[0] == "check" {

@@ -18,9 +18,17 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
             "add updates a snapshot file in place; - is not a file",
         ));
     }
+    // Checked before a lock file is made for a path that is not there.
+    if let Err(e) = std::fs::metadata(&args.snapshot) {
+        return Err(Failure::input(format!(
+            "cannot read {}: {e}",
+            args.snapshot.display()
+        )));
+    }
     // The lock covers the whole read-modify-write: two `add`s at once both keep their keys.
-    let _lock = files::lock(&args.snapshot, !args.lock.no_wait)?;
-    let mut loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
+    // The file is read and written through the lock's target (links followed once).
+    let output = files::output(&args.snapshot, !args.lock.no_wait)?;
+    let mut loaded = files::load(output.path(), args.limit.max_bytes)?;
     insert_args(&mut loaded.filter, &args.keys)?;
     if let Some(source) = &source {
         insert_from(&mut loaded.filter, source)?;
@@ -34,5 +42,5 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     if generation == loaded.header.dataset_generation {
         header.store = loaded.header.store;
     }
-    files::write(&args.snapshot, &loaded.filter, header, signals)
+    files::write(&output, &loaded.filter, header, signals)
 }

@@ -10,8 +10,15 @@ use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     let params = match (args.items, args.fpr, args.bits, args.hashes) {
-        (Some(items), Some(fpr), None, None) => FilterParams::for_false_positive_rate(items, fpr),
-        (None, None, Some(bits), Some(hashes)) => FilterParams::new(bits, hashes),
+        (Some(items), Some(fpr), None, None) => FilterParams::planned(
+            crate::cli::layout_for(args.layout, args.rule),
+            items,
+            fpr,
+            args.rule.max_hashes(),
+        ),
+        (None, None, Some(bits), Some(hashes)) => {
+            FilterParams::with_layout(crate::cli::layout_for(args.layout, args.rule), bits, hashes)
+        }
         _ => {
             return Err(Failure::usage(
                 "give either --items N --fpr P or --bits M --hashes K",
@@ -33,11 +40,11 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     }
     // Taken before the work, so that a concurrent `add` to the same file waits for the new
     // file instead of being overwritten by it.
-    let _lock = files::lock(&args.output, !args.lock.no_wait)?;
+    let output = files::output(&args.output, !args.lock.no_wait)?;
     let mut filter = BloomFilter::new(config).map_err(Failure::environment)?;
     if let Some(source) = args.input.source() {
         insert_from(&mut filter, &source)?;
     }
     let header = filter.to_header(args.generation);
-    files::write(&args.output, &filter, header, signals)
+    files::write(&output, &filter, header, signals)
 }

@@ -23,5 +23,6 @@ pub(crate) fn run(args: &ExportArgs) -> CmdResult {
         })?;
     let raw = export_seed_raw(&snapshot)
         .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    files::write_bytes(&args.output, &raw)
+    let output = files::output(&args.output, !args.lock.no_wait)?;
+    files::write_raw(&output, &raw)
 }

@@ -31,6 +31,6 @@ pub(crate) fn run(args: &ImportArgs) -> CmdResult {
         )));
     }
     let snapshot = import_seed_raw(&raw).map_err(|e| Failure::input(format!("{name}: {e}")))?;
-    let _lock = files::lock(&args.output, !args.lock.no_wait)?;
-    files::write_snapshot_bytes(&args.output, &snapshot)
+    let output = files::output(&args.output, !args.lock.no_wait)?;
+    files::write_snapshot_bytes(&output, &snapshot)
 }

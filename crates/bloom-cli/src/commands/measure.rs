@@ -19,8 +19,13 @@ fn wilson(hits: u64, n: u64) -> (f64, f64) {
 }
 
 pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
-    let params = FilterParams::for_false_positive_rate(args.items, args.fpr)
-        .map_err(|e| Failure::usage(format!("cannot plan: {e}")))?;
+    let params = FilterParams::planned(
+        crate::cli::layout_for(args.layout, args.rule),
+        args.items,
+        args.fpr,
+        args.rule.max_hashes(),
+    )
+    .map_err(|e| Failure::usage(format!("cannot plan: {e}")))?;
     if params.byte_len() > args.limit.max_bytes {
         return Err(Failure::usage(format!(
             "the filter would be {} bytes, over --max-bytes {}",
@@ -49,8 +54,9 @@ pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
     let (low, high) = wilson(hits, args.queries);
     let mut out = Out::new();
     out.text(&format!(
-        "rule: {}\nformat version: {}\nbits (m): {}\npositions per key (k): {}\ninserted keys: {}\nqueries (disjoint): {}\nfalse positives: {hits}\nmeasured false-positive rate: {} (95% Wilson interval {} .. {}, query sampling only; the fill of one filter also varies with --seed)\npredicted false-positive rate: {}\n",
+        "rule: {}\nlayout: {}\nformat version: {}\nbits (m): {}\npositions per key (k): {}\ninserted keys: {}\nqueries (disjoint): {}\nfalse positives: {hits}\nmeasured false-positive rate: {} (95% Wilson interval {} .. {}, query sampling only; the fill of one filter also varies with --seed)\npredicted false-positive rate: {}\n",
         args.rule,
+        crate::cli::layout_for(args.layout, args.rule),
         bloom_format::FormatVersion::CURRENT.value(),
         filter.config().bits(),
         filter.config().hashes(),

@@ -16,19 +16,80 @@ use crate::error::{CmdResult, Failure};
 use crate::keys::KeySource;
 use crate::progress;
 
-/// Inserts every key of `source` into `filter`; the caller writes nothing on error.
+/// Keys encoded and waiting to go into a filter a batch at a time (hashed together, so that
+/// their cache misses overlap), in one reused buffer.
+pub(crate) struct Batch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Batch {
+    /// Keys per batch.
+    pub(crate) const KEYS: usize = 256;
+
+    pub(crate) fn new() -> Self {
+        Self {
+            bytes: Vec::new(),
+            ends: Vec::with_capacity(Self::KEYS),
+        }
+    }
+
+    pub(crate) fn push(&mut self, encoded: &[u8]) {
+        self.bytes.extend_from_slice(encoded);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.ends.len() >= Self::KEYS
+    }
+
+    /// The keys, in order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let key = self.bytes.get(start..end).unwrap_or_default();
+            start = end;
+            key
+        })
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
+/// Inserts every key of `source` into `filter`, a batch at a time; the caller writes nothing
+/// on error (a bad key is reported with its line).
 pub(crate) fn insert_from(filter: &mut BloomFilter, source: &KeySource) -> CmdResult<u64> {
     let name = source.name();
     let bar = progress::bar("inserting");
+    // With foreign Unicode tables, a key is inserted with its raw text, so that only keys
+    // outside ASCII mark the tables as mixed; that path is one key at a time.
+    let one_by_one = filter.config().has_foreign_tables();
+    let mut batch = Batch::new();
     let count = source.for_each(|key, line| {
-        filter
-            .insert_bytes(key)
-            .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
+        if one_by_one {
+            filter
+                .insert_bytes(key)
+                .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
+        } else {
+            let encoded = filter
+                .config()
+                .encode_bytes(key)
+                .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
+            batch.push(encoded.as_bytes());
+            if batch.is_full() {
+                filter.insert_all_encoded(batch.keys());
+                batch.clear();
+            }
+        }
         if line % 4096 == 0 {
             bar.set_position(line);
         }
         Ok(())
     })?;
+    filter.insert_all_encoded(batch.keys());
     bar.finish_and_clear();
     Ok(count)
 }

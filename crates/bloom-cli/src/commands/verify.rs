@@ -3,7 +3,12 @@
 use crate::cli::VerifyArgs;
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files;
-use crate::output::Out;
+use crate::output::{Out, escape_key};
+
+/// A path as one field of one line: escaped like keys.
+fn shown(path: &std::path::Path) -> String {
+    escape_key(path.as_os_str().as_encoded_bytes())
+}
 
 /// Returns the exit code: 0 when every file is intact, 1 when one is damaged. The report
 /// goes to standard output; if it cannot be written (other than a closed pipe, which ends
@@ -13,13 +18,13 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
     let mut damaged = 0usize;
     let mut output_failure = None;
     for path in &args.snapshots {
-        let line = match files::open(path, None)
+        let line = match files::open(path, Some(args.max_bytes))
             .and_then(|(reader, _)| reader.verify().map_err(|e| files::read_failure(path, &e)))
         {
-            Ok(_) => format!("ok\t{}\n", path.display()),
+            Ok(_) => format!("ok\t{}\n", shown(path)),
             Err(Failure::Report { message, .. }) => {
                 damaged += 1;
-                format!("damaged\t{message}\n")
+                format!("damaged\t{}\n", escape_key(message.as_bytes()))
             }
             Err(other) => return Err(other),
         };
