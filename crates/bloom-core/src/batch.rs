@@ -115,7 +115,7 @@ impl BitsRef<'_> {
     ///
     /// Every position is probed, with no early exit: the probes are independent loads that
     /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         if let Some(block) = hasher.block_of(hash) {
             let range = block.first_word..block.first_word + 8;
@@ -144,6 +144,12 @@ impl BitsRef<'_> {
             }
             return all;
         }
+        self.contains_scattered(hasher, hash)
+    }
+
+    /// [`BitsRef::contains`] for the standard layout: `k` scattered probes.
+    #[inline(never)]
+    fn contains_scattered(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut all = true;
         // One match per key, outside the loop over positions.
         match self {

@@ -209,12 +209,22 @@ impl KeyEncoding {
     /// An ASCII key costs a scan for non-ASCII bytes and nothing more: it is already in NFC,
     /// and its trimming and lowercasing need no Unicode tables.
     #[must_use]
-    #[inline]
+    #[inline(always)]
     pub fn encode_str(self, key: &str) -> EncodedKey<'_> {
+        match self {
+            Self::Bytes | Self::Utf8 => EncodedKey(Cow::Borrowed(key.as_bytes())),
+            // Every ASCII string is in NFC already.
+            Self::Nfc if is_ascii(key.as_bytes()) => EncodedKey(Cow::Borrowed(key.as_bytes())),
+            _ => self.encode_str_with_tables(key),
+        }
+    }
+
+    /// The paths of [`KeyEncoding::encode_str`] that may need Unicode tables, out of line so
+    /// that the common ones inline into every probe.
+    #[inline(never)]
+    fn encode_str_with_tables(self, key: &str) -> EncodedKey<'_> {
         EncodedKey(match self {
             Self::Bytes | Self::Utf8 => Cow::Borrowed(key.as_bytes()),
-            // Every ASCII string is in NFC already.
-            Self::Nfc if is_ascii(key.as_bytes()) => Cow::Borrowed(key.as_bytes()),
             Self::Nfc => match nfc(key) {
                 Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
                 Cow::Owned(s) => Cow::Owned(s.into_bytes()),

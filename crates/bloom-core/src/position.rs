@@ -354,7 +354,7 @@ impl PositionHasher {
     }
 
     /// Hashes a key: the one hash computation behind all of its positions.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn hash(&self, key: &EncodedKey<'_>) -> KeyHash {
         let key = key.as_bytes();
         match self.rule {
@@ -362,25 +362,30 @@ impl PositionHasher {
                 let h = xxhash_rust::xxh3::xxh3_128_with_seed(key, self.seed);
                 KeyHash([h as u64, (h >> 64) as u64, 0, 0])
             }
-            PositionRule::Sha256Split4 => {
-                // Four big-endian 8-byte words: pairs of state words.
-                let s = self.digest_words(key);
-                let word = |hi: u32, lo: u32| (u64::from(hi) << 32) | u64::from(lo);
-                KeyHash([
-                    word(s[0], s[1]),
-                    word(s[2], s[3]),
-                    word(s[4], s[5]),
-                    word(s[6], s[7]),
-                ])
-            }
-            PositionRule::Sha256Double => {
-                // Little-endian 8-byte words: the pairs of state words byte-swapped.
-                let s = self.digest_words(key);
-                let word = |hi: u32, lo: u32| {
-                    u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32)
-                };
-                KeyHash([word(s[0], s[1]), word(s[2], s[3]), 0, 0])
-            }
+            PositionRule::Sha256Split4 => self.sha256_hash(key, true),
+            PositionRule::Sha256Double => self.sha256_hash(key, false),
+        }
+    }
+
+    /// The SHA-256 rules' hash, out of line: the digest dwarfs a call, and keeping it apart
+    /// lets the XXH3 path inline into every probe.
+    #[inline(never)]
+    fn sha256_hash(&self, key: &[u8], split4: bool) -> KeyHash {
+        let s = self.digest_words(key);
+        if split4 {
+            // Four big-endian 8-byte words: pairs of state words.
+            let word = |hi: u32, lo: u32| (u64::from(hi) << 32) | u64::from(lo);
+            KeyHash([
+                word(s[0], s[1]),
+                word(s[2], s[3]),
+                word(s[4], s[5]),
+                word(s[6], s[7]),
+            ])
+        } else {
+            // Little-endian 8-byte words: the pairs of state words byte-swapped.
+            let word =
+                |hi: u32, lo: u32| u64::from(hi.swap_bytes()) | (u64::from(lo.swap_bytes()) << 32);
+            KeyHash([word(s[0], s[1]), word(s[2], s[3]), 0, 0])
         }
     }
 
@@ -421,7 +426,7 @@ impl PositionHasher {
     /// bits inside the block, `(word, bit)` with `word < 8` and `bit < 64`, passed to `visit`:
     /// the same positions as [`PositionHasher::each_position`], addressed within the one
     /// cache line so that no probe needs a bounds check. `None` for the standard layout.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn block_of(&self, hash: KeyHash) -> Option<Block> {
         if self.layout != Layout::Blocked512 {
             return None;
@@ -463,7 +468,7 @@ pub(crate) struct Block {
 impl Block {
     /// Calls `visit(word, bit)` for each of the key's `k` bits in the block, in rule order:
     /// the bit is the top 9 bits of `h2 * C^i`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn each_bit(self, mut visit: impl FnMut(usize, u32)) {
         let mut x = self.bits;
         for _ in 0..self.hashes {
