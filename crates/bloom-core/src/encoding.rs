@@ -261,12 +261,32 @@ impl KeyEncoding {
 /// short, and `[u8]::is_ascii` spends more on aligning than on testing them).
 #[inline(always)]
 pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
-    let (words, tail) = bytes.as_chunks::<8>();
-    let high = words
-        .iter()
-        .fold(0u64, |acc, w| acc | u64::from_le_bytes(*w));
-    let tail = tail.iter().fold(0u8, |acc, b| acc | b);
-    high & 0x8080_8080_8080_8080 == 0 && tail < 0x80
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
+    let (Some(first), Some(last)) = (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) else {
+        // Shorter than a word: byte by byte.
+        return bytes.iter().fold(0u8, |acc, b| acc | b) < 0x80;
+    };
+    // Straight-line code for keys up to 32 bytes: overlapping words cover every byte.
+    let high = match bytes.len() {
+        ..=16 => word(first) | word(last),
+        17..=32 => {
+            let (Some(head), Some(tail)) = (bytes.first_chunk::<16>(), bytes.last_chunk::<16>())
+            else {
+                return false;
+            };
+            let (a, b) = head.split_at(8);
+            let (c, d) = tail.split_at(8);
+            [a, b, c, d].iter().fold(0, |acc, w| {
+                acc | u64::from_le_bytes((*w).try_into().unwrap_or([0x80; 8]))
+            })
+        }
+        _ => {
+            let (words, _) = bytes.as_chunks::<8>();
+            words.iter().fold(word(last), |acc, w| acc | word(w))
+        }
+    };
+    high & HIGH == 0
 }
 
 #[inline]
@@ -492,7 +512,7 @@ mod tests {
         for len in 0..data.len() {
             assert!(is_ascii(&data[..len]));
         }
-        for at in 0..40 {
+        for at in 0..data.len() {
             data[at] |= 0x80;
             for len in 0..=data.len() {
                 assert_eq!(is_ascii(&data[..len]), data[..len].is_ascii(), "{at} {len}");
