@@ -182,7 +182,8 @@ fn fixtures() -> Vec<Fixture> {
             name: "salted-trim-lower",
             config: sha256(1000, 5)
                 .with_encoding(KeyEncoding::NfcTrimLowercase)
-                .with_salt(Salt::new(b"golden-fixture-salt-v1").expect("short salt")),
+                .with_salt(Salt::new(b"golden-fixture-salt-v1").expect("short salt"))
+                .expect("salted sha256"),
             generation: 3,
             store: None,
             keys: [
@@ -242,7 +243,8 @@ fn fixtures() -> Vec<Fixture> {
             name: "xxh3-blocked-salted-large-k",
             config: with(Layout::Blocked512, PositionRule::Xxh3_128, 2048, 23)
                 .with_encoding(KeyEncoding::Utf8)
-                .with_salt(Salt::new(b"golden-fixture-salt-xxh3").expect("short salt")),
+                .with_salt(Salt::new(b"golden-fixture-salt-xxh3").expect("short salt"))
+                .expect("salted xxh3"),
             generation: 50,
             store: None,
             keys: unicode_keys(),
@@ -259,7 +261,8 @@ fn fixtures() -> Vec<Fixture> {
             name: "sha256-blocked-salted",
             config: with(Layout::Blocked512, PositionRule::Sha256Double, 1536, 9)
                 .with_encoding(KeyEncoding::NfcTrimLowercase)
-                .with_salt(Salt::new(b"golden-fixture-salt-v2").expect("short salt")),
+                .with_salt(Salt::new(b"golden-fixture-salt-v2").expect("short salt"))
+                .expect("salted sha256"),
             generation: 7,
             store: None,
             keys: [
@@ -308,7 +311,15 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
     files
 }
 
-fn workspace_root() -> PathBuf {
+/// The SHA-256 of `bytes` in lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives inside the workspace")
@@ -323,11 +334,7 @@ fn check_frozen(root: &Path) -> Vec<String> {
             let path = Path::new(dir).join(name);
             match fs::read(root.join(&path)) {
                 Ok(bytes) => {
-                    let actual: String = Sha256::digest(&bytes)
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect();
-                    if actual != *digest {
+                    if sha256_hex(&bytes) != *digest {
                         problems.push(format!(
                             "{} changed: released fixtures are frozen; restore it with `git checkout -- {}`",
                             path.display(),
@@ -363,6 +370,7 @@ pub(crate) fn run(mode: Mode) -> ExitCode {
     }
     let files = generate();
     let mut problems = check_frozen(&root);
+    problems.extend(crate::guava::check(&root));
     for (path, contents) in &files {
         let full = root.join(path);
         let current = fs::read(&full).ok();
@@ -412,9 +420,10 @@ pub(crate) fn run(mode: Mode) -> ExitCode {
     }
     if problems.is_empty() {
         println!(
-            "{} fixture files in {DIR} are current; {} frozen directories are intact",
+            "{} fixture files in {DIR} are current; {} frozen directories are intact; {} match their manifest",
             files.len(),
-            FROZEN.len()
+            FROZEN.len(),
+            crate::guava::DIR,
         );
         return ExitCode::SUCCESS;
     }

@@ -5,9 +5,12 @@
 //!   written.
 //! - `cargo xtask fixtures --check` fails, naming each stale file and the command to run, when
 //!   the committed fixtures differ from what this build generates, or when a frozen file
-//!   changed. CI runs it.
+//!   changed, or when `fixtures/guava/` is not what its manifest says. CI runs it.
+//! - `cargo xtask guava-fixtures` regenerates `fixtures/guava/` with real Guava (Java and
+//!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
 mod fixtures;
+mod guava;
 
 use std::process::ExitCode;
 
@@ -17,8 +20,9 @@ fn main() -> ExitCode {
     match args.as_slice() {
         ["fixtures"] => fixtures::run(fixtures::Mode::Write),
         ["fixtures", "--check"] => fixtures::run(fixtures::Mode::Check),
+        ["guava-fixtures"] => guava::generate(),
         _ => {
-            eprintln!("usage: cargo xtask fixtures [--check]");
+            eprintln!("usage: cargo xtask fixtures [--check] | cargo xtask guava-fixtures");
             ExitCode::from(2)
         }
     }

@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use bloom_core::{KeyEncoding, Layout, MAX_BITS, MAX_HASHES, PositionRule, Salt};
+use bloom_core::{
+    FilterParams, KeyEncoding, Layout, MAX_BITS, MAX_HASHES, ParamsError, PositionRule, Salt,
+};
+use bloom_format::GuavaFunnel;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::keys::{DEFAULT_MAX_KEY_BYTES, KeySource, LineFormat};
@@ -16,14 +19,16 @@ Exit codes:
   3    environment failure: a file or standard output could not be written, a lock could
        not be taken, memory could not be allocated
   4    `check --exit-status`: at least one key is absent
-  130  interrupted by SIGINT, 143 by SIGTERM (a snapshot being written is left unchanged)
+  129  interrupted by SIGHUP, 130 by SIGINT, 143 by SIGTERM (a snapshot being written is
+       left unchanged, and no temporary file is left behind)
 A closed standard output (`bloom check ... | head`) ends the command quietly.
 
 Key files (--keys PATH, or - for standard input): one key per line, LF or CRLF line endings,
 the last line with or without a line feed. A UTF-8 byte order mark at the start is ignored.
 Empty lines are skipped. A NUL byte is refused (a binary or UTF-16 file). Keys longer than
 --max-key-bytes (default 64 KiB) are refused by line number. With --jsonl every line is a
-JSON string, which can hold any key (empty, with line breaks, tabs or NUL).
+JSON string, which can hold any key (empty, with line breaks, tabs or NUL), or an object
+{\"key_hex\": \"...\"} for keys that are not UTF-8.
 
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
@@ -57,9 +62,9 @@ pub(crate) enum Command {
     /// Check every snapshot completely (streaming, constant memory); one line per file; exit
     /// 1 if any is damaged.
     Verify(VerifyArgs),
-    /// Import a legacy raw snapshot.
+    /// Import a seed raw file or a Guava `BloomFilter` stream into a checked snapshot.
     Import(ImportArgs),
-    /// Export a snapshot to a legacy raw layout.
+    /// Export a snapshot as a seed raw file or a Guava `BloomFilter` stream.
     Export(ExportArgs),
     /// Measure the false-positive rate on a fixed inserted set and a disjoint query set.
     Measure(MeasureArgs),
@@ -75,11 +80,35 @@ pub(crate) struct PlanArgs {
     pub(crate) fpr: f64,
 }
 
-/// The legacy layouts.
-#[derive(Clone, Copy, ValueEnum)]
+/// The foreign forms a filter is imported from or exported to.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Legacy {
     /// The reference article's raw 128 bytes: 1024 bits, 4 positions, sha256-split4, UTF-8.
     SeedRaw,
+    /// Guava's `BloomFilter.writeTo` stream (both strategies; see --funnel).
+    Guava,
+}
+
+/// How the JVM side turned keys into bytes (the Guava stream does not record it).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Funnel {
+    /// `Funnels.stringFunnel(UTF_8)`: keys are text, hashed as UTF-8.
+    Utf8,
+    /// `Funnels.unencodedCharsFunnel()`: keys are text, hashed as UTF-16 code units.
+    Chars,
+    /// `Funnels.byteArrayFunnel()` (and `integerFunnel`/`longFunnel`, whose keys are the
+    /// number's little-endian bytes): keys are bytes.
+    Bytes,
+}
+
+impl Funnel {
+    pub(crate) fn guava(self) -> GuavaFunnel {
+        match self {
+            Self::Utf8 => GuavaFunnel::Utf8,
+            Self::Chars => GuavaFunnel::Chars,
+            Self::Bytes => GuavaFunnel::Bytes,
+        }
+    }
 }
 
 /// Where keys come from, besides the command line.
@@ -146,7 +175,9 @@ pub(crate) struct BuildArgs {
     pub(crate) hashes: Option<u32>,
     /// Position rule: xxh3-128 (fast), sha256-double (with --salt random, the rule for keys
     /// an adversary picks: xxHash has seed-independent collisions, so a salt does not
-    /// protect xxh3-128), or sha256-split4 (the reference article's, standard layout only).
+    /// protect xxh3-128), sha256-split4 (the reference article's, standard layout only), or
+    /// guava-mitz64 / guava-mitz32 (Guava's strategies, sized as Guava sizes with --items
+    /// and --fpr, for `bloom export --to guava`).
     #[arg(long, default_value = "xxh3-128")]
     pub(crate) rule: PositionRule,
     /// Layout: blocked-512 (all of a key's bits in one 64-byte cache line, about 3% more
@@ -154,9 +185,10 @@ pub(crate) struct BuildArgs {
     /// the default for sha256-split4, which works with it only).
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
-    /// Key encoding.
-    #[arg(long, default_value = "nfc")]
-    pub(crate) encoding: KeyEncoding,
+    /// Key encoding (default: nfc; utf8 for the Guava rules, whose filters use the encoding
+    /// of the JVM side's funnel: utf8, utf16le or bytes).
+    #[arg(long)]
+    pub(crate) encoding: Option<KeyEncoding>,
     /// Salt: `none`, `random`, or hex bytes (at most 32).
     #[arg(long, default_value = "none", value_parser = parse_salt)]
     pub(crate) salt: Salt,
@@ -237,11 +269,16 @@ pub(crate) struct VerifyArgs {
 
 #[derive(Args)]
 pub(crate) struct ImportArgs {
-    /// The legacy layout of the input.
+    /// The form of the input.
     #[arg(long, value_enum)]
     pub(crate) from: Legacy,
-    /// The raw file (`-` for standard input).
+    /// With --from guava: the funnel the JVM side hashed keys with.
+    #[arg(long, value_enum)]
+    pub(crate) funnel: Option<Funnel>,
+    /// The file (`-` for standard input).
     pub(crate) input: PathBuf,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
     /// Where to write the snapshot (`-` for standard output).
     #[arg(short, long, value_name = "PATH|-")]
     pub(crate) output: PathBuf,
@@ -251,13 +288,16 @@ pub(crate) struct ImportArgs {
 
 #[derive(Args)]
 pub(crate) struct ExportArgs {
-    /// The legacy layout to write.
+    /// The form to write.
     #[arg(long, value_enum)]
     pub(crate) to: Legacy,
     /// The snapshot.
     pub(crate) snapshot: PathBuf,
-    /// Where to write the raw bytes (`-` for standard output). An existing file is replaced
-    /// only if it is empty or 128 bytes long.
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+    /// Where to write (`-` for standard output). An existing file is replaced only if it is
+    /// empty or already in the form written (a 128-byte seed raw file; a Guava stream whose
+    /// length agrees with its word count).
     #[arg(short, long, value_name = "PATH|-")]
     pub(crate) output: PathBuf,
     #[command(flatten)]
@@ -353,6 +393,20 @@ fn parse_key_limit(text: &str) -> Result<u64, String> {
         return Err(format!("{text} is not between 1 byte and 1G"));
     }
     Ok(size)
+}
+
+/// Plans `m` and `k` for `items` keys at `fpr`: as Guava sizes for Guava's rules (so the JVM
+/// side gets the filter it would have made), otherwise with the layout's own formula.
+pub(crate) fn plan_params(
+    layout: Option<Layout>,
+    rule: PositionRule,
+    items: u64,
+    fpr: f64,
+) -> Result<FilterParams, ParamsError> {
+    if rule.is_guava() {
+        return FilterParams::for_guava(items, fpr);
+    }
+    FilterParams::planned(layout_for(layout, rule), items, fpr, rule.max_hashes())
 }
 
 /// The layout asked for, or the default for `rule`: blocked-512 where the rule works with it.

@@ -237,25 +237,77 @@ fn to_stdout(bytes: &[u8]) -> CmdResult {
         .map_err(|e| Failure::stdout(&e))
 }
 
-/// Writes the raw 128 bytes of a legacy snapshot. An existing file is replaced only if it
-/// could be one (empty, or exactly that long): an export never overwrites a database or a
-/// bloom snapshot by mistake.
-pub(crate) fn write_raw(output: &Output, bytes: &[u8]) -> CmdResult {
+/// A file in a foreign form that an export may replace: an export never overwrites a
+/// database, a bloom snapshot or a document by mistake, only an empty file or one that is
+/// already in the form written.
+#[derive(Clone, Copy)]
+pub(crate) enum Replaceable {
+    /// Exactly 128 bytes.
+    SeedRaw,
+    /// A Guava stream: strategy 0 or 1, k at least 1, and a length that agrees with its
+    /// word count.
+    GuavaStream,
+}
+
+impl Replaceable {
+    fn allows(self, target: &Path, len: u64) -> bool {
+        match self {
+            Self::SeedRaw => len == bloom_format::SEED_RAW_LEN as u64,
+            Self::GuavaStream => {
+                let mut prefix = [0u8; 6];
+                let read = File::open(target)
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut prefix));
+                read.is_ok() && bloom_format::guava_announced_len(prefix) == Some(len)
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::SeedRaw => "a 128-byte seed raw file",
+            Self::GuavaStream => "a Guava stream",
+        }
+    }
+}
+
+/// Writes a file in a foreign form, produced by `produce` (atomically, or to standard
+/// output). An existing file is replaced only if [`Replaceable`] allows it.
+pub(crate) fn write_foreign(
+    output: &Output,
+    replaceable: Replaceable,
+    produce: impl FnOnce(&mut dyn Write) -> Result<(), bloom_format::GuavaError>,
+) -> CmdResult {
     let Output::File(lock) = output else {
-        return to_stdout(bytes);
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        return match produce(&mut out).and_then(|()| out.flush().map_err(Into::into)) {
+            Ok(()) => Ok(()),
+            Err(bloom_format::GuavaError::Io(e)) => Err(Failure::stdout(&e)),
+            Err(e) => Err(Failure::input(e)),
+        };
     };
     let target = lock.target();
     if let Ok(meta) = std::fs::metadata(target)
         && meta.is_file()
         && meta.len() != 0
-        && meta.len() != bytes.len() as u64
+        && !replaceable.allows(target, meta.len())
     {
         return Err(Failure::usage(format!(
-            "refusing to replace {}: it is {} bytes long, not a {}-byte raw snapshot; remove it first or write elsewhere",
+            "refusing to replace {}: it is not {} (it is {} bytes long); remove it first or write elsewhere",
             target.display(),
+            replaceable.name(),
             meta.len(),
-            bytes.len()
         )));
     }
-    bloom_format::write_atomic(target, bytes).map_err(write_failure)
+    let file = AtomicFile::create(target).map_err(write_failure)?;
+    let mut out = std::io::BufWriter::new(file);
+    let io_failure = |e: &dyn std::fmt::Display| {
+        Failure::environment(format!("cannot write {}: {e}", target.display()))
+    };
+    match produce(&mut out) {
+        Ok(()) => {}
+        Err(bloom_format::GuavaError::Io(e)) => return Err(io_failure(&e)),
+        Err(e) => return Err(Failure::input(e)),
+    }
+    let file = out.into_inner().map_err(|e| io_failure(e.error()))?;
+    file.commit().map_err(write_failure)
 }

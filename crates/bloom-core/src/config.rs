@@ -46,6 +46,25 @@ pub enum ConfigError {
     /// The salt was too long.
     #[error(transparent)]
     Salt(#[from] SaltTooLong),
+    /// The rule takes no salt (Guava's rules hash with murmur3 seed 0, as Guava does).
+    #[error("position rule {rule} takes no salt")]
+    SaltNotSupported {
+        /// The rule.
+        rule: PositionRule,
+    },
+    /// Guava's rules need `m` to be a whole number of 64-bit words that a Guava stream can
+    /// hold.
+    #[error(
+        "position rule {rule} needs m to be a multiple of 64 of at most {max}, got {bits} (plan with FilterParams::for_guava)"
+    )]
+    GuavaBits {
+        /// The rule.
+        rule: PositionRule,
+        /// The bit count.
+        bits: u64,
+        /// [`bloom_format::GUAVA_MAX_BITS`].
+        max: u64,
+    },
 }
 
 impl FilterConfig {
@@ -103,8 +122,23 @@ impl FilterConfig {
     /// Replaces the position rule.
     ///
     /// # Errors
-    /// [`ConfigError::TooManyHashesForRule`] when `k` is above the rule's maximum.
+    /// [`ConfigError::RuleLayout`] when the rule does not work with the layout,
+    /// [`ConfigError::TooManyHashesForRule`] when `k` is above the rule's maximum, and for
+    /// Guava's rules [`ConfigError::SaltNotSupported`] or [`ConfigError::GuavaBits`].
     pub fn with_rule(mut self, rule: PositionRule) -> Result<Self, ConfigError> {
+        if rule.is_guava() {
+            if !self.salt.is_empty() {
+                return Err(ConfigError::SaltNotSupported { rule });
+            }
+            let bits = self.params.bits();
+            if !bits.is_multiple_of(64) || bits > bloom_format::GUAVA_MAX_BITS {
+                return Err(ConfigError::GuavaBits {
+                    rule,
+                    bits,
+                    max: bloom_format::GUAVA_MAX_BITS,
+                });
+            }
+        }
         if !rule.supports(self.params.layout()) {
             return Err(ConfigError::RuleLayout {
                 rule,
@@ -139,10 +173,16 @@ impl FilterConfig {
     }
 
     /// Replaces the salt.
-    #[must_use]
-    pub fn with_salt(mut self, salt: Salt) -> Self {
+    ///
+    /// # Errors
+    /// [`ConfigError::SaltNotSupported`] for a salt under one of Guava's rules, which take
+    /// none.
+    pub fn with_salt(mut self, salt: Salt) -> Result<Self, ConfigError> {
+        if self.rule.is_guava() && !salt.is_empty() {
+            return Err(ConfigError::SaltNotSupported { rule: self.rule });
+        }
         self.salt = salt;
-        self
+        Ok(self)
     }
 
     /// Replaces the size parameters, keeping rule, encoding and salt.
@@ -167,7 +207,7 @@ impl FilterConfig {
     ) -> Result<Self, ConfigError> {
         Self::new(params)
             .with_encoding(encoding)
-            .with_salt(salt)
+            .with_salt(salt)?
             .with_rule(rule)
     }
 

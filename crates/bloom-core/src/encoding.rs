@@ -29,6 +29,10 @@ pub enum KeyEncoding {
     /// NFC again. `"  Straße "` and `"STRASSE"` are *not* the same key (this is
     /// lowercasing, not case folding), but `"Record-1 "` and `"record-1"` are. Id 4.
     NfcTrimLowercase,
+    /// The text's UTF-16 code units, each as two little-endian bytes, with no normalization:
+    /// what Guava's `Funnels.unencodedCharsFunnel()` hashes for a Java `String`. Byte keys
+    /// must be valid UTF-8. Id 5.
+    Utf16Le,
 }
 
 /// A key that could not be encoded.
@@ -136,10 +140,16 @@ impl<'a> EncodedKey<'a> {
 
 impl KeyEncoding {
     /// Every rule, in id order.
-    pub const ALL: [Self; 4] = [Self::Bytes, Self::Utf8, Self::Nfc, Self::NfcTrimLowercase];
+    pub const ALL: [Self; 5] = [
+        Self::Bytes,
+        Self::Utf8,
+        Self::Nfc,
+        Self::NfcTrimLowercase,
+        Self::Utf16Le,
+    ];
 
     /// The names accepted by [`KeyEncoding::from_str`].
-    pub const NAMES: &'static str = "bytes, utf8, nfc, nfc-trim-lower";
+    pub const NAMES: &'static str = "bytes, utf8, nfc, nfc-trim-lower, utf16le";
 
     /// The stable identifier written into snapshots (its number is in `bloom-format`'s
     /// append-only table).
@@ -150,6 +160,7 @@ impl KeyEncoding {
             Self::Utf8 => KeyEncodingId::Utf8,
             Self::Nfc => KeyEncodingId::Nfc,
             Self::NfcTrimLowercase => KeyEncodingId::NfcTrimLowercase,
+            Self::Utf16Le => KeyEncodingId::Utf16Le,
         }
     }
 
@@ -161,6 +172,7 @@ impl KeyEncoding {
             KeyEncodingId::Utf8 => Some(Self::Utf8),
             KeyEncodingId::Nfc => Some(Self::Nfc),
             KeyEncodingId::NfcTrimLowercase => Some(Self::NfcTrimLowercase),
+            KeyEncodingId::Utf16Le => Some(Self::Utf16Le),
             _ => None,
         }
     }
@@ -225,6 +237,7 @@ impl KeyEncoding {
     fn encode_str_with_tables(self, key: &str) -> EncodedKey<'_> {
         EncodedKey(match self {
             Self::Bytes | Self::Utf8 => Cow::Borrowed(key.as_bytes()),
+            Self::Utf16Le => Cow::Owned(key.encode_utf16().flat_map(u16::to_le_bytes).collect()),
             Self::Nfc => match nfc(key) {
                 Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
                 Cow::Owned(s) => Cow::Owned(s.into_bytes()),
@@ -369,7 +382,13 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            [(1, "bytes"), (2, "utf8"), (3, "nfc"), (4, "nfc-trim-lower")]
+            [
+                (1, "bytes"),
+                (2, "utf8"),
+                (3, "nfc"),
+                (4, "nfc-trim-lower"),
+                (5, "utf16le")
+            ]
         );
         for e in KeyEncoding::ALL {
             assert_eq!(KeyEncoding::from_id(e.id()), Some(e));

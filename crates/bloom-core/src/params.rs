@@ -225,6 +225,56 @@ impl FilterParams {
         Self::from_float_bits(items, bits)
     }
 
+    /// Plans as Guava 31's `BloomFilter.create(funnel, items, fpr)` does, so that a filter
+    /// built here has exactly the `m` and `k` of the JVM's:
+    ///
+    /// ```text
+    /// numBits = (long) (-n ln p / (ln 2)^2)              // truncated
+    /// k       = max(1, Math.round(numBits / n * ln 2))
+    /// m       = 64 * ceil(numBits / 64)                  // whole 64-bit words
+    /// ```
+    ///
+    /// (Guava 33 and later compute `k` as `round(-ln p / ln 2)`; `k` travels in the stream,
+    /// so filters of either are read the same way.)
+    ///
+    /// ```
+    /// let params = bloom_core::FilterParams::for_guava(1000, 0.01)?;
+    /// assert_eq!((params.bits(), params.hashes()), (9600, 7)); // 150 words, as Guava
+    /// # Ok::<(), bloom_core::ParamsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ParamsError::ZeroItems`], [`ParamsError::InvalidFalsePositiveRate`],
+    /// [`ParamsError::ZeroBits`] when the rate is so high that Guava's plan has no bits
+    /// (Guava throws there too), or [`ParamsError::TooManyBits`] beyond what a Guava stream
+    /// or [`MAX_BITS`] holds.
+    pub fn for_guava(items: u64, fpr: f64) -> Result<Self, ParamsError> {
+        if items == 0 {
+            return Err(ParamsError::ZeroItems);
+        }
+        if !(fpr > 0.0 && fpr < 1.0) {
+            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
+        }
+        let n = items as f64;
+        // Java's (long) cast truncates and saturates, as `as` does.
+        let num_bits = (-n * fpr.ln() / (LN_2 * LN_2)) as u64;
+        if num_bits == 0 {
+            return Err(ParamsError::ZeroBits);
+        }
+        let max = MAX_BITS.min(bloom_format::GUAVA_MAX_BITS);
+        let bits = num_bits
+            .div_ceil(64)
+            .checked_mul(64)
+            .filter(|&b| b <= max)
+            .ok_or(ParamsError::TooManyBits {
+                found: u128::from(num_bits),
+                max,
+            })?;
+        // Math.round(x) = floor(x + 0.5); saturating to an int, then at least 1.
+        let hashes = ((num_bits as f64 / n * LN_2 + 0.5).floor() as u32).max(1);
+        Self::new(bits, hashes)
+    }
+
     /// Plans for `items` keys with `bits_per_key` bits each: `m = ceil(n * bits_per_key)`,
     /// `k = round((m / n) ln 2)`, at least 1.
     ///

@@ -1,8 +1,9 @@
 //! Position rules: how an encoded key becomes `k` bit positions in `[0, m)`.
 //!
-//! Positions come only from SHA-256 over the encoded key (optionally behind a secret salt),
-//! never from `std::hash` or any per-process random state, so every process, machine and
-//! release computes the same positions.
+//! Positions come only from a hash defined byte for byte (SHA-256, XXH3-128, or Guava's
+//! murmur3 x64 128-bit) over the encoded key (optionally behind a secret salt), never from
+//! `std::hash` or any per-process random state, so every process, machine and release
+//! computes the same positions.
 
 use std::fmt;
 use std::str::FromStr;
@@ -56,14 +57,48 @@ pub enum PositionRule {
     /// keys.
     #[default]
     Xxh3_128,
+    /// Guava's `MURMUR128_MITZ_64` strategy (id 4), the default of `BloomFilter.create` since
+    /// Guava 17: `h1`, `h2` = the two little-endian 64-bit halves of murmur3 x64 128-bit
+    /// (seed 0), then
+    ///
+    /// ```text
+    /// c = h1
+    /// for i in 0..k:
+    ///     position[i] = (c & 0x7fff_ffff_ffff_ffff) % m
+    ///     c = c + h2                                       // wrapping
+    /// ```
+    ///
+    /// Standard layout, no salt, `m` a multiple of 64 (Guava's `64 N`), `k` up to
+    /// [`MAX_HASHES`]. With the key encoding of the JVM side's funnel, a filter answers as
+    /// Guava's `mightContain` does.
+    GuavaMitz64,
+    /// Guava's `MURMUR128_MITZ_32` strategy (id 5), Guava before 17: `a`, `b` = the low and
+    /// high 32 bits (as signed `int`s) of `h1` above, then, in 32-bit wrapping arithmetic,
+    ///
+    /// ```text
+    /// for i in 1..=k:
+    ///     c = a + i * b
+    ///     if c < 0: c = !c
+    ///     position[i - 1] = c % m
+    /// ```
+    ///
+    /// Same restrictions as [`PositionRule::GuavaMitz64`].
+    GuavaMitz32,
 }
 
 impl PositionRule {
     /// Every rule, in id order.
-    pub const ALL: [Self; 3] = [Self::Sha256Split4, Self::Sha256Double, Self::Xxh3_128];
+    pub const ALL: [Self; 5] = [
+        Self::Sha256Split4,
+        Self::Sha256Double,
+        Self::Xxh3_128,
+        Self::GuavaMitz64,
+        Self::GuavaMitz32,
+    ];
 
     /// The names accepted by [`PositionRule::from_str`].
-    pub const NAMES: &'static str = "sha256-split4, sha256-double, xxh3-128";
+    pub const NAMES: &'static str =
+        "sha256-split4, sha256-double, xxh3-128, guava-mitz64, guava-mitz32";
 
     /// The stable identifier written into snapshots (its number is in `bloom-format`'s
     /// append-only table).
@@ -73,6 +108,8 @@ impl PositionRule {
             Self::Sha256Split4 => PositionRuleId::Sha256Split4,
             Self::Sha256Double => PositionRuleId::Sha256Double,
             Self::Xxh3_128 => PositionRuleId::Xxh3_128,
+            Self::GuavaMitz64 => PositionRuleId::GuavaMitz64,
+            Self::GuavaMitz32 => PositionRuleId::GuavaMitz32,
         }
     }
 
@@ -83,6 +120,8 @@ impl PositionRule {
             PositionRuleId::Sha256Split4 => Some(Self::Sha256Split4),
             PositionRuleId::Sha256Double => Some(Self::Sha256Double),
             PositionRuleId::Xxh3_128 => Some(Self::Xxh3_128),
+            PositionRuleId::GuavaMitz64 => Some(Self::GuavaMitz64),
+            PositionRuleId::GuavaMitz32 => Some(Self::GuavaMitz32),
             _ => None,
         }
     }
@@ -98,14 +137,24 @@ impl PositionRule {
     pub const fn max_hashes(self) -> u32 {
         match self {
             Self::Sha256Split4 => 4,
-            Self::Sha256Double | Self::Xxh3_128 => MAX_HASHES,
+            Self::Sha256Double | Self::Xxh3_128 | Self::GuavaMitz64 | Self::GuavaMitz32 => {
+                MAX_HASHES
+            }
         }
     }
 
-    /// Whether the rule works with `layout` (`sha256-split4` only with the standard one).
+    /// Whether the rule works with `layout` (`sha256-split4` and Guava's rules only with the
+    /// standard one).
     #[must_use]
     pub const fn supports(self, layout: Layout) -> bool {
-        !matches!((self, layout), (Self::Sha256Split4, Layout::Blocked512))
+        matches!(layout, Layout::Standard) || matches!(self, Self::Sha256Double | Self::Xxh3_128)
+    }
+
+    /// Whether this is one of Guava's strategies: standard layout, no salt, `m` a multiple
+    /// of 64.
+    #[must_use]
+    pub const fn is_guava(self) -> bool {
+        matches!(self, Self::GuavaMitz64 | Self::GuavaMitz32)
     }
 }
 
@@ -364,6 +413,7 @@ impl PositionHasher {
             }
             PositionRule::Sha256Split4 => self.sha256_hash(key, true),
             PositionRule::Sha256Double => self.sha256_hash(key, false),
+            PositionRule::GuavaMitz64 | PositionRule::GuavaMitz32 => murmur3_hash(key),
         }
     }
 
@@ -400,6 +450,22 @@ impl PositionHasher {
             (PositionRule::Sha256Split4, _) => {
                 for w in hash.0.iter().take(self.hashes as usize) {
                     visit(w % m);
+                }
+            }
+            (PositionRule::GuavaMitz64, _) => {
+                let mut combined = h1;
+                for _ in 0..self.hashes {
+                    visit((combined & i64::MAX as u64) % m);
+                    combined = combined.wrapping_add(h2);
+                }
+            }
+            (PositionRule::GuavaMitz32, _) => {
+                // Java `int` arithmetic: wrapping, and `~c` for a negative `c`.
+                let (a, b) = (h1 as i32, (h1 >> 32) as i32);
+                for i in 1..=self.hashes as i32 {
+                    let c = a.wrapping_add(i.wrapping_mul(b));
+                    let c = if c < 0 { !c } else { c };
+                    visit(u64::from(c.unsigned_abs()) % m);
                 }
             }
             (_, Layout::Standard) => {
@@ -527,6 +593,15 @@ impl Iterator for Positions {
 impl ExactSizeIterator for Positions {}
 
 /// Maps `x` uniformly onto `[0, m)`: `floor(x * m / 2^64)`.
+/// murmur3 x64 128-bit of `key` with seed 0, as Guava's `Hashing.murmur3_128()`: its two
+/// little-endian 64-bit halves, `h1` first.
+#[inline(never)]
+fn murmur3_hash(key: &[u8]) -> KeyHash {
+    // Reading from a slice cannot fail; the fallback only keeps this total.
+    let h = murmur3::murmur3_x64_128(&mut &key[..], 0).unwrap_or_default();
+    KeyHash([h as u64, (h >> 64) as u64, 0, 0])
+}
+
 #[inline]
 fn reduce(x: u64, m: u64) -> u64 {
     // x < 2^64, so x * m / 2^64 < m, which fits in u64.
@@ -546,7 +621,13 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            [(1, "sha256-split4"), (2, "sha256-double"), (3, "xxh3-128")]
+            [
+                (1, "sha256-split4"),
+                (2, "sha256-double"),
+                (3, "xxh3-128"),
+                (4, "guava-mitz64"),
+                (5, "guava-mitz32")
+            ]
         );
         for r in PositionRule::ALL {
             assert_eq!(PositionRule::from_id(r.id()), Some(r));
@@ -678,6 +759,7 @@ mod tests {
                 "{:?}",
                 crate::FilterConfig::new(crate::FilterParams::new(8, 1).unwrap())
                     .with_salt(salt.clone())
+                    .unwrap()
             )
             .contains("0123")
         );

@@ -7,8 +7,12 @@ const SALT: &[u8] = b"0123456789abcdef0123456789abcdef";
 
 fn salted_filter() -> BloomFilter {
     let params = FilterParams::new(1 << 16, 7).unwrap();
-    let mut filter =
-        BloomFilter::new(FilterConfig::new(params).with_salt(Salt::new(SALT).unwrap())).unwrap();
+    let mut filter = BloomFilter::new(
+        FilterConfig::new(params)
+            .with_salt(Salt::new(SALT).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
     filter.insert_all((0..1000).map(|i| format!("key-{i}")));
     filter
 }

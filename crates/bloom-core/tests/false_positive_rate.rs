@@ -71,6 +71,7 @@ fn double_hashing_at_a_tenth_of_a_percent_with_salt() {
     let params = FilterParams::for_false_positive_rate(10_000, 0.001).unwrap();
     let config = FilterConfig::new(params)
         .with_salt(Salt::new(b"fixed-salt-for-the-test").unwrap())
+        .unwrap()
         .with_encoding(KeyEncoding::NfcTrimLowercase);
     check(config, 10_000, Prediction::Planned);
 }
@@ -106,7 +107,8 @@ fn blocked_layout_at_a_tenth_of_a_percent_with_salted_sha256() {
     let config = FilterConfig::new(params)
         .with_rule(PositionRule::Sha256Double)
         .unwrap()
-        .with_salt(Salt::new(b"fixed-salt-for-the-test").unwrap());
+        .with_salt(Salt::new(b"fixed-salt-for-the-test").unwrap())
+        .unwrap();
     check_with(config, 200_000, Prediction::Planned, 1_000_000);
 }
 

@@ -519,6 +519,44 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
     })
 }
 
+/// A Guava rule's filter is always a valid Guava stream: standard layout, no salt, `m` a
+/// whole number of 64-bit words that Guava's `int` word count can hold, `k` in one byte.
+fn validate_guava(header: &Header) -> Result<(), DecodeError> {
+    let rule = header.position_rule;
+    if header.layout != LayoutId::Standard {
+        return Err(DecodeError::InvalidParameter {
+            field: "layout id",
+            found: u64::from(header.layout.value()),
+            expected: format!("1 (standard) for the {rule} rule"),
+        });
+    }
+    if !header.salt.is_empty() {
+        return Err(DecodeError::InvalidParameter {
+            field: "salt length",
+            found: header.salt.len() as u64,
+            expected: format!("0: the {rule} rule takes no salt"),
+        });
+    }
+    if !header.bit_count.is_multiple_of(64) || header.bit_count > crate::GUAVA_MAX_BITS {
+        return Err(DecodeError::InvalidParameter {
+            field: "bit count (m)",
+            found: header.bit_count,
+            expected: format!(
+                "a multiple of 64 up to {} for the {rule} rule",
+                crate::GUAVA_MAX_BITS
+            ),
+        });
+    }
+    if header.hash_count > 255 {
+        return Err(DecodeError::InvalidParameter {
+            field: "positions per key (k)",
+            found: u64::from(header.hash_count),
+            expected: format!("at most 255 for the {rule} rule"),
+        });
+    }
+    Ok(())
+}
+
 fn unknown<T: Into<u16> + Copy>(kind: IdKind, found: u16, known: &[T]) -> DecodeError {
     let known = known
         .iter()
@@ -585,6 +623,9 @@ pub(crate) fn validate(
             found: header.bit_count,
             expected: "a multiple of 512 for the blocked-512 layout".into(),
         });
+    }
+    if header.position_rule.is_guava() {
+        validate_guava(header)?;
     }
     if header.layout_parameter != 0 {
         return Err(DecodeError::InvalidParameter {

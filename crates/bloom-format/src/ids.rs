@@ -110,6 +110,14 @@ id_table! {
         /// XXH3-128 (xxHash 0.8), its low and high 64 bits, then the layout's rule; any k.
         /// Fast and stable, not a defence against chosen keys.
         Xxh3_128 = 3, "xxh3-128";
+        /// Guava's `MURMUR128_MITZ_64` (the default strategy since Guava 17): murmur3 x64
+        /// 128-bit, seed 0, double hashing over 63-bit values mod m. Standard layout, no
+        /// salt, m a multiple of 64.
+        GuavaMitz64 = 4, "guava-mitz64";
+        /// Guava's `MURMUR128_MITZ_32` (before Guava 17): the first 64 bits of murmur3 x64
+        /// 128-bit, seed 0, split into two 32-bit halves for double hashing. Standard layout,
+        /// no salt, m a multiple of 64.
+        GuavaMitz32 = 5, "guava-mitz32";
     }
 }
 
@@ -135,6 +143,19 @@ id_table! {
         Nfc = 3, "nfc";
         /// NFC, trimmed, lowercased, NFC again.
         NfcTrimLowercase = 4, "nfc-trim-lower";
+        /// UTF-16 code units of the text, each as two little-endian bytes (Guava's
+        /// `Funnels.unencodedCharsFunnel()`).
+        Utf16Le = 5, "utf16le";
+    }
+}
+
+impl PositionRuleId {
+    /// Whether this is one of Guava's strategies, whose filters must stay exportable as a
+    /// Guava stream: standard layout, no salt, `m` a multiple of 64 of at most
+    /// [`GUAVA_MAX_BITS`](crate::GUAVA_MAX_BITS).
+    #[must_use]
+    pub const fn is_guava(self) -> bool {
+        matches!(self, Self::GuavaMitz64 | Self::GuavaMitz32)
     }
 }
 
@@ -151,7 +172,7 @@ impl KeyEncodingId {
     #[must_use]
     pub const fn latest_version(self) -> u16 {
         match self {
-            Self::Bytes | Self::Utf8 | Self::Nfc | Self::NfcTrimLowercase => 1,
+            Self::Bytes | Self::Utf8 | Self::Nfc | Self::NfcTrimLowercase | Self::Utf16Le => 1,
         }
     }
 
@@ -188,7 +209,13 @@ mod tests {
         assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1"), (2, "2")]));
         assert_eq!(
             table(PositionRuleId::ALL),
-            pairs(&[(1, "sha256-split4"), (2, "sha256-double"), (3, "xxh3-128")])
+            pairs(&[
+                (1, "sha256-split4"),
+                (2, "sha256-double"),
+                (3, "xxh3-128"),
+                (4, "guava-mitz64"),
+                (5, "guava-mitz32")
+            ])
         );
         assert_eq!(
             table(LayoutId::ALL),
@@ -196,7 +223,13 @@ mod tests {
         );
         assert_eq!(
             table(KeyEncodingId::ALL),
-            pairs(&[(1, "bytes"), (2, "utf8"), (3, "nfc"), (4, "nfc-trim-lower")])
+            pairs(&[
+                (1, "bytes"),
+                (2, "utf8"),
+                (3, "nfc"),
+                (4, "nfc-trim-lower"),
+                (5, "utf16le")
+            ])
         );
         for e in KeyEncodingId::ALL {
             assert_eq!(e.latest_version(), 1, "{e}");
@@ -206,9 +239,9 @@ mod tests {
     #[test]
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
-        assert_eq!(PositionRuleId::try_from(4), Err(4));
+        assert_eq!(PositionRuleId::try_from(6), Err(6));
         assert_eq!(LayoutId::try_from(3), Err(3));
-        assert_eq!(KeyEncodingId::try_from(5), Err(5));
+        assert_eq!(KeyEncodingId::try_from(6), Err(6));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));
         for &id in PositionRuleId::ALL {

@@ -56,6 +56,7 @@ mod binding;
 mod dump;
 mod error;
 mod fsutil;
+mod guava;
 mod header;
 mod ids;
 mod legacy;
@@ -67,6 +68,10 @@ mod write;
 pub use binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
 pub use dump::{hex, hex_dump};
 pub use error::{DecodeError, FileKind, ReadError, Section, WriteError};
+pub use guava::{
+    GUAVA_MAX_BITS, GuavaError, GuavaFunnel, GuavaStrategy, export_guava, guava_announced_len,
+    guava_parameters, guava_stream_len, import_guava,
+};
 pub use header::{
     DecodeOptions, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN, MAX_SALT_LEN, UnicodeVersion,
 };

@@ -220,7 +220,7 @@ impl FilterOptions {
         };
         let config = FilterConfig::new(params)
             .with_encoding(self.encoding)
-            .with_salt(salt)
+            .with_salt(salt)?
             .with_rule(self.rule)?;
         Ok(Plan {
             config,

@@ -1,6 +1,6 @@
 //! `bloom build`: a new snapshot from keys.
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
 
 use crate::cli::BuildArgs;
 use crate::commands::insert_from;
@@ -10,12 +10,9 @@ use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     let params = match (args.items, args.fpr, args.bits, args.hashes) {
-        (Some(items), Some(fpr), None, None) => FilterParams::planned(
-            crate::cli::layout_for(args.layout, args.rule),
-            items,
-            fpr,
-            args.rule.max_hashes(),
-        ),
+        (Some(items), Some(fpr), None, None) => {
+            crate::cli::plan_params(args.layout, args.rule, items, fpr)
+        }
         (None, None, Some(bits), Some(hashes)) => {
             FilterParams::with_layout(crate::cli::layout_for(args.layout, args.rule), bits, hashes)
         }
@@ -26,10 +23,21 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         }
     }
     .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
+    let encoding = match args.encoding {
+        Some(encoding) => encoding,
+        None if args.rule.is_guava() => KeyEncoding::Utf8,
+        None => KeyEncoding::Nfc,
+    };
+    if args.rule.is_guava() && bloom_format::GuavaFunnel::from_encoding(encoding.id()).is_none() {
+        return Err(Failure::usage(format!(
+            "the {} rule needs the encoding of a Guava funnel (utf8, utf16le or bytes), not {encoding}",
+            args.rule
+        )));
+    }
     let config = FilterConfig::new(params)
-        .with_encoding(args.encoding)
+        .with_encoding(encoding)
         .with_salt(args.salt.clone())
-        .with_rule(args.rule)
+        .and_then(|c| c.with_rule(args.rule))
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
     if params.byte_len() > args.limit.max_bytes {
         return Err(Failure::usage(format!(

@@ -1,19 +1,24 @@
-//! `bloom export`: a snapshot in a legacy raw layout.
+//! `bloom export`: a snapshot as a seed raw file or a Guava stream.
 
-use bloom_format::{Snapshot, export_seed_raw, seed_raw_header};
+use bloom_format::{
+    DecodeError, DecodeOptions, ReadError, Snapshot, export_guava, export_seed_raw,
+    guava_parameters, guava_stream_len, seed_raw_header,
+};
 
 use crate::cli::{ExportArgs, Legacy};
 use crate::error::{CmdResult, Failure};
-use crate::files;
+use crate::files::{self, Replaceable};
 
 pub(crate) fn run(args: &ExportArgs) -> CmdResult {
-    let Legacy::SeedRaw = args.to;
     let path = &args.snapshot;
-    // The seed layout's payload is 128 bytes: anything larger is refused before reading.
-    let limit = seed_raw_header().payload_len();
-    let snapshot = Snapshot::read_file(path, &bloom_format::DecodeOptions::with_max_payload_len(limit))
+    let limit = match args.to {
+        // The seed layout's payload is 128 bytes: anything larger is refused before reading.
+        Legacy::SeedRaw => seed_raw_header().payload_len(),
+        Legacy::Guava => args.limit.max_bytes,
+    };
+    let snapshot = Snapshot::read_file(path, &DecodeOptions::with_max_payload_len(limit))
         .map_err(|e| match e {
-            bloom_format::ReadError::Decode(bloom_format::DecodeError::OverLimit { .. }) => {
+            ReadError::Decode(DecodeError::OverLimit { .. }) if args.to == Legacy::SeedRaw => {
                 Failure::input(format!(
                     "{}: cannot export as seed raw: the payload is larger than the seed layout's {limit} bytes",
                     path.display()
@@ -21,8 +26,27 @@ pub(crate) fn run(args: &ExportArgs) -> CmdResult {
             }
             other => files::read_failure(path, &other),
         })?;
-    let raw = export_seed_raw(&snapshot)
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    let output = files::output(&args.output, !args.lock.no_wait)?;
-    files::write_raw(&output, &raw)
+    let refuse = |e: bloom_format::GuavaError| Failure::input(format!("{}: {e}", path.display()));
+    match args.to {
+        Legacy::SeedRaw => {
+            let raw = export_seed_raw(&snapshot)
+                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+            let output = files::output(&args.output, !args.lock.no_wait)?;
+            files::write_foreign(&output, Replaceable::SeedRaw, |out| {
+                out.write_all(&raw).map_err(bloom_format::GuavaError::from)
+            })
+        }
+        Legacy::Guava => {
+            let (strategy, funnel) = guava_parameters(snapshot.header()).map_err(refuse)?;
+            let output = files::output(&args.output, !args.lock.no_wait)?;
+            files::write_foreign(&output, Replaceable::GuavaStream, |out| {
+                export_guava(&snapshot, out)
+            })?;
+            crate::warn(&format!(
+                "wrote a {strategy} stream of {} bytes; read it with BloomFilter.readFrom(in, {funnel})",
+                guava_stream_len(snapshot.header())
+            ));
+            Ok(())
+        }
+    }
 }

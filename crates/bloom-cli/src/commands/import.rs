@@ -1,16 +1,18 @@
-//! `bloom import`: a legacy raw snapshot into the checked format.
+//! `bloom import`: a seed raw file or a Guava stream into the checked format.
 
 use std::io::Read;
 
-use bloom_format::{SEED_RAW_LEN, import_seed_raw};
+use bloom_format::{DecodeOptions, SEED_RAW_LEN, Snapshot, import_guava, import_seed_raw};
 
-use crate::cli::{ImportArgs, Legacy};
+use crate::cli::{Funnel, ImportArgs, Legacy};
 use crate::error::{CmdResult, Failure};
 use crate::files;
 
 pub(crate) fn run(args: &ImportArgs) -> CmdResult {
-    let Legacy::SeedRaw = args.from;
     let name = args.input.display();
+    if args.from != Legacy::Guava && args.funnel.is_some() {
+        return Err(Failure::usage("--funnel goes with --from guava"));
+    }
     let source: Box<dyn Read> = if files::is_stdio(&args.input) {
         Box::new(std::io::stdin())
     } else {
@@ -19,6 +21,32 @@ pub(crate) fn run(args: &ImportArgs) -> CmdResult {
                 .map_err(|e| Failure::input(format!("cannot read {name}: {e}")))?,
         )
     };
+    let snapshot = match args.from {
+        Legacy::SeedRaw => seed_raw(source, &name.to_string())?,
+        Legacy::Guava => {
+            let funnel = args.funnel.unwrap_or(Funnel::Utf8).guava();
+            let options = DecodeOptions::with_max_payload_len(args.limit.max_bytes);
+            let snapshot = import_guava(source, funnel, &options).map_err(|e| match e {
+                bloom_format::GuavaError::Alloc { .. } => {
+                    Failure::environment(format!("{name}: {e}"))
+                }
+                bloom_format::GuavaError::OverLimit { .. } => {
+                    Failure::input(format!("{name}: {e}; raise --max-bytes to import it"))
+                }
+                other => Failure::input(format!("{name}: {other}")),
+            })?;
+            // A valid Guava stream this build cannot answer for (k above 64) is refused here,
+            // not written as a snapshot nothing can load.
+            bloom_core::FilterConfig::from_header(snapshot.header())
+                .map_err(|e| Failure::input(format!("{name}: {e}")))?;
+            snapshot
+        }
+    };
+    let output = files::output(&args.output, !args.lock.no_wait)?;
+    files::write_snapshot_bytes(&output, &snapshot)
+}
+
+fn seed_raw(source: Box<dyn Read>, name: &str) -> CmdResult<Snapshot> {
     // One byte more than the layout holds tells "too long" without reading the rest.
     let mut raw = Vec::with_capacity(SEED_RAW_LEN + 1);
     source
@@ -30,7 +58,5 @@ pub(crate) fn run(args: &ImportArgs) -> CmdResult {
             "{name}: a seed raw snapshot is exactly {SEED_RAW_LEN} bytes (1024 bits); this input is longer"
         )));
     }
-    let snapshot = import_seed_raw(&raw).map_err(|e| Failure::input(format!("{name}: {e}")))?;
-    let output = files::output(&args.output, !args.lock.no_wait)?;
-    files::write_snapshot_bytes(&output, &snapshot)
+    import_seed_raw(&raw).map_err(|e| Failure::input(format!("{name}: {e}")))
 }

@@ -38,6 +38,8 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
     } else {
         "this build's".to_owned()
     };
+    // Guava's strategy and funnel, for a filter that `export --to guava` can write.
+    let guava = bloom_format::guava_parameters(&h).ok();
     let mut out = Out::new();
     if args.json {
         let unicode = |v: Option<bloom_format::UnicodeVersion>| v.map(|v| v.to_string());
@@ -66,6 +68,11 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
             "payload_length": h.payload_len(),
             "payload_crc32": format!("{payload_crc:#010x}"),
             "header_crc32": format!("{header_crc:#010x}"),
+            "guava": guava.map(|(strategy, funnel)| json!({
+                "strategy": strategy.java_name(),
+                "ordinal": strategy.ordinal(),
+                "funnel": funnel.java_name(),
+            })),
             "checksums": "ok",
             "set_bits": ones,
             "fill_ratio": number(fill),
@@ -74,8 +81,14 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         });
         out.text(&format!("{value:#}\n"))?;
     } else {
+        let guava = guava.map_or_else(String::new, |(strategy, funnel)| {
+            format!(
+                "guava: strategy {strategy} (ordinal {}), funnel {funnel}\n",
+                strategy.ordinal()
+            )
+        });
         out.text(&format!(
-            "{dump}set bits: {ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\nchecksums: ok (header and payload)\n",
+            "{dump}set bits: {ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\n{guava}checksums: ok (header and payload)\n",
             show(fill),
             show(items),
             show(fpr),

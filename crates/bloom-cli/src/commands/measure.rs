@@ -1,6 +1,6 @@
 //! `bloom measure`: the false-positive rate of a fixed inserted set on a disjoint query set.
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+use bloom_core::{BloomFilter, FilterConfig};
 
 use crate::cli::MeasureArgs;
 use crate::error::{CmdResult, Failure};
@@ -19,13 +19,8 @@ fn wilson(hits: u64, n: u64) -> (f64, f64) {
 }
 
 pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
-    let params = FilterParams::planned(
-        crate::cli::layout_for(args.layout, args.rule),
-        args.items,
-        args.fpr,
-        args.rule.max_hashes(),
-    )
-    .map_err(|e| Failure::usage(format!("cannot plan: {e}")))?;
+    let params = crate::cli::plan_params(args.layout, args.rule, args.items, args.fpr)
+        .map_err(|e| Failure::usage(format!("cannot plan: {e}")))?;
     if params.byte_len() > args.limit.max_bytes {
         return Err(Failure::usage(format!(
             "the filter would be {} bytes, over --max-bytes {}",
