@@ -32,7 +32,8 @@ JSON string, which can hold any key (empty, with line breaks, tabs or NUL), or a
 
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
-(powers of 1024). `verify` streams, and has no limit.";
+(powers of 1024). `verify` and `inspect` stream in constant memory; for them the limit only
+bounds the time a file can take (`verify` reports a larger file as unverified).";
 
 #[derive(Parser)]
 #[command(
@@ -178,8 +179,9 @@ pub(crate) struct BuildArgs {
     /// protect xxh3-128), sha256-split4 (the reference article's, standard layout only), or
     /// guava-mitz64 / guava-mitz32 (Guava's strategies, sized as Guava sizes with --items
     /// and --fpr, for `bloom export --to guava`).
-    #[arg(long, default_value = "xxh3-128")]
-    pub(crate) rule: PositionRule,
+    /// The default is xxh3-128, or sha256-double when --salt is given.
+    #[arg(long)]
+    pub(crate) rule: Option<PositionRule>,
     /// Layout: blocked-512 (all of a key's bits in one 64-byte cache line, about 3% more
     /// bits at 1%; the default) or standard (the fewest bits, one cache line per position;
     /// the default for sha256-split4, which works with it only).

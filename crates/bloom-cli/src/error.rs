@@ -51,6 +51,18 @@ impl Failure {
     }
 
     /// A failure writing standard output: quiet for a closed pipe, reported otherwise.
+    /// A failure to write a file's bytes (a snapshot, an export) to standard output: unlike
+    /// a report, a file cut short is an error even when the reader went away (exit 3).
+    pub(crate) fn file_to_stdout(error: &std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::environment(
+                "standard output was closed before the whole file was written: the output is incomplete",
+            )
+        } else {
+            Self::environment(format!("cannot write to standard output: {error}"))
+        }
+    }
+
     pub(crate) fn stdout(error: &std::io::Error) -> Self {
         if error.kind() == std::io::ErrorKind::BrokenPipe {
             Self::OutputClosed

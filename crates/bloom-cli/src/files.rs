@@ -214,7 +214,7 @@ pub(crate) fn write(
 
 fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
     match error {
-        bloom_format::StreamWriteError::Io(e) => Failure::stdout(e),
+        bloom_format::StreamWriteError::Io(e) => Failure::file_to_stdout(e),
         other => Failure::environment(format!("cannot write the snapshot: {other}")),
     }
 }
@@ -234,7 +234,7 @@ fn to_stdout(bytes: &[u8]) -> CmdResult {
     let mut out = std::io::stdout().lock();
     out.write_all(bytes)
         .and_then(|()| out.flush())
-        .map_err(|e| Failure::stdout(&e))
+        .map_err(|e| Failure::file_to_stdout(&e))
 }
 
 /// A file in a foreign form that an export may replace: an export never overwrites a
@@ -281,7 +281,7 @@ pub(crate) fn write_foreign(
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         return match produce(&mut out).and_then(|()| out.flush().map_err(Into::into)) {
             Ok(()) => Ok(()),
-            Err(bloom_format::GuavaError::Io(e)) => Err(Failure::stdout(&e)),
+            Err(bloom_format::GuavaError::Io(e)) => Err(Failure::file_to_stdout(&e)),
             Err(e) => Err(Failure::input(e)),
         };
     };

@@ -193,3 +193,41 @@ fn json_lines_stay_complete_when_a_later_key_fails() {
         .collect();
     assert_eq!(lines.len(), 2, "{out}");
 }
+
+#[test]
+fn every_key_before_a_bad_line_is_answered_whatever_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("f.bloom");
+    common::build(&snapshot, &["k1"]);
+    let good: String = (1..=10).map(|i| format!("k{i}\n")).collect();
+    let long = "x".repeat(100);
+    for (what, tail, jsonl, message) in [
+        ("NUL", "a\0b\n".to_owned(), false, "NUL"),
+        ("too long", format!("{long}\n"), false, "longer"),
+        ("bad JSON", "{bad\n".to_owned(), true, "line 11"),
+    ] {
+        let keys = dir.path().join("keys.txt");
+        let body = if jsonl {
+            good.lines()
+                .map(|k| format!("\"{k}\"\n"))
+                .collect::<String>()
+                + &tail
+        } else {
+            good.clone() + &tail
+        };
+        std::fs::write(&keys, body).unwrap();
+        let mut cmd = bloom();
+        cmd.arg("check")
+            .arg(&snapshot)
+            .args(["--max-key-bytes", "64", "--keys"])
+            .arg(&keys);
+        if jsonl {
+            cmd.arg("--jsonl");
+        }
+        let (code, out, err) = run(&mut cmd);
+        assert_eq!(code, 1, "{what}: {err}");
+        assert!(err.contains(message), "{what}: {err}");
+        assert_eq!(out.lines().count(), 10, "{what}: {out}");
+        assert!(out.starts_with("maybe\tk1\n"), "{what}: {out}");
+    }
+}

@@ -159,13 +159,14 @@ fn verify_honours_max_bytes() {
         .arg(&snapshot)
         .assert()
         .success();
-    // 8 KiB payload: refused under a 4 KiB limit, with the way out named; fine at 8 KiB.
+    // 8 KiB payload: not verified under a 4 KiB limit (which is not "damaged"), with the way
+    // out named; fine at 8 KiB.
     let (code, out, err) = run(bloom()
         .arg("verify")
         .arg(&snapshot)
         .args(["--max-bytes", "4K"]));
     assert_eq!(code, 1, "{err}");
-    assert!(out.starts_with("damaged\t"), "{out}");
+    assert!(out.starts_with("unverified\t"), "{out}");
     assert!(out.contains("--max-bytes"), "{out}");
     let out = stdout(
         bloom()
@@ -224,4 +225,55 @@ fn dev_stdout_means_standard_output() {
             .unwrap();
     assert_eq!(snapshot.header().bit_count, 1024);
     assert_eq!(snapshot.header().item_count, 1);
+}
+
+#[test]
+fn a_salt_chooses_the_rule_that_resists_chosen_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let salted = dir.path().join("salted.bloom");
+    bloom()
+        .args([
+            "build", "--items", "100", "--fpr", "0.01", "--salt", "random", "-o",
+        ])
+        .arg(&salted)
+        .assert()
+        .success();
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(bloom().arg("inspect").arg(&salted).arg("--json"))).unwrap();
+    assert_eq!(json["position_rule"]["name"], "sha256-double");
+    assert_ne!(json["salt_hex"], "");
+    // Asking for xxh3-128 with a salt is allowed, with a warning.
+    let (code, _, err) = run(bloom()
+        .args([
+            "build", "--items", "100", "--fpr", "0.01", "--salt", "random",
+        ])
+        .args(["--rule", "xxh3-128", "-o"])
+        .arg(dir.path().join("x.bloom")));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("does not protect xxh3-128"), "{err}");
+}
+
+#[test]
+fn a_snapshot_cut_short_on_standard_output_is_an_error() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = common::bloom_process()
+        .args(["build", "--bits", "268435456", "--hashes", "1", "-o", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The reader is gone (the pipe was dropped with `take`).
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains("incomplete"), "{err}");
 }

@@ -1,6 +1,9 @@
 //! Estimates computed from the number of set bits `X` of an `m`-bit filter with `k` positions
 //! per key: fill ratio, item count and current false-positive rate. Both filter types use
-//! them; they are public for tools that count the bits of a snapshot without loading it.
+//! them; they are public for tools that count the bits of a snapshot without loading it
+//! ([`FillCounter`] counts a payload streamed in chunks).
+
+use crate::layout::{BLOCK_BITS, Layout};
 
 /// `X / m`.
 #[must_use]
@@ -26,6 +29,109 @@ pub fn current_false_positive_rate(ones: u64, bits: u64, hashes: u32) -> f64 {
     fill_ratio(ones, bits).powf(f64::from(hashes))
 }
 
+/// The false-positive rate of a blocked filter at its current fill. A key's probes all land
+/// in one block, so the rate is the mean over blocks of `(X_b / 512)^k`, where `X_b` is the
+/// block's set bits: blocks fill unevenly, and `(X / m)^k` over the whole filter would
+/// understate the rate (by a third at 0.1%, and by orders of magnitude when nearly empty).
+#[must_use]
+pub fn blocked_false_positive_rate(block_ones: impl IntoIterator<Item = u32>, hashes: u32) -> f64 {
+    let (mut sum, mut blocks) = (0.0, 0u64);
+    for ones in block_ones {
+        sum += (f64::from(ones) / BLOCK_BITS as f64).powf(f64::from(hashes));
+        blocks += 1;
+    }
+    if blocks == 0 {
+        0.0
+    } else {
+        sum / blocks as f64
+    }
+}
+
+/// Counts the set bits of a payload streamed in chunks of any size, and for the blocked
+/// layout the fill of each block, so that the false-positive rate can be estimated without
+/// holding the payload.
+#[derive(Clone, Debug)]
+pub struct FillCounter {
+    layout: Layout,
+    bits: u64,
+    hashes: u32,
+    ones: u64,
+    /// Blocked layout: the sum over finished blocks of `(X_b / 512)^k`, their number, and
+    /// the bytes and set bits of the block being fed.
+    rate_sum: f64,
+    blocks: u64,
+    block_bytes: usize,
+    block_ones: u32,
+}
+
+impl FillCounter {
+    /// A counter for an `m = bits` filter with `k = hashes` in `layout`.
+    #[must_use]
+    pub fn new(layout: Layout, bits: u64, hashes: u32) -> Self {
+        Self {
+            layout,
+            bits,
+            hashes,
+            ones: 0,
+            rate_sum: 0.0,
+            blocks: 0,
+            block_bytes: 0,
+            block_ones: 0,
+        }
+    }
+
+    /// Counts the next bytes of the payload.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
+        if self.layout == Layout::Standard {
+            self.ones += count_ones(bytes);
+            return;
+        }
+        while !bytes.is_empty() {
+            let (part, rest) = bytes.split_at(bytes.len().min(BLOCK_BYTES - self.block_bytes));
+            let ones = count_ones(part);
+            self.ones += ones;
+            self.block_ones += ones as u32;
+            self.block_bytes += part.len();
+            if self.block_bytes == BLOCK_BYTES {
+                self.rate_sum +=
+                    (f64::from(self.block_ones) / BLOCK_BITS as f64).powf(f64::from(self.hashes));
+                self.blocks += 1;
+                self.block_bytes = 0;
+                self.block_ones = 0;
+            }
+            bytes = rest;
+        }
+    }
+
+    /// The set bits counted so far.
+    #[must_use]
+    pub fn ones(&self) -> u64 {
+        self.ones
+    }
+
+    /// The false-positive rate at the fill counted: the layout's formula (see
+    /// [`blocked_false_positive_rate`] and [`current_false_positive_rate`]).
+    #[must_use]
+    pub fn false_positive_rate(&self) -> f64 {
+        match self.layout {
+            Layout::Blocked512 if self.blocks > 0 => self.rate_sum / self.blocks as f64,
+            Layout::Blocked512 => 0.0,
+            Layout::Standard => current_false_positive_rate(self.ones, self.bits, self.hashes),
+        }
+    }
+}
+
+/// The set bits of a byte string, a word at a time.
+fn count_ones(bytes: &[u8]) -> u64 {
+    let (words, rest) = bytes.as_chunks::<8>();
+    let whole: u64 = words
+        .iter()
+        .map(|w| u64::from(u64::from_le_bytes(*w).count_ones()))
+        .sum();
+    whole + rest.iter().map(|b| u64::from(b.count_ones())).sum::<u64>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +151,36 @@ mod tests {
         let (m, k, n) = (1_000_000u64, 7u32, 50_000f64);
         let x = (m as f64 * -(-f64::from(k) * n / m as f64).exp_m1()).round() as u64;
         assert!((estimated_items(x, m, k) - n).abs() < 10.0);
+    }
+
+    #[test]
+    fn the_fill_counter_agrees_with_whole_payload_counts_whatever_the_chunking() {
+        // 4 blocks: empty, full, half, one bit.
+        let mut payload = vec![0u8; 256];
+        payload[64..128].fill(0xff);
+        payload[128..160].fill(0xff);
+        payload[200] = 1;
+        let k = 3;
+        let expected_rate = blocked_false_positive_rate([0, 512, 256, 1], k);
+        assert!((expected_rate - (1.0 + 0.125 + (1.0f64 / 512.0).powi(3)) / 4.0).abs() < 1e-12);
+        for chunk in [1, 7, 63, 64, 65, 256] {
+            let mut counter = FillCounter::new(Layout::Blocked512, 2048, k);
+            for part in payload.chunks(chunk) {
+                counter.feed(part);
+            }
+            assert_eq!(counter.ones(), 512 + 256 + 1);
+            assert!(
+                (counter.false_positive_rate() - expected_rate).abs() < 1e-15,
+                "{chunk}"
+            );
+            let mut standard = FillCounter::new(Layout::Standard, 2048, k);
+            for part in payload.chunks(chunk) {
+                standard.feed(part);
+            }
+            assert_eq!(
+                standard.false_positive_rate(),
+                current_false_positive_rate(769, 2048, k)
+            );
+        }
     }
 }

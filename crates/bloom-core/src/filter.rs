@@ -311,9 +311,18 @@ impl BloomFilter {
         estimate::estimated_items(self.count_ones(), self.config.bits(), self.config.hashes())
     }
 
-    /// The false-positive rate at the current fill: `(X / m)^k`.
+    /// The false-positive rate at the current fill: `(X / m)^k` in the standard layout, and
+    /// the mean over blocks of `(X_b / 512)^k` in the blocked one (see
+    /// [`estimate::blocked_false_positive_rate`]).
     #[must_use]
     pub fn estimated_false_positive_rate(&self) -> f64 {
+        if self.config.layout() == crate::Layout::Blocked512 {
+            let blocks = self
+                .words
+                .chunks_exact(8)
+                .map(|block| block.iter().map(|w| w.count_ones()).sum::<u32>());
+            return estimate::blocked_false_positive_rate(blocks, self.config.hashes());
+        }
         estimate::current_false_positive_rate(
             self.count_ones(),
             self.config.bits(),

@@ -9,6 +9,8 @@
 //!   (XXH3-128 where speed matters, the default; SHA-256 where keys may come from an
 //!   adversary), never with `std::hash` or per-process random state. A secret [`Salt`] with
 //!   [`PositionRule::Sha256Double`] makes positions unpredictable to an adversary.
+//!   [`PositionRule::GuavaMitz64`] and [`PositionRule::GuavaMitz32`] answer exactly as
+//!   Guava's `BloomFilter` does ([`FilterParams::for_guava`] sizes as Guava sizes).
 //! - [`Layout`] places the positions: [`Layout::Standard`] spreads them over all `m` bits,
 //!   [`Layout::Blocked512`] keeps a key's positions in one 64-byte cache line (one cache miss
 //!   per probe, about 3 % more bits for the same rate at 1 %). [`FilterParams::planned`]

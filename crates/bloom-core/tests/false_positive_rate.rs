@@ -91,6 +91,27 @@ fn overfilled_filter_still_matches_the_prediction() {
     check(FilterConfig::new(params), 1_000, Prediction::FromFill);
 }
 
+/// The estimate from the bits of a blocked filter (the mean over blocks of `(X_b / 512)^k`)
+/// at 0.01%, where the whole-filter `(X / m)^k` would be about a quarter of the truth; and in
+/// a small filter whose 64 blocks fill unevenly.
+#[test]
+fn blocked_estimate_from_the_fill() {
+    let params = FilterParams::planned(Layout::Blocked512, 100_000, 0.0001, 64).unwrap();
+    check_with(
+        FilterConfig::new(params),
+        100_000,
+        Prediction::FromFill,
+        2_000_000,
+    );
+    let sparse = FilterParams::with_layout(Layout::Blocked512, 512 * 64, 8).unwrap();
+    check_with(
+        FilterConfig::new(sparse),
+        2_000,
+        Prediction::FromFill,
+        2_000_000,
+    );
+}
+
 /// The blocked layout's own formula (a Poisson sum over block loads), over 10^6 disjoint
 /// queries: at 1% with the fast rule, at 0.1% with salted SHA-256.
 #[test]

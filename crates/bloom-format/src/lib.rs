@@ -16,6 +16,10 @@
 //! write atomically, through symbolic links, and never leave a torn file or a temporary file
 //! behind.
 //!
+//! Foreign forms: [`import_guava`] and [`export_guava`] read and write Guava's `BloomFilter`
+//! streams (bounded: the word count is checked against the caller's limit before anything
+//! is allocated), and [`import_seed_raw`] the reference article's raw 128 bytes.
+//!
 //! ```
 //! use bloom_format::{
 //!     DecodeError, DecodeOptions, Header, KeyEncodingId, KeyEncodingSpec, LayoutId,

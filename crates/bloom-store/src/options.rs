@@ -19,11 +19,17 @@ pub struct FilterOptions {
     pub capacity: u64,
     /// The target false-positive rate at capacity.
     pub false_positive_rate: f64,
-    /// The position rule. The default, `xxh3-128`, is fast; against keys an adversary picks,
-    /// use `sha256-double` with [`SaltPolicy::Random`].
-    pub rule: PositionRule,
-    /// The layout: by default [`Layout::Blocked512`], one cache line per key.
-    pub layout: Layout,
+    /// The position rule, if pinned. Unpinned (`None`, the default), new filters get
+    /// `xxh3-128` (fast), or `sha256-double` when the salt policy gives them a salt (the
+    /// setup for keys an adversary picks: a salt does not protect `xxh3-128`); and a snapshot
+    /// with any rule is used. Pinned, a snapshot with another rule is rebuilt.
+    pub rule: Option<PositionRule>,
+    /// The layout, if pinned. Unpinned (`None`, the default), new filters get
+    /// [`Layout::Blocked512`] (one cache line per key) where the rule works with it and the
+    /// rate is reachable in a block, otherwise [`Layout::Standard`]; and a snapshot with any
+    /// layout is used, so that snapshots written before this default keep loading. Pinned,
+    /// a snapshot with another layout is rebuilt.
+    pub layout: Option<Layout>,
     /// The key encoding, applied to every key before it reaches the filter or the store.
     pub encoding: KeyEncoding,
     /// Which salt a filter gets, and which salts a snapshot may carry.
@@ -98,34 +104,63 @@ pub(crate) struct Plan {
 }
 
 impl FilterOptions {
-    /// Options for `capacity` keys at false-positive rate `fpr`, with the default rule
-    /// (`xxh3-128`) and layout (`blocked-512`), NFC keys, no salt and a 4 GiB snapshot
-    /// limit.
+    /// Options for `capacity` keys at false-positive rate `fpr`, with rule and layout
+    /// unpinned (new filters: `xxh3-128` and `blocked-512`; see [`FilterOptions::rule`]),
+    /// NFC keys, no salt and a 4 GiB snapshot limit.
     #[must_use]
     pub fn new(capacity: u64, fpr: f64) -> Self {
         Self {
             capacity,
             false_positive_rate: fpr,
-            rule: PositionRule::default(),
-            layout: Layout::Blocked512,
+            rule: None,
+            layout: None,
             encoding: KeyEncoding::Nfc,
             salt: SaltPolicy::None,
             max_snapshot_bytes: 1 << 32,
         }
     }
 
-    /// Replaces the position rule.
+    /// Pins the position rule: new filters use it, and a snapshot with another is rebuilt.
     #[must_use]
     pub fn with_rule(mut self, rule: PositionRule) -> Self {
-        self.rule = rule;
+        self.rule = Some(rule);
         self
     }
 
-    /// Replaces the layout.
+    /// Pins the layout: new filters use it, and a snapshot with another is rebuilt.
     #[must_use]
     pub fn with_layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
+    }
+
+    /// The rule of new filters.
+    pub(crate) fn new_rule(&self) -> PositionRule {
+        self.rule.unwrap_or(match self.salt {
+            SaltPolicy::None => PositionRule::Xxh3_128,
+            SaltPolicy::Random | SaltPolicy::Fixed(_) => PositionRule::Sha256Double,
+        })
+    }
+
+    /// The layout of new filters: the pinned one, or blocked-512 where the rule works with it
+    /// and a block can reach the rate.
+    pub(crate) fn new_layout(&self) -> Layout {
+        let rule = self.new_rule();
+        self.layout.unwrap_or_else(|| {
+            let blocked = Layout::Blocked512;
+            let reachable = FilterParams::planned(
+                blocked,
+                1_000_000,
+                self.false_positive_rate,
+                rule.max_hashes(),
+            )
+            .is_ok();
+            if rule.supports(blocked) && reachable {
+                blocked
+            } else {
+                Layout::Standard
+            }
+        })
     }
 
     /// Replaces the key encoding.
@@ -152,11 +187,18 @@ impl FilterOptions {
     fn params_for(&self, capacity: u64) -> Result<FilterParams, OptionsError> {
         // A rule with fewer positions than the optimum (sha256-split4: 4) uses all it has,
         // with the bits that this k needs to reach the target.
+        let rule = self.new_rule();
+        if rule.is_guava() {
+            return Ok(FilterParams::for_guava(
+                capacity.max(1),
+                self.false_positive_rate,
+            )?);
+        }
         Ok(FilterParams::planned(
-            self.layout,
+            self.new_layout(),
             capacity.max(1),
             self.false_positive_rate,
-            self.rule.max_hashes(),
+            rule.max_hashes(),
         )?)
     }
 
@@ -193,7 +235,7 @@ impl FilterOptions {
         }
         FilterConfig::new(params)
             .with_encoding(self.encoding)
-            .with_rule(self.rule)?;
+            .with_rule(self.new_rule())?;
         Ok(())
     }
 
@@ -221,7 +263,7 @@ impl FilterOptions {
         let config = FilterConfig::new(params)
             .with_encoding(self.encoding)
             .with_salt(salt)?
-            .with_rule(self.rule)?;
+            .with_rule(self.new_rule())?;
         Ok(Plan {
             config,
             capacity,
@@ -236,16 +278,20 @@ impl FilterOptions {
 
     /// Why a snapshot's configuration cannot be used with these options, if it cannot.
     pub(crate) fn incompatibility(&self, config: &FilterConfig) -> Option<Incompatibility> {
-        if config.layout() != self.layout {
+        if let Some(layout) = self.layout
+            && config.layout() != layout
+        {
             return Some(Incompatibility::Layout {
                 snapshot: config.layout(),
-                configured: self.layout,
+                configured: layout,
             });
         }
-        if config.rule() != self.rule {
+        if let Some(rule) = self.rule
+            && config.rule() != rule
+        {
             return Some(Incompatibility::Rule {
                 snapshot: config.rule(),
-                configured: self.rule,
+                configured: rule,
             });
         }
         if config.encoding() != self.encoding {

@@ -1,6 +1,6 @@
 //! `bloom build`: a new snapshot from keys.
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
 
 use crate::cli::BuildArgs;
 use crate::commands::insert_from;
@@ -9,12 +9,23 @@ use crate::files;
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
+    // A salt is asked for against chosen keys, which only the salted SHA-256 rule resists.
+    let rule = args.rule.unwrap_or(if args.salt.is_empty() {
+        PositionRule::Xxh3_128
+    } else {
+        PositionRule::Sha256Double
+    });
+    if rule == PositionRule::Xxh3_128 && !args.salt.is_empty() {
+        crate::warn(
+            "warning: a salt does not protect xxh3-128 against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks",
+        );
+    }
     let params = match (args.items, args.fpr, args.bits, args.hashes) {
         (Some(items), Some(fpr), None, None) => {
-            crate::cli::plan_params(args.layout, args.rule, items, fpr)
+            crate::cli::plan_params(args.layout, rule, items, fpr)
         }
         (None, None, Some(bits), Some(hashes)) => {
-            FilterParams::with_layout(crate::cli::layout_for(args.layout, args.rule), bits, hashes)
+            FilterParams::with_layout(crate::cli::layout_for(args.layout, rule), bits, hashes)
         }
         _ => {
             return Err(Failure::usage(
@@ -25,19 +36,19 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
     let encoding = match args.encoding {
         Some(encoding) => encoding,
-        None if args.rule.is_guava() => KeyEncoding::Utf8,
+        None if rule.is_guava() => KeyEncoding::Utf8,
         None => KeyEncoding::Nfc,
     };
-    if args.rule.is_guava() && bloom_format::GuavaFunnel::from_encoding(encoding.id()).is_none() {
+    if rule.is_guava() && bloom_format::GuavaFunnel::from_encoding(encoding.id()).is_none() {
         return Err(Failure::usage(format!(
             "the {} rule needs the encoding of a Guava funnel (utf8, utf16le or bytes), not {encoding}",
-            args.rule
+            rule
         )));
     }
     let config = FilterConfig::new(params)
         .with_encoding(encoding)
         .with_salt(args.salt.clone())
-        .and_then(|c| c.with_rule(args.rule))
+        .and_then(|c| c.with_rule(rule))
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
     if params.byte_len() > args.limit.max_bytes {
         return Err(Failure::usage(format!(

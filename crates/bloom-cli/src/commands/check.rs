@@ -77,13 +77,20 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
         }
         Ok(())
     };
-    for key in &args.keys {
-        answer(key.as_bytes(), None)?;
-    }
-    if let Some(source) = args.input.source() {
-        source.for_each(|key, line| answer(key, Some(line)))?;
-    }
-    answer_pending(&mut pending, &mut originals, &mut write)?;
+    let read = (|| -> CmdResult {
+        for key in &args.keys {
+            answer(key.as_bytes(), None)?;
+        }
+        if let Some(source) = args.input.source() {
+            source.for_each(|key, line| answer(key, Some(line)))?;
+        }
+        Ok(())
+    })();
+    // Every key read before a failure (a bad line, an unreadable key file) is answered
+    // first: the output stays complete up to the line the error names.
+    let answered = answer_pending(&mut pending, &mut originals, &mut write);
+    read?;
+    answered?;
     out.flush()?;
     Ok(if args.exit_status && any_absent {
         Exit::Absent as u8

@@ -19,17 +19,18 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         reader.header_crc32(),
         reader.payload_crc32(),
     );
-    let mut ones = 0u64;
+    let mut counter = estimate::FillCounter::new(config.layout(), config.bits(), config.hashes());
     let (_, h) = reader
         .read_payload_with(|chunk| {
-            ones += count_ones(chunk);
+            counter.feed(chunk);
             Ok::<(), bloom_format::ReadError>(())
         })
         .map_err(|e| files::read_failure(path, &e))?;
     let (m, k) = (h.bit_count, h.hash_count);
+    let ones = counter.ones();
     let fill = estimate::fill_ratio(ones, m);
     let items = estimate::estimated_items(ones, m, k);
-    let fpr = estimate::current_false_positive_rate(ones, m, k);
+    let fpr = counter.false_positive_rate();
     let tables = if config.has_foreign_tables() {
         format!(
             "differ from this build's ({}): keys outside ASCII answer maybe",
@@ -95,25 +96,4 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         ))?;
     }
     out.flush()
-}
-
-/// The set bits of a byte string, a word at a time.
-fn count_ones(bytes: &[u8]) -> u64 {
-    let (words, rest) = bytes.as_chunks::<8>();
-    let whole: u64 = words
-        .iter()
-        .map(|w| u64::from(u64::from_le_bytes(*w).count_ones()))
-        .sum();
-    whole + rest.iter().map(|b| u64::from(b.count_ones())).sum::<u64>()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn count_ones_counts_every_byte() {
-        let bytes: Vec<u8> = (0..=255u8).chain([0xff; 13]).collect();
-        let expected: u64 = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
-        assert_eq!(super::count_ones(&bytes), expected);
-        assert_eq!(super::count_ones(&[]), 0);
-    }
 }

@@ -10,23 +10,39 @@ fn shown(path: &std::path::Path) -> String {
     escape_key(path.as_os_str().as_encoded_bytes())
 }
 
-/// Returns the exit code: 0 when every file is intact, 1 when one is damaged. The report
-/// goes to standard output; if it cannot be written (other than a closed pipe, which ends
-/// the report quietly), every file is still checked and the failure is reported, exit 3.
+/// Returns the exit code: 0 when every file is intact, 1 when one is damaged or was not
+/// verified (its payload is over `--max-bytes`). The report goes to standard output; if it
+/// cannot be written (other than a closed pipe, which ends the report quietly), every file
+/// is still checked and the failure is reported, exit 3.
 pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
     let mut out = Out::new();
     let mut damaged = 0usize;
     let mut output_failure = None;
     for path in &args.snapshots {
-        let line = match files::open(path, Some(args.max_bytes))
-            .and_then(|(reader, _)| reader.verify().map_err(|e| files::read_failure(path, &e)))
-        {
+        let options = bloom_format::DecodeOptions::with_max_payload_len(args.max_bytes);
+        let checked = bloom_format::SnapshotReader::open(path, &options)
+            .and_then(bloom_format::SnapshotReader::verify);
+        let line = match checked {
             Ok(_) => format!("ok\t{}\n", shown(path)),
-            Err(Failure::Report { message, .. }) => {
+            // Intact as far as the header goes, but larger than the limit: not verified,
+            // which is not the same as damaged.
+            Err(bloom_format::ReadError::Decode(bloom_format::DecodeError::OverLimit {
+                payload_len,
+                limit,
+            })) => {
                 damaged += 1;
-                format!("damaged\t{}\n", escape_key(message.as_bytes()))
+                format!(
+                    "unverified\t{}\tpayload of {payload_len} bytes is over --max-bytes {limit}\n",
+                    shown(path)
+                )
             }
-            Err(other) => return Err(other),
+            Err(e) => match files::read_failure(path, &e) {
+                Failure::Report { message, .. } => {
+                    damaged += 1;
+                    format!("damaged\t{}\n", escape_key(message.as_bytes()))
+                }
+                other => return Err(other),
+            },
         };
         if output_failure.is_none()
             && let Err(e) = out.text(&line).and_then(|()| out.flush())
@@ -38,7 +54,7 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
         None | Some(Failure::OutputClosed) => {}
         Some(Failure::Report { message, .. }) => {
             return Err(Failure::environment(format!(
-                "{message}; {damaged} of {} snapshots are damaged",
+                "{message}; {damaged} of {} snapshots are damaged or unverified",
                 args.snapshots.len()
             )));
         }
