@@ -224,6 +224,34 @@ fn fixtures() -> Vec<Fixture> {
             keys: records(120),
         },
         Fixture {
+            name: "xxh3-sharded",
+            config: with(
+                Layout::sharded(8).expect("8 shards"),
+                PositionRule::Xxh3_128,
+                8192,
+                7,
+            )
+            .with_encoding(KeyEncoding::Nfc),
+            generation: 120,
+            store: None,
+            keys: records(120),
+        },
+        Fixture {
+            name: "sha256-sharded-salted",
+            config: with(
+                Layout::sharded(3).expect("3 shards"),
+                PositionRule::Sha256Double,
+                3072,
+                5,
+            )
+            .with_encoding(KeyEncoding::Utf8)
+            .with_salt(Salt::new(b"golden-fixture-salt-shards").expect("short salt"))
+            .expect("salted sha256"),
+            generation: 64,
+            store: None,
+            keys: unicode_keys(),
+        },
+        Fixture {
             name: "xxh3-standard",
             config: with(Layout::Standard, PositionRule::Xxh3_128, 3001, 7)
                 .with_encoding(KeyEncoding::Nfc),

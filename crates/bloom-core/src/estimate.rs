@@ -35,33 +35,41 @@ pub fn current_false_positive_rate(ones: u64, bits: u64, hashes: u32) -> f64 {
 /// understate the rate (by a third at 0.1%, and by orders of magnitude when nearly empty).
 #[must_use]
 pub fn blocked_false_positive_rate(block_ones: impl IntoIterator<Item = u32>, hashes: u32) -> f64 {
-    let (mut sum, mut blocks) = (0.0, 0u64);
-    for ones in block_ones {
-        sum += (f64::from(ones) / BLOCK_BITS as f64).powf(f64::from(hashes));
-        blocks += 1;
-    }
-    if blocks == 0 {
-        0.0
-    } else {
-        sum / blocks as f64
-    }
+    partitioned_false_positive_rate(block_ones.into_iter().map(u64::from), BLOCK_BITS, hashes)
 }
 
-/// Counts the set bits of a payload streamed in chunks of any size, and for the blocked
-/// layout the fill of each block, so that the false-positive rate can be estimated without
-/// holding the payload.
+/// The false-positive rate of a filter whose keys each fall in one part of `part_bits` bits
+/// (a block, a shard): the mean over parts of `(X_p / part_bits)^k`.
+#[must_use]
+pub fn partitioned_false_positive_rate(
+    part_ones: impl IntoIterator<Item = u64>,
+    part_bits: u64,
+    hashes: u32,
+) -> f64 {
+    let (mut sum, mut parts) = (0.0, 0u64);
+    for ones in part_ones {
+        sum += (ones as f64 / part_bits as f64).powf(f64::from(hashes));
+        parts += 1;
+    }
+    if parts == 0 { 0.0 } else { sum / parts as f64 }
+}
+
+/// Counts the set bits of a payload streamed in chunks of any size, and for a layout whose
+/// keys each fall in one part (a block, a shard) the fill of each part, so that the
+/// false-positive rate can be estimated without holding the payload.
 #[derive(Clone, Debug)]
 pub struct FillCounter {
-    layout: Layout,
     bits: u64,
     hashes: u32,
     ones: u64,
-    /// Blocked layout: the sum over finished blocks of `(X_b / 512)^k`, their number, and
-    /// the bytes and set bits of the block being fed.
+    /// The bytes of one part, if keys fall in parts.
+    part_bytes: Option<usize>,
+    /// The sum over finished parts of `(X_p / part bits)^k`, their number, and the bytes
+    /// and set bits of the part being fed.
     rate_sum: f64,
-    blocks: u64,
-    block_bytes: usize,
-    block_ones: u32,
+    parts: u64,
+    fed: usize,
+    part_ones: u64,
 }
 
 impl FillCounter {
@@ -69,36 +77,38 @@ impl FillCounter {
     #[must_use]
     pub fn new(layout: Layout, bits: u64, hashes: u32) -> Self {
         Self {
-            layout,
             bits,
             hashes,
             ones: 0,
+            part_bytes: layout
+                .part_bits(bits)
+                .and_then(|b| usize::try_from(b / 8).ok())
+                .filter(|&b| b > 0),
             rate_sum: 0.0,
-            blocks: 0,
-            block_bytes: 0,
-            block_ones: 0,
+            parts: 0,
+            fed: 0,
+            part_ones: 0,
         }
     }
 
     /// Counts the next bytes of the payload.
     pub fn feed(&mut self, mut bytes: &[u8]) {
-        const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
-        if self.layout == Layout::Standard {
+        let Some(part_bytes) = self.part_bytes else {
             self.ones += count_ones(bytes);
             return;
-        }
+        };
         while !bytes.is_empty() {
-            let (part, rest) = bytes.split_at(bytes.len().min(BLOCK_BYTES - self.block_bytes));
+            let (part, rest) = bytes.split_at(bytes.len().min(part_bytes - self.fed));
             let ones = count_ones(part);
             self.ones += ones;
-            self.block_ones += ones as u32;
-            self.block_bytes += part.len();
-            if self.block_bytes == BLOCK_BYTES {
+            self.part_ones += ones;
+            self.fed += part.len();
+            if self.fed == part_bytes {
                 self.rate_sum +=
-                    (f64::from(self.block_ones) / BLOCK_BITS as f64).powf(f64::from(self.hashes));
-                self.blocks += 1;
-                self.block_bytes = 0;
-                self.block_ones = 0;
+                    (self.part_ones as f64 / (part_bytes * 8) as f64).powf(f64::from(self.hashes));
+                self.parts += 1;
+                self.fed = 0;
+                self.part_ones = 0;
             }
             bytes = rest;
         }
@@ -111,13 +121,13 @@ impl FillCounter {
     }
 
     /// The false-positive rate at the fill counted: the layout's formula (see
-    /// [`blocked_false_positive_rate`] and [`current_false_positive_rate`]).
+    /// [`partitioned_false_positive_rate`] and [`current_false_positive_rate`]).
     #[must_use]
     pub fn false_positive_rate(&self) -> f64 {
-        match self.layout {
-            Layout::Blocked512 if self.blocks > 0 => self.rate_sum / self.blocks as f64,
-            Layout::Blocked512 => 0.0,
-            Layout::Standard => current_false_positive_rate(self.ones, self.bits, self.hashes),
+        match self.part_bytes {
+            Some(_) if self.parts > 0 => self.rate_sum / self.parts as f64,
+            Some(_) => 0.0,
+            None => current_false_positive_rate(self.ones, self.bits, self.hashes),
         }
     }
 }

@@ -312,16 +312,21 @@ impl BloomFilter {
     }
 
     /// The false-positive rate at the current fill: `(X / m)^k` in the standard layout, and
-    /// the mean over blocks of `(X_b / 512)^k` in the blocked one (see
-    /// [`estimate::blocked_false_positive_rate`]).
+    /// the mean over blocks (or shards) of `(X_p / part bits)^k` where a key's bits all fall
+    /// in one part (see [`estimate::partitioned_false_positive_rate`]).
     #[must_use]
     pub fn estimated_false_positive_rate(&self) -> f64 {
-        if self.config.layout() == crate::Layout::Blocked512 {
-            let blocks = self
+        if let Some(part_bits) = self.config.layout().part_bits(self.config.bits()) {
+            let part_words = usize::try_from(part_bits / 64).unwrap_or(usize::MAX);
+            let parts = self
                 .words
-                .chunks_exact(8)
-                .map(|block| block.iter().map(|w| w.count_ones()).sum::<u32>());
-            return estimate::blocked_false_positive_rate(blocks, self.config.hashes());
+                .chunks(part_words)
+                .map(|part| part.iter().map(|w| u64::from(w.count_ones())).sum::<u64>());
+            return estimate::partitioned_false_positive_rate(
+                parts,
+                part_bits,
+                self.config.hashes(),
+            );
         }
         estimate::current_false_positive_rate(
             self.count_ones(),

@@ -24,17 +24,71 @@ pub enum Layout {
     /// positions fall in one block (id 2). One cache miss per key, for about 3% more bits at
     /// 1% (see [`Layout::false_positive_rate`]). `m` is a multiple of 512.
     Blocked512,
+    /// The array cut into `shards` equal shards; all of a key's positions fall in one shard
+    /// (id 3, the shard count is the snapshot's layout parameter). For filters held in
+    /// separate bitmaps (one Redis key per shard), so that a key is answered by one of them.
+    /// `m` is a multiple of `64 * shards`; with shards of many keys the false-positive rate
+    /// is the standard layout's.
+    Sharded {
+        /// The number of shards, 1 to [`MAX_SHARDS`].
+        shards: u32,
+    },
 }
+
+/// The most shards of [`Layout::Sharded`].
+pub const MAX_SHARDS: u32 = 1 << 16;
 
 /// Bits in a block of [`Layout::Blocked512`].
 pub const BLOCK_BITS: u64 = 512;
 
 impl Layout {
-    /// Every layout, in id order.
+    /// The layouts of a filter held in one piece, in id order (the sharded layout takes a
+    /// shard count; see [`Layout::sharded`]).
     pub const ALL: [Self; 2] = [Self::Standard, Self::Blocked512];
 
     /// The names accepted by [`Layout::from_str`].
-    pub const NAMES: &'static str = "standard, blocked-512";
+    pub const NAMES: &'static str = "standard, blocked-512, sharded-S (S shards)";
+
+    /// The sharded layout with `shards` shards.
+    ///
+    /// # Errors
+    /// [`ParamsError::InvalidShards`](crate::ParamsError::InvalidShards) unless `shards` is
+    /// 1 to [`MAX_SHARDS`].
+    pub const fn sharded(shards: u32) -> Result<Self, crate::ParamsError> {
+        if shards == 0 || shards > MAX_SHARDS {
+            return Err(crate::ParamsError::InvalidShards { found: shards });
+        }
+        Ok(Self::Sharded { shards })
+    }
+
+    /// The bits of one part that a key's positions all fall in: a 512-bit block, a shard of
+    /// `m / S` bits, or `None` for the standard layout (and a single shard).
+    #[must_use]
+    pub const fn part_bits(self, bits: u64) -> Option<u64> {
+        match self {
+            Self::Blocked512 => Some(BLOCK_BITS),
+            Self::Sharded { shards } if shards > 1 => Some(bits / shards as u64),
+            Self::Standard | Self::Sharded { .. } => None,
+        }
+    }
+
+    /// The layout parameter recorded in a snapshot: the shard count, or 0.
+    #[must_use]
+    pub const fn parameter(self) -> u64 {
+        match self {
+            Self::Sharded { shards } => shards as u64,
+            Self::Standard | Self::Blocked512 => 0,
+        }
+    }
+
+    /// The shard count: 1 unless sharded.
+    #[must_use]
+    pub const fn shards(self) -> u32 {
+        match self {
+            Self::Sharded { shards } => shards,
+            Self::Standard | Self::Blocked512 => 1,
+        }
+    }
 
     /// The stable identifier written into snapshots.
     #[must_use]
@@ -42,15 +96,20 @@ impl Layout {
         match self {
             Self::Standard => LayoutId::Standard,
             Self::Blocked512 => LayoutId::Blocked512,
+            Self::Sharded { .. } => LayoutId::Sharded,
         }
     }
 
-    /// The layout with this identifier, if this build implements it.
+    /// The layout with this identifier and layout parameter (a snapshot's), if this build
+    /// implements it and the parameter is valid for it.
     #[must_use]
-    pub const fn from_id(id: LayoutId) -> Option<Self> {
-        match id {
-            LayoutId::Standard => Some(Self::Standard),
-            LayoutId::Blocked512 => Some(Self::Blocked512),
+    pub const fn from_id(id: LayoutId, parameter: u64) -> Option<Self> {
+        match (id, parameter) {
+            (LayoutId::Standard, 0) => Some(Self::Standard),
+            (LayoutId::Blocked512, 0) => Some(Self::Blocked512),
+            (LayoutId::Sharded, shards @ 1..=0x1_0000) => Some(Self::Sharded {
+                shards: shards as u32,
+            }),
             _ => None,
         }
     }
@@ -61,12 +120,13 @@ impl Layout {
         self.id().name()
     }
 
-    /// The granule `m` must be a multiple of: 1 bit, or a 512-bit block.
+    /// The granule `m` must be a multiple of: 1 bit, a 512-bit block, or 64 bits per shard.
     #[must_use]
     pub const fn granule(self) -> u64 {
         match self {
             Self::Standard => 1,
             Self::Blocked512 => BLOCK_BITS,
+            Self::Sharded { shards } => 64 * shards as u64,
         }
     }
 
@@ -80,6 +140,9 @@ impl Layout {
     ///   `FPR = Σ_i Pois(i; λ) · (1 − (1 − 1/B)^(k·i))^k` (Putze, Sanders and Singler, "Cache-,
     ///   Hash- and Space-Efficient Bloom Filters", 2007; RocksDB's `CacheLocalFpRate`
     ///   approximates the same sum).
+    /// - Sharded, with shards of `B = m / S` bits: the same sum over shard loads, each shard
+    ///   a standard filter of `B` bits. For shards of more than a few thousand keys this is
+    ///   the standard rate to within a percent; with one shard it is exactly the standard one.
     #[must_use]
     pub fn false_positive_rate(self, bits: u64, hashes: u32, items: u64) -> f64 {
         if items == 0 || bits == 0 {
@@ -87,8 +150,11 @@ impl Layout {
         }
         let per_key = bits as f64 / items as f64;
         match self {
-            Self::Standard => standard_rate(per_key, hashes),
+            Self::Standard | Self::Sharded { shards: 1 } => standard_rate(per_key, hashes),
             Self::Blocked512 => blocked_rate(per_key, hashes),
+            Self::Sharded { shards } => {
+                partitioned_rate(per_key, hashes, bits as f64 / f64::from(shards))
+            }
         }
     }
 
@@ -119,7 +185,8 @@ impl Layout {
 
     fn compute_plan(self, fpr: f64, max_hashes: u32) -> (f64, u32) {
         match self {
-            Self::Standard => {
+            // Shards are planned as standard filters: the caller rounds m to whole shards.
+            Self::Standard | Self::Sharded { .. } => {
                 // The closed form: b = -ln p / (ln 2)^2 at k = b ln 2; a capped k needs
                 // b = -k / ln(1 - p^(1/k)).
                 let ln2 = std::f64::consts::LN_2;
@@ -163,7 +230,12 @@ fn standard_rate(per_key: f64, hashes: u32) -> f64 {
 
 /// The blocked formula for `b` bits per key.
 fn blocked_rate(per_key: f64, hashes: u32) -> f64 {
-    let block = BLOCK_BITS as f64;
+    partitioned_rate(per_key, hashes, BLOCK_BITS as f64)
+}
+
+/// The rate of a filter cut into parts of `block` bits, each key in one part, for `b` bits
+/// per key: the Poisson mixture over part loads.
+fn partitioned_rate(per_key: f64, hashes: u32, block: f64) -> f64 {
     let lambda = block / per_key;
     let k = i32::try_from(hashes).unwrap_or(i32::MAX);
     // (1 - 1/B)^k: a bit stays unset by one key's k positions; to the power i for i keys.
@@ -219,9 +291,13 @@ fn bits_per_key_for(fpr: f64, hashes: u32, rate: fn(f64, u32) -> f64) -> f64 {
     high
 }
 
+/// `standard`, `blocked-512`, or `sharded-S` (the form [`Layout::from_str`] reads).
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Self::Sharded { shards } => write!(f, "{}-{shards}", self.name()),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
@@ -229,14 +305,19 @@ impl FromStr for Layout {
     type Err = UnknownNameError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let unknown = || UnknownNameError {
+            kind: "layout",
+            found: s.to_owned(),
+            expected: Self::NAMES,
+        };
+        if let Some(count) = s.strip_prefix("sharded-") {
+            let shards: u32 = count.parse().map_err(|_| unknown())?;
+            return Self::sharded(shards).map_err(|_| unknown());
+        }
         Self::ALL
             .into_iter()
             .find(|l| l.name() == s)
-            .ok_or_else(|| UnknownNameError {
-                kind: "layout",
-                found: s.to_owned(),
-                expected: Self::NAMES,
-            })
+            .ok_or_else(unknown)
     }
 }
 
@@ -251,12 +332,25 @@ mod tests {
             .map(|l| (l.id().value(), l.name()))
             .collect();
         assert_eq!(ids, [(1, "standard"), (2, "blocked-512")]);
+        let sharded = Layout::sharded(16).unwrap();
+        assert_eq!((sharded.id().value(), sharded.name()), (3, "sharded"));
         for &id in LayoutId::ALL {
-            assert_eq!(Layout::from_id(id).map(Layout::id), Some(id));
+            let parameter = u64::from(id == LayoutId::Sharded);
+            assert_eq!(Layout::from_id(id, parameter).map(Layout::id), Some(id));
         }
-        for l in Layout::ALL {
-            assert_eq!(l.name().parse::<Layout>(), Ok(l));
+        assert_eq!(Layout::from_id(LayoutId::Sharded, 0), None);
+        assert_eq!(
+            Layout::from_id(LayoutId::Sharded, 1 << 16),
+            Layout::sharded(1 << 16).ok()
+        );
+        assert_eq!(Layout::from_id(LayoutId::Sharded, (1 << 16) + 1), None);
+        assert_eq!(Layout::from_id(LayoutId::Standard, 1), None);
+        for l in Layout::ALL.into_iter().chain([sharded]) {
+            assert_eq!(l.to_string().parse::<Layout>(), Ok(l));
         }
+        assert!("sharded-0".parse::<Layout>().is_err());
+        assert!("sharded-65537".parse::<Layout>().is_err());
+        assert!("sharded".parse::<Layout>().is_err());
     }
 
     #[test]

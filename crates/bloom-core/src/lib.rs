@@ -66,7 +66,7 @@ pub use bloom_format::{DatasetGeneration, UnicodeVersion};
 pub use config::{ConfigError, FilterConfig, IncompatibleFilters, Mismatch};
 pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables, UnknownNameError};
 pub use filter::BloomFilter;
-pub use layout::{BLOCK_BITS, Layout};
+pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
 pub use snapshot::SnapshotError;

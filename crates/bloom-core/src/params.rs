@@ -75,6 +75,13 @@ pub enum ParamsError {
         /// The layout.
         layout: Layout,
     },
+    /// The shard count of the sharded layout is not 1 to
+    /// [`MAX_SHARDS`](crate::layout::MAX_SHARDS).
+    #[error("the sharded layout takes 1 to 65536 shards, got {found}")]
+    InvalidShards {
+        /// The shard count given.
+        found: u32,
+    },
     /// The layout cannot reach the target rate with the positions per key allowed (a
     /// 512-bit block holds too few bits for extreme targets).
     #[error(

@@ -334,7 +334,7 @@ pub(crate) struct PositionHasher {
     layout: Layout,
     bits: u64,
     hashes: u32,
-    /// Blocks of the blocked layout (`m / 512`).
+    /// Blocks of the blocked layout (`m / 512`), or shards of the sharded one.
     blocks: u64,
     /// The SHA-256 state after the salt block, or the initial state without a salt.
     start: [u32; 8],
@@ -389,7 +389,11 @@ impl PositionHasher {
             layout,
             bits,
             hashes,
-            blocks: bits / BLOCK_BITS,
+            // Blocks of the blocked layout; shards of the sharded one.
+            blocks: match layout {
+                Layout::Sharded { shards } => u64::from(shards),
+                Layout::Standard | Layout::Blocked512 => bits / BLOCK_BITS,
+            },
             start,
             absorbed,
             seed,
@@ -472,6 +476,17 @@ impl PositionHasher {
                 let (mut a, mut b) = (h1, h2);
                 for i in 0..u64::from(self.hashes) {
                     visit(reduce(a, m));
+                    a = a.wrapping_add(b);
+                    b = b.wrapping_add(i + 1);
+                }
+            }
+            (_, Layout::Sharded { .. }) => {
+                // The shard from h1; inside it, enhanced double hashing from h2 and h1.
+                let shard_bits = m / self.blocks;
+                let base = reduce(h1, self.blocks) * shard_bits;
+                let (mut a, mut b) = (h2, h1);
+                for i in 0..u64::from(self.hashes) {
+                    visit(base + reduce(a, shard_bits));
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }

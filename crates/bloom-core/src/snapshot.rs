@@ -47,7 +47,7 @@ impl FilterConfig {
             kind,
             found: found.to_string(),
         };
-        let layout = Layout::from_id(header.layout)
+        let layout = Layout::from_id(header.layout, header.layout_parameter)
             .ok_or_else(|| unsupported(IdKind::Layout, &header.layout))?;
         let rule = PositionRule::from_id(header.position_rule)
             .ok_or_else(|| unsupported(IdKind::PositionRule, &header.position_rule))?;
@@ -82,6 +82,7 @@ impl FilterConfig {
                 .with_normalization_unicode(tables.normalization)
                 .with_casing_unicode(tables.casing),
         );
+        header.layout_parameter = self.layout().parameter();
         header.salt = self.salt().as_bytes().to_vec();
         header.dataset_generation = dataset_generation;
         header.item_count = item_count;

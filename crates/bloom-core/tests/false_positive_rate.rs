@@ -138,3 +138,26 @@ fn xxh3_in_the_standard_layout_at_one_percent() {
     let params = FilterParams::for_false_positive_rate(50_000, 0.01).unwrap();
     check(FilterConfig::new(params), 50_000, Prediction::Planned);
 }
+
+/// The sharded layout planned as the standard one and rounded to whole shards: its rate (the
+/// mixture over shard loads) stays at the target with shards of thousands of keys.
+#[test]
+fn sharded_layout_at_one_percent() {
+    let layout = Layout::sharded(16).unwrap();
+    let params = FilterParams::planned(layout, 200_000, 0.01, 64).unwrap();
+    assert_eq!(params.bits() % (64 * 16), 0);
+    let predicted = params.predicted_false_positive_rate(200_000);
+    assert!((predicted - 0.01).abs() < 0.0002, "{predicted}");
+    check_with(
+        FilterConfig::new(params),
+        200_000,
+        Prediction::Planned,
+        1_000_000,
+    );
+    check_with(
+        FilterConfig::new(params),
+        200_000,
+        Prediction::FromFill,
+        1_000_000,
+    );
+}

@@ -1,5 +1,5 @@
-//! The `xxh3-128` rule and the `blocked-512` layout against vectors computed independently from
-//! `docs/format.md` (Python's hashlib and the `xxhash` package:
+//! The `xxh3-128` rule and the `blocked-512` and sharded layouts against vectors computed
+//! independently from `docs/format.md` (Python's hashlib and the `xxhash` package:
 //! `tests/data/layout_vectors.py`): positions of sample keys for every combination, salted and
 //! not, and the whole payload of every golden fixture that uses them.
 
@@ -37,7 +37,7 @@ fn config(case: &Value) -> FilterConfig {
 fn sample_positions_match_the_independent_implementation() {
     let vectors = vectors();
     let samples = vectors["samples"].as_array().unwrap();
-    assert_eq!(samples.len(), 2 * 3 * 2);
+    assert_eq!(samples.len(), 2 * 5 * 2);
     for case in samples {
         let config = config(case);
         for entry in case["positions"].as_array().unwrap() {
@@ -61,7 +61,7 @@ fn fixture_payloads_match_the_independent_implementation() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v2");
     let vectors = vectors();
     let fixtures = vectors["fixtures"].as_array().unwrap();
-    assert_eq!(fixtures.len(), 5);
+    assert_eq!(fixtures.len(), 7);
     for case in fixtures {
         let name = case["fixture"].as_str().unwrap();
         let snapshot = Snapshot::read_file(
@@ -70,7 +70,12 @@ fn fixture_payloads_match_the_independent_implementation() {
         )
         .unwrap();
         let h = snapshot.header();
-        assert_eq!(h.layout.name(), case["layout"].as_str().unwrap(), "{name}");
+        let layout = Layout::from_id(h.layout, h.layout_parameter).unwrap();
+        assert_eq!(
+            layout.to_string(),
+            case["layout"].as_str().unwrap(),
+            "{name}"
+        );
         assert_eq!(
             h.position_rule.name(),
             case["rule"].as_str().unwrap(),

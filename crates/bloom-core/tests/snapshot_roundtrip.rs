@@ -8,6 +8,8 @@ use bloom_format::{DecodeOptions, IdKind, Snapshot};
 
 const EDGE_BITS: [u64; 6] = [1, 63, 64, 65, 1024, (1 << 20) + 3];
 const BLOCKED_BITS: [u64; 4] = [512, 1024, 512 * 3, 1 << 20];
+/// Five shards of 64 bits, of 128, and of 13 * 64.
+const SHARDED_BITS: [u64; 3] = [320, 640, 5 * 13 * 64];
 
 fn keys() -> Vec<String> {
     let mut keys: Vec<String> = (0..40).map(|i| format!("record-{i}")).collect();
@@ -20,9 +22,12 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     let keys = keys();
     let probes: Vec<String> = (0..300).map(|i| format!("probe-{i}")).collect();
     let mut cases = 0;
-    for layout in Layout::ALL {
+    let sharded = [Layout::sharded(1).unwrap(), Layout::sharded(5).unwrap()];
+    for layout in Layout::ALL.into_iter().chain(sharded) {
         let sizes: &[u64] = match layout {
             Layout::Standard => &EDGE_BITS,
+            Layout::Sharded { shards: 1 } => &[64, 128, 1 << 20],
+            Layout::Sharded { .. } => &SHARDED_BITS,
             _ => &BLOCKED_BITS,
         };
         for rule in PositionRule::ALL {
@@ -77,9 +82,10 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     }
     // Per encoding: standard split4 (3 k) and two 5-k rules over 6 sizes with and without
     // salt; blocked, two rules over 4 sizes; the Guava rules unsalted over 2 sizes.
+    // Sharded: two rules over 3 sizes for each of the two shard counts, salted and not.
     assert_eq!(
         cases,
-        5 * (2 * 6 * (3 + 5 + 5) + 2 * 4 * (5 + 5) + 2 * 2 * 5)
+        5 * (2 * 6 * (3 + 5 + 5) + 2 * 4 * (5 + 5) + 2 * 2 * 5 + 2 * 2 * 3 * (5 + 5))
     );
 }
 

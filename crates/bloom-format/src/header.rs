@@ -15,6 +15,9 @@ pub const MAGIC: [u8; 8] = [0x89, b'B', b'L', b'M', b'\r', b'\n', 0x1a, b'\n'];
 /// The longest salt a snapshot can carry.
 pub const MAX_SALT_LEN: usize = 32;
 
+/// The most shards of the sharded layout (its layout parameter).
+pub const MAX_SHARDS: u64 = 1 << 16;
+
 /// The longest header of any version this build reads: enough buffer for any header.
 pub const MAX_HEADER_LEN: u16 = layout_of(FormatVersion::V2).max_header_len();
 
@@ -164,7 +167,9 @@ impl Header {
     #[must_use]
     pub const fn payload_len(&self) -> u64 {
         match self.layout {
-            LayoutId::Standard | LayoutId::Blocked512 => self.bit_count.div_ceil(8),
+            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded => {
+                self.bit_count.div_ceil(8)
+            }
         }
     }
 
@@ -627,7 +632,25 @@ pub(crate) fn validate(
     if header.position_rule.is_guava() {
         validate_guava(header)?;
     }
-    if header.layout_parameter != 0 {
+    if header.layout == LayoutId::Sharded {
+        let shards = header.layout_parameter;
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(DecodeError::InvalidParameter {
+                field: "layout parameter",
+                found: shards,
+                expected: format!("a shard count from 1 to {MAX_SHARDS} for the sharded layout"),
+            });
+        }
+        if !header.bit_count.is_multiple_of(64 * shards) {
+            return Err(DecodeError::InvalidParameter {
+                field: "bit count (m)",
+                found: header.bit_count,
+                expected: format!(
+                    "a multiple of 64 x {shards} shards for the sharded layout (whole 64-bit words per shard)"
+                ),
+            });
+        }
+    } else if header.layout_parameter != 0 {
         return Err(DecodeError::InvalidParameter {
             field: "layout parameter",
             found: header.layout_parameter,

@@ -129,6 +129,11 @@ id_table! {
         /// The same bit array cut into 512-bit blocks; all of a key's bits fall in one
         /// block. `m` is a multiple of 512; `m / 8` bytes.
         Blocked512 = 2, "blocked-512";
+        /// The bit array cut into `S` equal shards (the layout parameter), each a multiple of
+        /// 64 bits; all of a key's bits fall in one shard, so that a filter held in `S`
+        /// separate bitmaps (Redis keys, say) answers a key from one of them. `m` is a
+        /// multiple of `64 S`; `m / 8` bytes.
+        Sharded = 3, "sharded";
     }
 }
 
@@ -219,7 +224,7 @@ mod tests {
         );
         assert_eq!(
             table(LayoutId::ALL),
-            pairs(&[(1, "standard"), (2, "blocked-512")])
+            pairs(&[(1, "standard"), (2, "blocked-512"), (3, "sharded")])
         );
         assert_eq!(
             table(KeyEncodingId::ALL),
@@ -240,7 +245,7 @@ mod tests {
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
         assert_eq!(PositionRuleId::try_from(6), Err(6));
-        assert_eq!(LayoutId::try_from(3), Err(3));
+        assert_eq!(LayoutId::try_from(4), Err(4));
         assert_eq!(KeyEncodingId::try_from(6), Err(6));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));

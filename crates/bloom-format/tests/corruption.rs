@@ -289,10 +289,20 @@ fn resealed_corruptions_of_shared_fields(bytes: &[u8]) {
         })
     ));
     assert!(matches!(
-        corrupt(30, &3u16.to_le_bytes()),
+        corrupt(30, &9u16.to_le_bytes()),
         Err(DecodeError::UnknownId {
             kind: IdKind::Layout,
-            found: 3,
+            found: 9,
+            ..
+        })
+    ));
+    // The sharded layout (3) needs a shard count as its parameter, which this header (0)
+    // lacks.
+    assert!(matches!(
+        corrupt(30, &3u16.to_le_bytes()),
+        Err(DecodeError::InvalidParameter {
+            field: "layout parameter",
+            found: 0,
             ..
         })
     ));

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent vectors for the xxh3-128 rule and the blocked-512 layout.
+"""Independent vectors for the xxh3-128 rule and the blocked-512 and sharded layouts.
 
 This implements docs/format.md with Python's hashlib and the `xxhash` package (xxHash 0.8,
 `pip install xxhash`), not with the Rust code under test: positions of sample keys for every
@@ -54,6 +54,15 @@ def positions(rule: str, layout: str, m: int, k: int, key: bytes, salt: bytes = 
         for _ in range(k):
             out.append(block * 512 + (x >> 55))
             x = (x * BLOCK_STEP) & MASK
+    elif layout.startswith("sharded-"):
+        shards = int(layout[len("sharded-"):])
+        shard_bits = m // shards
+        shard = (h1 * shards) >> 64
+        a, b = h2, h1
+        for i in range(k):
+            out.append(shard * shard_bits + ((a * shard_bits) >> 64))
+            a = (a + b) & MASK
+            b = (b + i + 1) & MASK
     else:
         raise ValueError(layout)
     return out
@@ -87,6 +96,8 @@ FIXTURE_CASES = [
     ("xxh3-blocked-salted-large-k", "xxh3-128", "blocked-512", 2048, 23, "utf8", b"golden-fixture-salt-xxh3"),
     ("sha256-blocked", "sha256-double", "blocked-512", 4096, 6, "bytes", b""),
     ("sha256-blocked-salted", "sha256-double", "blocked-512", 1536, 9, "nfc-trim-lower", b"golden-fixture-salt-v2"),
+    ("xxh3-sharded", "xxh3-128", "sharded-8", 8192, 7, "nfc", b""),
+    ("sha256-sharded-salted", "sha256-double", "sharded-3", 3072, 5, "utf8", b"golden-fixture-salt-shards"),
 ]
 
 SAMPLE_KEYS = ["", "record-0", "key-00000000000000000001", "caf\u00e9", "\u4e2d\u6587", "x" * 300]
@@ -109,7 +120,13 @@ for name, rule, layout, m, k, encoding, salt in FIXTURE_CASES:
 
 samples = []
 for rule in ["sha256-double", "xxh3-128"]:
-    for layout, m, k in [("standard", 1_000_003, 7), ("blocked-512", 512 * 1953, 6), ("blocked-512", 1 << 33, 64)]:
+    for layout, m, k in [
+        ("standard", 1_000_003, 7),
+        ("blocked-512", 512 * 1953, 6),
+        ("blocked-512", 1 << 33, 64),
+        ("sharded-16", 64 * 16 * 977, 7),
+        ("sharded-65536", 1 << 40, 64),
+    ]:
         for salt in [b"", b"sample-salt"]:
             samples.append(
                 {
