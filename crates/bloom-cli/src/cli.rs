@@ -69,6 +69,139 @@ pub(crate) enum Command {
     Export(ExportArgs),
     /// Measure the false-positive rate on a fixed inserted set and a disjoint query set.
     Measure(MeasureArgs),
+    /// A filter shared by a fleet, held in Redis or Redis Cluster (one shard key per shard,
+    /// a metadata hash beside them).
+    #[command(subcommand)]
+    Redis(RedisCommand),
+}
+
+/// The `bloom redis` commands.
+#[derive(Subcommand)]
+pub(crate) enum RedisCommand {
+    /// Create a filter in Redis (sized like `build`; sharded layout).
+    Create(RedisCreateArgs),
+    /// Insert keys (pipelined; one command per key on one node).
+    Add(RedisKeysArgs),
+    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, as `bloom check` does.
+    Check(RedisCheckArgs),
+    /// Write the filter as a snapshot file, byte-identical to a local filter's.
+    Export(RedisExportArgs),
+    /// Load a snapshot file of the sharded layout into a new Redis filter.
+    Import(RedisImportArgs),
+    /// Print the filter's metadata, set bits and estimates; checks every shard.
+    Info(RedisInfoArgs),
+    /// Delete the filter: its metadata and every shard.
+    Delete(RedisDeleteArgs),
+}
+
+/// Where the filter lives.
+#[derive(Args)]
+pub(crate) struct RedisAt {
+    /// Redis URL (`redis://[:password@]host:port/db`); with --cluster, any node of the
+    /// cluster (repeat for more seed nodes). Never printed.
+    #[arg(long, required = true, value_name = "URL")]
+    pub(crate) url: Vec<String>,
+    /// The URLs are nodes of a Redis Cluster.
+    #[arg(long)]
+    pub(crate) cluster: bool,
+    /// The filter's name: 1 to 200 of A-Z a-z 0-9 . _ -
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: String,
+    /// Seconds to wait for a connection or a reply before failing.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_timeout)]
+    pub(crate) timeout: f64,
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("size").required(true).args(["items", "bits"])))]
+pub(crate) struct RedisCreateArgs {
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    /// Expected number of keys (with --fpr).
+    #[arg(long, requires = "fpr", conflicts_with_all = ["bits", "hashes"], value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: Option<u64>,
+    /// Target false-positive rate, strictly between 0 and 1 (with --items).
+    #[arg(long, requires = "items", value_parser = parse_rate)]
+    pub(crate) fpr: Option<f64>,
+    /// Bit count m (with --hashes; a multiple of 64 x shards).
+    #[arg(long, requires = "hashes", value_parser = clap::value_parser!(u64).range(1..=MAX_BITS))]
+    pub(crate) bits: Option<u64>,
+    /// Positions per key k (with --bits).
+    #[arg(long, requires = "bits", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HASHES)))]
+    pub(crate) hashes: Option<u32>,
+    /// Shards (Redis keys): 16 by default, more for a large filter (each shard is at most
+    /// 512 MiB) or to spread a cluster's load.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub(crate) shards: Option<u32>,
+    /// Position rule: xxh3-128, or sha256-double (the default with --salt).
+    #[arg(long)]
+    pub(crate) rule: Option<PositionRule>,
+    /// Key encoding.
+    #[arg(long, default_value = "nfc")]
+    pub(crate) encoding: KeyEncoding,
+    /// Salt: `none`, `random`, or hex bytes (at most 32). Kept in the metadata hash: anyone
+    /// who can read the Redis keys can read it.
+    #[arg(long, default_value = "none", value_parser = parse_salt)]
+    pub(crate) salt: Salt,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisKeysArgs {
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    /// Keys (in addition to --keys).
+    pub(crate) keys: Vec<String>,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisCheckArgs {
+    #[command(flatten)]
+    pub(crate) keys: RedisKeysArgs,
+    /// Print JSON Lines, as `bloom check --json`.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Exit 4 if any key is absent.
+    #[arg(long)]
+    pub(crate) exit_status: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisExportArgs {
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    /// The snapshot file to write (atomically).
+    #[arg(short, long, value_name = "PATH")]
+    pub(crate) output: PathBuf,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisImportArgs {
+    /// The snapshot file (sharded layout).
+    pub(crate) snapshot: PathBuf,
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisInfoArgs {
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    /// Print JSON instead.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisDeleteArgs {
+    #[command(flatten)]
+    pub(crate) at: RedisAt,
+    /// Shards to delete when the metadata is gone (an interrupted creation).
+    #[arg(long)]
+    pub(crate) shards: Option<u32>,
 }
 
 #[derive(Args)]
@@ -386,6 +519,16 @@ fn parse_size(text: &str) -> Result<u64, String> {
     value
         .checked_mul(1u64 << shift)
         .ok_or_else(|| format!("{text} is too large"))
+}
+
+/// `--timeout`: seconds, more than 0 and at most a day.
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err(format!(
+            "{text} is not a number of seconds between 0 and 86400"
+        )),
+    }
 }
 
 /// `--max-key-bytes`: a size, at most 1 GiB (a key is a record id, not a file).

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::commands::{add, build, check, export, import, inspect, measure, plan, verify};
+use crate::commands::{add, build, check, export, import, inspect, measure, plan, redis, verify};
 use crate::error::{CmdResult, Failure};
 use crate::signals::Signals;
 
@@ -66,5 +66,6 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Import(args) => done(import::run(args)),
         Command::Export(args) => done(export::run(args)),
         Command::Measure(args) => done(measure::run(args)),
+        Command::Redis(command) => redis::run(command),
     }
 }

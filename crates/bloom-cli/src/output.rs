@@ -92,6 +92,44 @@ pub(crate) fn show(x: f64) -> String {
     number(x).to_string()
 }
 
+/// Prints the answers of `check` (text, or JSON Lines with `--json`) and remembers whether
+/// any key was absent.
+pub(crate) struct Answers {
+    out: Out,
+    json: bool,
+    any_absent: bool,
+}
+
+impl Answers {
+    pub(crate) fn new(json: bool) -> Self {
+        Self {
+            out: Out::new(),
+            json,
+            any_absent: false,
+        }
+    }
+
+    /// `maybe<TAB>KEY` or `absent<TAB>KEY` (the key escaped), or one JSON object.
+    pub(crate) fn answer(&mut self, key: &[u8], maybe: bool) -> CmdResult {
+        self.any_absent |= !maybe;
+        let verdict = if maybe { "maybe" } else { "absent" };
+        if self.json {
+            let mut object = serde_json::Map::new();
+            json_key(key, &mut object);
+            object.insert("answer".into(), Value::from(verdict));
+            self.out.json_line(&Value::Object(object))
+        } else {
+            self.out.text(&format!("{verdict}\t{}\n", escape_key(key)))
+        }
+    }
+
+    /// Flushes; returns whether any key was absent.
+    pub(crate) fn finish(mut self) -> CmdResult<bool> {
+        self.out.flush()?;
+        Ok(self.any_absent)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,6 +173,16 @@ impl Header {
         }
     }
 
+    /// Checks the fields as decoding would (steps 5.1 to 5.13 of `docs/format.md` that
+    /// concern field values), for headers that arrive by another route than a snapshot
+    /// file, such as a filter's metadata kept beside its bits.
+    ///
+    /// # Errors
+    /// The [`DecodeError`] a snapshot with this header would fail with.
+    pub fn check(&self) -> Result<(), DecodeError> {
+        validate(self, FormatVersion::CURRENT, self.payload_len())
+    }
+
     /// The length of this header when encoded in the current format version.
     #[must_use]
     pub fn encoded_len(&self) -> u64 {

@@ -1,12 +1,10 @@
 //! `bloom check`: maybe or absent for each key, streamed out as answered.
 
-use serde_json::{Map, Value};
-
 use crate::cli::CheckArgs;
 use crate::commands::{Batch, foreign_tables_warning};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files;
-use crate::output::{Out, escape_key, json_key};
+use crate::output::{Answers, escape_key};
 
 /// Returns the exit code: 0, or 4 with `--exit-status` when a key is absent.
 pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
@@ -20,20 +18,8 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     if let Some(warning) = foreign_tables_warning(&args.snapshot, filter) {
         crate::warn(&warning);
     }
-    let mut out = Out::new();
-    let mut any_absent = false;
-    let mut write = |key: &[u8], maybe: bool| -> CmdResult {
-        any_absent |= !maybe;
-        let verdict = if maybe { "maybe" } else { "absent" };
-        if args.json {
-            let mut object = Map::new();
-            json_key(key, &mut object);
-            object.insert("answer".into(), Value::from(verdict));
-            out.json_line(&Value::Object(object))
-        } else {
-            out.text(&format!("{verdict}\t{}\n", escape_key(key)))
-        }
-    };
+    let mut answers = Answers::new(args.json);
+    let mut write = |key: &[u8], maybe: bool| answers.answer(key, maybe);
     // A key as given and its encoded form; answers are written in input order.
     let mut pending = Batch::new();
     let mut originals = Batch::new();
@@ -91,7 +77,7 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     let answered = answer_pending(&mut pending, &mut originals, &mut write);
     read?;
     answered?;
-    out.flush()?;
+    let any_absent = answers.finish()?;
     Ok(if args.exit_status && any_absent {
         Exit::Absent as u8
     } else {

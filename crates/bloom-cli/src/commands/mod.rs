@@ -8,6 +8,7 @@ pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod measure;
 pub(crate) mod plan;
+pub(crate) mod redis;
 pub(crate) mod verify;
 
 use bloom_core::BloomFilter;

@@ -1,0 +1,188 @@
+//! `bloom redis` against real `redis-server` processes (and a three-node cluster): answers
+//! as `bloom check` gives them for the exported snapshot, and errors that name their cause.
+
+#[path = "../../bloom-redis/tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use common::{bloom, run, stdout};
+use support::{RedisCluster, RedisServer};
+
+fn at(url: &str, name: &str) -> Vec<String> {
+    vec!["--url".into(), url.into(), "--name".into(), name.into()]
+}
+
+#[test]
+fn create_add_check_export_import_info_delete() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let inserted: String = (0..2000).map(|i| format!("order-{i}\n")).collect();
+    std::fs::write(&keys, &inserted).unwrap();
+    let probes = dir.path().join("probes.txt");
+    let probe_keys: String = (1500..4000).map(|i| format!("order-{i}\n")).collect();
+    std::fs::write(&probes, &probe_keys).unwrap();
+
+    bloom()
+        .args(["redis", "create"])
+        .args(at(&url, "orders"))
+        .args(["--items", "5000", "--fpr", "0.01", "--shards", "8"])
+        .assert()
+        .success();
+    bloom()
+        .args(["redis", "add"])
+        .args(at(&url, "orders"))
+        .arg("--keys")
+        .arg(&keys)
+        .assert()
+        .success();
+    let from_redis = stdout(
+        bloom()
+            .args(["redis", "check"])
+            .args(at(&url, "orders"))
+            .arg("--keys")
+            .arg(&probes),
+    );
+    assert_eq!(from_redis.lines().count(), 2500);
+    assert!(
+        from_redis
+            .lines()
+            .take(500)
+            .all(|l| l.starts_with("maybe\t"))
+    );
+
+    let snapshot = dir.path().join("orders.bloom");
+    bloom()
+        .args(["redis", "export"])
+        .args(at(&url, "orders"))
+        .arg("-o")
+        .arg(&snapshot)
+        .assert()
+        .success();
+    let from_file = stdout(
+        bloom()
+            .arg("check")
+            .arg(&snapshot)
+            .arg("--keys")
+            .arg(&probes),
+    );
+    assert_eq!(from_redis, from_file);
+
+    bloom()
+        .args(["redis", "import"])
+        .arg(&snapshot)
+        .args(at(&url, "orders-copy"))
+        .assert()
+        .success();
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        bloom()
+            .args(["redis", "info", "--json"])
+            .args(at(&url, "orders-copy")),
+    ))
+    .unwrap();
+    assert_eq!(json["shards"], 8);
+    assert_eq!(json["item_count"], 2000);
+    let (code, out, _) = run(bloom()
+        .args(["redis", "check", "--exit-status"])
+        .args(at(&url, "orders-copy"))
+        .args(["order-1", "never-seen-1", "never-seen-2"]));
+    assert_eq!(code, 4, "{out}");
+
+    bloom()
+        .args(["redis", "delete"])
+        .args(at(&url, "orders-copy"))
+        .assert()
+        .success();
+    let (code, _, err) = run(bloom()
+        .args(["redis", "check"])
+        .args(at(&url, "orders-copy"))
+        .arg("x"));
+    assert_eq!(code, 1);
+    assert!(err.contains("no filter named orders-copy"), "{err}");
+}
+
+#[test]
+fn errors_name_their_cause_and_never_answer() {
+    let server = RedisServer::start();
+    let url = server.url();
+    bloom()
+        .args(["redis", "create"])
+        .args(at(&url, "f"))
+        .args(["--bits", "8192", "--hashes", "4", "--shards", "4"])
+        .assert()
+        .success();
+    // A shard lost: no answer, exit 1, the shard named.
+    server.cli(&["DEL", "bloom:{f:2}"]);
+    let (code, out, err) = run(bloom()
+        .args(["redis", "check"])
+        .args(at(&url, "f"))
+        .arg("k"));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("shard 2") && err.contains("lost"), "{err}");
+    // Nothing listening.
+    let (code, out, err) = run(bloom()
+        .args(["redis", "check", "--timeout", "1"])
+        .args(at("redis://127.0.0.1:1/", "f"))
+        .arg("k"));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.to_lowercase().contains("refused"), "{err}");
+    // Usage errors.
+    for args in [
+        vec![
+            "redis", "create", "--url", &url, "--name", "bad name", "--bits", "1024", "--hashes",
+            "2",
+        ],
+        vec![
+            "redis", "create", "--url", &url, "--name", "g", "--bits", "1000", "--hashes", "2",
+        ],
+        vec!["redis", "check", "--url", &url, "--name", "f"],
+        vec![
+            "redis",
+            "check",
+            "--url",
+            &url,
+            "--name",
+            "f",
+            "--timeout",
+            "0",
+            "k",
+        ],
+    ] {
+        let (code, _, err) = run(bloom().args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    // The password in a URL is never printed.
+    let (_, _, err) = run(bloom()
+        .args(["redis", "check", "--timeout", "1"])
+        .args(at("redis://:s3cret-pw@127.0.0.1:1/", "f"))
+        .arg("k"));
+    assert!(!err.contains("s3cret-pw"), "{err}");
+}
+
+#[test]
+fn a_cluster_through_any_node() {
+    let cluster = RedisCluster::start();
+    let url = cluster.nodes[0].url();
+    let other = cluster.nodes[1].url();
+    bloom()
+        .args(["redis", "create", "--cluster"])
+        .args(at(&url, "c"))
+        .args(["--items", "1000", "--fpr", "0.01", "--shards", "6"])
+        .assert()
+        .success();
+    bloom()
+        .args(["redis", "add", "--cluster"])
+        .args(at(&other, "c"))
+        .args(["x", "y", "z"])
+        .assert()
+        .success();
+    let out = stdout(
+        bloom()
+            .args(["redis", "check", "--cluster"])
+            .args(at(&url, "c"))
+            .args(["x", "y", "z"]),
+    );
+    assert_eq!(out.lines().filter(|l| l.starts_with("maybe\t")).count(), 3);
+}

@@ -1,0 +1,162 @@
+//! [`RedisFilterError`]: everything that can stop a Redis-held filter from answering.
+
+use std::time::Duration;
+
+/// Why a Redis-held filter could not be created, opened, written or read. None of these is
+/// ever turned into an answer: a caller that gets one must not treat a key as absent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisFilterError {
+    /// Redis could not be reached, or a command failed.
+    #[error("Redis: {0}")]
+    Redis(#[source] redis::RedisError),
+    /// Redis did not answer in time.
+    #[error("Redis did not answer within {timeout:?}: {source}")]
+    Timeout {
+        /// The configured timeout.
+        timeout: Duration,
+        /// The underlying error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// The filter name cannot be used (it would break the key scheme).
+    #[error(
+        "invalid filter name {name:?}: use 1 to 200 characters from A-Z a-z 0-9 . _ - (no braces, colons or spaces)"
+    )]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// No filter of that name exists: its metadata is missing (never created, deleted, or
+    /// lost with the data of a Redis restarted without persistence).
+    #[error(
+        "no filter named {name} in Redis (its metadata key {key} is missing: never created, deleted, or lost)"
+    )]
+    NotFound {
+        /// The filter name.
+        name: String,
+        /// The metadata key.
+        key: String,
+    },
+    /// A filter of that name already exists.
+    #[error("a filter named {name} already exists in Redis")]
+    AlreadyExists {
+        /// The filter name.
+        name: String,
+    },
+    /// The filter is being created, or its creation was interrupted.
+    #[error(
+        "filter {name} is not ready (state {state:?}): its creation is running or was interrupted; delete it and create it again"
+    )]
+    NotReady {
+        /// The filter name.
+        name: String,
+        /// The state recorded.
+        state: String,
+    },
+    /// A metadata field is missing or not what it must be.
+    #[error("filter {name}: metadata field {field} is {found:?}; expected {expected}")]
+    Metadata {
+        /// The filter name.
+        name: String,
+        /// The field.
+        field: &'static str,
+        /// The value found (empty when missing).
+        found: String,
+        /// What was expected.
+        expected: String,
+    },
+    /// The metadata describes a filter this build cannot answer for.
+    #[error("filter {name}: {source}")]
+    Config {
+        /// The filter name.
+        name: String,
+        /// Why.
+        #[source]
+        source: bloom_core::SnapshotError,
+    },
+    /// The metadata fails the snapshot format's checks.
+    #[error("filter {name}: {source}")]
+    Invalid {
+        /// The filter name.
+        name: String,
+        /// Why.
+        #[source]
+        source: bloom_format::DecodeError,
+    },
+    /// A shard's contents are gone or belong to another filter: Redis lost data (a restart
+    /// without persistence, `FLUSHALL`, a deleted key) or the filter was recreated. The
+    /// filter must not be answered from until it is rebuilt.
+    #[error(
+        "filter {name}: shard {shard} ({key}) has lost its contents ({detail}); the filter cannot be trusted until it is rebuilt"
+    )]
+    LostState {
+        /// The filter name.
+        name: String,
+        /// The shard number.
+        shard: u32,
+        /// The shard's key.
+        key: String,
+        /// What was found.
+        detail: String,
+    },
+    /// A filter that is not sharded was given where a Redis filter is made from it.
+    #[error(
+        "a Redis filter needs the sharded layout (sharded-S) and the sha256-double or xxh3-128 rule; this one is {layout} with {rule}"
+    )]
+    NotSharded {
+        /// The layout given.
+        layout: String,
+        /// The rule given.
+        rule: String,
+    },
+    /// A shard would exceed Redis's 512 MiB string limit.
+    #[error(
+        "shards of {shard_bits} bits exceed Redis's 512 MiB per key; use at least {needed} shards"
+    )]
+    ShardTooLarge {
+        /// Bits per shard.
+        shard_bits: u64,
+        /// The fewest shards that fit.
+        needed: u64,
+    },
+    /// A key could not be encoded.
+    #[error(transparent)]
+    Key(#[from] bloom_core::KeyError),
+    /// Fewer replicas acknowledged a write than required.
+    #[error(
+        "only {acked} of {wanted} replicas acknowledged the write within {timeout:?}; the key must not be committed"
+    )]
+    NotAcknowledged {
+        /// Replicas required.
+        wanted: usize,
+        /// Replicas that acknowledged.
+        acked: usize,
+        /// The wait.
+        timeout: Duration,
+    },
+    /// A reply had an unexpected shape.
+    #[error("unexpected reply from Redis: {0}")]
+    Protocol(String),
+    /// A snapshot file could not be read.
+    #[error(transparent)]
+    Read(#[from] bloom_format::ReadError),
+    /// A snapshot file could not be written.
+    #[error(transparent)]
+    Write(#[from] bloom_format::WriteError),
+    /// A snapshot could not be streamed to its file.
+    #[error(transparent)]
+    Stream(#[from] bloom_format::StreamWriteError),
+}
+
+impl RedisFilterError {
+    /// Whether the error says the filter's contents are gone or untrustworthy (as opposed to
+    /// Redis being unreachable): a rebuild is needed.
+    #[must_use]
+    pub fn is_lost_state(&self) -> bool {
+        matches!(
+            self,
+            Self::LostState { .. } | Self::NotFound { .. } | Self::NotReady { .. }
+        )
+    }
+}

@@ -1,0 +1,48 @@
+//! One Bloom filter shared by a fleet, held in Redis or Redis Cluster.
+//!
+//! A [`RedisFilter`] keeps its bits in `S` shard keys in the sharded layout of
+//! `docs/format.md`: all of a key's bits fall in one shard, so every insert and query is one
+//! `BITFIELD` command on one node (pipelined in batches), and Redis Cluster spreads the shards
+//! over its slots by their hash tags. A metadata hash beside the shards holds what a snapshot
+//! header holds; every shard starts with the filter's creation marker, which every command
+//! reads, so a shard that Redis lost (a restart without persistence, `FLUSHALL`, a deleted
+//! key, a filter recreated under the same name) is reported as
+//! [`RedisFilterError::LostState`] and never answered from.
+//!
+//! [`RedisFilter::export`] writes the snapshot a local `bloom_core::BloomFilter` with the
+//! same configuration and keys would write, and [`RedisFilter::import`] loads one back.
+//! [`SharedFilteredStore`] is check-then-confirm over a primary store with the filter in
+//! Redis: bits before the store commit, and any Redis error turns queries into store
+//! lookups, never into "absent".
+//!
+//! ```no_run
+//! use bloom_core::{FilterConfig, FilterParams, Layout};
+//! use bloom_redis::{RedisFilter, RedisTarget};
+//!
+//! let target = RedisTarget::single("redis://127.0.0.1:6379/");
+//! let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01, 64)?;
+//! let filter = RedisFilter::create(&target, "seen", FilterConfig::new(params))?;
+//! filter.insert("record-1")?;
+//! assert!(filter.contains("record-1")?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The key scheme, runnable without a server:
+//!
+//! ```
+//! assert_eq!(bloom_redis::meta_key("seen"), "bloom:{seen}:meta");
+//! assert_eq!(bloom_redis::shard_key("seen", 3), "bloom:{seen:3}");
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod connection;
+mod error;
+mod filter;
+mod meta;
+mod shared;
+
+pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
+pub use error::RedisFilterError;
+pub use filter::{Info, RedisFilter, meta_key, shard_key};
+pub use shared::{SharedError, SharedFilteredStore, SharedOpen};

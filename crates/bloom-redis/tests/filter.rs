@@ -1,0 +1,291 @@
+//! A Redis-held filter against a real `redis-server`: the same answers and the same snapshot
+//! bytes as a local filter, strict metadata, and lost state never answered from.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bloom_core::{
+    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+};
+use bloom_format::{DecodeOptions, Snapshot};
+use bloom_redis::{RedisFilter, RedisFilterError, shard_key};
+use support::RedisServer;
+
+fn config(shards: u32, items: u64) -> FilterConfig {
+    let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap();
+    FilterConfig::new(params)
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[test]
+fn answers_and_snapshots_equal_a_local_filter() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, config) in [
+        ("plain", config(16, 10_000)),
+        (
+            "salted",
+            config(5, 10_000)
+                .with_rule(PositionRule::Sha256Double)
+                .unwrap()
+                .with_salt(Salt::new(b"shared-salt").unwrap())
+                .unwrap()
+                .with_encoding(KeyEncoding::NfcTrimLowercase),
+        ),
+    ] {
+        let redis = RedisFilter::create(&target, name, config.clone()).unwrap();
+        let mut local = BloomFilter::new(config).unwrap();
+        let inserted = keys("record", 10_000);
+        // Batched, then one at a time (and a repeat, which changes nothing).
+        let encoded: Vec<Vec<u8>> = inserted[..9_000]
+            .iter()
+            .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+            .collect();
+        let changed = redis.insert_all_encoded(&encoded).unwrap();
+        for key in &inserted[9_000..] {
+            redis.insert(key).unwrap();
+        }
+        assert!(!redis.insert(&inserted[0]).unwrap());
+        local.insert_all(&inserted);
+        assert!(changed > 8_900, "{changed}");
+
+        let probes: Vec<String> = inserted
+            .iter()
+            .cloned()
+            .chain(keys("absent", 10_000))
+            .collect();
+        let encoded: Vec<Vec<u8>> = probes
+            .iter()
+            .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+            .collect();
+        let from_redis = redis.contains_each_encoded(&encoded).unwrap();
+        let from_local: Vec<bool> = local.contains_each(&probes).collect();
+        assert_eq!(from_redis, from_local, "{name}");
+        assert!(from_redis[..10_000].iter().all(|&b| b));
+        let false_positives = from_redis[10_000..].iter().filter(|&&b| b).count();
+        assert!(false_positives < 200, "{false_positives}");
+
+        // Export is the local filter's snapshot, byte for byte; import then export again
+        // gives the same bytes.
+        let exported = dir.path().join(format!("{name}.bloom"));
+        redis.export(&exported).unwrap();
+        let bytes = std::fs::read(&exported).unwrap();
+        assert!(bytes == local.to_snapshot(0).encode().to_vec(), "{name}");
+        let copy =
+            RedisFilter::import(&target, &format!("{name}-copy"), &exported, 1 << 30).unwrap();
+        let again = dir.path().join(format!("{name}-again.bloom"));
+        copy.export(&again).unwrap();
+        assert!(std::fs::read(&again).unwrap() == bytes, "{name}");
+        let info = copy.info().unwrap();
+        assert_eq!(info.set_bits, local.count_ones());
+        let restored = BloomFilter::from_snapshot(
+            &Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap(),
+        )
+        .unwrap();
+        assert!(restored.contains(&inserted[1234]));
+    }
+}
+
+#[test]
+fn metadata_is_checked_and_never_guessed() {
+    let server = RedisServer::start();
+    let target = server.target();
+    assert!(matches!(
+        RedisFilter::open(&target, "missing"),
+        Err(RedisFilterError::NotFound { .. })
+    ));
+    for bad in ["", "a b", "x{y}", "a:b", &"n".repeat(201)] {
+        assert!(matches!(
+            RedisFilter::create(&target, bad, config(2, 100)),
+            Err(RedisFilterError::InvalidName { .. })
+        ));
+    }
+    let unsharded = FilterConfig::new(FilterParams::new(1024, 3).unwrap());
+    assert!(matches!(
+        RedisFilter::create(&target, "flat", unsharded),
+        Err(RedisFilterError::NotSharded { .. })
+    ));
+    RedisFilter::create(&target, "f", config(4, 1000)).unwrap();
+    assert!(matches!(
+        RedisFilter::create(&target, "f", config(4, 1000)),
+        Err(RedisFilterError::AlreadyExists { .. })
+    ));
+    let meta = bloom_redis::meta_key("f");
+    for (field, value, expected) in [
+        ("bits", "12345", "Invalid"),
+        ("rule", "sha512", "Metadata"),
+        ("schema", "bloom-redis/9", "Metadata"),
+        ("shards", "0", "Invalid"),
+        ("hashes", "-1", "Metadata"),
+        ("encoding", "nfc-tomorrow", "Metadata"),
+        ("salt", "zz", "Metadata"),
+        ("state", "building", "NotReady"),
+        ("layout", "standard", "Metadata"),
+    ] {
+        let original = server.cli(&["HGET", &meta, field]);
+        server.cli(&["HSET", &meta, field, value]);
+        let result = RedisFilter::open(&target, "f");
+        let kind = match &result {
+            Err(RedisFilterError::Invalid { .. }) => "Invalid",
+            Err(RedisFilterError::Metadata { .. }) => "Metadata",
+            Err(RedisFilterError::NotReady { .. }) => "NotReady",
+            Err(RedisFilterError::Config { .. }) => "Config",
+            other => panic!("{field}={value}: {other:?}"),
+        };
+        assert_eq!(kind, expected, "{field}={value}: {result:?}");
+        server.cli(&["HSET", &meta, field, original.trim_end()]);
+    }
+    RedisFilter::open(&target, "f").unwrap();
+    assert!(RedisFilter::delete(&target, "f", None).unwrap());
+    assert!(!RedisFilter::delete(&target, "f", None).unwrap());
+}
+
+#[test]
+fn lost_state_is_detected_and_never_answered_from() {
+    let mut server = RedisServer::start();
+    let target = server.target();
+    let filter = RedisFilter::create(&target, "lost", config(8, 1000)).unwrap();
+    for key in keys("k", 200) {
+        filter.insert(&key).unwrap();
+    }
+    // One shard deleted: keys of that shard fail; others still answer.
+    server.cli(&["DEL", &shard_key("lost", 3)]);
+    let mut lost = 0;
+    for key in keys("k", 200) {
+        match filter.contains(&key) {
+            Ok(answer) => assert!(answer),
+            Err(RedisFilterError::LostState { shard: 3, .. }) => lost += 1,
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(lost > 5, "{lost}");
+    // An insert into the lost shard fails and leaves it detectably lost.
+    let in_shard_3 = keys("k", 200)
+        .into_iter()
+        .find(|k| filter.contains(k).is_err())
+        .unwrap();
+    assert!(matches!(
+        filter.insert(&in_shard_3),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    assert!(matches!(
+        filter.contains(&in_shard_3),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    assert!(matches!(
+        RedisFilter::open(&target, "lost"),
+        Err(RedisFilterError::LostState { shard: 3, .. })
+    ));
+    // FLUSHALL: everything is lost, and reopening says the filter is gone.
+    server.cli(&["FLUSHALL"]);
+    assert!(matches!(
+        filter.contains("k-1"),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    assert!(matches!(
+        RedisFilter::open(&target, "lost"),
+        Err(RedisFilterError::NotFound { .. })
+    ));
+    // Recreated under the same name: an old handle refuses the new filter's shards.
+    let recreated = RedisFilter::create(&target, "lost", config(8, 1000)).unwrap();
+    recreated.insert("k-1").unwrap();
+    assert!(matches!(
+        filter.contains("k-1"),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    // Restarted empty (no persistence): the same.
+    server.restart_empty();
+    assert!(matches!(
+        RedisFilter::open(&target, "lost"),
+        Err(RedisFilterError::NotFound { .. })
+    ));
+    let answer = recreated.contains("k-1");
+    assert!(answer.is_err(), "{answer:?}");
+}
+
+#[test]
+fn a_killed_server_gives_typed_errors_within_the_timeout() {
+    let mut server = RedisServer::start();
+    let target = server.target().with_timeout(Duration::from_millis(500));
+    let filter = RedisFilter::create(&target, "gone", config(4, 1000)).unwrap();
+    filter.insert("a").unwrap();
+    server.kill();
+    let started = Instant::now();
+    assert!(filter.contains("a").is_err());
+    assert!(filter.insert("b").is_err());
+    assert!(RedisFilter::open(&target, "gone").is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // A server that accepts but never answers: SIGSTOP.
+    let mut server = RedisServer::start();
+    let target = server.target().with_timeout(Duration::from_millis(300));
+    let filter = RedisFilter::create(&target, "stopped", config(4, 1000)).unwrap();
+    let pid = server.cli(&["INFO", "server"]);
+    let pid = pid
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap();
+    let started = Instant::now();
+    let result = filter.contains("a");
+    std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap();
+    assert!(
+        matches!(result, Err(RedisFilterError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    server.kill();
+}
+
+#[test]
+fn replica_acknowledgements_gate_inserts() {
+    let primary = RedisServer::start();
+    let mut replica = RedisServer::start_with(&[]);
+    replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !primary
+        .cli(&["INFO", "replication"])
+        .contains("state=online")
+    {
+        assert!(Instant::now() < deadline, "the replica did not come online");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let target = primary.target();
+    let mut filter = RedisFilter::create(&target, "acked", config(4, 1000)).unwrap();
+    filter.require_replica_acks(1, Duration::from_secs(2));
+    filter.insert("a").unwrap();
+    replica.kill();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !primary
+        .cli(&["INFO", "replication"])
+        .contains("connected_slaves:0")
+    {
+        assert!(Instant::now() < deadline, "the replica did not go away");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    filter.require_replica_acks(1, Duration::from_millis(200));
+    assert!(matches!(
+        filter.insert("b"),
+        Err(RedisFilterError::NotAcknowledged {
+            wanted: 1,
+            acked: 0,
+            ..
+        })
+    ));
+}

@@ -1,0 +1,136 @@
+//! Check-then-confirm over SQLite with the filter in a real Redis, shared by two wrappers (as
+//! two processes would share it), through Redis being killed, restarted empty and flushed:
+//! no committed key is ever reported absent, and a key whose bits could not be set is never
+//! committed.
+
+mod support;
+
+use std::time::Duration;
+
+use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
+use bloom_redis::{SharedFilteredStore, SharedOpen};
+use bloom_store::{Lookup, PrimaryStore, SqliteStore};
+use support::RedisServer;
+
+fn config() -> FilterConfig {
+    let params = FilterParams::planned(Layout::sharded(8).unwrap(), 20_000, 0.01, 64).unwrap();
+    FilterConfig::new(params)
+}
+
+fn open(
+    db: &std::path::Path,
+    server: &RedisServer,
+) -> (SharedFilteredStore<SqliteStore>, SharedOpen) {
+    let (wrapper, outcome) = SharedFilteredStore::open(
+        SqliteStore::open(db).unwrap(),
+        server.target().with_timeout(Duration::from_millis(500)),
+        "records",
+        KeyEncoding::Nfc,
+    )
+    .unwrap();
+    (wrapper.with_grace(Duration::from_millis(50)), outcome)
+}
+
+/// Every committed key is reported present (never absent), by every wrapper.
+fn assert_committed_present(wrappers: &[&SharedFilteredStore<SqliteStore>], committed: &[String]) {
+    for wrapper in wrappers {
+        for key in committed {
+            let answer = wrapper.contains(key).unwrap();
+            assert_eq!(answer, Lookup::Present, "{key}");
+        }
+    }
+}
+
+#[test]
+fn no_committed_key_is_reported_absent_through_redis_faults() {
+    let mut server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+
+    // No filter yet: bypassed, and inserts refuse (no bits can be set).
+    let (a, outcome) = open(&db, &server);
+    assert!(matches!(outcome, SharedOpen::Bypassed(_)), "{outcome:?}");
+    assert!(a.insert("early").is_err());
+    assert!(!a.store().contains(b"early").unwrap());
+    assert_eq!(a.rebuild(config()).unwrap(), 0);
+    assert!(a.is_trusted());
+
+    let mut committed = Vec::new();
+    for i in 0..300 {
+        let key = format!("record-{i}");
+        assert!(a.insert(&key).unwrap());
+        committed.push(key);
+    }
+    // A second process: trusted at once, sees A's keys, and A sees its keys.
+    let (b, outcome) = open(&db, &server);
+    assert!(matches!(outcome, SharedOpen::Trusted { .. }), "{outcome:?}");
+    for i in 0..100 {
+        let key = format!("from-b-{i}");
+        b.insert(&key).unwrap();
+        committed.push(key);
+    }
+    assert_committed_present(&[&a, &b], &committed);
+    let avoided_before = a.lookups_avoided();
+    for i in 0..1000 {
+        assert_ne!(a.contains(&format!("never-{i}")).unwrap(), Lookup::Present);
+    }
+    assert!(a.lookups_avoided() - avoided_before > 950);
+
+    // Redis killed: inserts fail and commit nothing; queries fall back to the store.
+    server.kill();
+    assert!(a.insert("during-outage").is_err());
+    assert!(!a.store().contains(b"during-outage").unwrap());
+    assert_committed_present(&[&a, &b], &committed);
+    assert_ne!(a.contains("never-1").unwrap(), Lookup::AbsentByFilter);
+
+    // Restarted empty: the filter is gone; nobody answers from it until it is rebuilt.
+    server.restart_empty();
+    assert_committed_present(&[&a, &b], &committed);
+    assert!(b.insert("after-restart").is_err());
+    assert!(!b.store().contains(b"after-restart").unwrap());
+    let taken = a.rebuild(config()).unwrap();
+    assert_eq!(taken, committed.len() as u64);
+    assert_committed_present(&[&a, &b], &committed);
+    // B attaches to the rebuilt filter on its next insert.
+    b.insert("after-rebuild").unwrap();
+    committed.push("after-rebuild".to_owned());
+    assert!(b.is_trusted());
+    assert_committed_present(&[&a, &b], &committed);
+
+    // FLUSHALL under running wrappers: detected at the next query, never answered from.
+    server.cli(&["FLUSHALL"]);
+    assert_committed_present(&[&a, &b], &committed);
+    assert!(!a.is_trusted());
+    assert_eq!(a.contains("never-2").unwrap(), Lookup::AbsentBypassed);
+    a.rebuild(config()).unwrap();
+    assert_committed_present(&[&a, &b], &committed);
+
+    // A writer behind the wrapper's back: the next open takes its key in.
+    let behind = SqliteStore::open(&db).unwrap();
+    behind.insert(b"behind-the-back").unwrap();
+    committed.push("behind-the-back".to_owned());
+    let (c, outcome) = open(&db, &server);
+    assert!(
+        matches!(outcome, SharedOpen::Trusted { caught_up: 1, .. }),
+        "{outcome:?}"
+    );
+    assert_committed_present(&[&c], &committed);
+}
+
+#[test]
+fn a_filter_of_another_store_or_history_is_not_trusted() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = open(&dir.path().join("a.sqlite"), &server);
+    a.rebuild(config()).unwrap();
+    a.insert("only-in-a").unwrap();
+    // Another database, same Redis filter name: another identity.
+    let (b, outcome) = open(&dir.path().join("b.sqlite"), &server);
+    match outcome {
+        SharedOpen::Bypassed(why) => assert!(why.contains("another store"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.contains("only-in-a").unwrap(), Lookup::AbsentBypassed);
+    b.insert("only-in-b").unwrap();
+    assert_eq!(b.contains("only-in-b").unwrap(), Lookup::Present);
+}
