@@ -459,7 +459,7 @@ pub(crate) fn run(mode: Mode) -> ExitCode {
         eprintln!("error: {p}");
     }
     eprintln!(
-        "the golden fixtures are out of date: run `cargo xtask fixtures` and commit the result"
+        "the golden fixtures are out of date: run the command named above (`cargo xtask fixtures` for fixtures/v2) and commit the result"
     );
     ExitCode::FAILURE
 }

@@ -286,9 +286,10 @@ fn manifest(root: &Path, java: &str, guava: &str) -> Result<String, String> {
 }
 
 fn listing(dir: &Path) -> Result<Vec<String>, String> {
+    // A name that is not UTF-8 is listed lossily, so that it shows up as unexpected.
     let mut names: Vec<String> = fs::read_dir(dir)
         .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
         .collect();
     names.sort();
     Ok(names)
@@ -303,18 +304,27 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
         return vec![format!("{DIR}/MANIFEST is missing: {regenerate}")];
     };
     let mut listed = vec!["MANIFEST".to_owned()];
+    let mut source_checked = false;
     for line in manifest.lines().filter(|l| !l.starts_with('#')) {
         let mut fields = line.split(' ');
-        let (Some(kind), Some(digest), Some(name)) = (fields.next(), fields.next(), fields.next())
+        let (Some(kind), Some(digest), Some(name), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
         else {
             problems.push(format!("{DIR}/MANIFEST has a malformed line {line:?}"));
             continue;
         };
         let path = match kind {
-            "source" => root.join(name),
-            _ => {
+            "source" if name == SOURCE => {
+                source_checked = true;
+                root.join(name)
+            }
+            "file" if !name.contains('/') => {
                 listed.push(name.to_owned());
                 dir.join(name)
+            }
+            _ => {
+                problems.push(format!("{DIR}/MANIFEST has a malformed line {line:?}"));
+                continue;
             }
         };
         match fs::read(&path) {
@@ -324,6 +334,31 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
             )),
             Ok(_) => problems.push(format!("{DIR}/{name} changed: {regenerate}")),
             Err(e) => problems.push(format!("{} is missing ({e}): {regenerate}", path.display())),
+        }
+    }
+    if !source_checked {
+        problems.push(format!(
+            "{DIR}/MANIFEST does not record the digest of {SOURCE}: {regenerate}"
+        ));
+    }
+    // Every case the index names has its three files, all in the manifest.
+    let index = fs::read_to_string(dir.join("INDEX")).unwrap_or_default();
+    let cases: Vec<&str> = index.lines().filter_map(|l| l.split('\t').next()).collect();
+    if cases.is_empty() {
+        problems.push(format!("{DIR}/INDEX names no case: {regenerate}"));
+    }
+    for case in cases
+        .iter()
+        .copied()
+        .chain(RUST_CASES.iter().map(|c| c.name))
+    {
+        for ext in ["guava", "keys", "probes"] {
+            let name = format!("{case}.{ext}");
+            if !listed.contains(&name) {
+                problems.push(format!(
+                    "{DIR}/{name} is missing from the manifest: {regenerate}"
+                ));
+            }
         }
     }
     match listing(&dir) {

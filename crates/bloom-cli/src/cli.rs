@@ -3,9 +3,7 @@
 
 use std::path::PathBuf;
 
-use bloom_core::{
-    FilterParams, KeyEncoding, Layout, MAX_BITS, MAX_HASHES, ParamsError, PositionRule, Salt,
-};
+use bloom_core::{FilterParams, KeyEncoding, Layout, MAX_BITS, MAX_HASHES, PositionRule, Salt};
 use bloom_format::GuavaFunnel;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
@@ -310,7 +308,7 @@ pub(crate) struct BuildArgs {
     /// Position rule: xxh3-128 (fast), sha256-double (with --salt random, the rule for keys
     /// an adversary picks: xxHash has seed-independent collisions, so a salt does not
     /// protect xxh3-128), sha256-split4 (the reference article's, standard layout only), or
-    /// guava-mitz64 / guava-mitz32 (Guava's strategies, sized as Guava sizes with --items
+    /// guava-mitz64 / guava-mitz32 (Guava's strategies, sized as Guava 31 sizes with --items
     /// and --fpr, for `bloom export --to guava`).
     /// The default is xxh3-128, or sha256-double when --salt is given.
     #[arg(long)]
@@ -407,7 +405,8 @@ pub(crate) struct ImportArgs {
     /// The form of the input.
     #[arg(long, value_enum)]
     pub(crate) from: Legacy,
-    /// With --from guava: the funnel the JVM side hashed keys with.
+    /// With --from guava (required there): the funnel the JVM side hashed keys with. A wrong
+    /// funnel answers "absent" for keys that are there.
     #[arg(long, value_enum)]
     pub(crate) funnel: Option<Funnel>,
     /// The file (`-` for standard input).
@@ -540,18 +539,24 @@ fn parse_key_limit(text: &str) -> Result<u64, String> {
     Ok(size)
 }
 
-/// Plans `m` and `k` for `items` keys at `fpr`: as Guava sizes for Guava's rules (so the JVM
-/// side gets the filter it would have made), otherwise with the layout's own formula.
+/// Plans `m` and `k` for `items` keys at `fpr`: as Guava 31 sizes for Guava's rules (so the
+/// JVM side gets the filter it would have made), otherwise with the layout's own formula.
 pub(crate) fn plan_params(
     layout: Option<Layout>,
     rule: PositionRule,
     items: u64,
     fpr: f64,
-) -> Result<FilterParams, ParamsError> {
+) -> Result<FilterParams, String> {
     if rule.is_guava() {
-        return FilterParams::for_guava(items, fpr);
+        if let Some(layout) = layout.filter(|&l| l != Layout::Standard) {
+            return Err(format!(
+                "position rule {rule} works with the standard layout only, not {layout}"
+            ));
+        }
+        return FilterParams::for_guava(items, fpr).map_err(|e| e.to_string());
     }
     FilterParams::planned(layout_for(layout, rule), items, fpr, rule.max_hashes())
+        .map_err(|e| e.to_string())
 }
 
 /// The layout asked for, or the default for `rule`: blocked-512 where the rule works with it.

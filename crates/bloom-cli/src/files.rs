@@ -219,22 +219,101 @@ fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
     }
 }
 
-/// Writes a snapshot that is already in memory (small ones: imports).
+/// Writes a snapshot that is already in memory (imports): its header, then its payload in
+/// chunks, never a second copy; a file atomically and interruptibly, as [`write`].
 pub(crate) fn write_snapshot_bytes(
     output: &Output,
     snapshot: &bloom_format::Snapshot,
+    signals: &Signals,
 ) -> CmdResult {
-    match output {
-        Output::Stdout => to_stdout(&snapshot.encode()),
-        Output::File(lock) => snapshot.write_file(lock.target()).map_err(write_failure),
+    let options = WriteOptions::for_snapshot(snapshot.header());
+    write_file_bytes(output, Some(options), None, signals, |out| {
+        out.write_all(&snapshot.encode_header())?;
+        for chunk in snapshot.payload().chunks(1 << 20) {
+            out.write_all(chunk)?;
+        }
+        Ok(())
+    })
+}
+
+/// A writer that fails as soon as a signal arrived, so that the write stops between chunks
+/// and its temporary file is removed.
+struct Interruptible<'a, W> {
+    inner: W,
+    guard: &'a crate::signals::WriteGuard<'a>,
+}
+
+impl<W: Write> Write for Interruptible<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.guard.interrupted().is_some() {
+            return Err(std::io::Error::other("interrupted by a signal"));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
-fn to_stdout(bytes: &[u8]) -> CmdResult {
-    let mut out = std::io::stdout().lock();
-    out.write_all(bytes)
-        .and_then(|()| out.flush())
-        .map_err(|e| Failure::file_to_stdout(&e))
+/// Writes a file's bytes, produced by `produce`, to `output`: standard output, or a file
+/// replaced atomically (with `options`, and only where `replaceable` allows), stopping on
+/// SIGINT, SIGTERM or SIGHUP with the temporary file removed.
+fn write_file_bytes(
+    output: &Output,
+    options: Option<WriteOptions>,
+    replaceable: Option<Replaceable>,
+    signals: &Signals,
+    produce: impl FnOnce(&mut dyn Write) -> Result<(), bloom_format::GuavaError>,
+) -> CmdResult {
+    let Output::File(lock) = output else {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        return match produce(&mut out).and_then(|()| out.flush().map_err(Into::into)) {
+            Ok(()) => Ok(()),
+            Err(bloom_format::GuavaError::Io(e)) => Err(Failure::file_to_stdout(&e)),
+            Err(e) => Err(Failure::input(e)),
+        };
+    };
+    let target = lock.target();
+    if let Some(replaceable) = replaceable
+        && let Ok(meta) = std::fs::metadata(target)
+        && meta.is_file()
+        && meta.len() != 0
+        && !replaceable.allows(target, meta.len())
+    {
+        return Err(Failure::usage(format!(
+            "refusing to replace {}: it is not {} (it is {} bytes long); remove it first or write elsewhere",
+            target.display(),
+            replaceable.name(),
+            meta.len(),
+        )));
+    }
+    let file = match options {
+        Some(options) => AtomicFile::create_with(target, options),
+        None => AtomicFile::create(target),
+    }
+    .map_err(write_failure)?;
+    let guard = signals.writing();
+    let mut out = Interruptible {
+        inner: std::io::BufWriter::new(file),
+        guard: &guard,
+    };
+    let io_failure = |e: &dyn std::fmt::Display| {
+        Failure::environment(format!("cannot write {}: {e}", target.display()))
+    };
+    let produced = produce(&mut out).and_then(|()| out.flush().map_err(Into::into));
+    if let Some(signal) = guard.interrupted() {
+        // Dropping the writer removes the temporary file; the target is unchanged.
+        drop(out);
+        return Err(Failure::Interrupted(signal));
+    }
+    match produced {
+        Ok(()) => {}
+        Err(bloom_format::GuavaError::Io(e)) => return Err(io_failure(&e)),
+        Err(e) => return Err(Failure::input(e)),
+    }
+    let file = out.inner.into_inner().map_err(|e| io_failure(e.error()))?;
+    file.commit().map_err(write_failure)
 }
 
 /// A file in a foreign form that an export may replace: an export never overwrites a
@@ -270,44 +349,13 @@ impl Replaceable {
     }
 }
 
-/// Writes a file in a foreign form, produced by `produce` (atomically, or to standard
-/// output). An existing file is replaced only if [`Replaceable`] allows it.
+/// Writes a file in a foreign form, produced by `produce` (atomically and interruptibly, or to
+/// standard output). An existing file is replaced only if [`Replaceable`] allows it.
 pub(crate) fn write_foreign(
     output: &Output,
     replaceable: Replaceable,
+    signals: &Signals,
     produce: impl FnOnce(&mut dyn Write) -> Result<(), bloom_format::GuavaError>,
 ) -> CmdResult {
-    let Output::File(lock) = output else {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        return match produce(&mut out).and_then(|()| out.flush().map_err(Into::into)) {
-            Ok(()) => Ok(()),
-            Err(bloom_format::GuavaError::Io(e)) => Err(Failure::file_to_stdout(&e)),
-            Err(e) => Err(Failure::input(e)),
-        };
-    };
-    let target = lock.target();
-    if let Ok(meta) = std::fs::metadata(target)
-        && meta.is_file()
-        && meta.len() != 0
-        && !replaceable.allows(target, meta.len())
-    {
-        return Err(Failure::usage(format!(
-            "refusing to replace {}: it is not {} (it is {} bytes long); remove it first or write elsewhere",
-            target.display(),
-            replaceable.name(),
-            meta.len(),
-        )));
-    }
-    let file = AtomicFile::create(target).map_err(write_failure)?;
-    let mut out = std::io::BufWriter::new(file);
-    let io_failure = |e: &dyn std::fmt::Display| {
-        Failure::environment(format!("cannot write {}: {e}", target.display()))
-    };
-    match produce(&mut out) {
-        Ok(()) => {}
-        Err(bloom_format::GuavaError::Io(e)) => return Err(io_failure(&e)),
-        Err(e) => return Err(Failure::input(e)),
-    }
-    let file = out.into_inner().map_err(|e| io_failure(e.error()))?;
-    file.commit().map_err(write_failure)
+    write_file_bytes(output, None, Some(replaceable), signals, produce)
 }

@@ -63,8 +63,8 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => done(inspect::run(args)),
         Command::Verify(args) => verify::run(args),
-        Command::Import(args) => done(import::run(args)),
-        Command::Export(args) => done(export::run(args)),
+        Command::Import(args) => done(import::run(args, signals)),
+        Command::Export(args) => done(export::run(args, signals)),
         Command::Measure(args) => done(measure::run(args)),
         Command::Redis(command) => redis::run(command),
     }

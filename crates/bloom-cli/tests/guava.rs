@@ -249,7 +249,7 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
         std::fs::write(&input, &bytes).unwrap();
         let started = Instant::now();
         let (code, _, err) = run(bloom()
-            .args(["import", "--from", "guava"])
+            .args(["import", "--from", "guava", "--funnel", "utf8"])
             .arg(&input)
             .arg("-o")
             .arg(&out));
@@ -261,7 +261,15 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
     // 2^31 - 1 words under a raised limit: still only what the input holds is read.
     std::fs::write(dir.path().join("in.guava"), stream(1, 7, i32::MAX, &[0; 4])).unwrap();
     let (code, _, err) = run(bloom()
-        .args(["import", "--from", "guava", "--max-bytes", "16G"])
+        .args([
+            "import",
+            "--from",
+            "guava",
+            "--funnel",
+            "utf8",
+            "--max-bytes",
+            "16G",
+        ])
         .arg(dir.path().join("in.guava"))
         .arg("-o")
         .arg(&out));
@@ -271,7 +279,15 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
     {
         // An endless input of zeros: k = 0 after six bytes.
         let (code, _, err) = run(bloom()
-            .args(["import", "--from", "guava", "/dev/zero", "-o"])
+            .args([
+                "import",
+                "--from",
+                "guava",
+                "--funnel",
+                "utf8",
+                "/dev/zero",
+                "-o",
+            ])
             .arg(&out));
         assert_eq!(code, 1, "{err}");
     }
@@ -300,7 +316,7 @@ fn exports_refuse_what_guava_cannot_read_and_never_clobber() {
 
     let snapshot = dir.path().join("g.bloom");
     bloom()
-        .args(["import", "--from", "guava"])
+        .args(["import", "--from", "guava", "--funnel", "utf8"])
         .arg(guava("mitz64-utf8-1000.guava"))
         .arg("-o")
         .arg(&snapshot)
@@ -336,4 +352,26 @@ fn exports_refuse_what_guava_cannot_read_and_never_clobber() {
         .unwrap();
     assert!(piped.status.success());
     assert!(piped.stdout == expected);
+}
+
+#[test]
+fn guava_usage_mistakes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.bloom");
+    // No funnel: a wrong guess would answer "absent" for keys that are there.
+    let (code, _, err) = run(bloom()
+        .args(["import", "--from", "guava"])
+        .arg(guava("mitz64-chars-1000.guava"))
+        .arg("-o")
+        .arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--funnel"), "{err}");
+    assert!(!out.exists());
+    // Guava's rules take the standard layout only.
+    let (code, _, err) = run(bloom()
+        .args(["build", "--rule", "guava-mitz64", "--layout", "blocked-512"])
+        .args(["--items", "10", "--fpr", "0.01", "-o"])
+        .arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("standard layout"), "{err}");
 }

@@ -118,3 +118,103 @@ fn a_killed_writers_temporary_file_is_removed_by_the_next_write() {
     }
     assert!(removed, "the writer was never killed mid-write");
 }
+
+/// Guava exports and imports stop on a signal like every other write: the target unchanged
+/// and no temporary file left.
+#[test]
+fn a_signal_during_a_guava_export_or_import_leaves_no_debris() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 256 MiB Guava-rule filter (2^31 bits, one position per key).
+    let big = dir.path().join("big.bloom");
+    let (code, _, err) = run(bloom()
+        .args([
+            "build",
+            "--rule",
+            "guava-mitz64",
+            "--bits",
+            "2147483648",
+            "--hashes",
+            "1",
+        ])
+        .args(["--max-bytes", "1G", "-o"])
+        .arg(&big));
+    assert_eq!(code, 0, "{err}");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let stream = out_dir.join("big.guava");
+    let copy = out_dir.join("copy.bloom");
+    for (what, args) in [
+        (
+            "export",
+            vec![
+                "export".to_owned(),
+                "--to".into(),
+                "guava".into(),
+                big.display().to_string(),
+                "-o".into(),
+                stream.display().to_string(),
+            ],
+        ),
+        (
+            "import",
+            vec![
+                "import".to_owned(),
+                "--from".into(),
+                "guava".into(),
+                "--funnel".into(),
+                "utf8".into(),
+                stream.display().to_string(),
+                "-o".into(),
+                copy.display().to_string(),
+            ],
+        ),
+    ] {
+        if what == "import" {
+            // The stream to import: written whole first.
+            let (code, _, err) = run(bloom()
+                .args(["export", "--to", "guava"])
+                .arg(&big)
+                .arg("-o")
+                .arg(&stream));
+            assert_eq!(code, 0, "{err}");
+        }
+        let mut interrupted = false;
+        for _attempt in 0..5 {
+            let mut child = common::bloom_process()
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while temporaries(&out_dir).is_empty() && Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let pid = child.id().to_string();
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            if out.status.code() == Some(0) {
+                continue; // finished before the signal: try again
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(143), "{what}: {err}");
+            interrupted = true;
+            break;
+        }
+        assert!(
+            interrupted,
+            "{what}: the signal never arrived during the write"
+        );
+        assert!(
+            temporaries(&out_dir).is_empty(),
+            "{what}: {:?}",
+            temporaries(&out_dir)
+        );
+    }
+}

@@ -242,7 +242,10 @@ impl FilterParams {
     /// ```
     ///
     /// (Guava 33 and later compute `k` as `round(-ln p / ln 2)`; `k` travels in the stream,
-    /// so filters of either are read the same way.)
+    /// so filters of either are read the same way.) Java's `Math.log` is not correctly
+    /// rounded: for rare `(n, p)` its last bit differs from `ln` here, and `m` then differs by
+    /// one 64-bit word from Guava's own plan (the filter is still read and answered by Guava
+    /// exactly).
     ///
     /// ```
     /// let params = bloom_core::FilterParams::for_guava(1000, 0.01)?;

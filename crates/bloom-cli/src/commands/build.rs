@@ -26,6 +26,7 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         }
         (None, None, Some(bits), Some(hashes)) => {
             FilterParams::with_layout(crate::cli::layout_for(args.layout, rule), bits, hashes)
+                .map_err(|e| e.to_string())
         }
         _ => {
             return Err(Failure::usage(

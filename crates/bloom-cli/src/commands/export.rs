@@ -8,8 +8,9 @@ use bloom_format::{
 use crate::cli::{ExportArgs, Legacy};
 use crate::error::{CmdResult, Failure};
 use crate::files::{self, Replaceable};
+use crate::signals::Signals;
 
-pub(crate) fn run(args: &ExportArgs) -> CmdResult {
+pub(crate) fn run(args: &ExportArgs, signals: &Signals) -> CmdResult {
     let path = &args.snapshot;
     let limit = match args.to {
         // The seed layout's payload is 128 bytes: anything larger is refused before reading.
@@ -32,14 +33,14 @@ pub(crate) fn run(args: &ExportArgs) -> CmdResult {
             let raw = export_seed_raw(&snapshot)
                 .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
             let output = files::output(&args.output, !args.lock.no_wait)?;
-            files::write_foreign(&output, Replaceable::SeedRaw, |out| {
+            files::write_foreign(&output, Replaceable::SeedRaw, signals, |out| {
                 out.write_all(&raw).map_err(bloom_format::GuavaError::from)
             })
         }
         Legacy::Guava => {
             let (strategy, funnel) = guava_parameters(snapshot.header()).map_err(refuse)?;
             let output = files::output(&args.output, !args.lock.no_wait)?;
-            files::write_foreign(&output, Replaceable::GuavaStream, |out| {
+            files::write_foreign(&output, Replaceable::GuavaStream, signals, |out| {
                 export_guava(&snapshot, out)
             })?;
             crate::warn(&format!(

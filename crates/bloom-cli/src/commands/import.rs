@@ -7,12 +7,23 @@ use bloom_format::{DecodeOptions, SEED_RAW_LEN, Snapshot, import_guava, import_s
 use crate::cli::{Funnel, ImportArgs, Legacy};
 use crate::error::{CmdResult, Failure};
 use crate::files;
+use crate::signals::Signals;
 
-pub(crate) fn run(args: &ImportArgs) -> CmdResult {
+pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
     let name = args.input.display();
     if args.from != Legacy::Guava && args.funnel.is_some() {
         return Err(Failure::usage("--funnel goes with --from guava"));
     }
+    // The stream does not record how keys were hashed; a wrong guess answers "absent" for
+    // keys that are there, so there is no default.
+    let funnel = match (args.from, args.funnel) {
+        (Legacy::Guava, None) => {
+            return Err(Failure::usage(
+                "--from guava needs --funnel (utf8, chars or bytes): the stream does not record how the JVM side hashed its keys",
+            ));
+        }
+        (_, funnel) => funnel,
+    };
     let source: Box<dyn Read> = if files::is_stdio(&args.input) {
         Box::new(std::io::stdin())
     } else {
@@ -24,7 +35,7 @@ pub(crate) fn run(args: &ImportArgs) -> CmdResult {
     let snapshot = match args.from {
         Legacy::SeedRaw => seed_raw(source, &name.to_string())?,
         Legacy::Guava => {
-            let funnel = args.funnel.unwrap_or(Funnel::Utf8).guava();
+            let funnel = funnel.unwrap_or(Funnel::Utf8).guava();
             let options = DecodeOptions::with_max_payload_len(args.limit.max_bytes);
             let snapshot = import_guava(source, funnel, &options).map_err(|e| match e {
                 bloom_format::GuavaError::Alloc { .. } => {
@@ -43,7 +54,7 @@ pub(crate) fn run(args: &ImportArgs) -> CmdResult {
         }
     };
     let output = files::output(&args.output, !args.lock.no_wait)?;
-    files::write_snapshot_bytes(&output, &snapshot)
+    files::write_snapshot_bytes(&output, &snapshot, signals)
 }
 
 fn seed_raw(source: Box<dyn Read>, name: &str) -> CmdResult<Snapshot> {
