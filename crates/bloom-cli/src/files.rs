@@ -220,7 +220,7 @@ fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
 }
 
 /// Writes a snapshot that is already in memory (imports): its header, then its payload in
-/// chunks, never a second copy; a file atomically and interruptibly, as [`write`].
+/// chunks, never a second copy; a file atomically and interruptibly, as [`write()`].
 pub(crate) fn write_snapshot_bytes(
     output: &Output,
     snapshot: &bloom_format::Snapshot,
