@@ -141,6 +141,8 @@ pub(crate) struct RedisCreateArgs {
     /// who can read the Redis keys can read it.
     #[arg(long, default_value = "none", value_parser = parse_salt)]
     pub(crate) salt: Salt,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
 }
 
 #[derive(Args)]

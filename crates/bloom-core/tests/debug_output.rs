@@ -73,3 +73,19 @@ fn filters_and_iterators_summarise_and_redact() {
     let atomic_answers = atomic.contains_each(["key-1"]);
     assert!(format!("{atomic_answers:?}").len() < 200);
 }
+
+#[test]
+fn headers_and_snapshots_hide_the_salt() {
+    let filter = salted_filter();
+    let snapshot = filter.to_snapshot(3);
+    for (what, text) in [
+        ("Header", format!("{:?}", snapshot.header())),
+        ("Snapshot", format!("{snapshot:?}")),
+    ] {
+        let salt_hex: String = SALT.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!text.contains(&salt_hex), "{what}: {text}");
+        assert!(!text.contains("48, 49, 50"), "{what}: {text}");
+        assert!(text.contains("<32 secret bytes>"), "{what}: {text}");
+        assert!(text.len() < 1000, "{what} is {} bytes long", text.len());
+    }
+}

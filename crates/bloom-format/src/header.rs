@@ -110,7 +110,7 @@ impl KeyEncodingSpec {
 ///
 /// Build one with [`Header::new`] and set the other public fields; the struct may gain fields
 /// in later versions, so it cannot be built with a struct literal outside this crate.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Header {
     /// The bit count `m`.
@@ -136,6 +136,24 @@ pub struct Header {
     /// The store the bits were taken from and the point of its history they cover; `None`
     /// for filters not tied to a store, and always `None` in format version 1.
     pub store: Option<StoreBinding>,
+}
+
+/// Every field but the salt, which is a secret: only its length is shown.
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("bit_count", &self.bit_count)
+            .field("hash_count", &self.hash_count)
+            .field("position_rule", &self.position_rule)
+            .field("layout", &self.layout)
+            .field("layout_parameter", &self.layout_parameter)
+            .field("key_encoding", &self.key_encoding)
+            .field("salt", &format_args!("<{} secret bytes>", self.salt.len()))
+            .field("dataset_generation", &self.dataset_generation)
+            .field("item_count", &self.item_count)
+            .field("store", &self.store)
+            .finish()
+    }
 }
 
 impl Header {

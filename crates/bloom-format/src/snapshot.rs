@@ -8,7 +8,7 @@ use crate::header::{self, DecodeOptions, Header};
 use crate::ids::FormatVersion;
 
 /// A decoded (or to-be-encoded) snapshot: the header and the opaque payload bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     version: FormatVersion,
     header: Header,
@@ -16,6 +16,22 @@ pub struct Snapshot {
     header_len: u16,
     header_crc: u32,
     payload: Bytes,
+}
+
+/// The header (salt hidden) and the payload's size and checksum; never the payload, which
+/// can be gigabytes.
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("version", &self.version)
+            .field("header", &self.header)
+            .field("payload_len", &self.payload.len())
+            .field(
+                "payload_crc32",
+                &format_args!("{:#010x}", self.payload_crc32()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why [`Snapshot::new`] refused its parts.

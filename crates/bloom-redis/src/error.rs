@@ -10,14 +10,11 @@ pub enum RedisFilterError {
     /// Redis could not be reached, or a command failed.
     #[error("Redis: {0}")]
     Redis(#[source] redis::RedisError),
-    /// Redis did not answer in time.
-    #[error("Redis did not answer within {timeout:?}: {source}")]
+    /// Redis did not answer in time (the connection is then dropped and remade).
+    #[error("Redis did not answer within {timeout:?}")]
     Timeout {
         /// The configured timeout.
         timeout: Duration,
-        /// The underlying error.
-        #[source]
-        source: redis::RedisError,
     },
     /// The filter name cannot be used (it would break the key scheme).
     #[error(
@@ -109,6 +106,17 @@ pub enum RedisFilterError {
         layout: String,
         /// The rule given.
         rule: String,
+    },
+    /// The filter would not fit the server's memory (`maxmemory`, or half the machine's
+    /// memory when Redis has no limit): creating it would evict keys or get Redis killed.
+    #[error(
+        "the filter needs {needed} bytes of Redis memory; the server has {available} to spare (its maxmemory, or half the machine's memory); use fewer bits or a larger server"
+    )]
+    TooLarge {
+        /// Bytes the shards need.
+        needed: u64,
+        /// Bytes the server can spare.
+        available: u64,
     },
     /// A shard would exceed Redis's 512 MiB string limit.
     #[error(

@@ -15,9 +15,9 @@ use redis::{Cmd, Value};
 
 use crate::connection::{Conn, RedisTarget};
 use crate::error::RedisFilterError;
-use crate::meta::{self, BUILDING, Creation, READY};
+use crate::meta::{self, BUILDING, Creation, Markers, READY};
 
-/// Bits at the start of every shard that hold the filter's marker (its creation id).
+/// Bits at the start and at the end of every shard that hold its marker.
 const MARKER_BITS: u64 = 64;
 /// The marker's bytes.
 const MARKER_BYTES: u64 = MARKER_BITS / 8;
@@ -57,7 +57,7 @@ fn check_name(name: &str) -> Result<(), RedisFilterError> {
 }
 
 /// Checks that `config` can be held in Redis; returns the shard count and bits per shard.
-fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisFilterError> {
+pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisFilterError> {
     let Layout::Sharded { shards } = config.layout() else {
         return Err(RedisFilterError::NotSharded {
             layout: config.layout().to_string(),
@@ -74,8 +74,8 @@ fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisFilterError>
         });
     }
     let shard_bits = config.bits() / u64::from(shards);
-    if shard_bits / 8 + MARKER_BYTES > MAX_SHARD_BYTES {
-        let per_shard = (MAX_SHARD_BYTES - MARKER_BYTES) * 8;
+    if shard_bits / 8 + 2 * MARKER_BYTES > MAX_SHARD_BYTES {
+        let per_shard = (MAX_SHARD_BYTES - 2 * MARKER_BYTES) * 8;
         return Err(RedisFilterError::ShardTooLarge {
             shard_bits,
             needed: config.bits().div_ceil(per_shard),
@@ -84,8 +84,8 @@ fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisFilterError>
     Ok((shards, shard_bits))
 }
 
-/// What [`RedisFilter::info`] reports.
-#[derive(Clone, Debug)]
+/// What [`RedisFilter::info`] reports. Its `Debug` form leaves out the salt.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Info {
     /// The filter's header, as its metadata holds it.
@@ -98,6 +98,24 @@ pub struct Info {
     pub estimated_false_positive_rate: f64,
 }
 
+impl fmt::Debug for Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Info")
+            .field("bit_count", &self.header.bit_count)
+            .field("hash_count", &self.header.hash_count)
+            .field("position_rule", &self.header.position_rule)
+            .field("salted", &!self.header.salt.is_empty())
+            .field("dataset_generation", &self.header.dataset_generation)
+            .field("set_bits", &self.set_bits)
+            .field("estimated_items", &self.estimated_items)
+            .field(
+                "estimated_false_positive_rate",
+                &self.estimated_false_positive_rate,
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 /// A Bloom filter held in Redis (or Redis Cluster) in the sharded layout: `S` shard keys of
 /// `m / S` bits each behind a 64-bit marker, and a metadata hash that holds what a snapshot
 /// header holds.
@@ -105,12 +123,13 @@ pub struct Info {
 /// - **One command per key, on one node**: all of a key's bits are in one shard. Inserts are
 ///   `BITFIELD key GET i64 0 SET u1 .. 1 ..`, queries `BITFIELD_RO key GET i64 0 GET u1 ..`;
 ///   each is atomic, and batches are pipelined (one round trip per node).
-/// - **Lost state is detected, never answered from**: every command reads the shard's
-///   marker (the filter's creation id) in the same step. A shard that is missing, was emptied
-///   (`FLUSHALL`, a Redis restarted without persistence), or belongs to a filter created
-///   since, reads another marker, and the operation fails with
-///   [`RedisFilterError::LostState`]; the shard stays detectably lost (an insert into it
-///   never writes the marker) until the filter is rebuilt. What cannot be detected: a
+/// - **Lost state is detected, never answered from**: every command reads the shard's two
+///   markers (derived from the creation id, the configuration and the shard's number) in
+///   the same step. A shard that is missing, was emptied (`FLUSHALL`, a Redis restarted
+///   without persistence), truncated, renamed or copied from another shard, belongs to a
+///   filter created since, or is read with edited metadata, reads another marker, and the
+///   operation fails with [`RedisFilterError::LostState`]; the shard stays detectably lost
+///   (an insert never writes a marker) until the filter is rebuilt. What cannot be detected: a
 ///   failover to a replica that missed recent writes (see
 ///   [`RedisFilter::require_replica_acks`]).
 /// - **Bit-exact with the snapshot format**: [`RedisFilter::export`] writes the snapshot a
@@ -123,6 +142,7 @@ pub struct RedisFilter {
     name: String,
     config: FilterConfig,
     creation: Creation,
+    markers: Markers,
     shard_bits: u64,
     shards: u32,
     acks: Option<(usize, Duration)>,
@@ -169,6 +189,11 @@ impl RedisFilter {
         check_name(name)?;
         let (shards, shard_bits) = shard_geometry(&config)?;
         let mut conn = target.connect()?;
+        check_memory(
+            &mut conn,
+            target,
+            u64::from(shards) * (shard_bits / 8 + 2 * MARKER_BYTES),
+        )?;
         let creation = Creation::random()?;
         let key = meta_key(name);
         let claimed: i64 = conn.query(
@@ -188,6 +213,7 @@ impl RedisFilter {
             name: name.to_owned(),
             config,
             creation,
+            markers: Markers::new(creation, &header),
             shard_bits,
             shards,
             acks: None,
@@ -225,6 +251,7 @@ impl RedisFilter {
             name: name.to_owned(),
             config,
             creation: meta.creation,
+            markers: Markers::new(meta.creation, &meta.header),
             shard_bits,
             shards,
             acks: None,
@@ -286,6 +313,7 @@ impl RedisFilter {
     /// can lose to writes no replica had; Redis replication stays asynchronous (`WAIT` does
     /// not make it strongly consistent).
     pub fn require_replica_acks(&mut self, replicas: usize, timeout: Duration) {
+        let timeout = timeout.min(Duration::from_secs(86_400));
         self.acks = (replicas > 0).then_some((replicas, timeout));
     }
 
@@ -299,38 +327,63 @@ impl RedisFilter {
     }
 
     fn write_meta(&self, header: &Header, state: &str) -> Result<(), RedisFilterError> {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(self.meta_key());
-        for (field, value) in meta::fields(header, self.creation, state) {
-            cmd.arg(field).arg(value);
-        }
-        self.conn().query::<i64>(&cmd).map(|_| ())
+        let fields = meta::fields(header, self.creation, state);
+        self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
     }
 
     fn set_state(&self, state: &str) -> Result<(), RedisFilterError> {
-        self.conn()
-            .query::<i64>(
-                redis::cmd("HSET")
-                    .arg(self.meta_key())
-                    .arg("state")
-                    .arg(state),
-            )
-            .map(|_| ())
+        self.set_fields([("state", state)])
     }
 
-    /// Writes every shard: the marker, and the last bit (which makes Redis allocate the whole
-    /// shard, zeroed).
+    /// Sets metadata fields only if the metadata is still this filter's (same creation id),
+    /// atomically: a handle to a filter deleted or recreated meanwhile writes nothing.
+    fn set_fields<'f>(
+        &self,
+        fields: impl IntoIterator<Item = (&'f str, &'f str)>,
+    ) -> Result<(), RedisFilterError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(GUARDED_HSET)
+            .arg(1)
+            .arg(self.meta_key())
+            .arg(self.creation.hex());
+        for (field, value) in fields {
+            cmd.arg(field).arg(value);
+        }
+        self.guarded(&cmd)
+    }
+
+    fn guarded(&self, cmd: &Cmd) -> Result<(), RedisFilterError> {
+        match self.conn().query::<i64>(cmd)? {
+            n if n >= 0 => Ok(()),
+            _ => Err(self.lost(
+                0,
+                "the metadata is gone or another filter's: the filter was deleted or recreated",
+            )),
+        }
+    }
+
+    /// Writes every shard: its head marker, zeros (allocated by Redis), and its tail marker.
     fn allocate_shards(&self) -> Result<(), RedisFilterError> {
-        let last = MARKER_BITS + self.shard_bits - 1;
-        let marker = self.creation.marker_bytes();
+        let tail = MARKER_BYTES + self.shard_bits / 8;
         let mut conn = self.conn();
-        for first in (0..self.shards).step_by(BATCH) {
-            let cmds = (first..self.shards.min(first + BATCH as u32))
+        // Small batches: allocating a shard can take Redis a while.
+        for first in (0..self.shards).step_by(16) {
+            let cmds = (first..self.shards.min(first + 16))
                 .flat_map(|s| {
                     let key = shard_key(&self.name, s);
+                    let marker = self.markers.bytes(s);
                     [
-                        redis::cmd("SET").arg(&key).arg(&marker[..]).clone(),
-                        redis::cmd("SETBIT").arg(&key).arg(last).arg(0).clone(),
+                        redis::cmd("DEL").arg(&key).clone(),
+                        redis::cmd("SETRANGE")
+                            .arg(&key)
+                            .arg(0)
+                            .arg(&marker[..])
+                            .clone(),
+                        redis::cmd("SETRANGE")
+                            .arg(&key)
+                            .arg(tail)
+                            .arg(&marker[..])
+                            .clone(),
                     ]
                 })
                 .collect();
@@ -344,7 +397,8 @@ impl RedisFilter {
     /// # Errors
     /// [`RedisFilterError::LostState`] naming the first shard that is not, or a Redis error.
     pub fn check_shards(&self) -> Result<(), RedisFilterError> {
-        let expected = i64::try_from(MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
+        let expected = i64::try_from(2 * MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
+        let tail = MARKER_BITS + self.shard_bits;
         let mut conn = self.conn();
         for first in (0..self.shards).step_by(BATCH) {
             let range: Vec<u32> = (first..self.shards.min(first + BATCH as u32)).collect();
@@ -359,6 +413,9 @@ impl RedisFilter {
                             .arg("GET")
                             .arg("i64")
                             .arg(0)
+                            .arg("GET")
+                            .arg("i64")
+                            .arg(tail)
                             .clone(),
                     ]
                 })
@@ -369,16 +426,18 @@ impl RedisFilter {
                     return Err(RedisFilterError::Protocol("a reply is missing".into()));
                 };
                 let len = int(len)?;
-                let marker = ints(marker)?.first().copied().unwrap_or(0);
-                if len != expected || marker != self.creation.marker() {
+                let markers = ints(marker)?;
+                let own = self.markers.of(shard);
+                let intact = markers.len() == 2 && markers.iter().all(|&m| m == own);
+                if len != expected || !intact {
                     return Err(self.lost(
                         shard,
                         if len == 0 {
                             "the key is missing".to_owned()
-                        } else if marker != self.creation.marker() {
-                            "its marker is another filter's or none".to_owned()
-                        } else {
+                        } else if len != expected {
                             format!("it is {len} bytes, expected {expected}")
+                        } else {
+                            "its markers are not this filter's (another filter, another shard, or edited metadata)".to_owned()
                         },
                     ));
                 }
@@ -413,7 +472,10 @@ impl RedisFilter {
         cmd.arg(shard_key(&self.name, shard))
             .arg("GET")
             .arg("i64")
-            .arg(0);
+            .arg(0)
+            .arg("GET")
+            .arg("i64")
+            .arg(MARKER_BITS + self.shard_bits);
         for offset in offsets {
             if write {
                 cmd.arg("SET").arg("u1").arg(offset).arg(1);
@@ -424,19 +486,22 @@ impl RedisFilter {
         (shard, cmd)
     }
 
-    /// The bit values of a `BITFIELD` reply, after checking the marker.
+    /// The bit values of a `BITFIELD` reply, after checking both markers.
     fn bits_of(&self, shard: u32, reply: &Value) -> Result<Vec<i64>, RedisFilterError> {
         let values = ints(reply)?;
-        let (&marker, bits) = values
-            .split_first()
-            .ok_or_else(|| RedisFilterError::Protocol("an empty BITFIELD reply".into()))?;
-        if marker != self.creation.marker() {
+        let [head, tail, bits @ ..] = values.as_slice() else {
+            return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+        };
+        let own = self.markers.of(shard);
+        if *head != own || *tail != own {
             return Err(self.lost(
                 shard,
-                if marker == 0 {
+                if *head == 0 {
                     "its marker is gone: the key was deleted or emptied"
+                } else if *tail == 0 {
+                    "its end marker is gone: the key was truncated"
                 } else {
-                    "its marker is another filter's: the filter was recreated"
+                    "its marker is not this filter's: recreated, moved, or edited metadata"
                 },
             ));
         }
@@ -495,10 +560,12 @@ impl RedisFilter {
                 batch_changed += u64::from(old.contains(&0));
             }
             if batch_changed > 0 {
-                self.conn().query::<i64>(
-                    redis::cmd("HINCRBY")
+                self.guarded(
+                    redis::cmd("EVAL")
+                        .arg(GUARDED_HINCRBY)
+                        .arg(1)
                         .arg(self.meta_key())
-                        .arg("items")
+                        .arg(self.creation.hex())
                         .arg(batch_changed),
                 )?;
             }
@@ -625,16 +692,13 @@ impl RedisFilter {
         let mut header = self.header()?;
         header.dataset_generation = generation;
         header.store = binding;
-        let fields = meta::fields(&header, self.creation, READY);
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(self.meta_key());
-        for (field, value) in fields
+        let fields: Vec<(&str, String)> = meta::fields(&header, self.creation, READY)
             .into_iter()
             .filter(|(f, _)| matches!(*f, "generation" | "store_identity" | "history_digest"))
-        {
-            cmd.arg(field).arg(value);
-        }
-        self.conn().query::<i64>(&cmd).map(|_| ())
+            .collect();
+        // Only if the metadata is still this filter's: a recreated filter never inherits a
+        // coverage record made for the one it replaced.
+        self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
     }
 
     /// Set bits and estimates, counted by Redis (`BITCOUNT` per shard).
@@ -652,7 +716,7 @@ impl RedisFilter {
                     redis::cmd("BITCOUNT")
                         .arg(shard_key(&self.name, s))
                         .arg(MARKER_BYTES)
-                        .arg(-1)
+                        .arg(MARKER_BYTES + self.shard_bits / 8 - 1)
                         .clone()
                 })
                 .collect();
@@ -737,6 +801,23 @@ impl RedisFilter {
         let header = reader.header().clone();
         let config = config_of(name, &header)?;
         let filter = Self::create_with_header(target, name, config, header, BUILDING)?;
+        match filter.fill_from(reader, name) {
+            Ok(()) => Ok(filter),
+            Err(e) => {
+                // Nothing half-imported stays behind under the name (best effort: Redis may be
+                // the reason it failed).
+                let _ = Self::delete(target, name, Some(filter.shards));
+                Err(e)
+            }
+        }
+    }
+
+    fn fill_from(
+        &self,
+        reader: SnapshotReader<std::fs::File>,
+        name: &str,
+    ) -> Result<(), RedisFilterError> {
+        let filter = self;
         let shard_bytes = filter.shard_bits / 8;
         let mut offset = 0u64;
         let mut pending: Vec<Cmd> = Vec::new();
@@ -777,8 +858,77 @@ impl RedisFilter {
             })?;
         flush(&mut pending)?;
         filter.check_shards()?;
-        filter.set_state(READY)?;
-        Ok(filter)
+        filter.set_state(READY)
+    }
+}
+
+/// `HSET` of `ARGV[2..]` on `KEYS[1]` only if its `creation` is `ARGV[1]`; -1 otherwise.
+const GUARDED_HSET: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
+     return redis.call('HSET', KEYS[1], unpack(ARGV, 2))";
+
+/// `HINCRBY KEYS[1] items ARGV[2]` only if its `creation` is `ARGV[1]`; -1 otherwise.
+const GUARDED_HINCRBY: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
+     return redis.call('HINCRBY', KEYS[1], 'items', ARGV[2])";
+
+/// Refuses a filter that would not fit the server's memory: over what `maxmemory` leaves, or
+/// (without a limit) over half the machine's memory. In a cluster the node reached is
+/// asked, with the shards spread over the masters.
+fn check_memory(
+    conn: &mut Conn,
+    target: &RedisTarget,
+    needed: u64,
+) -> Result<(), RedisFilterError> {
+    // One report per node (a cluster answers INFO from every node).
+    let reports: Vec<String> = match conn.query::<Value>(redis::cmd("INFO").arg("memory"))? {
+        Value::Map(nodes) => nodes.into_iter().filter_map(|(_, v)| text(v)).collect(),
+        other => text(other).into_iter().collect(),
+    };
+    let spare = |info: &str| -> Option<u64> {
+        let field = |name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let (max, used, total) = (
+            field("maxmemory"),
+            field("used_memory"),
+            field("total_system_memory"),
+        );
+        if max > 0 {
+            Some(max.saturating_sub(used))
+        } else if total > 0 {
+            Some((total / 2).saturating_sub(used))
+        } else {
+            None
+        }
+    };
+    let Some(available) = reports.iter().filter_map(|r| spare(r)).min() else {
+        return Ok(());
+    };
+    let share = if target.is_cluster() {
+        let nodes: String = conn.query(redis::cmd("CLUSTER").arg("NODES"))?;
+        let masters = nodes
+            .lines()
+            .filter(|l| l.contains("master"))
+            .count()
+            .max(1);
+        needed.div_ceil(masters as u64)
+    } else {
+        needed
+    };
+    if share > available {
+        return Err(RedisFilterError::TooLarge { needed, available });
+    }
+    Ok(())
+}
+
+fn text(value: Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+        Value::SimpleString(s) => Some(s),
+        Value::VerbatimString { text, .. } => Some(text),
+        _ => None,
     }
 }
 

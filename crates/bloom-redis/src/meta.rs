@@ -18,10 +18,23 @@ pub(crate) const READY: &str = "ready";
 /// The state while shards are being created or filled (creation, import, rebuild).
 pub(crate) const BUILDING: &str = "building";
 
-/// A filter's creation id: 16 random bytes; its first 8 (big-endian, never zero) are the
-/// marker at the start of every shard.
+/// A filter's creation id: 16 random bytes, not all zero.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Creation([u8; 16]);
+
+/// splitmix64's finalizer: a bijection of u64 that mixes every bit.
+const fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
 
 impl Creation {
     pub(crate) fn random() -> Result<Self, RedisFilterError> {
@@ -32,25 +45,10 @@ impl Creation {
                     "the operating system's random source failed: {e}"
                 ))
             })?;
-            let creation = Self(bytes);
-            if creation.marker() != 0 {
-                return Ok(creation);
+            if bytes != [0; 16] {
+                return Ok(Self(bytes));
             }
         }
-    }
-
-    /// The marker: what `BITFIELD key GET i64 0` reads from a shard of this filter (Redis
-    /// numbers bits from the most significant, so it is the first 8 bytes big-endian).
-    #[allow(clippy::big_endian_bytes)]
-    pub(crate) fn marker(self) -> i64 {
-        let [a, b, c, d, e, f, g, h, ..] = self.0;
-        i64::from_be_bytes([a, b, c, d, e, f, g, h])
-    }
-
-    /// The 8 marker bytes as stored at the start of each shard.
-    pub(crate) fn marker_bytes(self) -> [u8; 8] {
-        let [a, b, c, d, e, f, g, h, ..] = self.0;
-        [a, b, c, d, e, f, g, h]
     }
 
     pub(crate) fn hex(self) -> String {
@@ -58,12 +56,67 @@ impl Creation {
     }
 
     fn parse(text: &str) -> Option<Self> {
-        let bytes = unhex(text)?;
-        let bytes: [u8; 16] = bytes.try_into().ok()?;
-        let creation = Self(bytes);
-        (creation.marker() != 0).then_some(creation)
+        if text.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        let bytes: [u8; 16] = unhex(text)?.try_into().ok()?;
+        (bytes != [0; 16]).then_some(Self(bytes))
     }
 }
+
+/// The markers of a filter's shards: each shard's depends on the creation, on the
+/// configuration the shards were made for, and on the shard's number, so that a shard that
+/// is missing, emptied, of another filter, of another shard, or read with another
+/// configuration reads a marker other than the expected one.
+#[derive(Clone, Copy)]
+pub(crate) struct Markers {
+    creation: u64,
+    config: u64,
+}
+
+impl Markers {
+    /// `header`'s configuration fields, in the order and form of the metadata hash, one per
+    /// line: what the markers bind.
+    pub(crate) fn new(creation: Creation, header: &Header) -> Self {
+        let [a, b, c, d, e, f, g, h, ..] = creation.0;
+        let config: String = fields(header, creation, "")
+            .into_iter()
+            .filter(|(field, _)| CONFIG_FIELDS.contains(field))
+            .map(|(_, value)| value + "\n")
+            .collect();
+        Self {
+            creation: u64::from_le_bytes([h, g, f, e, d, c, b, a]),
+            config: fnv1a(config.as_bytes()),
+        }
+    }
+
+    /// The marker of shard `shard`, as `BITFIELD key GET i64 offset` reads it: never 0 (what
+    /// a missing or emptied key reads).
+    pub(crate) fn of(self, shard: u32) -> i64 {
+        let m = mix(self.creation ^ mix(self.config.wrapping_add(u64::from(shard) + 1)));
+        i64::from_le_bytes(if m == 0 { 1 } else { m }.to_le_bytes())
+    }
+
+    /// The marker's 8 bytes as stored in the shard (Redis reads them most significant first).
+    pub(crate) fn bytes(self, shard: u32) -> [u8; 8] {
+        let [a, b, c, d, e, f, g, h] = self.of(shard).to_le_bytes();
+        [h, g, f, e, d, c, b, a]
+    }
+}
+
+/// The metadata fields that configure a filter (and so its markers).
+const CONFIG_FIELDS: [&str; 10] = [
+    "bits",
+    "hashes",
+    "rule",
+    "layout",
+    "shards",
+    "encoding",
+    "encoding_version",
+    "unicode_normalization",
+    "unicode_casing",
+    "salt",
+];
 
 /// What the metadata hash holds.
 pub(crate) struct Meta {
@@ -123,18 +176,26 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
     let bad = |field: &'static str, expected: &str| RedisFilterError::Metadata {
         name: name.to_owned(),
         field,
-        found: get(field).to_owned(),
+        // The salt is a secret: never echoed, even when malformed.
+        found: if field == "salt" {
+            format!("<{} characters>", get(field).len())
+        } else {
+            get(field).to_owned()
+        },
         expected: expected.to_owned(),
     };
     if get("schema") != SCHEMA {
         return Err(bad("schema", SCHEMA));
     }
-    let creation =
-        Creation::parse(get("creation")).ok_or_else(|| bad("creation", "32 hex digits"))?;
+    let creation = Creation::parse(get("creation"))
+        .ok_or_else(|| bad("creation", "32 lowercase hex digits, not all zero"))?;
+    // Canonical decimals only: what `fields` writes, nothing else (no sign, no leading zero).
     let number = |field: &'static str| -> Result<u64, RedisFilterError> {
         get(field)
-            .parse()
-            .map_err(|_| bad(field, "a decimal number"))
+            .parse::<u64>()
+            .ok()
+            .filter(|n| n.to_string() == get(field))
+            .ok_or_else(|| bad(field, "a decimal number without sign or leading zeros"))
     };
     let named = |field: &'static str, names: &[(&str, u16)]| -> Result<u16, RedisFilterError> {
         names
@@ -191,7 +252,9 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
     spec.casing_unicode = parse_unicode("unicode_casing")?;
     let mut header = Header::new(number("bits")?, hashes, rule, layout, spec);
     header.layout_parameter = number("shards")?;
-    header.salt = unhex(get("salt")).ok_or_else(|| bad("salt", "hex bytes"))?;
+    header.salt = unhex(get("salt"))
+        .filter(|_| !get("salt").bytes().any(|b| b.is_ascii_uppercase()))
+        .ok_or_else(|| bad("salt", "lowercase hex bytes"))?;
     header.dataset_generation = DatasetGeneration::new(number("generation")?);
     header.item_count = number("items")?;
     header.store = match (get("store_identity"), get("history_digest")) {
@@ -218,4 +281,38 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
         creation,
         state: get("state").to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloom_format::{KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId};
+
+    /// Computed independently from docs/format.md (a few lines of Python: splitmix64's
+    /// finalizer and FNV-1a over the field values).
+    #[test]
+    fn markers_follow_the_spec() {
+        let mut spec = KeyEncodingSpec::new(KeyEncodingId::Nfc, 1);
+        spec.normalization_unicode = Some(UnicodeVersion::new(18, 0, 0));
+        let mut header = Header::new(96_256, 7, PositionRuleId::Xxh3_128, LayoutId::Sharded, spec);
+        header.layout_parameter = 16;
+        let creation = Creation(core::array::from_fn(|i| i as u8 + 1));
+        let markers = Markers::new(creation, &header);
+        let hex = |s| bloom_format::hex(&markers.bytes(s));
+        assert_eq!(hex(0), "023b1fea9385d3f8");
+        assert_eq!(hex(1), "4488b1e542d65303");
+        assert_eq!(hex(15), "e10573572fd54728");
+        // Generation, items and the binding are not part of the configuration.
+        header.dataset_generation = DatasetGeneration::new(5);
+        header.item_count = 9;
+        assert_eq!(
+            bloom_format::hex(&Markers::new(creation, &header).bytes(0)),
+            hex(0)
+        );
+        header.hash_count = 8;
+        assert_ne!(
+            bloom_format::hex(&Markers::new(creation, &header).bytes(0)),
+            hex(0)
+        );
+    }
 }

@@ -1,9 +1,9 @@
 //! [`SharedFilteredStore`]: check-then-confirm over a primary store, with the filter held in
 //! Redis and shared by every process that writes the store.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use bloom_core::{EncodedKey, FilterConfig, KeyEncoding};
 use bloom_format::{DatasetGeneration, StoreBinding};
@@ -11,7 +11,10 @@ use bloom_store::{Lookup, PrimaryStore};
 
 use crate::connection::RedisTarget;
 use crate::error::RedisFilterError;
-use crate::filter::RedisFilter;
+use crate::filter::{RedisFilter, shard_geometry};
+
+/// How often a bypassed wrapper tries to attach to the shared filter again, on queries.
+const REATTACH_EVERY: Duration = Duration::from_secs(5);
 
 /// How [`SharedFilteredStore::open`] found the shared filter.
 #[derive(Debug)]
@@ -27,8 +30,9 @@ pub enum SharedOpen {
         /// Keys taken in.
         caught_up: u64,
     },
-    /// The filter cannot be trusted (why is given): queries go to the store until
-    /// [`SharedFilteredStore::rebuild`].
+    /// The filter cannot be trusted (why is given): queries go to the store until it can
+    /// (another process's rebuild is noticed within seconds) or
+    /// [`SharedFilteredStore::rebuild`] repairs it.
     Bypassed(String),
 }
 
@@ -44,6 +48,17 @@ pub enum SharedError<E: std::error::Error + 'static> {
     /// by them. Retry once Redis is back, or after [`SharedFilteredStore::rebuild`].
     #[error("the key was not committed: the shared filter could not take its bits: {0}")]
     Filter(#[source] RedisFilterError),
+    /// The key was committed, but the shared filter it set bits in was lost before the
+    /// commit landed, and setting them in the current filter failed: the key may be missing
+    /// from the filter until the next rebuild or catch-up. This process stops trusting the
+    /// filter; the others are covered only once the filter is rebuilt.
+    #[error(
+        "the key was committed, but the shared filter lost its bits and could not take them again: {0}"
+    )]
+    CommittedWithoutBits(#[source] RedisFilterError),
+    /// A rebuild failed; nothing was deleted unless the filter was already lost.
+    #[error("rebuilding the shared filter failed: {0}")]
+    Rebuild(#[source] RedisFilterError),
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
@@ -57,6 +72,15 @@ pub enum SharedError<E: std::error::Error + 'static> {
     },
 }
 
+/// The filter this process uses, and whether it answers from it: changed together.
+struct Attached {
+    filter: Option<RedisFilter>,
+    trusted: bool,
+    /// Bumped at every change, so that a verdict about one filter is never applied to the
+    /// next.
+    epoch: u64,
+}
+
 /// A membership set over a primary store with a Bloom filter in Redis, shared by every
 /// process that writes the store.
 ///
@@ -67,35 +91,45 @@ pub enum SharedError<E: std::error::Error + 'static> {
 ///   other processes answer from the shared filter, so a committed key without bits would be
 ///   reported absent by them. Availability of inserts is bounded by Redis's; correctness is
 ///   not.
+/// - After the commit, the insert checks that the shard it wrote still holds its bits (one
+///   more round trip). If the filter was lost or recreated in between, the bits are set
+///   again in the current filter; if that fails, the insert reports
+///   [`SharedError::CommittedWithoutBits`].
 /// - Queries answer "absent" only from a filter that is trusted and replied; a Redis error,
 ///   a lost shard or an untrusted filter turn the query into a store lookup.
 /// - A filter is trusted when its metadata binds it to this store's identity and its history
 ///   digest at the generation it records; it then takes in the keys committed since (written
-///   behind the wrapper's back, or during a lost-state window).
+///   behind the wrapper's back, or during a lost-state window). Coverage records are written
+///   only while the metadata is still the filter's (checked by Redis in the same step).
 /// - [`SharedFilteredStore::rebuild`] repairs a filter that is lost or untrusted: it adds
 ///   every key of the store to the existing shards when they are intact (never clearing bits
 ///   other processes rely on), or recreates them when Redis lost them. A recreated filter
-///   waits a grace period before scanning the store, so that an insert whose bits went into
-///   the lost shards just before the loss has committed and is scanned; an insert whose
-///   commit takes longer than the grace after its bits were set is taken in by the next
-///   open's catch-up.
+///   waits a grace period before it scans the store, so that inserts in flight at the loss
+///   have committed. The remaining window: a writer that stalls longer than the grace
+///   between setting bits and committing; its post-commit check then sets the bits again,
+///   and until it does, a process trusting the rebuilt filter can report that one key absent.
 pub struct SharedFilteredStore<S> {
     store: S,
     target: RedisTarget,
     name: String,
     encoding: KeyEncoding,
-    filter: RwLock<Option<RedisFilter>>,
-    trusted: AtomicBool,
+    state: RwLock<Attached>,
+    last_attach: Mutex<Instant>,
     grace: Duration,
     lookups_avoided: AtomicU64,
 }
 
 impl<S> std::fmt::Debug for SharedFilteredStore<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let trusted = self
+            .state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .trusted;
         f.debug_struct("SharedFilteredStore")
             .field("name", &self.name)
             .field("target", &self.target)
-            .field("trusted", &self.trusted.load(Ordering::Relaxed))
+            .field("trusted", &trusted)
             .finish_non_exhaustive()
     }
 }
@@ -128,8 +162,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             target,
             name: name.to_owned(),
             encoding,
-            filter: RwLock::new(None),
-            trusted: AtomicBool::new(false),
+            state: RwLock::new(Attached {
+                filter: None,
+                trusted: false,
+                epoch: 0,
+            }),
+            last_attach: Mutex::new(Instant::now()),
             grace: Duration::from_secs(10),
             lookups_avoided: AtomicU64::new(0),
         };
@@ -153,7 +191,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Whether queries are answered from the filter.
     #[must_use]
     pub fn is_trusted(&self) -> bool {
-        self.trusted.load(Ordering::Acquire)
+        self.read().trusted
     }
 
     /// Queries answered "absent" without asking the store.
@@ -162,13 +200,40 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.lookups_avoided.load(Ordering::Relaxed)
     }
 
-    /// (Re)opens the Redis filter and decides whether it is trusted.
+    fn read(&self) -> RwLockReadGuard<'_, Attached> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Attached> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Installs a filter and the verdict about it, together.
+    fn install(&self, filter: Option<RedisFilter>, trusted: bool) {
+        let mut state = self.write();
+        state.filter = filter;
+        state.trusted = trusted;
+        state.epoch += 1;
+    }
+
+    /// Stops trusting the filter of `epoch`, if it is still the one installed.
+    fn distrust(&self, epoch: u64) {
+        let mut state = self.write();
+        if state.epoch == epoch {
+            state.trusted = false;
+        }
+    }
+
+    /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once.
     fn attach(&self) -> Result<SharedOpen, SharedError<S::Error>> {
-        self.trusted.store(false, Ordering::Release);
+        *self
+            .last_attach
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         let filter = match RedisFilter::open(&self.target, &self.name) {
             Ok(filter) => filter,
             Err(e) => {
-                *self.filter.write().unwrap_or_else(PoisonError::into_inner) = None;
+                self.install(None, false);
                 return Ok(SharedOpen::Bypassed(e.to_string()));
             }
         };
@@ -178,27 +243,35 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 filter.config().encoding(),
                 self.encoding
             );
-            *self.filter.write().unwrap_or_else(PoisonError::into_inner) = Some(filter);
+            self.install(Some(filter), false);
             return Ok(SharedOpen::Bypassed(why));
         }
-        let verdict = self.coverage(&filter);
-        *self.filter.write().unwrap_or_else(PoisonError::into_inner) = Some(filter);
-        let from = match verdict? {
+        let from = match self.coverage(&filter)? {
             Ok(from) => from,
-            Err(why) => return Ok(SharedOpen::Bypassed(why)),
+            Err(why) => {
+                self.install(Some(filter), false);
+                return Ok(SharedOpen::Bypassed(why));
+            }
         };
         // Keys committed since the recorded point: normally none (writers set bits first).
-        match self.take_in_since(from, false) {
+        // They go into this very filter, which is installed only afterwards.
+        match self.take_in_since(&filter, from, false) {
             Ok((to, caught_up)) => {
-                self.trusted.store(true, Ordering::Release);
+                self.install(Some(filter), true);
                 Ok(SharedOpen::Trusted {
                     from,
                     to,
                     caught_up,
                 })
             }
-            Err(CatchUp::Store(e)) => Err(SharedError::Store(e)),
-            Err(CatchUp::Filter(e)) => Ok(SharedOpen::Bypassed(e.to_string())),
+            Err(CatchUp::Store(e)) => {
+                self.install(Some(filter), false);
+                Err(SharedError::Store(e))
+            }
+            Err(CatchUp::Filter(e)) => {
+                self.install(Some(filter), false);
+                Ok(SharedOpen::Bypassed(e.to_string()))
+            }
         }
     }
 
@@ -234,19 +307,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         Ok(Ok(generation))
     }
 
-    /// Sets the bits of every key committed after `from`; records the new coverage (always
-    /// with `record`, otherwise when it moved).
+    /// Sets the bits of every key committed after `from` in `filter`; records the new
+    /// coverage (always with `record`, otherwise when it moved).
     fn take_in_since(
         &self,
+        filter: &RedisFilter,
         from: DatasetGeneration,
         record: bool,
     ) -> Result<(DatasetGeneration, u64), CatchUp<S::Error>> {
-        let guard = self.filter.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(filter) = guard.as_ref() else {
-            return Err(CatchUp::Filter(RedisFilterError::Protocol(
-                "no filter is attached".into(),
-            )));
-        };
         // The history point first: the keys visited reach at least it.
         let head = self.store.head().map_err(CatchUp::Store)?;
         let mut batch: Vec<Vec<u8>> = Vec::new();
@@ -297,23 +365,24 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// # Errors
     /// [`SharedError::Store`] when the store is asked and fails.
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, SharedError<S::Error>> {
-        let maybe = if self.is_trusted() {
-            let guard = self.filter.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref().map(|f| f.contains_encoded(key)) {
-                Some(Ok(maybe)) => Some(maybe),
-                Some(Err(e)) => {
+        let (maybe, lost_epoch) = {
+            let state = self.read();
+            match (&state.filter, state.trusted) {
+                (Some(filter), true) => match filter.contains_encoded(key) {
+                    Ok(maybe) => (Some(maybe), None),
                     // Never an answer from a filter that failed: the store decides, and a
                     // lost filter stays untrusted until rebuilt.
-                    if e.is_lost_state() {
-                        self.trusted.store(false, Ordering::Release);
-                    }
-                    None
-                }
-                None => None,
+                    Err(e) => (None, e.is_lost_state().then_some(state.epoch)),
+                },
+                _ => (None, None),
             }
-        } else {
-            None
         };
+        if let Some(epoch) = lost_epoch {
+            self.distrust(epoch);
+        }
+        if maybe.is_none() {
+            self.maybe_reattach()?;
+        }
         if maybe == Some(false) {
             self.lookups_avoided.fetch_add(1, Ordering::Relaxed);
             return Ok(Lookup::AbsentByFilter);
@@ -329,12 +398,37 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         })
     }
 
-    /// Inserts a text key: its bits in Redis first, then the store commit. Returns whether
-    /// the store did not have it.
+    /// A bypassed wrapper looks for a repaired filter every few seconds.
+    fn maybe_reattach(&self) -> Result<(), SharedError<S::Error>> {
+        let due = self
+            .last_attach
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+            >= REATTACH_EVERY;
+        if due && !self.is_trusted() {
+            self.attach()?;
+        }
+        Ok(())
+    }
+
+    /// Sets the key's bits in the installed filter; returns the epoch it was set under.
+    fn set_bits(&self, key: &EncodedKey<'_>) -> Result<u64, RedisFilterError> {
+        let state = self.read();
+        match &state.filter {
+            Some(filter) => filter.insert_encoded(key).map(|_| state.epoch),
+            None => Err(RedisFilterError::Protocol(
+                "no usable shared filter: Redis was unreachable or the filter lost at open".into(),
+            )),
+        }
+    }
+
+    /// Inserts a text key: its bits in Redis first, then the store commit, then a check that
+    /// the bits are still there. Returns whether the store did not have it.
     ///
     /// # Errors
     /// [`SharedError::Filter`] when the bits could not be set (the key is then not
-    /// committed), or [`SharedError::Store`].
+    /// committed), [`SharedError::Store`], or [`SharedError::CommittedWithoutBits`].
     pub fn insert(&self, key: &str) -> Result<bool, SharedError<S::Error>> {
         self.insert_encoded(&self.encoding.encode_str(key))
     }
@@ -344,67 +438,89 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// # Errors
     /// As [`SharedFilteredStore::insert`].
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, SharedError<S::Error>> {
-        let set = {
-            let guard = self.filter.read().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_ref() {
-                Some(filter) => filter.insert_encoded(key).map(|_| ()),
-                None => Err(RedisFilterError::Protocol(
-                    "no usable shared filter: Redis was unreachable or the filter is lost at open"
-                        .into(),
-                )),
+        let epoch = match self.set_bits(key) {
+            Ok(epoch) => epoch,
+            Err(first) => {
+                // The filter may have been recreated (by another process's rebuild): attach
+                // to the current one and try once more, so that writers keep going.
+                self.attach()?;
+                self.set_bits(key).map_err(|again| {
+                    SharedError::Filter(if matches!(again, RedisFilterError::Protocol(_)) {
+                        first
+                    } else {
+                        again
+                    })
+                })?
             }
         };
-        if let Err(e) = set {
-            if e.is_lost_state() {
-                self.trusted.store(false, Ordering::Release);
-            }
-            // The filter may have been recreated (by another process's rebuild): attach to
-            // it and try once more, so that writers keep going through a rebuild.
-            let retried = self.attach().ok().and_then(|_| {
-                let guard = self.filter.read().unwrap_or_else(PoisonError::into_inner);
-                guard.as_ref().map(|f| f.insert_encoded(key).map(|_| ()))
-            });
-            match retried {
-                Some(Ok(())) => {}
-                Some(Err(again)) => return Err(SharedError::Filter(again)),
-                None => return Err(SharedError::Filter(e)),
-            }
-        }
-        self.store
+        let new = self
+            .store
             .insert(key.as_bytes())
-            .map_err(SharedError::Store)
+            .map_err(SharedError::Store)?;
+        self.confirm_bits(key, epoch)?;
+        Ok(new)
+    }
+
+    /// After a commit: the bits set under `epoch` are still in the shared filter, or are set
+    /// again in the current one.
+    fn confirm_bits(&self, key: &EncodedKey<'_>, epoch: u64) -> Result<(), SharedError<S::Error>> {
+        let held = {
+            let state = self.read();
+            state.epoch == epoch
+                && state
+                    .filter
+                    .as_ref()
+                    .is_some_and(|f| matches!(f.contains_encoded(key), Ok(true)))
+        };
+        if held {
+            return Ok(());
+        }
+        self.distrust(epoch);
+        self.attach()?;
+        self.set_bits(key)
+            .map(|_| ())
+            .map_err(SharedError::CommittedWithoutBits)
     }
 
     /// Makes the shared filter cover the store again, then trusts it: the store's keys are
     /// added to the existing shards when they are intact, or the filter is recreated with
-    /// `config` (sharded layout, the wrapper's encoding) when it is missing or lost. Returns
-    /// the number of keys taken in.
+    /// `config` (sharded layout, the wrapper's encoding) when Redis lost it. Returns the
+    /// number of keys taken in. A healthy filter is never deleted: a Redis that cannot be
+    /// reached fails the rebuild instead.
     ///
     /// # Errors
-    /// A store or Redis error; the wrapper then stays bypassed.
+    /// [`SharedError::Rebuild`] (an unusable `config` is refused before anything is
+    /// touched), or a store error; the wrapper then stays bypassed.
     pub fn rebuild(&self, config: FilterConfig) -> Result<u64, SharedError<S::Error>> {
-        self.trusted.store(false, Ordering::Release);
-        let intact = {
-            let guard = self.filter.read().unwrap_or_else(PoisonError::into_inner);
-            guard.as_ref().is_some_and(|f| f.check_shards().is_ok())
-        };
-        if !intact {
-            // Lost or missing: recreate. Writers fail against the lost shards until they
-            // attach to the new ones, so none commits a key whose bits went nowhere.
-            RedisFilter::delete(&self.target, &self.name, Some(config.layout().shards()))
-                .map_err(SharedError::Filter)?;
-            let created = RedisFilter::create(&self.target, &self.name, config)
-                .map_err(SharedError::Filter)?;
-            *self.filter.write().unwrap_or_else(PoisonError::into_inner) = Some(created);
-            std::thread::sleep(self.grace);
+        shard_geometry(&config).map_err(SharedError::Rebuild)?;
+        if config.encoding() != self.encoding {
+            return Err(SharedError::EncodingMismatch {
+                store: self.encoding.to_string(),
+                filter: config.encoding().to_string(),
+            });
         }
-        let (_, taken) = match self.take_in_since(DatasetGeneration::ZERO, true) {
-            Ok(done) => done,
-            Err(CatchUp::Store(e)) => return Err(SharedError::Store(e)),
-            Err(CatchUp::Filter(e)) => return Err(SharedError::Filter(e)),
+        let filter = match RedisFilter::open(&self.target, &self.name) {
+            Ok(filter) => filter,
+            Err(e) if e.is_lost_state() => {
+                // Lost or missing: recreate. Writers fail against the lost shards until they
+                // attach to the new ones, so none commits a key whose bits went nowhere.
+                RedisFilter::delete(&self.target, &self.name, Some(config.layout().shards()))
+                    .map_err(SharedError::Rebuild)?;
+                let created = RedisFilter::create(&self.target, &self.name, config)
+                    .map_err(SharedError::Rebuild)?;
+                std::thread::sleep(self.grace);
+                created
+            }
+            Err(e) => return Err(SharedError::Rebuild(e)),
         };
-        self.trusted.store(true, Ordering::Release);
-        Ok(taken)
+        match self.take_in_since(&filter, DatasetGeneration::ZERO, true) {
+            Ok((_, taken)) => {
+                self.install(Some(filter), true);
+                Ok(taken)
+            }
+            Err(CatchUp::Store(e)) => Err(SharedError::Store(e)),
+            Err(CatchUp::Filter(e)) => Err(SharedError::Rebuild(e)),
+        }
     }
 }
 

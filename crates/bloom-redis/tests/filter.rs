@@ -289,3 +289,158 @@ fn replica_acknowledgements_gate_inserts() {
         })
     ));
 }
+
+#[test]
+fn markers_bind_each_shard_to_its_filter_number_and_configuration() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let filter = RedisFilter::create(&target, "m", config(8, 1000)).unwrap();
+    for key in keys("k", 300) {
+        filter.insert(&key).unwrap();
+    }
+    let lost = |what: &str| {
+        let result = RedisFilter::open(&target, "m");
+        assert!(
+            matches!(result, Err(RedisFilterError::LostState { .. })),
+            "{what}: {result:?}"
+        );
+    };
+    // Two shards swapped: each reads the other's marker.
+    server.cli(&["RENAME", &shard_key("m", 3), "tmp"]);
+    server.cli(&["RENAME", &shard_key("m", 4), &shard_key("m", 3)]);
+    server.cli(&["RENAME", "tmp", &shard_key("m", 4)]);
+    lost("swapped shards");
+    server.cli(&["RENAME", &shard_key("m", 3), "tmp"]);
+    server.cli(&["RENAME", &shard_key("m", 4), &shard_key("m", 3)]);
+    server.cli(&["RENAME", "tmp", &shard_key("m", 4)]);
+    RedisFilter::open(&target, "m").unwrap();
+    // A shard copied over another.
+    server.cli(&["RENAME", &shard_key("m", 6), "orig6"]);
+    server.cli(&["COPY", &shard_key("m", 5), &shard_key("m", 6)]);
+    lost("copied shard");
+    server.cli(&["DEL", &shard_key("m", 6)]);
+    server.cli(&["RENAME", "orig6", &shard_key("m", 6)]);
+    // Edited metadata with valid values: the markers no longer match the configuration.
+    let meta = bloom_redis::meta_key("m");
+    server.cli(&["HSET", &meta, "hashes", "9"]);
+    lost("edited k");
+    let k = filter.config().hashes().to_string();
+    server.cli(&["HSET", &meta, "hashes", &k]);
+    RedisFilter::open(&target, "m").unwrap();
+    // A long-lived handle and truncated shards (the head marker kept, the end marker cut).
+    assert!(filter.contains("k-1").unwrap());
+    for s in 0..8 {
+        server.cli(&[
+            "EVAL",
+            "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], string.sub(v, 1, 108)) return 1",
+            "1",
+            &shard_key("m", s),
+        ]);
+    }
+    for key in keys("k", 300) {
+        assert!(matches!(
+            filter.contains(&key),
+            Err(RedisFilterError::LostState { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_handle_to_a_replaced_filter_never_writes_its_metadata() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let old = RedisFilter::create(&target, "r", config(4, 1000)).unwrap();
+    old.insert("a").unwrap();
+    RedisFilter::delete(&target, "r", None).unwrap();
+    let new = RedisFilter::create(&target, "r", config(4, 1000)).unwrap();
+    let identity = bloom_format::StoreIdentity::from_bytes([7; 16]);
+    let binding =
+        bloom_format::StoreBinding::new(identity, bloom_format::HistoryDigest::from_bytes([9; 16]));
+    assert!(matches!(
+        old.set_coverage(bloom_format::DatasetGeneration::new(100), Some(binding)),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    assert!(old.insert("b").is_err());
+    let header = new.header().unwrap();
+    assert_eq!(header.dataset_generation.get(), 0);
+    assert!(header.store.is_none());
+    assert_eq!(header.item_count, 0);
+}
+
+#[test]
+fn a_filter_larger_than_the_server_can_hold_is_refused_before_anything_is_written() {
+    let server = RedisServer::start_with(&["--maxmemory", "64mb"]);
+    let target = server.target();
+    // 1 GiB of bits.
+    let params = FilterParams::with_layout(Layout::sharded(16).unwrap(), 1 << 33, 7).unwrap();
+    let result = RedisFilter::create(&target, "huge", FilterConfig::new(params));
+    assert!(
+        matches!(result, Err(RedisFilterError::TooLarge { .. })),
+        "{result:?}"
+    );
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "0");
+}
+
+#[test]
+fn every_operation_has_one_deadline() {
+    // A listener that accepts and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let silent = bloom_redis::RedisTarget::single(format!("redis://127.0.0.1:{port}/"))
+        .with_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let result = RedisFilter::open(&silent, "x");
+    assert!(
+        matches!(result, Err(RedisFilterError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A server stopped in the middle of a long pipelined insert.
+    let server = RedisServer::start();
+    let target = server.target().with_timeout(Duration::from_millis(300));
+    let filter = RedisFilter::create(&target, "slow", config(16, 1_000_000)).unwrap();
+    let pid = server
+        .cli(&["INFO", "server"])
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        std::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+        std::process::Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap();
+    });
+    let encoded: Vec<Vec<u8>> = (0..400_000)
+        .map(|i| format!("p-{i}").into_bytes())
+        .collect();
+    let started = Instant::now();
+    let result = filter.insert_all_encoded(&encoded);
+    let elapsed = started.elapsed();
+    stopper.join().unwrap();
+    assert!(
+        matches!(result, Err(RedisFilterError::Timeout { .. })),
+        "{result:?}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    // The next operation reconnects.
+    assert!(filter.contains("p-1").is_ok());
+}

@@ -134,3 +134,109 @@ fn a_filter_of_another_store_or_history_is_not_trusted() {
     b.insert("only-in-b").unwrap();
     assert_eq!(b.contains("only-in-b").unwrap(), Lookup::Present);
 }
+
+#[test]
+fn a_rebuild_never_destroys_a_healthy_filter_and_refuses_a_bad_config() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    // P opens before the filter exists: its slot is empty.
+    let (p, outcome) = open(&db, &server);
+    assert!(matches!(outcome, SharedOpen::Bypassed(_)));
+    let (q, _) = open(&db, &server);
+    q.rebuild(config()).unwrap();
+    q.insert("kept").unwrap();
+    let meta = bloom_redis::meta_key("records");
+    let creation = server.cli(&["HGET", &meta, "creation"]);
+    // P's rebuild finds the healthy filter and adds to it; Q keeps trusting it.
+    p.rebuild(config()).unwrap();
+    assert_eq!(server.cli(&["HGET", &meta, "creation"]), creation);
+    assert!(q.is_trusted());
+    assert_eq!(q.contains("kept").unwrap(), Lookup::Present);
+    // A config that cannot be a Redis filter is refused before anything is touched.
+    let flat = FilterConfig::new(FilterParams::new(8192, 4).unwrap());
+    assert!(matches!(
+        p.rebuild(flat),
+        Err(bloom_redis::SharedError::Rebuild(_))
+    ));
+    let other_encoding = config().with_encoding(KeyEncoding::Utf8);
+    assert!(p.rebuild(other_encoding).is_err());
+    assert_eq!(server.cli(&["HGET", &meta, "creation"]), creation);
+    q.insert("still-works").unwrap();
+}
+
+/// A store whose commit runs a hook first: the shared filter is lost and rebuilt by another
+/// process between a writer's bits and its commit.
+struct Hooked {
+    inner: SqliteStore,
+    hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl PrimaryStore for Hooked {
+    type Error = <SqliteStore as PrimaryStore>::Error;
+    fn identity(&self) -> Result<bloom_store::StoreIdentity, Self::Error> {
+        self.inner.identity()
+    }
+    fn contains(&self, key: &[u8]) -> Result<bool, Self::Error> {
+        self.inner.contains(key)
+    }
+    fn head(&self) -> Result<bloom_store::HistoryPoint, Self::Error> {
+        self.inner.head()
+    }
+    fn history_at(
+        &self,
+        generation: bloom_store::DatasetGeneration,
+    ) -> Result<Option<bloom_store::HistoryDigest>, Self::Error> {
+        self.inner.history_at(generation)
+    }
+    fn keys_since(
+        &self,
+        after: bloom_store::DatasetGeneration,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<bloom_store::DatasetGeneration, Self::Error> {
+        self.inner.keys_since(after, visit)
+    }
+    fn insert(&self, key: &[u8]) -> Result<bool, Self::Error> {
+        if let Some(hook) = self.hook.lock().unwrap().take() {
+            hook();
+        }
+        self.inner.insert(key)
+    }
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
+        self.inner.claim_key_encoding(proposed)
+    }
+}
+
+#[test]
+fn a_filter_lost_between_a_writers_bits_and_its_commit_gets_the_bits_again() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let (b, _) = open(&db, &server);
+    b.rebuild(config()).unwrap();
+    let b = std::sync::Arc::new(b);
+    let hooked = Hooked {
+        inner: SqliteStore::open(&db).unwrap(),
+        hook: std::sync::Mutex::new(None),
+    };
+    let (a, _) =
+        SharedFilteredStore::open(hooked, server.target(), "records", KeyEncoding::Nfc).unwrap();
+    assert!(a.is_trusted());
+    // Between A's bits and A's commit: Redis loses everything and B rebuilds (its scan
+    // cannot see A's key, which is not committed yet).
+    let url = server.url();
+    let rebuilder = std::sync::Arc::clone(&b);
+    *a.store().hook.lock().unwrap() = Some(Box::new(move || {
+        let client = redis::Client::open(url).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+        rebuilder.rebuild(config()).unwrap();
+    }));
+    let result = a.insert("slow-writer");
+    assert!(result.is_ok(), "{result:?}");
+    // The committed key is in the rebuilt filter: B, which trusts it, reports it present.
+    assert!(b.is_trusted());
+    assert_eq!(b.contains("slow-writer").unwrap(), Lookup::Present);
+    let (c, _) = open(&db, &server);
+    assert_eq!(c.contains("slow-writer").unwrap(), Lookup::Present);
+}

@@ -92,6 +92,13 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
         }
     }
     .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
+    if params.byte_len() > args.limit.max_bytes {
+        return Err(Failure::usage(format!(
+            "the filter would be {} bytes of Redis memory, over --max-bytes {}; raise --max-bytes to create it",
+            params.byte_len(),
+            args.limit.max_bytes
+        )));
+    }
     let config = FilterConfig::new(params)
         .with_encoding(args.encoding)
         .with_salt(args.salt.clone())
@@ -275,7 +282,7 @@ fn delete(args: &RedisDeleteArgs) -> CmdResult {
         .map_err(|e| failure(&args.at.name, &e))?;
     if !existed {
         return Err(Failure::input(format!(
-            "no redis filter named {} (nothing deleted)",
+            "no redis filter named {} (nothing deleted); if its creation was interrupted before its metadata was written, pass --shards S",
             args.at.name
         )));
     }
