@@ -115,18 +115,8 @@ pub(crate) struct RedisAt {
 pub(crate) struct RedisCreateArgs {
     #[command(flatten)]
     pub(crate) at: RedisAt,
-    /// Expected number of keys (with --fpr).
-    #[arg(long, requires = "fpr", conflicts_with_all = ["bits", "hashes"], value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) items: Option<u64>,
-    /// Target false-positive rate, strictly between 0 and 1 (with --items).
-    #[arg(long, requires = "items", value_parser = parse_rate)]
-    pub(crate) fpr: Option<f64>,
-    /// Bit count m (with --hashes; a multiple of 64 x shards).
-    #[arg(long, requires = "hashes", value_parser = clap::value_parser!(u64).range(1..=MAX_BITS))]
-    pub(crate) bits: Option<u64>,
-    /// Positions per key k (with --bits).
-    #[arg(long, requires = "bits", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HASHES)))]
-    pub(crate) hashes: Option<u32>,
+    #[command(flatten)]
+    pub(crate) size: Sizing,
     /// Shards (Redis keys): 16 by default, more for a large filter (each shard is at most
     /// 512 MiB) or to spread a cluster's load.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -295,18 +285,8 @@ pub(crate) struct LockWait {
 #[derive(Args)]
 #[command(group(ArgGroup::new("size").required(true).args(["items", "bits"])))]
 pub(crate) struct BuildArgs {
-    /// Expected number of keys (with --fpr).
-    #[arg(long, requires = "fpr", conflicts_with_all = ["bits", "hashes"], value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) items: Option<u64>,
-    /// Target false-positive rate, strictly between 0 and 1 (with --items).
-    #[arg(long, requires = "items", value_parser = parse_rate)]
-    pub(crate) fpr: Option<f64>,
-    /// Bit count m (with --hashes; a multiple of 512 for the blocked-512 layout).
-    #[arg(long, requires = "hashes", value_parser = clap::value_parser!(u64).range(1..=MAX_BITS))]
-    pub(crate) bits: Option<u64>,
-    /// Positions per key k (with --bits).
-    #[arg(long, requires = "bits", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HASHES)))]
-    pub(crate) hashes: Option<u32>,
+    #[command(flatten)]
+    pub(crate) size: Sizing,
     /// Position rule: xxh3-128 (fast), sha256-double (with --salt random, the rule for keys
     /// an adversary picks: xxHash has seed-independent collisions, so a salt does not
     /// protect xxh3-128), sha256-split4 (the reference article's, standard layout only), or
@@ -340,6 +320,42 @@ pub(crate) struct BuildArgs {
     /// existing path that is not a regular file is refused.
     #[arg(short, long, value_name = "PATH|-")]
     pub(crate) output: PathBuf,
+}
+
+/// How big a new filter is: planned for a key count and a rate, or given as `m` and `k`.
+#[derive(Args)]
+pub(crate) struct Sizing {
+    /// Expected number of keys (with --fpr).
+    #[arg(long, requires = "fpr", conflicts_with_all = ["bits", "hashes"], value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: Option<u64>,
+    /// Target false-positive rate, strictly between 0 and 1 (with --items).
+    #[arg(long, requires = "items", value_parser = parse_rate)]
+    pub(crate) fpr: Option<f64>,
+    /// Bit count m (with --hashes; a whole number of the layout's blocks: 512 bits for
+    /// blocked-512, 64 bits per shard for a sharded filter).
+    #[arg(long, requires = "hashes", value_parser = clap::value_parser!(u64).range(1..=MAX_BITS))]
+    pub(crate) bits: Option<u64>,
+    /// Positions per key k (with --bits).
+    #[arg(long, requires = "bits", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HASHES)))]
+    pub(crate) hashes: Option<u32>,
+}
+
+/// A [`Sizing`] after parsing: one of its two forms.
+pub(crate) enum Size {
+    Planned { items: u64, fpr: f64 },
+    Explicit { bits: u64, hashes: u32 },
+}
+
+impl Sizing {
+    pub(crate) fn size(&self) -> Result<Size, crate::error::Failure> {
+        match (self.items, self.fpr, self.bits, self.hashes) {
+            (Some(items), Some(fpr), None, None) => Ok(Size::Planned { items, fpr }),
+            (None, None, Some(bits), Some(hashes)) => Ok(Size::Explicit { bits, hashes }),
+            _ => Err(crate::error::Failure::usage(
+                "give either --items N --fpr P or --bits M --hashes K",
+            )),
+        }
+    }
 }
 
 #[derive(Args)]

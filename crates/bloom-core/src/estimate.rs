@@ -54,6 +54,29 @@ pub fn partitioned_false_positive_rate(
     if parts == 0 { 0.0 } else { sum / parts as f64 }
 }
 
+/// The false-positive rate of a filter of `config` from its words (`load` reads one):
+/// [`partitioned_false_positive_rate`] for layouts whose keys fall in one part,
+/// [`current_false_positive_rate`] otherwise.
+pub(crate) fn rate_of_words<W>(
+    config: &crate::FilterConfig,
+    words: &[W],
+    load: impl Fn(&W) -> u64,
+) -> f64 {
+    let (bits, hashes) = (config.bits(), config.hashes());
+    let ones = |part: &[W]| {
+        part.iter()
+            .map(|w| u64::from(load(w).count_ones()))
+            .sum::<u64>()
+    };
+    match config.layout().part_bits(bits) {
+        Some(part_bits) => {
+            let part_words = usize::try_from(part_bits / 64).unwrap_or(usize::MAX);
+            partitioned_false_positive_rate(words.chunks(part_words).map(ones), part_bits, hashes)
+        }
+        None => current_false_positive_rate(ones(words), bits, hashes),
+    }
+}
+
 /// Counts the set bits of a payload streamed in chunks of any size, and for a layout whose
 /// keys each fall in one part (a block, a shard) the fill of each part, so that the
 /// false-positive rate can be estimated without holding the payload.

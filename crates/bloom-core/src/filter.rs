@@ -316,23 +316,7 @@ impl BloomFilter {
     /// in one part (see [`estimate::partitioned_false_positive_rate`]).
     #[must_use]
     pub fn estimated_false_positive_rate(&self) -> f64 {
-        if let Some(part_bits) = self.config.layout().part_bits(self.config.bits()) {
-            let part_words = usize::try_from(part_bits / 64).unwrap_or(usize::MAX);
-            let parts = self
-                .words
-                .chunks(part_words)
-                .map(|part| part.iter().map(|w| u64::from(w.count_ones())).sum::<u64>());
-            return estimate::partitioned_false_positive_rate(
-                parts,
-                part_bits,
-                self.config.hashes(),
-            );
-        }
-        estimate::current_false_positive_rate(
-            self.count_ones(),
-            self.config.bits(),
-            self.config.hashes(),
-        )
+        estimate::rate_of_words(&self.config, &self.words, |w| *w)
     }
 
     /// The number of inserts that changed at least one bit: distinct keys, less those that

@@ -193,19 +193,7 @@ impl FilterParams {
         }
         let granule = layout.granule() as f64;
         let bits = ((items as f64 * per_key) / granule).ceil() * granule;
-        let requested = if bits.is_finite() {
-            bits.max(granule) as u128
-        } else {
-            u128::MAX
-        };
-        let bits = u64::try_from(requested)
-            .ok()
-            .filter(|&b| b <= MAX_BITS)
-            .ok_or(ParamsError::TooManyBits {
-                found: requested,
-                max: MAX_BITS,
-            })?;
-        Self::with_layout(layout, bits, hashes)
+        Self::with_layout(layout, bits_within_limit(bits.max(granule))?, hashes)
     }
 
     /// Plans for `items` keys at a target false-positive rate `fpr`:
@@ -304,15 +292,7 @@ impl FilterParams {
     }
 
     fn from_float_bits(items: u64, bits: f64) -> Result<Self, ParamsError> {
-        // `as` saturates for floats, so an infinite or huge plan becomes u128::MAX here.
-        let requested = bits.max(1.0) as u128;
-        let bits = u64::try_from(requested)
-            .ok()
-            .filter(|&b| b <= MAX_BITS)
-            .ok_or(ParamsError::TooManyBits {
-                found: requested,
-                max: MAX_BITS,
-            })?;
+        let bits = bits_within_limit(bits.max(1.0))?;
         Self::new(bits, optimal_hashes(bits, items))
     }
 
@@ -357,6 +337,23 @@ impl FilterParams {
         self.layout
             .false_positive_rate(self.bits, self.hashes, items)
     }
+}
+
+/// A planned bit count as a `u64` within [`MAX_BITS`]: `as` saturates for floats, so an
+/// infinite or huge plan becomes `u128::MAX` and is refused.
+fn bits_within_limit(bits: f64) -> Result<u64, ParamsError> {
+    let requested = if bits.is_nan() {
+        u128::MAX
+    } else {
+        bits as u128
+    };
+    u64::try_from(requested)
+        .ok()
+        .filter(|&b| b <= MAX_BITS)
+        .ok_or(ParamsError::TooManyBits {
+            found: requested,
+            max: MAX_BITS,
+        })
 }
 
 /// `k = round((m / n) ln 2)`, clamped to `1..=MAX_HASHES`.

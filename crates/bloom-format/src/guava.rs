@@ -23,6 +23,7 @@ use std::io::{self, Read, Write};
 
 use crate::header::{DecodeOptions, Header, KeyEncodingSpec};
 use crate::ids::{KeyEncodingId, LayoutId, PositionRuleId};
+use crate::read::read_full;
 use crate::snapshot::Snapshot;
 
 /// The largest `m` a Guava stream can hold: `2^31 - 1` words of 64 bits.
@@ -393,23 +394,6 @@ pub fn export_guava(snapshot: &Snapshot, mut out: impl Write) -> Result<(), Guav
         out.write_all(out_block)?;
     }
     Ok(())
-}
-
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while let Some(rest) = buf.get_mut(filled..) {
-        if rest.is_empty() {
-            break;
-        }
-        match reader.read(rest) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 #[cfg(test)]

@@ -351,7 +351,7 @@ impl<R: Read> SnapshotReader<R> {
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while let Some(rest) = buf.get_mut(filled..) {
         if rest.is_empty() {

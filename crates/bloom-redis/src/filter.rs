@@ -508,6 +508,26 @@ impl RedisFilter {
         Ok(bits.to_vec())
     }
 
+    /// The next batch of keys as one pipeline of `BITFIELD`s (inserts with `write`): each
+    /// key's shard, and its bits (the old values for an insert), markers checked.
+    fn batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &mut impl Iterator<Item = K>,
+        write: bool,
+    ) -> Result<(Vec<u32>, Vec<Vec<i64>>), RedisFilterError> {
+        let (shards, cmds): (Vec<u32>, Vec<Cmd>) = keys
+            .take(BATCH)
+            .map(|k| self.command(&EncodedKey::from_encoded(k.as_ref()), write))
+            .unzip();
+        let replies = self.conn().pipeline(cmds)?;
+        let bits = shards
+            .iter()
+            .zip(&replies)
+            .map(|(&shard, reply)| self.bits_of(shard, reply))
+            .collect::<Result<_, _>>()?;
+        Ok((shards, bits))
+    }
+
     /// Inserts a text key (encoded by the filter's encoding); returns whether a bit changed.
     ///
     /// # Errors
@@ -545,20 +565,8 @@ impl RedisFilter {
         let mut keys = keys.into_iter().peekable();
         let mut changed = 0u64;
         while keys.peek().is_some() {
-            let batch: Vec<(u32, Cmd)> = keys
-                .by_ref()
-                .take(BATCH)
-                .map(|k| self.command(&EncodedKey::from_encoded(k.as_ref()), true))
-                .collect();
-            let shards: Vec<u32> = batch.iter().map(|(s, _)| *s).collect();
-            let replies = self
-                .conn()
-                .pipeline(batch.into_iter().map(|(_, c)| c).collect())?;
-            let mut batch_changed = 0u64;
-            for (&shard, reply) in shards.iter().zip(&replies) {
-                let old = self.bits_of(shard, reply)?;
-                batch_changed += u64::from(old.contains(&0));
-            }
+            let (shards, bits) = self.batch(&mut keys, true)?;
+            let batch_changed = bits.iter().filter(|old| old.contains(&0)).count() as u64;
             if batch_changed > 0 {
                 self.guarded(
                     redis::cmd("EVAL")
@@ -646,19 +654,11 @@ impl RedisFilter {
         let mut keys = keys.into_iter().peekable();
         let mut answers = Vec::new();
         while keys.peek().is_some() {
-            let batch: Vec<(u32, Cmd)> = keys
-                .by_ref()
-                .take(BATCH)
-                .map(|k| self.command(&EncodedKey::from_encoded(k.as_ref()), false))
-                .collect();
-            let shards: Vec<u32> = batch.iter().map(|(s, _)| *s).collect();
-            let replies = self
-                .conn()
-                .pipeline(batch.into_iter().map(|(_, c)| c).collect())?;
-            for (&shard, reply) in shards.iter().zip(&replies) {
-                let bits = self.bits_of(shard, reply)?;
-                answers.push(foreign || bits.iter().all(|&b| b == 1));
-            }
+            let (_, bits) = self.batch(&mut keys, false)?;
+            answers.extend(
+                bits.iter()
+                    .map(|bits| foreign || bits.iter().all(|&b| b == 1)),
+            );
         }
         Ok(answers)
     }

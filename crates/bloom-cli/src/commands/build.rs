@@ -2,7 +2,7 @@
 
 use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
 
-use crate::cli::BuildArgs;
+use crate::cli::{BuildArgs, Size};
 use crate::commands::insert_from;
 use crate::error::{CmdResult, Failure};
 use crate::files;
@@ -20,18 +20,11 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
             "warning: a salt does not protect xxh3-128 against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks",
         );
     }
-    let params = match (args.items, args.fpr, args.bits, args.hashes) {
-        (Some(items), Some(fpr), None, None) => {
-            crate::cli::plan_params(args.layout, rule, items, fpr)
-        }
-        (None, None, Some(bits), Some(hashes)) => {
+    let params = match args.size.size()? {
+        Size::Planned { items, fpr } => crate::cli::plan_params(args.layout, rule, items, fpr),
+        Size::Explicit { bits, hashes } => {
             FilterParams::with_layout(crate::cli::layout_for(args.layout, rule), bits, hashes)
                 .map_err(|e| e.to_string())
-        }
-        _ => {
-            return Err(Failure::usage(
-                "give either --items N --fpr P or --bits M --hashes K",
-            ));
         }
     }
     .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::cli::{
     RedisAt, RedisCheckArgs, RedisCommand, RedisCreateArgs, RedisDeleteArgs, RedisExportArgs,
-    RedisImportArgs, RedisInfoArgs, RedisKeysArgs,
+    RedisImportArgs, RedisInfoArgs, RedisKeysArgs, Size,
 };
 use crate::commands::Batch;
 use crate::error::{CmdResult, Exit, Failure};
@@ -76,19 +76,14 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
         });
         Layout::sharded(shards).map_err(|e| Failure::usage(format!("invalid parameters: {e}")))
     };
-    let params = match (args.items, args.fpr, args.bits, args.hashes) {
-        (Some(items), Some(fpr), None, None) => {
+    let params = match args.size.size()? {
+        Size::Planned { items, fpr } => {
             let rough = FilterParams::for_false_positive_rate(items, fpr)
                 .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
             FilterParams::planned(layout_for(rough.bits())?, items, fpr, rule.max_hashes())
         }
-        (None, None, Some(bits), Some(hashes)) => {
+        Size::Explicit { bits, hashes } => {
             FilterParams::with_layout(layout_for(bits)?, bits, hashes)
-        }
-        _ => {
-            return Err(Failure::usage(
-                "give either --items N --fpr P or --bits M --hashes K",
-            ));
         }
     }
     .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
