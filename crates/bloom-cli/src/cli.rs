@@ -499,17 +499,9 @@ fn parse_salt(text: &str) -> Result<Salt, String> {
         "random" => Salt::random().map_err(|e| e.to_string()),
         hex => {
             let bad = || format!("{hex:?} is not `none`, `random` or an even number of hex digits");
-            if hex.is_empty() || hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(bad());
-            }
-            let bytes = (0..hex.len())
-                .step_by(2)
-                .map(|i| {
-                    hex.get(i..i + 2)
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                        .ok_or_else(bad)
-                })
-                .collect::<Result<Vec<u8>, String>>()?;
+            let bytes = bloom_format::unhex(hex)
+                .filter(|b| !b.is_empty())
+                .ok_or_else(bad)?;
             Salt::new(&bytes).map_err(|e| e.to_string())
         }
     }

@@ -164,20 +164,8 @@ fn json_key(line: &[u8]) -> Result<Vec<u8>, String> {
         },
         _ => return Err("not a JSON string or key_hex object".into()),
     };
-    if key_hex.len() % 2 != 0 || !key_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "key_hex {key_hex:?} is not an even number of hex digits"
-        ));
-    }
-    (0..key_hex.len())
-        .step_by(2)
-        .map(|i| {
-            key_hex
-                .get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("key_hex {key_hex:?} is not hex"))
-        })
-        .collect()
+    bloom_format::unhex(&key_hex)
+        .ok_or_else(|| format!("key_hex {key_hex:?} is not an even number of hex digits"))
 }
 
 /// How a call to [`read_line`] ended.

@@ -122,6 +122,19 @@ pub fn hex(bytes: &[u8]) -> String {
         })
 }
 
+/// The bytes of `text`, an even number of hex digits (either case; nothing else, not even a
+/// sign): the inverse of [`hex`].
+#[must_use]
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// An `xxd`-style hex dump: offset, 16 bytes in hex, and their printable ASCII.
 #[must_use]
 pub fn hex_dump(bytes: &[u8]) -> String {

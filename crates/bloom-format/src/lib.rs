@@ -70,7 +70,7 @@ mod snapshot;
 mod write;
 
 pub use binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
-pub use dump::{hex, hex_dump};
+pub use dump::{hex, hex_dump, unhex};
 pub use error::{DecodeError, FileKind, ReadError, Section, WriteError};
 pub use guava::{
     GUAVA_MAX_BITS, GuavaError, GuavaFunnel, GuavaStrategy, export_guava, guava_announced_len,

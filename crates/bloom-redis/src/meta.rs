@@ -8,6 +8,8 @@ use bloom_format::{
     PositionRuleId, StoreBinding, StoreIdentity, UnicodeVersion,
 };
 
+use bloom_format::unhex;
+
 use crate::error::RedisFilterError;
 
 /// The schema of the metadata hash; a change gets a new value, refused by older builds.
@@ -123,16 +125,6 @@ pub(crate) struct Meta {
     pub(crate) header: Header,
     pub(crate) creation: Creation,
     pub(crate) state: String,
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn unicode(version: Option<UnicodeVersion>) -> String {
