@@ -1,18 +1,14 @@
 //! `bloom add`: keys into an existing snapshot, under the writers' lock.
 
 use crate::cli::AddArgs;
-use crate::commands::{insert_args, insert_from};
+use crate::commands::{insert_args, insert_from, require_keys};
 use crate::error::{CmdResult, Failure};
 use crate::files;
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
+    require_keys(&args.keys, &args.input)?;
     let source = args.input.source();
-    if args.keys.is_empty() && source.is_none() {
-        return Err(Failure::usage(
-            "no keys given: pass KEY... or --keys PATH (- for standard input)",
-        ));
-    }
     if files::is_stdio(&args.snapshot) {
         return Err(Failure::usage(
             "add updates a snapshot file in place; - is not a file",

@@ -11,11 +11,63 @@ pub(crate) mod plan;
 pub(crate) mod redis;
 pub(crate) mod verify;
 
-use bloom_core::BloomFilter;
+use bloom_core::{BloomFilter, FilterConfig};
 
+use crate::cli::KeyInput;
 use crate::error::{CmdResult, Failure};
 use crate::keys::KeySource;
+use crate::output::escape_key;
 use crate::progress;
+
+/// Keys are required: checked before a snapshot is loaded or Redis is asked anything.
+pub(crate) fn require_keys(keys: &[String], input: &KeyInput) -> CmdResult {
+    if keys.is_empty() && input.path.is_none() {
+        return Err(Failure::usage(
+            "no keys given: pass KEY... or --keys PATH (- for standard input)",
+        ));
+    }
+    Ok(())
+}
+
+/// Calls `each` with batches of keys from the command line and `--keys`, as given and encoded
+/// by `config`. A bad key is reported with its line after the batches before it were handled,
+/// so that output stays complete up to the line the error names.
+pub(crate) fn key_batches(
+    config: &FilterConfig,
+    keys: &[String],
+    input: &KeyInput,
+    mut each: impl FnMut(&Batch, &Batch) -> CmdResult,
+) -> CmdResult {
+    let (mut originals, mut encoded) = (Batch::new(), Batch::new());
+    let mut push =
+        |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
+            let bytes = config.encode_bytes(key).map_err(|e| match line {
+                Some(n) => Failure::input(format!("key on line {n}: {e}")),
+                None => Failure::input(format!("key {}: {e}", escape_key(key))),
+            })?;
+            originals.push(key);
+            encoded.push(bytes.as_bytes());
+            if encoded.is_full() {
+                each(&originals, &encoded)?;
+                originals.clear();
+                encoded.clear();
+            }
+            Ok::<(), Failure>(())
+        };
+    let read = (|| -> CmdResult {
+        for key in keys {
+            push(key.as_bytes(), None, &mut each)?;
+        }
+        if let Some(source) = input.source() {
+            source.for_each(|key, line| push(key, Some(line), &mut each))?;
+        }
+        Ok(())
+    })();
+    // What was read before a failure is handled first.
+    let last = each(&originals, &encoded);
+    read?;
+    last
+}
 
 /// Keys encoded and waiting to go into a filter a batch at a time (hashed together, so that
 /// their cache misses overlap), in one reused buffer.

@@ -12,9 +12,9 @@ use crate::cli::{
     RedisAt, RedisCheckArgs, RedisCommand, RedisCreateArgs, RedisDeleteArgs, RedisExportArgs,
     RedisImportArgs, RedisInfoArgs, RedisKeysArgs, Size,
 };
-use crate::commands::Batch;
+use crate::commands::{key_batches, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
-use crate::output::{Answers, Out, escape_key, number, show};
+use crate::output::{Answers, Out, number, show};
 
 /// Shards when none are asked for: 16, or enough to keep each under 256 MiB.
 const DEFAULT_SHARDS: u32 = 16;
@@ -114,60 +114,12 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
     Ok(())
 }
 
-/// Calls `each` with batches of encoded keys from the command line and `--keys`; a bad key is
-/// reported with its line, after the batches before it were handled.
-fn for_each_batch(
-    filter: &RedisFilter,
-    args: &RedisKeysArgs,
-    mut each: impl FnMut(&Batch, &Batch) -> CmdResult,
-) -> CmdResult {
-    let (mut originals, mut encoded) = (Batch::new(), Batch::new());
-    let mut push =
-        |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
-            let bytes = filter.config().encode_bytes(key).map_err(|e| match line {
-                Some(n) => Failure::input(format!("key on line {n}: {e}")),
-                None => Failure::input(format!("key {}: {e}", escape_key(key))),
-            })?;
-            originals.push(key);
-            encoded.push(bytes.as_bytes());
-            if encoded.is_full() {
-                each(&originals, &encoded)?;
-                originals.clear();
-                encoded.clear();
-            }
-            Ok::<(), Failure>(())
-        };
-    let read = (|| -> CmdResult {
-        for key in &args.keys {
-            push(key.as_bytes(), None, &mut each)?;
-        }
-        if let Some(source) = args.input.source() {
-            source.for_each(|key, line| push(key, Some(line), &mut each))?;
-        }
-        Ok(())
-    })();
-    // What was read before a failure is handled first.
-    let last = each(&originals, &encoded);
-    read?;
-    last
-}
-
-/// Keys are required: checked before Redis is asked anything.
-fn require_keys(args: &RedisKeysArgs) -> CmdResult {
-    if args.keys.is_empty() && args.input.path.is_none() {
-        return Err(Failure::usage(
-            "no keys given: pass KEY... or --keys PATH (- for standard input)",
-        ));
-    }
-    Ok(())
-}
-
 fn add(args: &RedisKeysArgs) -> CmdResult {
-    require_keys(args)?;
+    require_keys(&args.keys, &args.input)?;
     let filter = open(&args.at)?;
     let name = &args.at.name;
     let mut changed = 0u64;
-    for_each_batch(&filter, args, |_, encoded| {
+    key_batches(filter.config(), &args.keys, &args.input, |_, encoded| {
         changed += filter
             .insert_all_encoded(encoded.keys())
             .map_err(|e| failure(name, &e))?;
@@ -178,19 +130,25 @@ fn add(args: &RedisKeysArgs) -> CmdResult {
 }
 
 fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
-    require_keys(&args.keys)?;
-    let filter = open(&args.keys.at)?;
-    let name = &args.keys.at.name;
+    let keys = &args.keys;
+    require_keys(&keys.keys, &keys.input)?;
+    let filter = open(&keys.at)?;
+    let name = &keys.at.name;
     let mut answers = Answers::new(args.json);
-    for_each_batch(&filter, &args.keys, |originals, encoded| {
-        let maybe = filter
-            .contains_each_encoded(encoded.keys())
-            .map_err(|e| failure(name, &e))?;
-        for (key, maybe) in originals.keys().zip(maybe) {
-            answers.answer(key, maybe)?;
-        }
-        Ok(())
-    })?;
+    key_batches(
+        filter.config(),
+        &keys.keys,
+        &keys.input,
+        |originals, encoded| {
+            let maybe = filter
+                .contains_each_encoded(encoded.keys())
+                .map_err(|e| failure(name, &e))?;
+            for (key, maybe) in originals.keys().zip(maybe) {
+                answers.answer(key, maybe)?;
+            }
+            Ok(())
+        },
+    )?;
     let any_absent = answers.finish()?;
     Ok(if args.exit_status && any_absent {
         Exit::Absent as u8
