@@ -171,12 +171,7 @@ impl FilterParams {
         fpr: f64,
         max_hashes: u32,
     ) -> Result<Self, ParamsError> {
-        if items == 0 {
-            return Err(ParamsError::ZeroItems);
-        }
-        if !(fpr > 0.0 && fpr < 1.0) {
-            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
-        }
+        check_target(items, fpr)?;
         let max_hashes = max_hashes.clamp(1, MAX_HASHES);
         let (per_key, hashes) = layout.plan(fpr, max_hashes);
         if !per_key.is_finite() {
@@ -210,12 +205,7 @@ impl FilterParams {
     /// [`ParamsError::ZeroItems`], [`ParamsError::InvalidFalsePositiveRate`] (also for NaN),
     /// or [`ParamsError::TooManyBits`] when the plan needs more than [`MAX_BITS`].
     pub fn for_false_positive_rate(items: u64, fpr: f64) -> Result<Self, ParamsError> {
-        if items == 0 {
-            return Err(ParamsError::ZeroItems);
-        }
-        if !(fpr > 0.0 && fpr < 1.0) {
-            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
-        }
+        check_target(items, fpr)?;
         let bits = (-(items as f64) * fpr.ln() / (LN_2 * LN_2)).ceil();
         Self::from_float_bits(items, bits)
     }
@@ -247,12 +237,7 @@ impl FilterParams {
     /// (Guava throws there too), or [`ParamsError::TooManyBits`] beyond what a Guava stream
     /// or [`MAX_BITS`] holds.
     pub fn for_guava(items: u64, fpr: f64) -> Result<Self, ParamsError> {
-        if items == 0 {
-            return Err(ParamsError::ZeroItems);
-        }
-        if !(fpr > 0.0 && fpr < 1.0) {
-            return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
-        }
+        check_target(items, fpr)?;
         let n = items as f64;
         // Java's (long) cast truncates and saturates, as `as` does.
         let num_bits = (-n * fpr.ln() / (LN_2 * LN_2)) as u64;
@@ -337,6 +322,17 @@ impl FilterParams {
         self.layout
             .false_positive_rate(self.bits, self.hashes, items)
     }
+}
+
+/// A plan's target: at least one key, a rate strictly between 0 and 1 (NaN refused).
+fn check_target(items: u64, fpr: f64) -> Result<(), ParamsError> {
+    if items == 0 {
+        return Err(ParamsError::ZeroItems);
+    }
+    if !(fpr > 0.0 && fpr < 1.0) {
+        return Err(ParamsError::InvalidFalsePositiveRate { found: fpr });
+    }
+    Ok(())
 }
 
 /// A planned bit count as a `u64` within [`MAX_BITS`]: `as` saturates for floats, so an
