@@ -689,13 +689,7 @@ impl RedisFilter {
         generation: DatasetGeneration,
         binding: Option<StoreBinding>,
     ) -> Result<(), RedisFilterError> {
-        let mut header = self.header()?;
-        header.dataset_generation = generation;
-        header.store = binding;
-        let fields: Vec<(&str, String)> = meta::fields(&header, self.creation, READY)
-            .into_iter()
-            .filter(|(f, _)| matches!(*f, "generation" | "store_identity" | "history_digest"))
-            .collect();
+        let fields = meta::coverage_fields(generation, binding);
         // Only if the metadata is still this filter's: a recreated filter never inherits a
         // coverage record made for the one it replaced.
         self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))

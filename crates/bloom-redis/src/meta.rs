@@ -138,10 +138,7 @@ pub(crate) fn fields(
     state: &str,
 ) -> Vec<(&'static str, String)> {
     let spec = header.key_encoding;
-    let (identity, history) = header.store.map_or((String::new(), String::new()), |b| {
-        (b.identity.to_string(), b.history.to_string())
-    });
-    vec![
+    let mut fields = vec![
         ("schema", SCHEMA.to_owned()),
         ("creation", creation.hex()),
         ("state", state.to_owned()),
@@ -155,8 +152,23 @@ pub(crate) fn fields(
         ("unicode_normalization", unicode(spec.normalization_unicode)),
         ("unicode_casing", unicode(spec.casing_unicode)),
         ("salt", bloom_format::hex(&header.salt)),
-        ("generation", header.dataset_generation.get().to_string()),
         ("items", header.item_count.to_string()),
+    ];
+    fields.extend(coverage_fields(header.dataset_generation, header.store));
+    fields
+}
+
+/// The fields that say what the bits cover: `generation`, `store_identity`,
+/// `history_digest`.
+pub(crate) fn coverage_fields(
+    generation: DatasetGeneration,
+    binding: Option<StoreBinding>,
+) -> [(&'static str, String); 3] {
+    let (identity, history) = binding.map_or((String::new(), String::new()), |b| {
+        (b.identity.to_string(), b.history.to_string())
+    });
+    [
+        ("generation", generation.get().to_string()),
         ("store_identity", identity),
         ("history_digest", history),
     ]
