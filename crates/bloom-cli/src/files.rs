@@ -187,29 +187,26 @@ pub(crate) fn write(
         .map_err(write_failure)?;
     let guard = signals.writing();
     let target = file.target().to_path_buf();
-    let io_failure = |e: std::io::Error| {
-        Failure::environment(format!("cannot write snapshot {}: {e}", target.display()))
+    // A write that failed because a signal arrived is an interruption, not an I/O error.
+    let failure = |e: std::io::Error| match guard.interrupted() {
+        Some(signal) => Failure::Interrupted(signal),
+        None => Failure::environment(format!("cannot write snapshot {}: {e}", target.display())),
     };
-    let mut writer = SnapshotWriter::new(file, header).map_err(|e| io_failure(e.into()))?;
-    let mut interrupted = None;
+    let out = Interruptible {
+        inner: file,
+        guard: &guard,
+    };
+    let mut writer = SnapshotWriter::new(out, header).map_err(|e| failure(e.into()))?;
     filter
-        .for_each_payload_chunk(|chunk| {
-            if let Some(signal) = guard.interrupted() {
-                interrupted = Some(signal);
-                return Err(std::io::Error::other("interrupted"));
-            }
-            writer.write_payload(chunk).map_err(std::io::Error::from)
-        })
-        .map_err(|e| interrupted.map_or_else(|| io_failure(e), Failure::Interrupted))?;
-    let file = writer.finish().map_err(|e| io_failure(e.into()))?;
+        .for_each_payload_chunk(|chunk| writer.write_payload(chunk).map_err(std::io::Error::from))
+        .map_err(failure)?;
+    let out = writer.finish().map_err(|e| failure(e.into()))?;
     if let Some(signal) = guard.interrupted() {
         // Dropping the file removes the temporary file; the target is untouched.
-        drop(file);
+        drop(out);
         return Err(Failure::Interrupted(signal));
     }
-    file.commit().map_err(write_failure)?;
-    drop(guard);
-    Ok(())
+    out.inner.commit().map_err(write_failure)
 }
 
 fn stream_failure(error: &bloom_format::StreamWriteError) -> Failure {
@@ -236,8 +233,8 @@ pub(crate) fn write_snapshot_bytes(
     })
 }
 
-/// A writer that fails as soon as a signal arrived, so that the write stops between chunks
-/// and its temporary file is removed.
+/// A writer that fails as soon as a signal arrived, so that every file write (snapshots,
+/// imports, exports) stops between chunks and its temporary file is removed.
 struct Interruptible<'a, W> {
     inner: W,
     guard: &'a crate::signals::WriteGuard<'a>,
@@ -253,6 +250,12 @@ impl<W: Write> Write for Interruptible<'_, W> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+impl<W: std::io::Seek> std::io::Seek for Interruptible<'_, W> {
+    fn seek(&mut self, position: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(position)
     }
 }
 
