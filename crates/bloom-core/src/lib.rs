@@ -19,6 +19,9 @@
 //!   same through `&self` from many threads with no lost bits. Both take many keys at once
 //!   (`insert_all`, `contains_each`) a batch at a time, which is faster per key than a loop
 //!   of single calls and gives exactly the same answers.
+//! - [`CountingBloomFilter`] keeps a 4-bit counter per position instead of a bit, so that
+//!   keys can be removed (four times the space of a plain filter at the same rate), and
+//!   projects to a plain [`BloomFilter`] for sharing.
 //!
 //! `contains` returning `false` is definite. `true` only means *maybe*: confirm it in the
 //! primary store (that is what `bloom-store` does) before treating a record as seen.
@@ -51,6 +54,7 @@ mod atomic;
 mod batch;
 mod bits;
 mod config;
+mod counting;
 mod encoding;
 pub mod estimate;
 mod filter;
@@ -64,6 +68,7 @@ pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};
 pub use bloom_format::{DatasetGeneration, UnicodeVersion};
 pub use config::{ConfigError, FilterConfig, IncompatibleFilters, Mismatch};
+pub use counting::{COUNTER_MAX, CountingBloomFilter, CountingError, RemoveError};
 pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables, UnknownNameError};
 pub use filter::BloomFilter;
 pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS};

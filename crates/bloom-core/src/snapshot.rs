@@ -1,6 +1,6 @@
 //! Converting filters to and from `bloom-format` headers and snapshots.
 
-use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, Snapshot};
+use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
 
 use crate::bits::BitsError;
 use crate::config::{ConfigError, FilterConfig};
@@ -33,6 +33,22 @@ pub enum SnapshotError {
     /// The payload could not become a bit array.
     #[error("snapshot payload is not usable: {0}")]
     Bits(#[from] BitsError),
+    /// The snapshot holds a counting filter ([`LayoutId::Counting4`]): load it with
+    /// [`CountingBloomFilter::from_snapshot`](crate::CountingBloomFilter::from_snapshot)
+    /// (and project it with `to_bloom_filter` for a plain one).
+    #[error(
+        "snapshot holds a counting filter (layout counting-4bit); load it as a counting filter"
+    )]
+    IsCounting,
+    /// A counting filter was asked for, and the snapshot holds a plain filter.
+    #[error("snapshot holds a plain filter (layout {layout}), not a counting filter")]
+    NotCounting {
+        /// The snapshot's layout.
+        layout: LayoutId,
+    },
+    /// The snapshot's configuration has no counting form.
+    #[error("snapshot parameters are not usable: {0}")]
+    Counting(crate::counting::CountingError),
 }
 
 impl FilterConfig {
@@ -41,14 +57,32 @@ impl FilterConfig {
     ///
     /// # Errors
     /// [`SnapshotError::Unsupported`] for rules, encodings or layouts this build does not
-    /// implement, [`SnapshotError::Config`] for parameters it does not accept.
+    /// implement, [`SnapshotError::Config`] for parameters it does not accept, and
+    /// [`SnapshotError::IsCounting`] for a counting filter's header (see
+    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)).
     pub fn from_header(header: &Header) -> Result<Self, SnapshotError> {
+        if header.layout == LayoutId::Counting4 {
+            return Err(SnapshotError::IsCounting);
+        }
+        let layout = Layout::from_id(header.layout, header.layout_parameter).ok_or_else(|| {
+            SnapshotError::Unsupported {
+                kind: IdKind::Layout,
+                found: header.layout.to_string(),
+            }
+        })?;
+        Self::from_header_placed(header, layout)
+    }
+
+    /// [`FilterConfig::from_header`] with the positions of `layout` (a counting snapshot's
+    /// are the standard layout's).
+    pub(crate) fn from_header_placed(
+        header: &Header,
+        layout: Layout,
+    ) -> Result<Self, SnapshotError> {
         let unsupported = |kind, found: &dyn std::fmt::Display| SnapshotError::Unsupported {
             kind,
             found: found.to_string(),
         };
-        let layout = Layout::from_id(header.layout, header.layout_parameter)
-            .ok_or_else(|| unsupported(IdKind::Layout, &header.layout))?;
         let rule = PositionRule::from_id(header.position_rule)
             .ok_or_else(|| unsupported(IdKind::PositionRule, &header.position_rule))?;
         let spec = header.key_encoding;

@@ -132,12 +132,13 @@ pub enum DecodeError {
         /// Its value.
         found: u8,
     },
-    /// Bits past `m` are set in the last payload byte.
+    /// Bits past the data (`m` bits, or `4 m` bits of counters) are set in the last payload
+    /// byte.
     #[error(
         "padding bits past bit {bit_count} are set (last payload byte {last_byte:#04x}); they must be zero"
     )]
     NonZeroPadding {
-        /// The bit count `m`.
+        /// The payload bits that hold data: `m`, or `4 m` for the counting layout.
         bit_count: u64,
         /// The last payload byte.
         last_byte: u8,

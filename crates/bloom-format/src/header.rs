@@ -185,9 +185,20 @@ impl Header {
     #[must_use]
     pub const fn payload_len(&self) -> u64 {
         match self.layout {
+            LayoutId::Counting4 => self.bit_count.div_ceil(2),
             LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded => {
                 self.bit_count.div_ceil(8)
             }
+        }
+    }
+
+    /// The bits of the payload that hold data: `m` for the bit layouts, `4 m` for
+    /// [`LayoutId::Counting4`]. Bits past them in the last byte are padding and must be zero.
+    #[must_use]
+    pub const fn payload_bits(&self) -> u64 {
+        match self.layout {
+            LayoutId::Counting4 => self.bit_count.saturating_mul(4),
+            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded => self.bit_count,
         }
     }
 

@@ -134,6 +134,10 @@ id_table! {
         /// separate bitmaps (Redis keys, say) answers a key from one of them. `m` is a
         /// multiple of `64 S`; `m / 8` bytes.
         Sharded = 3, "sharded";
+        /// Counters instead of bits: `m` counters of 4 bits (a counting Bloom filter, which
+        /// can delete keys), two per byte, counter `i` in byte `i / 2`, the low nibble for
+        /// even `i`. Positions are those of the standard layout. `ceil(m / 2)` bytes.
+        Counting4 = 4, "counting-4bit";
     }
 }
 
@@ -224,7 +228,12 @@ mod tests {
         );
         assert_eq!(
             table(LayoutId::ALL),
-            pairs(&[(1, "standard"), (2, "blocked-512"), (3, "sharded")])
+            pairs(&[
+                (1, "standard"),
+                (2, "blocked-512"),
+                (3, "sharded"),
+                (4, "counting-4bit")
+            ])
         );
         assert_eq!(
             table(KeyEncodingId::ALL),
@@ -245,7 +254,7 @@ mod tests {
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
         assert_eq!(PositionRuleId::try_from(6), Err(6));
-        assert_eq!(LayoutId::try_from(4), Err(4));
+        assert_eq!(LayoutId::try_from(5), Err(5));
         assert_eq!(KeyEncodingId::try_from(6), Err(6));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));

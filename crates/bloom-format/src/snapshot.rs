@@ -225,17 +225,19 @@ pub(crate) fn check_limit(payload_len: u64, options: &DecodeOptions) -> Result<(
     }
 }
 
-/// Step 7: the bits past `m` in the last payload byte must be zero.
+/// Step 7: the bits past the data (`m` bits, or `4 m` counter bits) in the last payload byte
+/// must be zero.
 pub(crate) fn check_padding(header: &Header, payload: &[u8]) -> Result<(), DecodeError> {
     check_last_byte(header, payload.last().copied().unwrap_or(0))
 }
 
 /// Step 7 for the payload's last byte alone, for readers that never hold the whole payload.
 pub(crate) fn check_last_byte(header: &Header, last_byte: u8) -> Result<(), DecodeError> {
-    let used = header.bit_count % 8;
+    let data_bits = header.payload_bits();
+    let used = data_bits % 8;
     if used != 0 && last_byte >> used != 0 {
         return Err(DecodeError::NonZeroPadding {
-            bit_count: header.bit_count,
+            bit_count: data_bits,
             last_byte,
         });
     }

@@ -1,0 +1,660 @@
+//! [`CountingBloomFilter`]: a filter of 4-bit counters, which can delete keys.
+
+use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot};
+
+use crate::bits::{self, AlignedWords, AllocError, BitsError};
+use crate::config::{FilterConfig, IncompatibleFilters};
+use crate::encoding::{EncodedKey, KeyError};
+use crate::estimate;
+use crate::filter::BloomFilter;
+use crate::layout::Layout;
+use crate::position::PositionHasher;
+use crate::snapshot::SnapshotError;
+
+/// The largest value of a counter; a counter that reaches it stays there.
+pub const COUNTER_MAX: u8 = 15;
+
+/// Counters per `u64` word.
+const PER_WORD: u64 = 16;
+/// The lowest bit of every counter of a word.
+const LOW_BITS: u64 = 0x1111_1111_1111_1111;
+
+/// Why a configuration cannot make a counting filter.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CountingError {
+    /// Counting filters place counters as the standard layout places bits; a blocked or
+    /// sharded configuration has no counting form.
+    #[error(
+        "a counting filter uses the standard layout's positions; the {0} layout has no counting form"
+    )]
+    Layout(Layout),
+    /// Guava's rules describe Guava's bit arrays, which have no counting form.
+    #[error("the {0} rule describes Guava's bit arrays and has no counting form")]
+    Rule(crate::PositionRule),
+    /// The counters cannot be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+impl From<CountingError> for SnapshotError {
+    fn from(e: CountingError) -> Self {
+        match e {
+            CountingError::Alloc(a) => Self::Bits(BitsError::Alloc(a)),
+            other => Self::Counting(other),
+        }
+    }
+}
+
+/// Why a key was not removed. The filter is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoveError {
+    /// The filter says the key is absent (a counter of its positions is zero, or lower than
+    /// the number of times the key's positions name it): it was never inserted, or was
+    /// already removed as many times as it was inserted.
+    #[error("the key is not in the filter (definitely absent); nothing was removed")]
+    Absent,
+    /// The filter's keys were encoded with Unicode tables other than this build's, and this
+    /// key is outside ASCII: its positions under those tables are unknown.
+    #[error(
+        "the filter's Unicode tables differ from this build's, so this key's positions are unknown; nothing was removed"
+    )]
+    ForeignTables,
+    /// The key is not valid for the filter's encoding.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// A Bloom filter of `m` 4-bit counters instead of bits, so that keys can be removed.
+///
+/// - `insert` adds one to each of the key's `k` counters, `remove` takes one off, and
+///   `contains` says *maybe* when all of them are above zero. Positions are exactly those of
+///   a [`Layout::Standard`] [`BloomFilter`] of the same configuration, and
+///   [`CountingBloomFilter::to_bloom_filter`] gives that filter (a bit for each counter above
+///   zero): a quarter of the size, for sharing.
+/// - **Saturation.** A counter stops at 15 and is never decremented again, so an overflow
+///   can only leave a stale *maybe*, never a false *absent*. With 4-bit counters the chance
+///   that any counter reaches 16 is at most `m · (e ln 2 / 16)^16 ≈ 1.4e-15 · m` at the
+///   optimal load; [`CountingBloomFilter::saturated_counters`] reports how many did.
+/// - **Removing is safe only for inserted keys.** Removing a key the filter reports absent
+///   is refused ([`RemoveError::Absent`]) and changes nothing. But a key that was never
+///   inserted and happens to read *maybe* (a false positive) cannot be told apart from an
+///   inserted one: removing it takes one off counters that belong to other keys, and one of
+///   those keys may then be reported absent. That is inherent to counting filters. Remove
+///   only keys you know were inserted (`bloom-store` removes only keys its primary store
+///   confirmed present).
+///
+/// ```
+/// use bloom_core::{CountingBloomFilter, FilterConfig, FilterParams, RemoveError};
+///
+/// let params = FilterParams::for_false_positive_rate(1_000, 0.01)?;
+/// let mut filter = CountingBloomFilter::new(FilterConfig::new(params))?;
+/// filter.insert("alice");
+/// filter.insert("bob");
+/// filter.remove("alice")?;
+/// assert!(filter.contains("bob"));
+/// assert_eq!(filter.remove("carol"), Err(RemoveError::Absent)); // never inserted: refused
+/// let plain = filter.to_bloom_filter()?; // a quarter of the size, same answers
+/// assert!(plain.contains("bob"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct CountingBloomFilter {
+    config: FilterConfig,
+    hasher: PositionHasher,
+    foreign_tables: bool,
+    /// Counter `i` is bits `4 (i % 16) .. 4 (i % 16) + 4` of word `i / 16`; written out as
+    /// little-endian bytes, the low nibble of byte `i / 2` for even `i`.
+    words: AlignedWords<u64>,
+    items: u64,
+}
+
+impl PartialEq for CountingBloomFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.config == other.config && self.words == other.words && self.items == other.items
+    }
+}
+
+impl Eq for CountingBloomFilter {}
+
+/// Shows the configuration and a summary of the counters, never the counters themselves.
+impl std::fmt::Debug for CountingBloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountingBloomFilter")
+            .field("config", &self.config)
+            .field("nonzero", &self.count_nonzero())
+            .field("saturated", &self.saturated_counters())
+            .field("items", &self.items)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The bits of a counter array of `m` counters: `4 m`.
+fn counter_bits(counters: u64) -> u64 {
+    counters.saturating_mul(4)
+}
+
+/// Bit 0 of each counter's nibble set when the counter is not zero.
+#[inline]
+fn nonzero_mask(word: u64) -> u64 {
+    (word | word >> 1 | word >> 2 | word >> 3) & LOW_BITS
+}
+
+/// Bit 0 of each counter's nibble set when the counter is 15.
+#[inline]
+fn saturated_mask(word: u64) -> u64 {
+    word & word >> 1 & word >> 2 & word >> 3 & LOW_BITS
+}
+
+impl CountingBloomFilter {
+    /// An empty counting filter: `m` counters of 4 bits (`ceil(m / 2)` bytes), placed as the
+    /// standard layout places bits.
+    ///
+    /// # Errors
+    /// [`CountingError::Layout`] unless the configuration's layout is
+    /// [`Layout::Standard`], [`CountingError::Rule`] for Guava's rules, or
+    /// [`CountingError::Alloc`].
+    pub fn new(config: FilterConfig) -> Result<Self, CountingError> {
+        Self::check(&config)?;
+        let len = bits::word_len(counter_bits(config.bits()))?;
+        let words = AlignedWords::zeroed(len, config.bits().div_ceil(2))?;
+        Ok(Self::from_words_unchecked(config, words, 0))
+    }
+
+    fn check(config: &FilterConfig) -> Result<(), CountingError> {
+        if config.layout() != Layout::Standard {
+            return Err(CountingError::Layout(config.layout()));
+        }
+        if config.rule().is_guava() {
+            return Err(CountingError::Rule(config.rule()));
+        }
+        Ok(())
+    }
+
+    fn from_words_unchecked(config: FilterConfig, words: AlignedWords<u64>, items: u64) -> Self {
+        Self {
+            hasher: config.hasher(),
+            foreign_tables: config.has_foreign_tables(),
+            config,
+            words,
+            items,
+        }
+    }
+
+    /// The configuration (its layout is [`Layout::Standard`]: the positions').
+    #[must_use]
+    pub fn config(&self) -> &FilterConfig {
+        &self.config
+    }
+
+    /// The value of counter `i` (0 to 15); 0 past the end.
+    #[must_use]
+    pub fn counter(&self, i: u64) -> u8 {
+        if i >= self.config.bits() {
+            return 0;
+        }
+        self.get(i)
+    }
+
+    #[inline]
+    fn get(&self, i: u64) -> u8 {
+        let word = self
+            .words
+            .get((i / PER_WORD) as usize)
+            .copied()
+            .unwrap_or(0);
+        ((word >> ((i % PER_WORD) * 4)) & 0xF) as u8
+    }
+
+    #[inline]
+    fn set(&mut self, i: u64, value: u8) {
+        let shift = (i % PER_WORD) * 4;
+        if let Some(word) = self.words.get_mut((i / PER_WORD) as usize) {
+            *word = (*word & !(0xF << shift)) | (u64::from(value & 0xF) << shift);
+        }
+    }
+
+    /// Inserts a text key: each of its counters goes up by one (staying at 15 once there).
+    /// Returns whether the key was absent before, as `BloomFilter::insert` does.
+    pub fn insert(&mut self, key: &str) -> bool {
+        if self.foreign_tables && !key.is_ascii() {
+            self.mark_tables_mixed();
+        }
+        let key = self.config.encode_str(key);
+        self.insert_hash(&key)
+    }
+
+    /// Inserts a byte key.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
+        let encoded = self.config.encode_bytes(key)?;
+        if self.foreign_tables && !key.is_ascii() {
+            self.mark_tables_mixed();
+        }
+        Ok(self.insert_hash(&encoded))
+    }
+
+    /// Inserts a key already encoded with this filter's encoding (by this build).
+    pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
+        if self.foreign_tables {
+            self.mark_tables_mixed();
+        }
+        self.insert_hash(key)
+    }
+
+    /// Inserts every text key; returns how many were absent before their insert.
+    pub fn insert_all<I>(&mut self, keys: I) -> u64
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        keys.into_iter()
+            .map(|key| u64::from(self.insert(key.as_ref())))
+            .sum()
+    }
+
+    fn mark_tables_mixed(&mut self) {
+        self.config = self
+            .config
+            .clone()
+            .with_tables(crate::UnicodeTables::default());
+        self.foreign_tables = self.config.has_foreign_tables();
+    }
+
+    fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
+        let positions = self.config.positions(key);
+        let mut was_absent = false;
+        for p in positions {
+            let c = self.get(p);
+            was_absent |= c == 0;
+            if c < COUNTER_MAX {
+                self.set(p, c + 1);
+            }
+        }
+        self.items = self.items.saturating_add(1);
+        was_absent
+    }
+
+    /// Whether a text key may be in the filter. `false` is definite.
+    #[must_use]
+    pub fn contains(&self, key: &str) -> bool {
+        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
+    }
+
+    /// Whether a byte key may be in the filter.
+    ///
+    /// # Errors
+    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
+        let encoded = self.config.encode_bytes(key)?;
+        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
+    }
+
+    /// Whether an already-encoded key may be in the filter (always *maybe* with foreign
+    /// Unicode tables).
+    #[must_use]
+    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        self.foreign_tables || self.probe(key)
+    }
+
+    fn probe(&self, key: &EncodedKey<'_>) -> bool {
+        let mut all = true;
+        self.hasher
+            .each_position(self.hasher.hash(key), |p| all &= self.get(p) > 0);
+        all
+    }
+
+    /// Removes one insertion of a text key: each of its counters below 15 goes down by one.
+    ///
+    /// # Errors
+    /// [`RemoveError::Absent`] when the filter says the key is absent, and
+    /// [`RemoveError::ForeignTables`] for a key outside ASCII in a filter with other Unicode
+    /// tables; the filter is then unchanged. See the type's documentation for removing keys
+    /// that were never inserted.
+    pub fn remove(&mut self, key: &str) -> Result<(), RemoveError> {
+        if self.foreign_tables && !key.is_ascii() {
+            return Err(RemoveError::ForeignTables);
+        }
+        let key = self.config.encode_str(key);
+        self.remove_hash(&key)
+    }
+
+    /// Removes one insertion of a byte key; see [`CountingBloomFilter::remove`].
+    ///
+    /// # Errors
+    /// As `remove`, and [`RemoveError::Key`] for non-UTF-8 bytes under a text encoding.
+    pub fn remove_bytes(&mut self, key: &[u8]) -> Result<(), RemoveError> {
+        let encoded = self.config.encode_bytes(key)?;
+        if self.foreign_tables && !key.is_ascii() {
+            return Err(RemoveError::ForeignTables);
+        }
+        self.remove_hash(&encoded)
+    }
+
+    /// Removes one insertion of an already-encoded key; see [`CountingBloomFilter::remove`].
+    ///
+    /// # Errors
+    /// As `remove`; with foreign Unicode tables every key is refused with
+    /// [`RemoveError::ForeignTables`], since this build cannot tell how it was encoded.
+    pub fn remove_encoded(&mut self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
+        if self.foreign_tables {
+            return Err(RemoveError::ForeignTables);
+        }
+        self.remove_hash(key)
+    }
+
+    fn remove_hash(&mut self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
+        let mut positions: Vec<u64> = self.config.positions(key).collect();
+        positions.sort_unstable();
+        // A position named c times was incremented c times by the key's insert: a counter
+        // below c (and below 15) proves the key is not in the filter.
+        for run in positions.chunk_by(|a, b| a == b) {
+            let Some(&p) = run.first() else { continue };
+            let c = self.get(p);
+            if c == 0 || (c < COUNTER_MAX && usize::from(c) < run.len()) {
+                return Err(RemoveError::Absent);
+            }
+        }
+        for &p in &positions {
+            let c = self.get(p);
+            if c < COUNTER_MAX {
+                self.set(p, c.saturating_sub(1));
+            }
+        }
+        self.items = self.items.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Adds every key of `other`: each counter becomes the sum of the two, saturating at 15.
+    ///
+    /// # Errors
+    /// [`IncompatibleFilters`] when the configurations differ in any way.
+    pub fn union(&mut self, other: &Self) -> Result<(), IncompatibleFilters> {
+        if let Some(mismatch) = self.config.mismatch(&other.config) {
+            return Err(IncompatibleFilters { mismatch });
+        }
+        if self.config.tables() != other.config.tables() {
+            self.mark_tables_mixed();
+        }
+        for (a, b) in self.words.iter_mut().zip(other.words.iter()) {
+            *a = saturating_add_nibbles(*a, *b);
+        }
+        self.items = self.items.saturating_add(other.items);
+        Ok(())
+    }
+
+    /// The number of counters above zero: the set bits of the projected plain filter.
+    #[must_use]
+    pub fn count_nonzero(&self) -> u64 {
+        self.words
+            .iter()
+            .map(|&w| u64::from(nonzero_mask(w).count_ones()))
+            .sum()
+    }
+
+    /// The number of counters at 15, which are never decremented again (each is a position
+    /// that stays *maybe* for good).
+    #[must_use]
+    pub fn saturated_counters(&self) -> u64 {
+        self.words
+            .iter()
+            .map(|&w| u64::from(saturated_mask(w).count_ones()))
+            .sum()
+    }
+
+    /// The share of counters above zero.
+    #[must_use]
+    pub fn fill_ratio(&self) -> f64 {
+        estimate::fill_ratio(self.count_nonzero(), self.config.bits())
+    }
+
+    /// The estimated number of distinct keys in the filter, from the counters above zero as
+    /// for a plain filter ([`BloomFilter::estimated_items`]).
+    #[must_use]
+    pub fn estimated_items(&self) -> f64 {
+        estimate::estimated_items(
+            self.count_nonzero(),
+            self.config.bits(),
+            self.config.hashes(),
+        )
+    }
+
+    /// The false-positive rate at the current fill: `(X / m)^k` with `X` the counters above
+    /// zero.
+    #[must_use]
+    pub fn estimated_false_positive_rate(&self) -> f64 {
+        estimate::current_false_positive_rate(
+            self.count_nonzero(),
+            self.config.bits(),
+            self.config.hashes(),
+        )
+    }
+
+    /// Insertions less removals (every insert counts, repeated keys included). Snapshots
+    /// record it.
+    #[must_use]
+    pub fn items_inserted(&self) -> u64 {
+        self.items
+    }
+
+    /// The plain filter of the same configuration with a bit set for every counter above
+    /// zero: it answers every query exactly as this filter does, in a quarter of the space.
+    ///
+    /// # Errors
+    /// [`AllocError`] when the bit array cannot be allocated.
+    pub fn to_bloom_filter(&self) -> Result<BloomFilter, AllocError> {
+        let len = bits::word_len(self.config.bits())?;
+        let mut bits = AlignedWords::zeroed(len, self.config.params().byte_len())?;
+        for (out, counters) in bits.iter_mut().zip(self.words.chunks(4)) {
+            let mut word = 0u64;
+            for (j, &w) in counters.iter().enumerate() {
+                word |= compress_nibble_flags(nonzero_mask(w)) << (16 * j);
+            }
+            *out = word;
+        }
+        Ok(BloomFilter::from_words_unchecked(
+            self.config.clone(),
+            bits,
+            self.items,
+        ))
+    }
+
+    /// The header of a snapshot of this filter ([`LayoutId::Counting4`]), recording
+    /// `dataset_generation`.
+    #[must_use]
+    pub fn to_header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        let mut header = self.config.to_header(dataset_generation.into(), self.items);
+        header.layout = LayoutId::Counting4;
+        header
+    }
+
+    /// The payload: `ceil(m / 2)` bytes, counter `i` in byte `i / 2`, in the low nibble for
+    /// even `i` and the high nibble for odd `i`. This is a copy; see
+    /// [`CountingBloomFilter::for_each_payload_chunk`].
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let len = usize::try_from(self.config.bits().div_ceil(2)).unwrap_or(usize::MAX);
+        bits::words_to_bytes(self.words.iter().copied(), len)
+    }
+
+    /// Hands the payload to `each` in order, a few KiB at a time, with no second copy.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    pub fn for_each_payload_chunk<E>(
+        &self,
+        each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        bits::for_each_byte_chunk(
+            self.words.iter().copied(),
+            self.config.bits().div_ceil(2),
+            each,
+        )
+    }
+
+    /// A snapshot of this filter in memory, recording `dataset_generation`.
+    #[must_use]
+    pub fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+        Snapshot::new(self.to_header(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
+            unreachable!("a counting filter's own header and counters are always a valid snapshot")
+        })
+    }
+
+    /// The counting filter a snapshot of the [`LayoutId::Counting4`] layout holds.
+    ///
+    /// # Errors
+    /// [`SnapshotError::NotCounting`] for a snapshot of a plain filter, and otherwise as
+    /// [`BloomFilter::from_snapshot`].
+    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, SnapshotError> {
+        let header = snapshot.header();
+        let config = Self::config_of(header)?;
+        Self::from_payload_in_place::<SnapshotError>(config, header.item_count, |image| {
+            image.copy_from_slice(snapshot.payload().get(..image.len()).unwrap_or_default());
+            if snapshot.payload().len() == image.len() {
+                Ok(())
+            } else {
+                Err(BitsError::Length {
+                    bits: counter_bits(header.bit_count),
+                    expected: image.len() as u64,
+                    found: snapshot.payload().len() as u64,
+                }
+                .into())
+            }
+        })
+    }
+
+    /// The configuration of a counting snapshot's header.
+    ///
+    /// # Errors
+    /// [`SnapshotError::NotCounting`] unless the header's layout is
+    /// [`LayoutId::Counting4`], and otherwise as [`FilterConfig::from_header`].
+    pub fn config_of(header: &Header) -> Result<FilterConfig, SnapshotError> {
+        if header.layout != LayoutId::Counting4 {
+            return Err(SnapshotError::NotCounting {
+                layout: header.layout,
+            });
+        }
+        FilterConfig::from_header_placed(header, Layout::Standard)
+    }
+
+    /// A counting filter whose counters `fill` writes in place: it receives the payload's
+    /// `ceil(m / 2)` bytes to fill (typically with
+    /// `bloom_format::SnapshotReader::read_payload_into`).
+    ///
+    /// # Errors
+    /// The error `fill` returns, [`CountingError`] for a configuration with no counting form,
+    /// or [`BitsError`] when the counters cannot be allocated or the padding nibble (past an
+    /// odd `m`) is not zero.
+    pub fn from_payload_in_place<E: From<BitsError> + From<CountingError>>(
+        config: FilterConfig,
+        items: u64,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        Self::check(&config)?;
+        let words = AlignedWords::filled_in_place(counter_bits(config.bits()), fill)?;
+        Ok(Self::from_words_unchecked(config, words, items))
+    }
+}
+
+/// Adds two words of 16 nibbles each, nibble by nibble, saturating at 15.
+fn saturating_add_nibbles(a: u64, b: u64) -> u64 {
+    let mut out = 0u64;
+    for i in 0..PER_WORD {
+        let shift = i * 4;
+        let sum = ((a >> shift) & 0xF) + ((b >> shift) & 0xF);
+        out |= sum.min(u64::from(COUNTER_MAX)) << shift;
+    }
+    out
+}
+
+/// Gathers bit `4 i` of `flags` into bit `i`, for `i < 16`.
+fn compress_nibble_flags(flags: u64) -> u64 {
+    let mut out = 0u64;
+    for i in 0..PER_WORD {
+        out |= ((flags >> (4 * i)) & 1) << i;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FilterParams, PositionRule};
+
+    fn filter(bits: u64, hashes: u32) -> CountingBloomFilter {
+        let params = FilterParams::new(bits, hashes).unwrap();
+        CountingBloomFilter::new(FilterConfig::new(params)).unwrap()
+    }
+
+    #[test]
+    fn nibble_helpers_agree_with_a_counter_by_counter_reading() {
+        let words = [0u64, u64::MAX, 0x0123_4567_89AB_CDEF, 0xF0F0_0F0F_1000_0001];
+        for &a in &words {
+            for &b in &words {
+                let sum = saturating_add_nibbles(a, b);
+                for i in 0..16 {
+                    let n = |w: u64| (w >> (4 * i)) & 0xF;
+                    assert_eq!(n(sum), (n(a) + n(b)).min(15));
+                    assert_eq!((nonzero_mask(a) >> (4 * i)) & 1, u64::from(n(a) != 0));
+                    assert_eq!((saturated_mask(a) >> (4 * i)) & 1, u64::from(n(a) == 15));
+                    assert_eq!(
+                        (compress_nibble_flags(nonzero_mask(a)) >> i) & 1,
+                        u64::from(n(a) != 0)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn payload_nibble_order_is_low_nibble_first() {
+        let mut f = filter(5, 1);
+        f.set(0, 1);
+        f.set(1, 2);
+        f.set(4, 15);
+        assert_eq!(f.to_bytes(), [0x21, 0x00, 0x0F]);
+        assert_eq!(f.counter(4), 15);
+        assert_eq!(f.counter(5), 0);
+    }
+
+    #[test]
+    fn other_layouts_and_guava_rules_are_refused() {
+        let blocked = FilterParams::planned(Layout::Blocked512, 1000, 0.01, 64).unwrap();
+        assert!(matches!(
+            CountingBloomFilter::new(FilterConfig::new(blocked)),
+            Err(CountingError::Layout(Layout::Blocked512))
+        ));
+        let guava = FilterConfig::new(FilterParams::new(6400, 3).unwrap())
+            .with_rule(PositionRule::GuavaMitz64)
+            .unwrap();
+        assert!(matches!(
+            CountingBloomFilter::new(guava),
+            Err(CountingError::Rule(PositionRule::GuavaMitz64))
+        ));
+    }
+
+    #[test]
+    fn a_key_named_twice_by_its_positions_needs_two_counts() {
+        // k = 4 positions in 2 counters: every key names some counter at least twice.
+        let mut f = filter(2, 4);
+        let mut g = f.clone();
+        f.insert("a");
+        assert!(f.contains("a"));
+        // Each counter one below the times the key names it (but not zero): "a" reads maybe,
+        // yet cannot have been inserted, since some counter is named at least twice.
+        let positions: Vec<u64> = f.config().positions(&f.config().encode_str("a")).collect();
+        for p in 0..2 {
+            let times = positions.iter().filter(|&&q| q == p).count() as u8;
+            g.set(p, times.saturating_sub(1).max(1));
+        }
+        assert!(g.contains("a"));
+        let before = g.clone();
+        assert_eq!(g.remove("a"), Err(RemoveError::Absent));
+        assert_eq!(g, before);
+        assert_eq!(f.remove("a"), Ok(()));
+        assert_eq!(f.count_nonzero(), 0);
+    }
+}
