@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
+    PositionRule, Salt,
 };
 use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
 use sha2::{Digest, Sha256};
@@ -109,7 +110,11 @@ struct Fixture {
     config: FilterConfig,
     generation: u64,
     store: Option<StoreBinding>,
+    /// Inserted, in order (a key listed twice is inserted twice); all must be found.
     keys: Vec<String>,
+    /// `Some` for a counting filter: keys inserted after `keys`, then removed again, in
+    /// order (written to `NAME.removed`).
+    removed: Option<Vec<String>>,
 }
 
 fn params(bits: u64, hashes: u32) -> FilterParams {
@@ -162,6 +167,7 @@ fn fixtures() -> Vec<Fixture> {
             config: FilterConfig::seed_teaching(),
             generation: 0,
             store: None,
+            removed: None,
             keys: seed_keys,
         },
         Fixture {
@@ -169,6 +175,7 @@ fn fixtures() -> Vec<Fixture> {
             config: sha256(2048, 7).with_encoding(KeyEncoding::Nfc),
             generation: 14,
             store: None,
+            removed: None,
             keys: unicode_keys(),
         },
         Fixture {
@@ -176,6 +183,7 @@ fn fixtures() -> Vec<Fixture> {
             config: sha256(2048, 7).with_encoding(KeyEncoding::Utf8),
             generation: 14,
             store: None,
+            removed: None,
             keys: unicode_keys(),
         },
         Fixture {
@@ -186,6 +194,7 @@ fn fixtures() -> Vec<Fixture> {
                 .expect("salted sha256"),
             generation: 3,
             store: None,
+            removed: None,
             keys: [
                 "  Record-1",
                 "RECORD-2 ",
@@ -201,6 +210,7 @@ fn fixtures() -> Vec<Fixture> {
             config: sha256(65_537, 48).with_encoding(KeyEncoding::Bytes),
             generation: 1_000_000,
             store: None,
+            removed: None,
             keys: records(200),
         },
         Fixture {
@@ -211,6 +221,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::Utf8),
             generation: u64::MAX,
             store: None,
+            removed: None,
             keys: records(300),
         },
         Fixture {
@@ -221,6 +232,7 @@ fn fixtures() -> Vec<Fixture> {
                 StoreIdentity::from_bytes(*b"golden-store-id!"),
                 HistoryDigest::from_bytes(*b"history@gen-120!"),
             )),
+            removed: None,
             keys: records(120),
         },
         Fixture {
@@ -234,6 +246,7 @@ fn fixtures() -> Vec<Fixture> {
             .with_encoding(KeyEncoding::Nfc),
             generation: 120,
             store: None,
+            removed: None,
             keys: records(120),
         },
         Fixture {
@@ -249,6 +262,7 @@ fn fixtures() -> Vec<Fixture> {
             .expect("salted sha256"),
             generation: 64,
             store: None,
+            removed: None,
             keys: unicode_keys(),
         },
         Fixture {
@@ -257,6 +271,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::Nfc),
             generation: 200,
             store: None,
+            removed: None,
             keys: records(200),
         },
         Fixture {
@@ -265,6 +280,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::Nfc),
             generation: 300,
             store: None,
+            removed: None,
             keys: records(300),
         },
         Fixture {
@@ -275,6 +291,7 @@ fn fixtures() -> Vec<Fixture> {
                 .expect("salted xxh3"),
             generation: 50,
             store: None,
+            removed: None,
             keys: unicode_keys(),
         },
         Fixture {
@@ -283,6 +300,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::Bytes),
             generation: 300,
             store: None,
+            removed: None,
             keys: records(300),
         },
         Fixture {
@@ -293,6 +311,7 @@ fn fixtures() -> Vec<Fixture> {
                 .expect("salted sha256"),
             generation: 7,
             store: None,
+            removed: None,
             keys: [
                 "  Record-1",
                 "RECORD-2 ",
@@ -303,18 +322,65 @@ fn fixtures() -> Vec<Fixture> {
             .map(String::from)
             .to_vec(),
         },
+        Fixture {
+            // An odd m, so the last byte's high nibble is padding; "record-0" is counted
+            // three times.
+            name: "counting-xxh3",
+            config: with(Layout::Standard, PositionRule::Xxh3_128, 2001, 5)
+                .with_encoding(KeyEncoding::Utf8),
+            generation: 250,
+            store: None,
+            removed: None,
+            keys: [records(150), vec!["record-0".into(), "record-0".into()]].concat(),
+        },
+        Fixture {
+            // Too small for its keys: many counters saturate, and removals leave them at 15.
+            name: "counting-sha256-salted-saturated",
+            config: with(Layout::Standard, PositionRule::Sha256Double, 61, 4)
+                .with_encoding(KeyEncoding::Nfc)
+                .with_salt(Salt::new(b"golden-fixture-salt-counting").expect("short salt"))
+                .expect("salted sha256"),
+            generation: 160,
+            store: None,
+            removed: None,
+            keys: records(120),
+        },
     ]
+    .into_iter()
+    .map(|mut fixture| {
+        if fixture.name.starts_with("counting-") {
+            let n = fixture.keys.len();
+            fixture.removed = Some((n..n + n / 3).map(|i| format!("removed-{i}")).collect());
+        }
+        fixture
+    })
+    .collect()
 }
 
 /// Every file this build generates, by path relative to the workspace root.
 fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     for fixture in fixtures() {
-        let mut filter = BloomFilter::new(fixture.config).expect("small fixture filters allocate");
-        filter.insert_all(&fixture.keys);
-        let mut header = filter.to_header(DatasetGeneration::new(fixture.generation));
+        let generation = DatasetGeneration::new(fixture.generation);
+        let (mut header, payload) = match &fixture.removed {
+            None => {
+                let mut filter =
+                    BloomFilter::new(fixture.config).expect("small fixture filters allocate");
+                filter.insert_all(&fixture.keys);
+                (filter.to_header(generation), filter.to_bytes())
+            }
+            Some(removed) => {
+                let mut filter = CountingBloomFilter::new(fixture.config)
+                    .expect("small counting fixtures allocate");
+                filter.insert_all(fixture.keys.iter().chain(removed));
+                for key in removed {
+                    filter.remove(key).expect("an inserted key is removable");
+                }
+                (filter.to_header(generation), filter.to_bytes())
+            }
+        };
         header.store = fixture.store;
-        let snapshot = bloom_format::Snapshot::new(header, filter.to_bytes())
+        let snapshot = bloom_format::Snapshot::new(header, payload)
             .expect("a filter's own header and bits are a valid snapshot");
         assert_eq!(snapshot.format_version(), FormatVersion::CURRENT);
         let keys: String = fixture
@@ -323,6 +389,16 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
             .map(|k| serde_json::to_string(k).expect("strings serialize") + "\n")
             .collect();
         let dir = Path::new(DIR);
+        if let Some(removed) = &fixture.removed {
+            let removed: String = removed
+                .iter()
+                .map(|k| serde_json::to_string(k).expect("strings serialize") + "\n")
+                .collect();
+            files.insert(
+                dir.join(format!("{}.removed", fixture.name)),
+                removed.into_bytes(),
+            );
+        }
         files.insert(
             dir.join(format!("{}.bloom", fixture.name)),
             snapshot.encode().to_vec(),

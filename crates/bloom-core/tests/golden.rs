@@ -5,8 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use bloom_core::BloomFilter;
-use bloom_format::{DecodeOptions, Snapshot};
+use bloom_core::{BloomFilter, CountingBloomFilter};
+use bloom_format::{DecodeOptions, LayoutId, Snapshot};
 
 fn fixtures_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -67,13 +67,28 @@ fn check(path: &Path) -> Vec<String> {
         Err(e) => problems.push(format!("{}: {e}", dump_path.display())),
     }
 
-    let filter = match BloomFilter::from_snapshot(&snapshot) {
+    let counting = snapshot.header().layout == LayoutId::Counting4;
+    let filter = if counting {
+        CountingBloomFilter::from_snapshot(&snapshot).and_then(|f| {
+            // The projection must answer as the counters do; the keys are checked on it.
+            assert_eq!(f.count_nonzero(), f.to_bloom_filter().unwrap().count_ones());
+            Ok(f.to_bloom_filter().unwrap())
+        })
+    } else {
+        BloomFilter::from_snapshot(&snapshot)
+    };
+    let filter = match filter {
         Ok(f) => f,
         Err(e) => {
             problems.push(format!("{name}: not usable by this build: {e}"));
             return problems;
         }
     };
+    if counting != path.with_extension("removed").exists() {
+        problems.push(format!(
+            "{name}: a counting fixture lists its removed keys, and only a counting one"
+        ));
+    }
     let keys_path = path.with_extension("keys");
     match fs::read_to_string(&keys_path) {
         Ok(keys) => {
@@ -115,6 +130,23 @@ fn every_golden_fixture_decodes_matches_its_dump_and_finds_its_keys() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+#[test]
+fn counting_fixtures_hold_counts_and_saturated_counters() {
+    let read = |name: &str| {
+        let path = fixtures_root().join("v2").join(name);
+        let s = Snapshot::read_file(path, &DecodeOptions::unlimited()).unwrap();
+        CountingBloomFilter::from_snapshot(&s).unwrap()
+    };
+    let mut counted = read("counting-xxh3.bloom");
+    // "record-0" went in three times: it survives two removes.
+    for _ in 0..2 {
+        counted.remove("record-0").unwrap();
+        assert!(counted.contains("record-0"));
+    }
+    let saturated = read("counting-sha256-salted-saturated.bloom");
+    assert!(saturated.saturated_counters() > 0);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Independent vectors for the xxh3-128 rule and the blocked-512 and sharded layouts.
+"""Independent vectors for the xxh3-128 rule and the blocked-512, sharded and counting-4bit
+layouts.
 
 This implements docs/format.md with Python's hashlib and the `xxhash` package (xxHash 0.8,
 `pip install xxhash`), not with the Rust code under test: positions of sample keys for every
@@ -42,7 +43,7 @@ def words(rule: str, key: bytes, salt: bytes):
 def positions(rule: str, layout: str, m: int, k: int, key: bytes, salt: bytes = b""):
     h1, h2 = words(rule, key, salt)
     out = []
-    if layout == "standard":
+    if layout in ("standard", "counting-4bit"):
         a, b = h1, h2
         for i in range(k):
             out.append((a * m) >> 64)
@@ -89,6 +90,24 @@ def payload(rule, layout, m, k, keys, salt):
     return bytes(data)
 
 
+def counting_payload(rule, m, k, keys, removed, salt):
+    """counting-4bit: insert `keys` then `removed` (each counter +1, staying at 15), then
+    remove `removed` (each counter below 15 -1); counter i in the low nibble of byte i // 2
+    for even i, the high nibble for odd i."""
+    counters = [0] * m
+    for key in keys + removed:
+        for p in positions(rule, "counting-4bit", m, k, key, salt):
+            counters[p] = min(counters[p] + 1, 15)
+    for key in removed:
+        for p in positions(rule, "counting-4bit", m, k, key, salt):
+            if counters[p] < 15:
+                counters[p] -= 1
+    data = bytearray((m + 1) // 2)
+    for i, c in enumerate(counters):
+        data[i // 2] |= c << (4 * (i % 2))
+    return bytes(data)
+
+
 # The golden fixtures of the new combinations: name, rule, layout, m, k, encoding, salt.
 FIXTURE_CASES = [
     ("xxh3-standard", "xxh3-128", "standard", 3001, 7, "nfc", b""),
@@ -98,6 +117,8 @@ FIXTURE_CASES = [
     ("sha256-blocked-salted", "sha256-double", "blocked-512", 1536, 9, "nfc-trim-lower", b"golden-fixture-salt-v2"),
     ("xxh3-sharded", "xxh3-128", "sharded-8", 8192, 7, "nfc", b""),
     ("sha256-sharded-salted", "sha256-double", "sharded-3", 3072, 5, "utf8", b"golden-fixture-salt-shards"),
+    ("counting-xxh3", "xxh3-128", "counting-4bit", 2001, 5, "utf8", b""),
+    ("counting-sha256-salted-saturated", "sha256-double", "counting-4bit", 61, 4, "nfc", b"golden-fixture-salt-counting"),
 ]
 
 SAMPLE_KEYS = ["", "record-0", "key-00000000000000000001", "caf\u00e9", "\u4e2d\u6587", "x" * 300]
@@ -106,6 +127,12 @@ fixtures = []
 for name, rule, layout, m, k, encoding, salt in FIXTURE_CASES:
     keys_file = FIXTURES / f"{name}.keys"
     keys = [encode(encoding, json.loads(line)) for line in keys_file.read_text("utf-8").splitlines()]
+    if layout == "counting-4bit":
+        removed_file = FIXTURES / f"{name}.removed"
+        removed = [encode(encoding, json.loads(line)) for line in removed_file.read_text("utf-8").splitlines()]
+        data = counting_payload(rule, m, k, keys, removed, salt)
+    else:
+        data = payload(rule, layout, m, k, keys, salt)
     fixtures.append(
         {
             "fixture": name,
@@ -114,7 +141,7 @@ for name, rule, layout, m, k, encoding, salt in FIXTURE_CASES:
             "m": m,
             "k": k,
             "salt_hex": salt.hex(),
-            "payload_hex": payload(rule, layout, m, k, keys, salt).hex(),
+            "payload_hex": data.hex(),
         }
     )
 
