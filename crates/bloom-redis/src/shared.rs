@@ -458,7 +458,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .insert(key.as_bytes())
             .map_err(SharedError::Store)?;
         self.confirm_bits(key, epoch)?;
-        Ok(new)
+        Ok(new.is_some())
     }
 
     /// After a commit: the bits set under `epoch` are still in the shared filter, or are set

@@ -196,11 +196,21 @@ impl PrimaryStore for Hooked {
     ) -> Result<bloom_store::DatasetGeneration, Self::Error> {
         self.inner.keys_since(after, visit)
     }
-    fn insert(&self, key: &[u8]) -> Result<bool, Self::Error> {
+    fn changes_since(
+        &self,
+        after: bloom_store::DatasetGeneration,
+        visit: &mut dyn FnMut(bloom_store::Change<'_>),
+    ) -> Result<bloom_store::DatasetGeneration, Self::Error> {
+        self.inner.changes_since(after, visit)
+    }
+    fn insert(&self, key: &[u8]) -> Result<Option<bloom_store::DatasetGeneration>, Self::Error> {
         if let Some(hook) = self.hook.lock().unwrap().take() {
             hook();
         }
         self.inner.insert(key)
+    }
+    fn remove(&self, key: &[u8]) -> Result<Option<bloom_store::DatasetGeneration>, Self::Error> {
+        self.inner.remove(key)
     }
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
         self.inner.claim_key_encoding(proposed)

@@ -136,7 +136,7 @@ fn describe(outcome: &OpenOutcome) -> String {
         OpenOutcome::Trusted { generation } => {
             format!("snapshot trusted (generation {generation})")
         }
-        OpenOutcome::CaughtUp { from, to, keys } => {
+        OpenOutcome::CaughtUp { from, to, keys, .. } => {
             format!("snapshot caught up from generation {from} to {to} ({keys} records)")
         }
         OpenOutcome::Bypassed(reason) => format!("bypassed: {reason}"),

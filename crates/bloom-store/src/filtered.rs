@@ -1,18 +1,17 @@
 //! [`FilteredStore`]: the check-then-confirm protocol over a primary store.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bloom_core::{AllocError, AtomicBloomFilter, BloomFilter, EncodedKey};
-use bloom_format::{
-    AtomicFile, DatasetGeneration, SnapshotWriter, StoreBinding, StreamWriteError, WriteError,
-    WriteOptions,
-};
+use bloom_core::{AllocError, BloomFilter, EncodedKey};
+use bloom_format::DatasetGeneration;
 
 use crate::error::StoreError;
-use crate::history::HistoryPoint;
+use crate::history::{Change, ChangeKind, HistoryPoint};
+use crate::kind::{StoreFilter, write_snapshot};
 use crate::load::{self, Matched};
 use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{
@@ -27,10 +26,63 @@ struct Counters {
     lookups_avoided: AtomicU64,
     false_positives: AtomicU64,
     inserts: AtomicU64,
+    removals: AtomicU64,
+    /// Removals whose bits a plain filter still holds (since it was built).
+    stale_removals: AtomicU64,
+}
+
+/// For a counting filter: the generations whose change the wrapper applied itself, so that a
+/// save takes in exactly the changes made behind its back (counts must be neither missed
+/// nor taken off twice).
+#[derive(Debug, Default)]
+struct Applied {
+    /// Every change up to here is in the filter.
+    through: DatasetGeneration,
+    /// Changes past `through` that the wrapper applied (past a gap left by a change made
+    /// behind its back).
+    ahead: BTreeSet<u64>,
+    /// More than [`Applied::MAX_AHEAD`] were pending: the next save rebuilds instead.
+    overflowed: bool,
+}
+
+impl Applied {
+    const MAX_AHEAD: usize = 1 << 20;
+
+    fn record(&mut self, generation: DatasetGeneration) {
+        if generation <= self.through {
+            return;
+        }
+        if self.ahead.len() >= Self::MAX_AHEAD {
+            self.overflowed = true;
+            self.ahead.clear();
+            return;
+        }
+        self.ahead.insert(generation.get());
+        self.compact();
+    }
+
+    fn compact(&mut self) {
+        while let Some(next) = self.through.next()
+            && self.ahead.remove(&next.get())
+        {
+            self.through = next;
+        }
+    }
+
+    fn reset(&mut self, through: DatasetGeneration) {
+        self.through = through;
+        self.ahead.retain(|&g| g > through.get());
+        self.overflowed = false;
+        self.compact();
+    }
+
+    fn applied(&self, generation: DatasetGeneration) -> bool {
+        generation <= self.through || self.ahead.contains(&generation.get())
+    }
 }
 
 struct State {
-    active: Arc<AtomicBloomFilter>,
+    active: Arc<StoreFilter>,
     /// The generation up to which `active` is known to hold every key of the store (from
     /// the snapshot, a catch-up, a rebuild or a save); inserts through the wrapper go beyond
     /// it, and a save catches up from it, so that keys written behind the wrapper's back
@@ -40,7 +92,7 @@ struct State {
     capacity_limited: bool,
     mode: Mode,
     /// The filter a rebuild is filling; inserts set its bits too.
-    building: Option<Arc<AtomicBloomFilter>>,
+    building: Option<Arc<StoreFilter>>,
 }
 
 /// A membership set over a primary store, accelerated by a Bloom filter that is used only
@@ -74,6 +126,10 @@ pub struct FilteredStore<S> {
     /// Serializes rebuilds: two at once would each install a `building` filter, and the one
     /// replaced first would miss the inserts made after the replacement.
     rebuilding: Mutex<()>,
+    /// Held shared by each removal (store, then filter) and exclusively by rebuilds and by
+    /// saves of a counting filter, so that neither sees a removal half done.
+    removal_gate: RwLock<()>,
+    applied: Mutex<Applied>,
     counters: Counters,
 }
 
@@ -85,6 +141,7 @@ impl<S: fmt::Debug> fmt::Debug for FilteredStore<S> {
             .field("store", &self.store)
             .field("options", &self.options)
             .field("mode", &state.mode)
+            .field("counting", &state.active.is_counting())
             .field("bits", &state.active.config().bits())
             .field("hashes", &state.active.config().hashes())
             .field("capacity", &state.capacity)
@@ -132,12 +189,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 load::open_snapshot(path, &options, &store, head).map_err(StoreError::Store)?
             }
         };
+        let mut stale = 0;
         let (filter, outcome) = match matched {
-            Ok(matched) => catch_up(&store, matched, head),
+            Ok(matched) => catch_up(&store, matched, head, &mut stale),
             Err(reason) => {
                 let plan = options.plan(options.capacity)?;
                 (
-                    AtomicBloomFilter::new(plan.config)?,
+                    StoreFilter::new(plan.config, options.counting)?,
                     OpenOutcome::Bypassed(reason),
                 )
             }
@@ -157,8 +215,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .max(options.capacity_of(filter.config().bits()));
         // At the limit when not even one more block would fit.
         let config = filter.config();
-        let capacity_limited =
-            (config.bits() + config.layout().granule()).div_ceil(8) > options.max_snapshot_bytes;
+        let capacity_limited = options.payload_bytes(config.bits() + config.layout().granule())
+            > options.max_snapshot_bytes;
+        let counters = Counters::default();
+        counters.stale_removals.store(stale, Ordering::Relaxed);
         let wrapper = Self {
             store,
             options,
@@ -171,7 +231,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 building: None,
             }),
             rebuilding: Mutex::new(()),
-            counters: Counters::default(),
+            removal_gate: RwLock::new(()),
+            applied: Mutex::new(Applied {
+                through: synced,
+                ..Applied::default()
+            }),
+            counters,
         };
         Ok((wrapper, outcome))
     }
@@ -234,6 +299,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn applied(&self) -> MutexGuard<'_, Applied> {
+        // Every update leaves the set consistent before it can panic.
+        self.applied.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies the configured key encoding to a text key.
@@ -328,13 +398,116 @@ impl<S: PrimaryStore> FilteredStore<S> {
         if let Some(building) = &state.building {
             building.insert_encoded(key);
         }
-        let new = self
+        let committed = self
             .store
             .insert(key.as_bytes())
             .map_err(StoreError::Store)?;
+        if state.active.is_counting() {
+            match committed {
+                Some(generation) => self.applied().record(generation),
+                None => {
+                    // Already in the store, and counted when it went in: take back this
+                    // count. It was just added, so the remove cannot be refused.
+                    let _ = state.active.remove_encoded(key);
+                    if let Some(building) = &state.building {
+                        let _ = building.remove_encoded(key);
+                    }
+                }
+            }
+        }
         drop(state);
         self.counters.inserts.fetch_add(1, Ordering::Relaxed);
-        Ok(new)
+        Ok(committed.is_some())
+    }
+
+    /// Removes a text key from the store, then from the filter. Returns whether the store
+    /// had it.
+    ///
+    /// - With a counting filter ([`FilterOptions::counting`]) the key's counters go down, so
+    ///   the filter forgets it. Only keys the store confirmed present (and removed) are taken
+    ///   off the filter, never a key it only reports "maybe". A crash between the store's
+    ///   removal and the filter's leaves a stale "maybe", and the next open takes the removal
+    ///   off from the store's history.
+    /// - With a plain filter the key's bits stay (a stale "maybe", confirmed absent by the
+    ///   store); [`Metrics::stale_removals`] counts them, and once the filter's estimated
+    ///   false-positive rate passes the target the remove that notices it rebuilds the filter
+    ///   from the store before returning.
+    ///
+    /// Removals wait while a rebuild runs, and while a counting filter's snapshot is being
+    /// taken.
+    ///
+    /// # Errors
+    /// [`StoreError::Store`]: the key is then not removed (and the filter unchanged).
+    pub fn remove(&self, key: &str) -> Result<bool, StoreError<S::Error>> {
+        self.remove_encoded(&self.encode(key))
+    }
+
+    /// Removes a byte key; see [`FilteredStore::remove`].
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] for non-UTF-8 keys under a text encoding, or a store error.
+    pub fn remove_bytes(&self, key: &[u8]) -> Result<bool, StoreError<S::Error>> {
+        let key = self.options.encoding.encode_bytes(key)?;
+        self.remove_encoded(&key)
+    }
+
+    /// Removes a key that is already encoded with the configured encoding; see
+    /// [`FilteredStore::remove`].
+    ///
+    /// # Errors
+    /// [`StoreError::Store`], as for `remove`.
+    pub fn remove_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
+        let gate = self
+            .removal_gate
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let state = self.read();
+        let Some(generation) = self
+            .store
+            .remove(key.as_bytes())
+            .map_err(StoreError::Store)?
+        else {
+            return Ok(false);
+        };
+        self.counters.removals.fetch_add(1, Ordering::Relaxed);
+        let trusted = matches!(state.mode, Mode::Trusted);
+        let mut diverged = false;
+        if state.active.is_counting() {
+            if trusted {
+                // The store had the key, so a trusted filter counted it: a refusal means the
+                // counts no longer describe the store.
+                diverged = state.active.remove_encoded(key).is_err();
+            }
+            self.applied().record(generation);
+        } else {
+            self.counters.stale_removals.fetch_add(1, Ordering::Relaxed);
+        }
+        let active = Arc::clone(&state.active);
+        drop(state);
+        drop(gate);
+        if diverged {
+            let mut state = self.write();
+            if Arc::ptr_eq(&state.active, &active) {
+                state.mode = Mode::Bypassed(BypassReason::CountsDiverged { generation });
+            }
+        } else if trusted && !active.is_counting() && self.stale_check_due() {
+            let target = self.options.false_positive_rate;
+            if active.estimated_false_positive_rate() > target {
+                self.rebuild()?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether enough removals piled up since the last look at a plain filter's rate: every
+    /// 1% of the capacity (at least every 64), so that the look (a pass over the bits) costs
+    /// little per removal.
+    fn stale_check_due(&self) -> bool {
+        let every = (self.read().capacity / 100).max(64);
+        self.counters
+            .stale_removals
+            .load(Ordering::Relaxed)
+            .is_multiple_of(every)
     }
 
     /// Builds a new filter from the store, off to the side, and switches to it once it covers
@@ -354,6 +527,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .rebuilding
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // No removal runs during a rebuild: the scan could miss a key removed at the same
+        // time, and the removal would then take it off the new filter too.
+        let _no_removals = self
+            .removal_gate
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         // The store's generation bounds its key count: a filter rebuilt after a bypass is
         // sized for the store, not for the empty filter it replaces.
         let stored = match self.store.generation() {
@@ -368,7 +547,14 @@ impl<S: PrimaryStore> FilteredStore<S> {
         };
         let wanted = {
             let state = self.read();
-            let estimate = state.active.estimated_items().max(stored as f64);
+            // The generation counts removals too; a trusted filter's estimate (less the
+            // removed keys a plain filter still holds) is the better count then.
+            let estimate = match state.mode {
+                Mode::Trusted => (state.active.estimated_items()
+                    - self.counters.stale_removals.load(Ordering::Relaxed) as f64)
+                    .max(0.0),
+                Mode::Bypassed(_) => stored as f64,
+            };
             if estimate > state.capacity as f64 {
                 (estimate * 2.0).ceil() as u64
             } else {
@@ -376,7 +562,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
         };
         let plan = self.options.plan(wanted)?;
-        let new = Arc::new(AtomicBloomFilter::new(plan.config)?);
+        let new = Arc::new(StoreFilter::new(plan.config, self.options.counting)?);
         let start = {
             let mut state = self.write();
             state.building = Some(Arc::clone(&new));
@@ -388,12 +574,36 @@ impl<S: PrimaryStore> FilteredStore<S> {
         };
         let scan = start.and_then(|start| {
             let mut keys = 0u64;
-            let reached =
+            let reached = if new.is_counting() {
+                // Counts must match the store exactly at `start`: replay its history up to
+                // there (a scan of the keys now could miss one removed behind the wrapper's
+                // back after `start`, whose removal a later catch-up would then take off
+                // again).
                 self.store
-                    .keys_since(bloom_format::DatasetGeneration::ZERO, &mut |key| {
-                        new.insert_encoded(&EncodedKey::from_encoded(key));
-                        keys += 1;
-                    })?;
+                    .changes_since(DatasetGeneration::ZERO, &mut |change| {
+                        if change.generation > start {
+                            return;
+                        }
+                        let key = EncodedKey::from_encoded(change.key);
+                        match change.kind {
+                            ChangeKind::Inserted => {
+                                new.insert_encoded(&key);
+                                keys += 1;
+                            }
+                            ChangeKind::Removed => {
+                                let _ = new.remove_encoded(&key);
+                            }
+                        }
+                    })?
+                    .min(start)
+            } else {
+                let mut batch = Batcher::new(&new);
+                let reached = self
+                    .store
+                    .keys_since(DatasetGeneration::ZERO, &mut |key| batch.push(key))?;
+                keys = batch.finish();
+                reached
+            };
             Ok((start, reached, keys))
         });
         let mut state = self.write();
@@ -414,6 +624,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         state.capacity = plan.capacity;
         state.capacity_limited = plan.limited;
         state.mode = Mode::Trusted;
+        self.applied().reset(state.synced);
+        self.counters.stale_removals.store(0, Ordering::Relaxed);
         Ok(RebuildReport {
             keys_scanned: keys,
             generation: reached.max(start),
@@ -435,10 +647,17 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// earlier writer that was killed are removed. A new salted snapshot is readable by its
     /// owner only.
     ///
+    /// A counting filter is copied (at one instant, while removals wait) and the copy
+    /// written, so saving one holds its counters twice for a moment; the changes made behind
+    /// the wrapper's back are taken in exactly once, removals included.
+    ///
     /// # Errors
     /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error (the
     /// previous file is then unchanged).
     pub fn save_snapshot(&self, path: &Path) -> Result<DatasetGeneration, StoreError<S::Error>> {
+        if self.options.counting {
+            return self.save_counting(path);
+        }
         let (filter, synced, head, identity) = {
             // The read lock keeps a rebuild from switching filters between reading the
             // history and taking the filter.
@@ -461,7 +680,66 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.synced = head.generation;
             }
         }
-        write_snapshot(path, &filter, identity, head)?;
+        write_snapshot(path, &filter, None, identity, head)?;
+        Ok(head.generation)
+    }
+
+    fn save_counting(&self, path: &Path) -> Result<DatasetGeneration, StoreError<S::Error>> {
+        let gate = self
+            .removal_gate
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (filter, head, identity) = {
+            let state = self.read();
+            if let Mode::Bypassed(reason) = &state.mode {
+                return Err(StoreError::NotTrusted(reason.clone()));
+            }
+            let identity = self.store.identity().map_err(StoreError::Store)?;
+            let head = self.store.head().map_err(StoreError::Store)?;
+            (Arc::clone(&state.active), head, identity)
+        };
+        if self.applied().overflowed {
+            // Too many changes behind the wrapper's back to tell apart: count afresh.
+            drop(gate);
+            self.rebuild()?;
+            return self.save_counting(path);
+        }
+        let mut diverged = None;
+        {
+            let mut applied = self.applied();
+            if head.generation > applied.through {
+                let from = applied.through;
+                self.store
+                    .changes_since(from, &mut |change| {
+                        if change.generation > head.generation || applied.applied(change.generation)
+                        {
+                            return;
+                        }
+                        if apply_change(&filter, change).is_err() {
+                            diverged.get_or_insert(change.generation);
+                        }
+                    })
+                    .map_err(StoreError::Store)?;
+                applied.reset(head.generation);
+            }
+        }
+        if let Some(generation) = diverged {
+            let reason = BypassReason::CountsDiverged { generation };
+            let mut state = self.write();
+            if Arc::ptr_eq(&state.active, &filter) {
+                state.mode = Mode::Bypassed(reason.clone());
+            }
+            return Err(StoreError::NotTrusted(reason));
+        }
+        let copy = filter.counting_copy();
+        drop(gate);
+        {
+            let mut state = self.write();
+            if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
+                state.synced = head.generation;
+            }
+        }
+        write_snapshot(path, &filter, copy.as_ref(), identity, head)?;
         Ok(head.generation)
     }
 
@@ -480,6 +758,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             lookups_avoided: avoided,
             false_positives,
             inserts: c.inserts.load(Ordering::Relaxed),
+            removals: c.removals.load(Ordering::Relaxed),
+            stale_removals: c.stale_removals.load(Ordering::Relaxed),
+            counting: filter.is_counting(),
+            saturated_counters: filter.saturated_counters().unwrap_or(0),
             observed_false_positive_rate: (negatives > 0)
                 .then(|| false_positives as f64 / negatives as f64),
             predicted_false_positive_rate: filter.estimated_false_positive_rate(),
@@ -503,30 +785,66 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 }
 
-/// Adds the keys committed since a matched snapshot's generation; a failure leaves the filter
-/// bypassed.
+/// Applies one change of the store's history to a filter: an insert sets (or counts) the
+/// key; a removal takes a count off a counting filter (refused when the filter says the key
+/// is absent: its counts do not match the store) and leaves a plain filter's bits.
+fn apply_change(filter: &StoreFilter, change: Change<'_>) -> Result<(), bloom_core::RemoveError> {
+    let key = EncodedKey::from_encoded(change.key);
+    match change.kind {
+        ChangeKind::Inserted => {
+            filter.insert_encoded(&key);
+            Ok(())
+        }
+        ChangeKind::Removed => filter.remove_encoded(&key),
+    }
+}
+
+/// Replays the changes committed since a matched snapshot's generation (keys added, and taken
+/// off a counting filter); a failure leaves the filter bypassed. Removals a plain filter keeps
+/// the bits of are added to `stale`.
 fn catch_up<S: PrimaryStore>(
     store: &S,
     matched: Matched,
     head: HistoryPoint,
-) -> (AtomicBloomFilter, OpenOutcome) {
+    stale: &mut u64,
+) -> (StoreFilter, OpenOutcome) {
     let Matched { filter, generation } = matched;
     if generation == head.generation {
         return (filter, OpenOutcome::Trusted { generation });
     }
     let mut batch = Batcher::new(&filter);
-    let caught_up = store.keys_since(generation, &mut |key| batch.push(key));
+    let mut removals = 0u64;
+    let mut diverged = None;
+    let caught_up = store.changes_since(generation, &mut |change| match change.kind {
+        ChangeKind::Inserted => batch.push(change.key),
+        ChangeKind::Removed => {
+            // In order: the key's insert may be in the batch.
+            batch.flush();
+            removals += 1;
+            if apply_change(batch.filter, change).is_err() {
+                diverged.get_or_insert(change.generation);
+            }
+        }
+    });
     let keys = batch.finish();
-    match caught_up {
-        Ok(to) => (
+    if !filter.is_counting() {
+        *stale += removals;
+    }
+    match (caught_up, diverged) {
+        (Ok(_), Some(generation)) => (
+            filter,
+            OpenOutcome::Bypassed(BypassReason::CountsDiverged { generation }),
+        ),
+        (Ok(to), None) => (
             filter,
             OpenOutcome::CaughtUp {
                 from: generation,
                 to,
                 keys,
+                removals,
             },
         ),
-        Err(e) => (
+        (Err(e), _) => (
             filter,
             OpenOutcome::Bypassed(BypassReason::CatchUpFailed(shared(
                 StoreError::<S::Error>::Store(e),
@@ -535,35 +853,10 @@ fn catch_up<S: PrimaryStore>(
     }
 }
 
-/// Streams `filter` into a snapshot file bound to `identity` at `head`.
-fn write_snapshot(
-    path: &Path,
-    filter: &AtomicBloomFilter,
-    identity: bloom_format::StoreIdentity,
-    head: HistoryPoint,
-) -> Result<(), WriteError> {
-    let mut header = filter
-        .current_config()
-        .to_header(head.generation, filter.items_inserted());
-    header.store = Some(StoreBinding::new(identity, head.digest));
-    let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))?;
-    let target = file.target().to_path_buf();
-    let fail = |e: StreamWriteError| WriteError::Io {
-        path: target.clone(),
-        action: "writing the temporary file",
-        source: e.into(),
-    };
-    let mut writer = SnapshotWriter::new(file, header).map_err(fail)?;
-    filter
-        .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
-        .map_err(fail)?;
-    writer.finish().map_err(fail)?.commit()
-}
-
 /// Keys visited one at a time by `keys_since`, inserted into a filter a batch at a time (so
 /// that the batch's cache misses overlap) from one reused buffer.
 struct Batcher<'a> {
-    filter: &'a AtomicBloomFilter,
+    filter: &'a StoreFilter,
     bytes: Vec<u8>,
     ends: Vec<usize>,
     keys: u64,
@@ -572,7 +865,7 @@ struct Batcher<'a> {
 impl<'a> Batcher<'a> {
     const KEYS: usize = 256;
 
-    fn new(filter: &'a AtomicBloomFilter) -> Self {
+    fn new(filter: &'a StoreFilter) -> Self {
         Self {
             filter,
             bytes: Vec::new(),

@@ -7,11 +7,11 @@
 //!
 //! ```text
 //! digest(0) = SHA-256("bloom-store history v1" || 0x00 || identity)[0..16]
-//! digest(g) = SHA-256(digest(p) || g as u64 little-endian || 0x01 || key)[0..16]
+//! digest(g) = SHA-256(digest(p) || g as u64 little-endian || tag || key)[0..16]
 //! ```
 //!
-//! where `p` is the generation of the change before (normally `g - 1`), `0x01` marks an
-//! inserted key, and `key` is the key's encoded bytes. Two stores agree on `digest(g)` only
+//! where `p` is the generation of the change before (normally `g - 1`), `tag` is `0x01` for
+//! an inserted key and `0x02` for a removed one, and `key` is the key's encoded bytes. Two stores agree on `digest(g)` only
 //! if they have the same identity and the same changes, in the same order, up to `g` (a
 //! 128-bit truncation of SHA-256: an accidental match is not a practical concern). A store
 //! that lost commits, was restored from an older copy, was recreated, or was cloned and then
@@ -25,6 +25,8 @@ use sha2::{Digest, Sha256};
 const GENESIS_TAG: &[u8] = b"bloom-store history v1\0";
 /// Marks an inserted key in a history step.
 const INSERTED: u8 = 0x01;
+/// Marks a removed key in a history step.
+const REMOVED: u8 = 0x02;
 
 /// The operating system's random source failed while making a store identity.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -62,12 +64,58 @@ pub fn after_insert(
     generation: DatasetGeneration,
     key: &[u8],
 ) -> HistoryDigest {
+    after_change(previous, generation, ChangeKind::Inserted, key)
+}
+
+/// The digest after removing `key` (its encoded bytes) at `generation`, given the digest of
+/// the change before it.
+#[must_use]
+pub fn after_remove(
+    previous: HistoryDigest,
+    generation: DatasetGeneration,
+    key: &[u8],
+) -> HistoryDigest {
+    after_change(previous, generation, ChangeKind::Removed, key)
+}
+
+/// The digest after a change of `kind` to `key` at `generation`.
+#[must_use]
+pub fn after_change(
+    previous: HistoryDigest,
+    generation: DatasetGeneration,
+    kind: ChangeKind,
+    key: &[u8],
+) -> HistoryDigest {
     let mut hasher = Sha256::new();
     hasher.update(previous.to_bytes());
     hasher.update(generation.get().to_le_bytes());
-    hasher.update([INSERTED]);
+    hasher.update([match kind {
+        ChangeKind::Inserted => INSERTED,
+        ChangeKind::Removed => REMOVED,
+    }]);
     hasher.update(key);
     truncate(&hasher.finalize())
+}
+
+/// What a change of a store's history did to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// The key was committed (it was not in the store).
+    Inserted,
+    /// The key was removed (it was in the store).
+    Removed,
+}
+
+/// One committed change, as [`PrimaryStore::changes_since`](crate::PrimaryStore::changes_since)
+/// reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// The generation the change got.
+    pub generation: DatasetGeneration,
+    /// Inserted or removed.
+    pub kind: ChangeKind,
+    /// The key's encoded bytes.
+    pub key: &'a [u8],
 }
 
 fn truncate(digest: &[u8]) -> HistoryDigest {
@@ -118,6 +166,15 @@ mod tests {
         expected.update(b"key");
         let g1 = after_insert(g0, DatasetGeneration::new(1), b"key");
         assert_eq!(g1.to_bytes(), expected.finalize()[..16]);
+
+        let mut expected = Sha256::new();
+        expected.update(g1.to_bytes());
+        expected.update(2u64.to_le_bytes());
+        expected.update([2u8]);
+        expected.update(b"key");
+        let g2 = after_remove(g1, DatasetGeneration::new(2), b"key");
+        assert_eq!(g2.to_bytes(), expected.finalize()[..16]);
+        assert_ne!(g2, after_insert(g1, DatasetGeneration::new(2), b"key"));
     }
 
     #[test]

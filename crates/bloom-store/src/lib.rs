@@ -86,6 +86,7 @@
 mod error;
 mod filtered;
 pub mod history;
+mod kind;
 mod load;
 mod memory;
 mod options;
@@ -97,7 +98,7 @@ mod sqlite;
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
-pub use history::HistoryPoint;
+pub use history::{Change, ChangeKind, HistoryPoint};
 pub use memory::{MemoryStore, MemoryStoreError};
 pub use options::{FilterOptions, OptionsError, SaltPolicy};
 pub use outcome::{

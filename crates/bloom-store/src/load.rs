@@ -4,17 +4,18 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bloom_core::{AtomicBloomFilter, BitsError, FilterConfig};
+use bloom_core::{AtomicBloomFilter, BitsError, CountingBloomFilter, CountingError, FilterConfig};
 use bloom_format::{DatasetGeneration, DecodeOptions, ReadError, SnapshotReader};
 
 use crate::history::HistoryPoint;
+use crate::kind::StoreFilter;
 use crate::options::FilterOptions;
 use crate::outcome::{BypassReason, Incompatibility};
 use crate::primary::PrimaryStore;
 
 /// A snapshot that matches the store's history.
 pub(crate) struct Matched {
-    pub(crate) filter: AtomicBloomFilter,
+    pub(crate) filter: StoreFilter,
     /// The generation the snapshot covers; the store's history up to it is the snapshot's.
     pub(crate) generation: DatasetGeneration,
 }
@@ -23,6 +24,13 @@ pub(crate) struct Matched {
 enum PayloadError {
     Read(ReadError),
     Bits(BitsError),
+    Counting(CountingError),
+}
+
+impl From<CountingError> for PayloadError {
+    fn from(e: CountingError) -> Self {
+        Self::Counting(e)
+    }
 }
 
 impl From<ReadError> for PayloadError {
@@ -58,7 +66,13 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
         Err(e) => return Ok(Err(BypassReason::Unreadable(Arc::new(e)))),
     };
     let header = reader.header();
-    let config = match FilterConfig::from_header(header) {
+    let counting = header.layout == bloom_format::LayoutId::Counting4;
+    let config = if counting {
+        CountingBloomFilter::config_of(header)
+    } else {
+        FilterConfig::from_header(header)
+    };
+    let config = match config {
         Ok(config) => config,
         Err(e) => {
             return Ok(Err(BypassReason::Incompatible(
@@ -87,23 +101,42 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
         return Ok(Err(BypassReason::HistoryDiverged { generation }));
     }
     // The history matches: the snapshot could be used, if its rules are the configured ones.
+    if counting != options.counting {
+        return Ok(Err(BypassReason::Incompatible(Incompatibility::Counting {
+            snapshot: counting,
+        })));
+    }
     if let Some(why) = options.incompatibility(&config) {
         return Ok(Err(BypassReason::Incompatible(why)));
     }
     let items = header.item_count;
-    let loaded = AtomicBloomFilter::from_payload(config, items, |push| {
-        reader
-            .read_payload_with(|chunk| {
-                push(chunk);
-                Ok::<(), ReadError>(())
-            })
-            .map(|_| ())
-            .map_err(PayloadError::from)
-    });
+    let loaded = if counting {
+        CountingBloomFilter::from_payload_in_place(config, items, |image| {
+            reader
+                .read_payload_into(image)
+                .map(|_| ())
+                .map_err(PayloadError::from)
+        })
+        .map(|f| StoreFilter::Counting(std::sync::RwLock::new(f)))
+    } else {
+        AtomicBloomFilter::from_payload(config, items, |push| {
+            reader
+                .read_payload_with(|chunk| {
+                    push(chunk);
+                    Ok::<(), ReadError>(())
+                })
+                .map(|_| ())
+                .map_err(PayloadError::from)
+        })
+        .map(StoreFilter::Plain)
+    };
     Ok(match loaded {
         Ok(filter) => Ok(Matched { filter, generation }),
         Err(PayloadError::Read(e)) => Err(BypassReason::Unreadable(Arc::new(e))),
         Err(PayloadError::Bits(e)) => Err(BypassReason::Incompatible(
+            Incompatibility::Unsupported(e.into()),
+        )),
+        Err(PayloadError::Counting(e)) => Err(BypassReason::Incompatible(
             Incompatibility::Unsupported(e.into()),
         )),
     })

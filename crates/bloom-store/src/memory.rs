@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::{self, HistoryPoint, IdentityError};
+use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError};
 use crate::primary::PrimaryStore;
 
 /// An in-memory primary store, for tests and examples.
@@ -25,9 +25,17 @@ pub struct MemoryStore {
 #[derive(Clone, Debug, Default)]
 struct MemoryInner {
     key_encoding: Option<String>,
+    /// The keys in the store, with the generation of their insert.
     generation_of: HashMap<Vec<u8>, u64>,
-    /// Key and history digest of generation `i + 1`.
-    log: Vec<(Vec<u8>, HistoryDigest)>,
+    /// The change of generation `i + 1`.
+    log: Vec<Entry>,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    kind: ChangeKind,
+    key: Vec<u8>,
+    digest: HistoryDigest,
 }
 
 /// An error of [`MemoryStore`]: only produced on demand, to test error paths.
@@ -69,10 +77,10 @@ impl MemoryStore {
         self.failing.store(failing, Ordering::SeqCst);
     }
 
-    /// The number of committed keys.
+    /// The number of keys in the store.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.lock().log.len()
+        self.lock().generation_of.len()
     }
 
     /// Whether no key is committed.
@@ -88,10 +96,15 @@ impl MemoryStore {
         let mut inner = self.lock();
         let keep = usize::try_from(generation.get()).unwrap_or(usize::MAX);
         if keep < inner.log.len() {
-            let lost = inner.log.split_off(keep);
-            for (key, _) in lost {
-                inner.generation_of.remove(&key);
+            inner.log.truncate(keep);
+            let mut keys = HashMap::new();
+            for (i, entry) in inner.log.iter().enumerate() {
+                match entry.kind {
+                    ChangeKind::Inserted => keys.insert(entry.key.clone(), i as u64 + 1),
+                    ChangeKind::Removed => keys.remove(&entry.key),
+                };
             }
+            inner.generation_of = keys;
         }
     }
 
@@ -109,14 +122,34 @@ impl MemoryStore {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Appends a change to the log; returns its generation.
+    fn append(
+        &self,
+        inner: &mut MemoryInner,
+        kind: ChangeKind,
+        key: &[u8],
+    ) -> Result<DatasetGeneration, MemoryStoreError> {
+        let head = self
+            .point(inner, inner.log.len())
+            .unwrap_or_else(|| HistoryPoint::genesis(self.identity));
+        let generation = head.generation.next().ok_or(MemoryStoreError)?;
+        let digest = history::after_change(head.digest, generation, kind, key);
+        inner.log.push(Entry {
+            kind,
+            key: key.to_vec(),
+            digest,
+        });
+        Ok(generation)
+    }
+
     fn point(&self, inner: &MemoryInner, generation: usize) -> Option<HistoryPoint> {
         if generation == 0 {
             return Some(HistoryPoint::genesis(self.identity));
         }
-        let (_, digest) = inner.log.get(generation - 1)?;
+        let entry = inner.log.get(generation - 1)?;
         Some(HistoryPoint {
             generation: DatasetGeneration::new(generation as u64),
-            digest: *digest,
+            digest: entry.digest,
         })
     }
 }
@@ -180,26 +213,54 @@ impl PrimaryStore for MemoryStore {
         self.check()?;
         let inner = self.lock();
         let start = usize::try_from(after.get()).unwrap_or(usize::MAX);
-        for (key, _) in inner.log.iter().skip(start) {
-            visit(key);
+        for (i, entry) in inner.log.iter().enumerate().skip(start) {
+            if entry.kind == ChangeKind::Inserted
+                && inner.generation_of.get(&entry.key) == Some(&(i as u64 + 1))
+            {
+                visit(&entry.key);
+            }
         }
         Ok(DatasetGeneration::new(inner.log.len() as u64).max(after))
     }
 
-    fn insert(&self, key: &[u8]) -> Result<bool, MemoryStoreError> {
+    fn changes_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(Change<'_>),
+    ) -> Result<DatasetGeneration, MemoryStoreError> {
+        self.check()?;
+        let inner = self.lock();
+        let start = usize::try_from(after.get()).unwrap_or(usize::MAX);
+        for (i, entry) in inner.log.iter().enumerate().skip(start) {
+            visit(Change {
+                generation: DatasetGeneration::new(i as u64 + 1),
+                kind: entry.kind,
+                key: &entry.key,
+            });
+        }
+        Ok(DatasetGeneration::new(inner.log.len() as u64).max(after))
+    }
+
+    fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, MemoryStoreError> {
         self.check()?;
         let mut inner = self.lock();
         if inner.generation_of.contains_key(key) {
-            return Ok(false);
+            return Ok(None);
         }
-        let head = self
-            .point(&inner, inner.log.len())
-            .unwrap_or_else(|| HistoryPoint::genesis(self.identity));
-        let generation = head.generation.next().ok_or(MemoryStoreError)?;
-        let digest = history::after_insert(head.digest, generation, key);
-        inner.log.push((key.to_vec(), digest));
+        let generation = self.append(&mut inner, ChangeKind::Inserted, key)?;
         inner.generation_of.insert(key.to_vec(), generation.get());
-        Ok(true)
+        Ok(Some(generation))
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, MemoryStoreError> {
+        self.check()?;
+        let mut inner = self.lock();
+        if !inner.generation_of.contains_key(key) {
+            return Ok(None);
+        }
+        let generation = self.append(&mut inner, ChangeKind::Removed, key)?;
+        inner.generation_of.remove(key);
+        Ok(Some(generation))
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, MemoryStoreError> {

@@ -1,8 +1,8 @@
 //! [`FilterOptions`]: how the filter for a store is planned, and which snapshots fit it.
 
 use bloom_core::{
-    ConfigError, FilterConfig, FilterParams, KeyEncoding, Layout, ParamsError, PositionRule,
-    RandomSaltError, Salt,
+    ConfigError, CountingError, FilterConfig, FilterParams, KeyEncoding, Layout, ParamsError,
+    PositionRule, RandomSaltError, Salt,
 };
 
 use crate::outcome::Incompatibility;
@@ -40,6 +40,16 @@ pub struct FilterOptions {
     /// this store makes can be saved and read back. Default 4 GiB (about 3.5 billion keys at
     /// 1%).
     pub max_snapshot_bytes: u64,
+    /// Whether the filter is a counting filter (4-bit counters, four times the bytes of a
+    /// plain filter at the same rate), so that [`FilteredStore::remove`] takes removed keys
+    /// out of it. A plain filter (the default) keeps a removed key's bits: removals leave
+    /// stale bits, counted in [`Metrics::stale_removals`], and the filter is rebuilt once
+    /// its estimated false-positive rate passes the target. A counting filter is placed as
+    /// the standard layout; a snapshot of the other kind is rebuilt.
+    ///
+    /// [`FilteredStore::remove`]: crate::FilteredStore::remove
+    /// [`Metrics::stale_removals`]: crate::Metrics::stale_removals
+    pub counting: bool,
 }
 
 /// Which salt new filters get and which snapshots are accepted.
@@ -64,6 +74,9 @@ pub enum OptionsError {
     /// The rule, encoding and salt do not fit together.
     #[error("invalid filter options: {0}")]
     Config(#[from] ConfigError),
+    /// A counting filter was asked for with a layout or rule that has no counting form.
+    #[error("invalid filter options: {0}")]
+    Counting(#[from] CountingError),
     /// The filter planned for the capacity is larger than `max_snapshot_bytes`, so it could
     /// never be saved and read back.
     #[error(
@@ -117,6 +130,23 @@ impl FilterOptions {
             encoding: KeyEncoding::Nfc,
             salt: SaltPolicy::None,
             max_snapshot_bytes: 1 << 32,
+            counting: false,
+        }
+    }
+
+    /// A counting filter (or a plain one); see [`FilterOptions::counting`].
+    #[must_use]
+    pub fn with_counting(mut self, counting: bool) -> Self {
+        self.counting = counting;
+        self
+    }
+
+    /// The snapshot payload bytes of a filter of `bits` bits (or counters).
+    pub(crate) fn payload_bytes(&self, bits: u64) -> u64 {
+        if self.counting {
+            bits.div_ceil(2)
+        } else {
+            bits.div_ceil(8)
         }
     }
 
@@ -147,6 +177,9 @@ impl FilterOptions {
     pub(crate) fn new_layout(&self) -> Layout {
         let rule = self.new_rule();
         self.layout.unwrap_or_else(|| {
+            if self.counting {
+                return Layout::Standard;
+            }
             let blocked = Layout::Blocked512;
             let reachable = FilterParams::planned(
                 blocked,
@@ -211,7 +244,10 @@ impl FilterOptions {
 
     /// The most keys a filter within `max_snapshot_bytes` is planned for at the target rate.
     pub(crate) fn largest_capacity(&self) -> u64 {
-        (self.max_snapshot_bytes.saturating_mul(8) as f64 / self.bits_per_key()).floor() as u64
+        let bits = self
+            .max_snapshot_bytes
+            .saturating_mul(if self.counting { 2 } else { 8 });
+        (bits as f64 / self.bits_per_key()).floor() as u64
     }
 
     /// The label a store records for the configured key encoding: name and rule version.
@@ -226,10 +262,19 @@ impl FilterOptions {
             return Err(ParamsError::ZeroItems.into());
         }
         let params = self.params_for(self.capacity)?;
-        if params.byte_len() > self.max_snapshot_bytes {
+        if self.counting {
+            if let Some(layout) = self.layout.filter(|&l| l != Layout::Standard) {
+                return Err(CountingError::Layout(layout).into());
+            }
+            if self.new_rule().is_guava() {
+                return Err(CountingError::Rule(self.new_rule()).into());
+            }
+        }
+        let bytes = self.payload_bytes(params.bits());
+        if bytes > self.max_snapshot_bytes {
             return Err(OptionsError::OverSnapshotLimit {
                 capacity: self.capacity,
-                bytes: params.byte_len(),
+                bytes,
                 limit: self.max_snapshot_bytes,
             });
         }
@@ -245,12 +290,12 @@ impl FilterOptions {
         let mut capacity = wanted.max(1);
         let mut params = self.params_for(capacity)?;
         let mut limited = false;
-        if params.byte_len() > self.max_snapshot_bytes {
+        if self.payload_bytes(params.bits()) > self.max_snapshot_bytes {
             capacity = self.largest_capacity().clamp(1, capacity);
             params = self.params_for(capacity)?;
             limited = true;
             // Rounding in the formula can leave the plan a few bits over; trim it.
-            while params.byte_len() > self.max_snapshot_bytes && capacity > 1 {
+            while self.payload_bytes(params.bits()) > self.max_snapshot_bytes && capacity > 1 {
                 capacity -= capacity / 1024 + 1;
                 params = self.params_for(capacity)?;
             }

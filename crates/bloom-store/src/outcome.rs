@@ -53,6 +53,12 @@ pub enum Incompatibility {
     /// The snapshot's salt differs from the configured one.
     #[error("snapshot salt differs from the configured salt")]
     SaltDiffers,
+    /// A counting snapshot for a plain filter, or the other way round.
+    #[error("{}", if *snapshot { "snapshot is a counting filter, configured a plain one" } else { "snapshot is a plain filter, configured a counting one" })]
+    Counting {
+        /// Whether the snapshot is a counting filter.
+        snapshot: bool,
+    },
 }
 
 /// Why the filter is not used to answer "absent".
@@ -111,6 +117,16 @@ pub enum BypassReason {
     /// A rebuild is running.
     #[error("rebuilding")]
     Rebuilding,
+    /// A counting filter was asked to take off a key the store removed, and said the key was
+    /// absent: its counts no longer describe the store (a key was written behind the
+    /// wrapper's back, say). It is never trusted again; a rebuild counts afresh.
+    #[error(
+        "the counting filter's counts do not match the store (the removal at generation {generation} found the key absent); rebuild it"
+    )]
+    CountsDiverged {
+        /// The generation of the removal.
+        generation: DatasetGeneration,
+    },
 }
 
 /// Whether the filter answers "absent" on its own.
@@ -185,6 +201,9 @@ pub enum OpenOutcome {
         to: DatasetGeneration,
         /// Keys added.
         keys: u64,
+        /// Removals replayed: taken off a counting filter, or left as stale bits in a plain
+        /// one ([`Metrics::stale_removals`]).
+        removals: u64,
     },
     /// The filter is bypassed; call [`FilteredStore::rebuild`](crate::FilteredStore::rebuild).
     Bypassed(BypassReason),
@@ -236,10 +255,23 @@ pub struct Metrics {
     pub false_positives: u64,
     /// Keys inserted through the wrapper.
     pub inserts: u64,
+    /// Keys removed through the wrapper (that the store had).
+    pub removals: u64,
+    /// For a plain filter, removed keys whose bits it still holds, as seen by this wrapper
+    /// (removals through it and removals replayed at open) since the filter was built or
+    /// loaded: each is a stale "maybe" confirmed absent by the store. The filter is rebuilt
+    /// when its estimated false-positive rate passes the target. Always 0 for a counting
+    /// filter, which takes removed keys off.
+    pub stale_removals: u64,
+    /// Whether the filter is a counting filter.
+    pub counting: bool,
+    /// For a counting filter, counters stuck at 15 (each a position that stays "maybe" for
+    /// good); 0 for a plain filter.
+    pub saturated_counters: u64,
     /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
     /// keys that were absent, while trusted. `None` before any such query.
     pub observed_false_positive_rate: Option<f64>,
-    /// `(X / m)^k` at the current fill.
+    /// `(X / m)^k` at the current fill (`X` the set bits, or the counters above zero).
     pub predicted_false_positive_rate: f64,
     /// `X / m`.
     pub fill_ratio: f64,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::HistoryPoint;
+use crate::history::{Change, HistoryPoint};
 
 /// The store that holds the truth. Small enough for any database to implement.
 ///
@@ -13,19 +13,23 @@ use crate::history::HistoryPoint;
 ///
 /// # Generations and history
 ///
-/// Every committed new key gets the next generation: the generation grows by one with each
-/// new key, never for a key that was already there, and never goes back (stores upgraded
-/// from an older schema may have gaps below their first new generation). A key committed at
-/// generation `g` is returned by `keys_since(h)` for every `h < g`.
+/// Every committed change gets the next generation: the generation grows by one with each
+/// new key and each removed key, never for a key that was already there (or a removal of a
+/// key that was not), and never goes back (stores upgraded from an older schema may have
+/// gaps below their first new generation). A key committed at generation `g` and still in
+/// the store is returned by `keys_since(h)` for every `h < g`; every change at generation
+/// `g` is returned by `changes_since(h)`.
 ///
 /// Every store has an [`identity`](PrimaryStore::identity), created with it and kept in it,
 /// and a [history digest](crate::history) at every generation it has reached, computed when
-/// the change is committed (in the same transaction) with [`history::after_insert`]. A
+/// the change is committed (in the same transaction) with [`history::after_insert`] or
+/// [`history::after_remove`]. A
 /// snapshot records both; `FilteredStore` trusts it only while the store still has the same
 /// identity and the same digest at the snapshot's generation, so a store that lost commits,
 /// was restored, recreated or replaced never trusts a snapshot of another history.
 ///
 /// [`history::after_insert`]: crate::history::after_insert
+/// [`history::after_remove`]: crate::history::after_remove
 pub trait PrimaryStore: Send + Sync {
     /// The store's error type.
     type Error: std::error::Error + Send + Sync + 'static;
@@ -60,9 +64,10 @@ pub trait PrimaryStore: Send + Sync {
         generation: DatasetGeneration,
     ) -> Result<Option<HistoryDigest>, Self::Error>;
 
-    /// Calls `visit` with every key committed after generation `after` (0 means all keys), in
-    /// commit order, and returns the generation the visited keys reach: every key committed
-    /// at or before it has been visited.
+    /// Calls `visit` with every key in the store that was committed after generation `after`
+    /// (0 means all keys), in commit order, and returns the generation the scan reached:
+    /// every key committed at or before it and still in the store has been visited. Removed
+    /// keys are not visited.
     ///
     /// # Errors
     /// The store's error.
@@ -72,12 +77,33 @@ pub trait PrimaryStore: Send + Sync {
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<DatasetGeneration, Self::Error>;
 
-    /// Commits a key. Returns `true` when it was new (and got the next generation), `false`
-    /// when it was already there (and nothing changed).
+    /// Calls `visit` with every change (inserted or removed key) committed after generation
+    /// `after`, in generation order, and returns the generation reached: every change at or
+    /// before it has been visited. A key inserted, removed and inserted again appears three
+    /// times. Catch-up replays these, so that a counting filter takes removals off exactly.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn changes_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(Change<'_>),
+    ) -> Result<DatasetGeneration, Self::Error>;
+
+    /// Commits a key. Returns the generation it got when it was new, `None` when it was
+    /// already there (and nothing changed).
     ///
     /// # Errors
     /// The store's error; the key is then not committed.
-    fn insert(&self, key: &[u8]) -> Result<bool, Self::Error>;
+    fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
+
+    /// Removes a key. Returns the generation of the removal when the key was there, `None`
+    /// when it was not (and nothing changed). The key may be inserted again later, as a new
+    /// change.
+    ///
+    /// # Errors
+    /// The store's error; the key is then not removed.
+    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
 
     /// Records `proposed` as the key encoding the store's keys are in, if none is recorded
     /// yet, and returns the recorded one (atomically: when two openers race, both get the
@@ -126,8 +152,18 @@ macro_rules! forward_primary_store {
             ) -> Result<DatasetGeneration, Self::Error> {
                 (**self).keys_since(after, visit)
             }
-            fn insert(&self, key: &[u8]) -> Result<bool, Self::Error> {
+            fn changes_since(
+                &self,
+                after: DatasetGeneration,
+                visit: &mut dyn FnMut(Change<'_>),
+            ) -> Result<DatasetGeneration, Self::Error> {
+                (**self).changes_since(after, visit)
+            }
+            fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
                 (**self).insert(key)
+            }
+            fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
+                (**self).remove(key)
             }
             fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
                 (**self).claim_key_encoding(proposed)

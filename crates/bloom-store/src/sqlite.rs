@@ -1,5 +1,6 @@
-//! A primary store on SQLite: a keys table whose `seq` is the generation and which carries the
-//! history digest of every generation, and a metadata table with the store's identity.
+//! A primary store on SQLite: an append-only change log whose `seq` is the generation and
+//! which carries the history digest of every generation, a keys table of the keys in the
+//! store, and a metadata table with the store's identity.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -7,17 +8,19 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::history::{self, HistoryPoint, IdentityError};
+use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError};
 use crate::primary::PrimaryStore;
 
 /// The schema version this build writes into the metadata table, and the newest it reads.
-const SCHEMA_VERSION: i64 = 1;
+/// Version 1 had the keys table only (append-only, no removals); version 2 adds the change
+/// log, and opening a version 1 database upgrades it in place.
+const SCHEMA_VERSION: i64 = 2;
 
-/// The keys table, its guards, and the metadata table. Keys are append-only: a row is never
-/// updated or deleted (the history digests of every later row depend on it), and the
-/// triggers make an edit by hand or by an older bloom-store fail loudly instead of quietly
-/// desynchronising the history (bloom-store 0.1 inserted without a digest, which the insert
-/// trigger refuses).
+/// The tables and their guards. The change log is append-only: a row is never updated or
+/// deleted (the history digests of every later row depend on it). The keys table holds the
+/// keys in the store; a key gets in or out only with its change logged first, so an edit by
+/// hand (or by an older bloom-store) fails loudly instead of quietly desynchronising the
+/// history. (bloom-store 0.1 inserted without a digest, which the insert trigger refuses.)
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS bloom_store_meta (
     name TEXT PRIMARY KEY NOT NULL,
@@ -28,14 +31,35 @@ CREATE TABLE IF NOT EXISTS keys (
     key BLOB NOT NULL UNIQUE,
     history BLOB NOT NULL CHECK (length(history) = 16)
 );
+CREATE TABLE IF NOT EXISTS bloom_changes (
+    seq INTEGER PRIMARY KEY CHECK (seq > 0),
+    kind INTEGER NOT NULL CHECK (kind IN (1, 2)),
+    key BLOB NOT NULL,
+    history BLOB NOT NULL CHECK (length(history) = 16)
+);
 CREATE TRIGGER IF NOT EXISTS keys_need_a_history BEFORE INSERT ON keys
     WHEN NEW.history IS NULL
     BEGIN SELECT RAISE(ABORT, 'this database belongs to bloom-store 0.2 or later: insert keys through it'); END;
 CREATE TRIGGER IF NOT EXISTS keys_are_never_updated BEFORE UPDATE ON keys
-    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are append-only: an edited key breaks the history every snapshot is checked against'); END;
-CREATE TRIGGER IF NOT EXISTS keys_are_never_deleted BEFORE DELETE ON keys
-    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are append-only: a deleted key breaks the history every snapshot is checked against'); END;
+    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are never edited: an edited key breaks the history every snapshot is checked against'); END;
+DROP TRIGGER IF EXISTS keys_are_never_deleted;
+CREATE TRIGGER IF NOT EXISTS keys_inserts_are_logged BEFORE INSERT ON keys
+    WHEN NEW.history IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM bloom_changes WHERE seq = NEW.seq AND kind = 1 AND key = NEW.key)
+    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are inserted through bloom-store only: an unlogged key breaks the history every snapshot is checked against'); END;
+CREATE TRIGGER IF NOT EXISTS keys_removals_are_logged BEFORE DELETE ON keys
+    WHEN NOT EXISTS (SELECT 1 FROM bloom_changes WHERE seq = (SELECT MAX(seq) FROM bloom_changes) AND kind = 2 AND key = OLD.key)
+    BEGIN SELECT RAISE(ABORT, 'bloom-store keys are removed through bloom-store only: an unlogged removal breaks the history every snapshot is checked against'); END;
+CREATE TRIGGER IF NOT EXISTS changes_are_never_updated BEFORE UPDATE ON bloom_changes
+    BEGIN SELECT RAISE(ABORT, 'the bloom-store change log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS changes_are_never_deleted BEFORE DELETE ON bloom_changes
+    BEGIN SELECT RAISE(ABORT, 'the bloom-store change log is append-only'); END;
 ";
+
+/// The columns of the keys table (schema versions 1 and 2).
+const KEYS_COLUMNS: &str = "seq,key,history";
+/// The columns of the change log (schema version 2).
+const CHANGES_COLUMNS: &str = "seq,kind,key,history";
 
 /// The columns of the keys table of bloom-store 0.1, the only foreign `keys` table this
 /// build upgrades.
@@ -58,11 +82,14 @@ pub enum SqliteStoreError {
         /// The newest this build reads.
         supported: i64,
     },
-    /// The database has a `keys` table that bloom-store did not create; it is left alone.
+    /// The database has a `keys` (or `bloom_changes`) table that bloom-store did not create;
+    /// it is left alone.
     #[error(
-        "the database has a table named keys that bloom-store did not create (columns {columns}); refusing to change it"
+        "the database has a table named {table} that bloom-store did not create (columns {columns}); refusing to change it"
     )]
     ForeignTable {
+        /// The table's name.
+        table: &'static str,
         /// Its columns, comma separated.
         columns: String,
     },
@@ -88,17 +115,21 @@ pub enum SqliteStoreError {
 ///   16 bytes), the schema version (`schema`) and the key encoding the keys are in
 ///   (`key_encoding`). The identity is written in the transaction that creates the schema,
 ///   so every database has exactly one identity from its first moment.
-/// - Table `keys(seq, key, history)`: `seq` is the generation, assigned as the previous
-///   largest plus one inside the inserting transaction, so a duplicate key consumes no
-///   generation; `history` is the history digest at `seq`. Rows are append-only, guarded by
-///   triggers.
+/// - Table `bloom_changes(seq, kind, key, history)`: the change log. `seq` is the
+///   generation, assigned as the previous largest plus one inside the changing transaction
+///   (so a duplicate insert, or the removal of a missing key, consumes no generation);
+///   `kind` is 1 for an insert and 2 for a removal; `history` is the history digest at
+///   `seq`. Append-only, guarded by triggers.
+/// - Table `keys(seq, key, history)`: the keys in the store, with the generation and digest
+///   of their insert. A row gets in or out only with its change logged first (triggers).
 /// - Scans (`keys_since`, used by rebuilds and catch-up) run on their own read-only
 ///   connections, so a long rebuild does not hold up inserts or lookups.
 /// - WAL journal mode with `synchronous = NORMAL`: a commit survives a process crash; a power
 ///   loss may roll back the newest commits. The history digests make that safe: a snapshot
 ///   taken before the rollback no longer matches the store's history and is not trusted.
-/// - A database created by bloom-store 0.1 (no identity, no digests) is upgraded in place
-///   the first time it is opened with write access, in one transaction. A database of a
+/// - A database created by bloom-store 0.1 (no identity, no digests), or with schema 1 (no
+///   change log), is upgraded in place the first time it is opened with write access, in
+///   one transaction. A database of a
 ///   newer schema, or with a `keys` table bloom-store did not make, is refused untouched.
 /// - An up-to-date database opens without writing, so a read-only one can be opened (and
 ///   inserts then fail with SQLite's error).
@@ -125,6 +156,16 @@ struct SchemaState {
     identity: Option<Vec<u8>>,
     /// The columns of the `keys` table, if there is one.
     keys_columns: Option<String>,
+    /// The columns of the `bloom_changes` table, if there is one.
+    changes_columns: Option<String>,
+}
+
+fn columns(conn: &Connection, table: &str) -> Result<Option<String>, rusqlite::Error> {
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?
+        .query_map([table], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok((!names.is_empty()).then(|| names.join(",")))
 }
 
 fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqlite::Error> {
@@ -154,14 +195,11 @@ fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqlite::Error> 
     } else {
         (None, None)
     };
-    let columns: Vec<String> = conn
-        .prepare("SELECT name FROM pragma_table_info('keys') ORDER BY cid")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
     Ok(SchemaState {
         version,
         identity,
-        keys_columns: (!columns.is_empty()).then(|| columns.join(",")),
+        keys_columns: columns(conn, "keys")?,
+        changes_columns: columns(conn, "bloom_changes")?,
     })
 }
 
@@ -198,7 +236,8 @@ impl SqliteStore {
         check_schema(&state)?;
         let current = state.version == Some(SCHEMA_VERSION)
             && state.identity.is_some()
-            && state.keys_columns.as_deref() == Some("seq,key,history");
+            && state.keys_columns.as_deref() == Some(KEYS_COLUMNS)
+            && state.changes_columns.as_deref() == Some(CHANGES_COLUMNS);
         if !current {
             // Something to create or upgrade: take the write lock, and look again under it
             // (another process may have done it meanwhile).
@@ -212,7 +251,16 @@ impl SqliteStore {
             if unversioned {
                 tx.execute_batch("ALTER TABLE keys RENAME TO keys_unversioned;")?;
             }
+            // Schema 1 (keys only): its keys become the first changes of the log.
+            let keys_without_log = state.keys_columns.as_deref() == Some(KEYS_COLUMNS)
+                && state.changes_columns.is_none();
             tx.execute_batch(SCHEMA)?;
+            if keys_without_log {
+                tx.execute_batch(
+                    "INSERT INTO bloom_changes (seq, kind, key, history)
+                     SELECT seq, 1, key, history FROM keys ORDER BY seq;",
+                )?;
+            }
             let identity = match state.identity {
                 Some(bytes) => StoreIdentity::from_bytes(blob16("store identity", &bytes)?),
                 None => {
@@ -247,7 +295,7 @@ impl SqliteStore {
         })
     }
 
-    /// The number of committed keys.
+    /// The number of keys in the store.
     ///
     /// # Errors
     /// The SQLite error.
@@ -300,6 +348,55 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Inserts or removes a key in one IMMEDIATE transaction: the change is logged with the
+    /// next generation and its digest, then the keys table follows. `None` when there is
+    /// nothing to change.
+    fn change(
+        &self,
+        kind: ChangeKind,
+        key: &[u8],
+    ) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
+        let mut conn = self.writer();
+        // IMMEDIATE takes the write lock first, so the head read below is the head this
+        // change extends, even with other connections writing.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let exists = tx
+            .prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?
+            .query_row(params![key], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if exists == (kind == ChangeKind::Inserted) {
+            return Ok(None);
+        }
+        let head = head_in(&tx, self.identity)?;
+        let generation = head.generation.next().ok_or(SqliteStoreError::Damaged {
+            what: "generation",
+            detail: "at its maximum".into(),
+        })?;
+        let digest = history::after_change(head.digest, generation, kind, key);
+        let seq = to_seq(generation);
+        let kind_value: i64 = match kind {
+            ChangeKind::Inserted => 1,
+            ChangeKind::Removed => 2,
+        };
+        tx.prepare_cached(
+            "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![seq, kind_value, key, digest.to_bytes().as_slice()])?;
+        match kind {
+            ChangeKind::Inserted => tx
+                .prepare_cached("INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)")?
+                .execute(params![seq, key, digest.to_bytes().as_slice()])?,
+            ChangeKind::Removed => tx
+                .prepare_cached("DELETE FROM keys WHERE key = ?1")?
+                .execute(params![key])?,
+        };
+        tx.commit()?;
+        Ok(Some(generation))
+    }
+}
+
 /// A failure to take the write lock: on a read-only database, say that plainly.
 fn read_only_or(error: rusqlite::Error) -> SqliteStoreError {
     match error.sqlite_error_code() {
@@ -318,10 +415,20 @@ fn check_schema(state: &SchemaState) -> Result<(), SqliteStoreError> {
             supported: SCHEMA_VERSION,
         });
     }
+    match state.changes_columns.as_deref() {
+        None | Some(CHANGES_COLUMNS) => {}
+        Some(columns) => {
+            return Err(SqliteStoreError::ForeignTable {
+                table: "bloom_changes",
+                columns: columns.to_owned(),
+            });
+        }
+    }
     match state.keys_columns.as_deref() {
-        None | Some("seq,key,history") => Ok(()),
+        None | Some(KEYS_COLUMNS) => Ok(()),
         Some(UNVERSIONED_COLUMNS) if state.version.is_none() => Ok(()),
         Some(columns) => Err(SqliteStoreError::ForeignTable {
+            table: "keys",
             columns: columns.to_owned(),
         }),
     }
@@ -338,12 +445,16 @@ fn upgrade_from_unversioned(
         // CAST: a key stored as text by hand is still its bytes.
         let mut read =
             tx.prepare("SELECT seq, CAST(key AS BLOB) FROM keys_unversioned ORDER BY seq")?;
+        let mut log = tx.prepare(
+            "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (?1, 1, ?2, ?3)",
+        )?;
         let mut write = tx.prepare("INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)")?;
         let mut rows = read.query([])?;
         while let Some(row) = rows.next()? {
             let seq: i64 = row.get(0)?;
             let key = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
             digest = history::after_insert(digest, from_seq(seq), key);
+            log.execute(params![seq, key, digest.to_bytes().as_slice()])?;
             write.execute(params![seq, key, digest.to_bytes().as_slice()])?;
         }
     }
@@ -362,7 +473,7 @@ fn from_seq(seq: i64) -> DatasetGeneration {
 /// The newest point of the history, in a connection or transaction.
 fn head_in(conn: &Connection, identity: StoreIdentity) -> Result<HistoryPoint, SqliteStoreError> {
     let newest: Option<(i64, Vec<u8>)> = conn
-        .prepare_cached("SELECT seq, history FROM keys ORDER BY seq DESC LIMIT 1")?
+        .prepare_cached("SELECT seq, history FROM bloom_changes ORDER BY seq DESC LIMIT 1")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     match newest {
@@ -404,7 +515,7 @@ impl PrimaryStore for SqliteStore {
         }
         self.read(|conn| {
             let digest: Option<Vec<u8>> = conn
-                .prepare_cached("SELECT history FROM keys WHERE seq = ?1")?
+                .prepare_cached("SELECT history FROM bloom_changes WHERE seq = ?1")?
                 .query_row(params![to_seq(generation)], |row| row.get(0))
                 .optional()?;
             digest
@@ -434,33 +545,48 @@ impl PrimaryStore for SqliteStore {
         })
     }
 
-    fn insert(&self, key: &[u8]) -> Result<bool, SqliteStoreError> {
-        let mut conn = self.writer();
-        // IMMEDIATE takes the write lock first, so the head read below is the head this
-        // insert extends, even with other connections writing.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let exists = tx
-            .prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?
-            .query_row(params![key], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if exists {
-            return Ok(false);
-        }
-        let head = head_in(&tx, self.identity)?;
-        let generation = head.generation.next().ok_or(SqliteStoreError::Damaged {
-            what: "generation",
-            detail: "at its maximum".into(),
-        })?;
-        let digest = history::after_insert(head.digest, generation, key);
-        tx.prepare_cached("INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)")?
-            .execute(params![
-                to_seq(generation),
-                key,
-                digest.to_bytes().as_slice()
-            ])?;
-        tx.commit()?;
-        Ok(true)
+    fn changes_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(Change<'_>),
+    ) -> Result<DatasetGeneration, SqliteStoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, kind, CAST(key AS BLOB) FROM bloom_changes WHERE seq > ?1 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query(params![to_seq(after)])?;
+            let mut reached = after;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let kind = match row.get::<_, i64>(1)? {
+                    1 => ChangeKind::Inserted,
+                    2 => ChangeKind::Removed,
+                    other => {
+                        return Err(SqliteStoreError::Damaged {
+                            what: "change kind",
+                            detail: format!("{other} at generation {seq}"),
+                        });
+                    }
+                };
+                let key = row.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?;
+                let generation = from_seq(seq);
+                visit(Change {
+                    generation,
+                    kind,
+                    key,
+                });
+                reached = reached.max(generation);
+            }
+            Ok(reached)
+        })
+    }
+
+    fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
+        self.change(ChangeKind::Inserted, key)
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
+        self.change(ChangeKind::Removed, key)
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, SqliteStoreError> {

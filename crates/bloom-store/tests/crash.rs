@@ -8,12 +8,18 @@
 //! directory or a symbolic link at the snapshot path. After every kill and every damage it
 //! reopens and checks that every key in the database is reported present.
 //!
+//! The whole run happens twice: with a plain filter, and with a counting filter whose child
+//! also removes keys (its own and an earlier round's), so that a kill can land between a
+//! removal's commit and its decrement, or in a save while removals wait. With a counting
+//! filter no open may ever find the counts diverged from the store.
+//!
 //! This is a `harness = false` test: the same binary is the parent and, with `--crash-child`,
 //! the child.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bloom_core::EncodedKey;
@@ -29,8 +35,15 @@ const TIME_BUDGET: Duration = Duration::from_secs(8);
 /// pipe must fail the test, not hang CI.
 const WATCHDOG: Duration = Duration::from_secs(180);
 
+/// Whether this process runs the counting round (set once, before anything else).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+fn counting() -> bool {
+    COUNTING.load(Ordering::SeqCst)
+}
+
 fn options() -> FilterOptions {
-    FilterOptions::new(20_000, 0.01)
+    FilterOptions::new(20_000, 0.01).with_counting(counting())
 }
 
 struct Paths {
@@ -86,6 +99,16 @@ fn child(dir: &Path, round: u32) -> ExitCode {
         filtered
             .insert(&format!("round-{round}-key-{i}"))
             .expect("insert");
+        if counting() && i % 3 == 2 {
+            filtered
+                .remove(&format!("round-{round}-key-{}", i - 1))
+                .expect("remove");
+            if let Some(before) = round.checked_sub(1) {
+                filtered
+                    .remove(&format!("round-{before}-key-{i}"))
+                    .expect("remove");
+            }
+        }
         if i % every == every - 1 {
             let _ = filtered.save_snapshot(&paths.snapshot);
         }
@@ -138,6 +161,7 @@ const DAMAGES: [Damage; 7] = [
 struct Tally {
     kills: u32,
     keys_checked: u64,
+    removals_checked: u64,
     opens: BTreeMap<&'static str, u32>,
     damages: BTreeMap<String, u32>,
 }
@@ -153,6 +177,7 @@ fn outcome_name(outcome: &OpenOutcome) -> &'static str {
             BypassReason::OtherStore { .. } => "bypassed: other store",
             BypassReason::NewerThanStore { .. } => "bypassed: newer than store",
             BypassReason::HistoryDiverged { .. } => "bypassed: history diverged",
+            BypassReason::CountsDiverged { .. } => "bypassed: counts diverged",
             _ => "bypassed: other",
         },
         _ => "other",
@@ -166,9 +191,28 @@ fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
     store
         .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.to_vec()))
         .map_err(|e| e.to_string())?;
+    let mut removed = std::collections::BTreeSet::new();
+    store
+        .changes_since(DatasetGeneration::ZERO, &mut |c| {
+            if c.kind == bloom_store::ChangeKind::Removed {
+                removed.insert(c.key.to_vec());
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    for key in &keys {
+        removed.remove(key);
+    }
     let (filtered, outcome) =
         FilteredStore::open(store, options(), Some(&paths.snapshot)).map_err(|e| e.to_string())?;
     *tally.opens.entry(outcome_name(&outcome)).or_default() += 1;
+    if matches!(
+        outcome,
+        OpenOutcome::Bypassed(BypassReason::CountsDiverged { .. })
+    ) {
+        return Err(format!(
+            "the counting filter's counts diverged: {outcome:?}"
+        ));
+    }
     for key in &keys {
         let lookup = filtered
             .contains_encoded(&EncodedKey::from_encoded(key))
@@ -181,6 +225,23 @@ fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
         }
     }
     tally.keys_checked += keys.len() as u64;
+    // A trusted counting filter forgot the removed keys (all but its false positives).
+    if counting() && outcome.is_trusted() && removed.len() >= 100 {
+        let mut forgotten = 0usize;
+        for key in &removed {
+            let lookup = filtered
+                .contains_encoded(&EncodedKey::from_encoded(key))
+                .map_err(|e| e.to_string())?;
+            forgotten += usize::from(lookup == Lookup::AbsentByFilter);
+        }
+        if forgotten * 10 < removed.len() * 9 {
+            return Err(format!(
+                "only {forgotten} of {} removed keys were forgotten after {outcome:?}",
+                removed.len()
+            ));
+        }
+        tally.removals_checked += removed.len() as u64;
+    }
     Ok(())
 }
 
@@ -313,6 +374,7 @@ fn parent() -> Result<Tally, String> {
             .arg("--crash-child")
             .arg(dir.path())
             .arg(tally.kills.to_string())
+            .arg(if counting() { "counting" } else { "plain" })
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -346,6 +408,10 @@ fn main() -> ExitCode {
     if let Some(at) = args.iter().position(|a| a == "--crash-child") {
         let dir = PathBuf::from(args.get(at + 1).map_or("", String::as_str));
         let round = args.get(at + 2).and_then(|r| r.parse().ok()).unwrap_or(0);
+        COUNTING.store(
+            args.get(at + 3).is_some_and(|m| m == "counting"),
+            Ordering::SeqCst,
+        );
         return child(&dir, round);
     }
     std::thread::spawn(|| {
@@ -354,24 +420,33 @@ fn main() -> ExitCode {
         println!("crash: 0 passed, 1 failed");
         std::process::exit(1);
     });
-    match parent() {
-        Ok(t) if t.kills >= 20 && t.keys_checked > 0 && t.damages.len() == DAMAGES.len() => {
-            println!(
-                "crash test: {} SIGKILLs, {} keys checked after reopening; damages {:?}; opens {:?}; no committed key reported absent",
-                t.kills, t.keys_checked, t.damages, t.opens
-            );
-            println!("crash: 1 passed, 0 failed");
-            ExitCode::SUCCESS
-        }
-        Ok(t) => {
-            eprintln!("crash test did not exercise enough: {t:?}");
-            println!("crash: 0 passed, 1 failed");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("crash test failed: {e}");
-            println!("crash: 0 passed, 1 failed");
-            ExitCode::FAILURE
+    for mode in [false, true] {
+        COUNTING.store(mode, Ordering::SeqCst);
+        let name = if mode { "counting" } else { "plain" };
+        match parent() {
+            Ok(t)
+                if t.kills >= 20
+                    && t.keys_checked > 0
+                    && (!mode || t.removals_checked > 0)
+                    && t.damages.len() == DAMAGES.len() =>
+            {
+                println!(
+                    "crash test ({name} filter): {} SIGKILLs, {} keys checked after reopening, {} removed keys checked forgotten; damages {:?}; opens {:?}; no committed key reported absent",
+                    t.kills, t.keys_checked, t.removals_checked, t.damages, t.opens
+                );
+            }
+            Ok(t) => {
+                eprintln!("crash test ({name} filter) did not exercise enough: {t:?}");
+                println!("crash: 0 passed, 1 failed");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("crash test ({name} filter) failed: {e}");
+                println!("crash: 0 passed, 1 failed");
+                return ExitCode::FAILURE;
+            }
         }
     }
+    println!("crash: 1 passed, 0 failed");
+    ExitCode::SUCCESS
 }

@@ -208,7 +208,7 @@ fn an_older_snapshot_of_the_same_history_catches_up<H: Harness>(h: &H) {
     assert!(
         matches!(
             outcome,
-            OpenOutcome::CaughtUp { from, to, keys: 15 } if from.get() == 25 && to.get() == 40
+            OpenOutcome::CaughtUp { from, to, keys: 15, removals: 0 } if from.get() == 25 && to.get() == 40
         ),
         "{outcome:?}"
     );

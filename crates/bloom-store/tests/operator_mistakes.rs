@@ -86,6 +86,10 @@ fn an_older_bloom_store_cannot_insert_silently_into_an_upgraded_database() {
         "DELETE FROM keys WHERE seq = 2",
         "INSERT INTO keys (seq, key, history) VALUES (0, x'01', zeroblob(16))",
         "INSERT INTO keys (seq, key, history) VALUES (9, x'02', x'00')",
+        "INSERT INTO keys (seq, key, history) VALUES (9, x'02', zeroblob(16))",
+        "UPDATE bloom_changes SET key = x'00' WHERE seq = 1",
+        "DELETE FROM bloom_changes WHERE seq = 3",
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (4, 3, x'01', zeroblob(16))",
     ] {
         assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
     }
@@ -122,7 +126,7 @@ fn databases_this_build_must_not_touch_are_refused_untouched() {
     drop(h.open());
     let conn = rusqlite::Connection::open(h.db()).unwrap();
     conn.execute(
-        "UPDATE bloom_store_meta SET value = 2 WHERE name = 'schema'",
+        "UPDATE bloom_store_meta SET value = 3 WHERE name = 'schema'",
         [],
     )
     .unwrap();
@@ -130,8 +134,8 @@ fn databases_this_build_must_not_touch_are_refused_untouched() {
     assert!(matches!(
         SqliteStore::open(h.db()),
         Err(SqliteStoreError::NewerSchema {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         })
     ));
 }
@@ -189,7 +193,7 @@ fn a_scan_does_not_hold_up_inserts() {
                 let (tx, rx) = mpsc::channel();
                 let other = std::sync::Arc::clone(&other);
                 std::thread::spawn(move || {
-                    let inserted = other.insert(b"during-the-scan").unwrap();
+                    let inserted = other.insert(b"during-the-scan").unwrap().is_some();
                     let found = other.contains(b"during-the-scan").unwrap();
                     let _ = tx.send((inserted, found));
                 });

@@ -1,10 +1,11 @@
 //! What every `PrimaryStore` promises, checked on both stores: identities, generations that
-//! grow by one per new key (never for a duplicate), history digests, and the upgrade of a
-//! database created by bloom-store 0.1.
+//! grow by one per change (a new key or a removal; never for a duplicate or a missing key),
+//! history digests, the change log, and the upgrades of databases created by bloom-store 0.1
+//! and by schema 1 (no change log).
 
 mod support;
 
-use bloom_store::{DatasetGeneration, PrimaryStore, SqliteStore, history};
+use bloom_store::{Change, ChangeKind, DatasetGeneration, PrimaryStore, SqliteStore, history};
 use support::Harness;
 
 fn generations_count_new_keys_only<H: Harness>(h: &H) {
@@ -25,7 +26,8 @@ fn generations_count_new_keys_only<H: Harness>(h: &H) {
         let before = store.head().unwrap();
         let new = store.insert(key).unwrap();
         let after = store.head().unwrap();
-        if new {
+        if let Some(generation) = new {
+            assert_eq!(generation, after.generation);
             assert_eq!(
                 after.generation.get(),
                 before.generation.get() + 1,
@@ -55,6 +57,65 @@ fn generations_count_new_keys_only<H: Harness>(h: &H) {
     assert_eq!(reached.get(), 4);
 }
 
+fn changes(store: &impl PrimaryStore, after: u64) -> Vec<(u64, ChangeKind, Vec<u8>)> {
+    let mut seen = Vec::new();
+    store
+        .changes_since(DatasetGeneration::new(after), &mut |c: Change<'_>| {
+            seen.push((c.generation.get(), c.kind, c.key.to_vec()));
+        })
+        .unwrap();
+    seen
+}
+
+fn removals_are_changes_with_their_own_generation_and_digest<H: Harness>(h: &H) {
+    use ChangeKind::{Inserted, Removed};
+    let store = h.open();
+    let genesis = store.head().unwrap().digest;
+    assert_eq!(store.remove(b"nothing").unwrap(), None, "a missing key");
+    assert_eq!(store.head().unwrap().generation.get(), 0);
+    let g = DatasetGeneration::new;
+    assert_eq!(store.insert(b"a").unwrap(), Some(g(1)));
+    assert_eq!(store.insert(b"b").unwrap(), Some(g(2)));
+    assert_eq!(store.remove(b"a").unwrap(), Some(g(3)));
+    assert_eq!(store.remove(b"a").unwrap(), None, "removed already");
+    assert!(!store.contains(b"a").unwrap());
+    assert_eq!(
+        store.insert(b"a").unwrap(),
+        Some(g(4)),
+        "back, as a new change"
+    );
+    assert_eq!(store.remove(b"b").unwrap(), Some(g(5)));
+
+    let d1 = history::after_insert(genesis, g(1), b"a");
+    let d2 = history::after_insert(d1, g(2), b"b");
+    let d3 = history::after_remove(d2, g(3), b"a");
+    let d4 = history::after_insert(d3, g(4), b"a");
+    let d5 = history::after_remove(d4, g(5), b"b");
+    assert_eq!(store.head().unwrap().digest, d5);
+    assert_eq!(store.history_at(g(3)).unwrap(), Some(d3));
+
+    assert_eq!(
+        changes(&store, 1),
+        [
+            (2, Inserted, b"b".to_vec()),
+            (3, Removed, b"a".to_vec()),
+            (4, Inserted, b"a".to_vec()),
+            (5, Removed, b"b".to_vec()),
+        ]
+    );
+    // Keys: only those in the store, each once, at its newest insert.
+    let mut keys = Vec::new();
+    store
+        .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.to_vec()))
+        .unwrap();
+    assert_eq!(keys, [b"a".to_vec()]);
+    let mut later = Vec::new();
+    store
+        .keys_since(g(4), &mut |k| later.push(k.to_vec()))
+        .unwrap();
+    assert!(later.is_empty());
+}
+
 fn identity_survives_reopening_and_backups_and_not_recreation<H: Harness>(h: &H) {
     let id = h.open().identity().unwrap();
     assert!(!id.is_zero());
@@ -73,6 +134,7 @@ fn identity_survives_reopening_and_backups_and_not_recreation<H: Harness>(h: &H)
 
 on_every_store!(
     generations_count_new_keys_only,
+    removals_are_changes_with_their_own_generation_and_digest,
     identity_survives_reopening_and_backups_and_not_recreation,
 );
 
@@ -110,12 +172,74 @@ fn a_version_0_1_database_is_upgraded_in_place() {
         store.history_at(DatasetGeneration::new(3)).unwrap(),
         Some(g3)
     );
-    assert!(store.insert(b"d").unwrap());
+    assert_eq!(store.insert(b"d").unwrap(), Some(DatasetGeneration::new(5)));
     assert_eq!(store.generation().unwrap().get(), 5);
+    assert_eq!(
+        changes(&store, 0).len(),
+        4,
+        "the old keys are the log's first changes"
+    );
     drop(store);
     let again = SqliteStore::open(&path).unwrap();
     assert_eq!(again.identity().unwrap(), id, "upgraded once");
     assert_eq!(again.key_count().unwrap(), 4);
+}
+
+/// A database of schema 1 (keys table with digests, no change log, keys never removed): its
+/// keys become the first changes of the log, with their generations and digests, and it can
+/// then remove keys.
+#[test]
+fn a_schema_1_database_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.sqlite");
+    let id = [9u8; 16];
+    let identity = bloom_store::StoreIdentity::from_bytes(id);
+    let g = DatasetGeneration::new;
+    let d1 = history::after_insert(history::genesis(identity), g(1), b"a");
+    let d2 = history::after_insert(d1, g(2), b"b");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE bloom_store_meta (name TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
+             CREATE TABLE keys (
+                 seq INTEGER PRIMARY KEY CHECK (seq > 0),
+                 key BLOB NOT NULL UNIQUE,
+                 history BLOB NOT NULL CHECK (length(history) = 16));
+             CREATE TRIGGER keys_are_never_deleted BEFORE DELETE ON keys
+                 BEGIN SELECT RAISE(ABORT, 'append-only'); END;
+             INSERT INTO bloom_store_meta VALUES ('schema', 1);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO bloom_store_meta VALUES ('identity', ?1)",
+            [id.as_slice()],
+        )
+        .unwrap();
+        for (seq, key, digest) in [(1, b"a", d1), (2, b"b", d2)] {
+            conn.execute(
+                "INSERT INTO keys (seq, key, history) VALUES (?1, ?2, ?3)",
+                rusqlite::params![seq, key.as_slice(), digest.to_bytes().as_slice()],
+            )
+            .unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.identity().unwrap(), identity);
+    assert_eq!(store.head().unwrap().digest, d2, "the history is unchanged");
+    assert_eq!(store.history_at(g(1)).unwrap(), Some(d1));
+    assert_eq!(
+        changes(&store, 0),
+        [
+            (1, ChangeKind::Inserted, b"a".to_vec()),
+            (2, ChangeKind::Inserted, b"b".to_vec()),
+        ]
+    );
+    assert_eq!(store.remove(b"a").unwrap(), Some(g(3)));
+    assert_eq!(
+        store.head().unwrap().digest,
+        history::after_remove(d2, g(3), b"a")
+    );
+    assert_eq!(store.key_count().unwrap(), 1);
 }
 
 /// Two processes creating the same new database at once agree on one identity: it is

@@ -78,7 +78,7 @@ fn same_generation_is_trusted_and_older_catches_up<H: Harness>(h: &H) {
     assert!(
         matches!(
             outcome,
-            OpenOutcome::CaughtUp { from, to, keys: 15 } if from.get() == 30 && to.get() == 45
+            OpenOutcome::CaughtUp { from, to, keys: 15, removals: 0 } if from.get() == 30 && to.get() == 45
         ),
         "{outcome:?}"
     );

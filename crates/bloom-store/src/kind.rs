@@ -1,0 +1,183 @@
+//! The two kinds of filter a store keeps: a plain one, set lock-free from many threads, or a
+//! counting one, which can take keys out.
+
+use std::path::Path;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bloom_core::{
+    AllocError, AtomicBloomFilter, BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig,
+    RemoveError,
+};
+use bloom_format::{AtomicFile, SnapshotWriter, StoreBinding, StreamWriteError, WriteError};
+
+use crate::history::HistoryPoint;
+
+/// The filter of a store.
+pub(crate) enum StoreFilter {
+    Plain(AtomicBloomFilter),
+    /// Behind a lock: counters are read-modify-write, and a remove checks all of a key's
+    /// counters before it changes any.
+    Counting(RwLock<CountingBloomFilter>),
+}
+
+impl StoreFilter {
+    /// An empty filter of `config`, counting or not.
+    pub(crate) fn new(config: FilterConfig, counting: bool) -> Result<Self, AllocError> {
+        Ok(if counting {
+            let filter = CountingBloomFilter::new(config).map_err(|e| match e {
+                bloom_core::CountingError::Alloc(a) => a,
+                // The options were validated: a counting filter gets the standard layout and
+                // a rule with a counting form. Refuse to allocate rather than panic.
+                _ => AllocError { bytes: u64::MAX },
+            })?;
+            Self::Counting(RwLock::new(filter))
+        } else {
+            Self::Plain(AtomicBloomFilter::new(config)?)
+        })
+    }
+
+    fn read(lock: &RwLock<CountingBloomFilter>) -> RwLockReadGuard<'_, CountingBloomFilter> {
+        // Every change to the counters completes before the guard drops (no panics inside).
+        lock.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(lock: &RwLock<CountingBloomFilter>) -> RwLockWriteGuard<'_, CountingBloomFilter> {
+        lock.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn is_counting(&self) -> bool {
+        matches!(self, Self::Counting(_))
+    }
+
+    /// The configuration as a snapshot would record it.
+    pub(crate) fn config(&self) -> FilterConfig {
+        match self {
+            Self::Plain(f) => f.current_config(),
+            Self::Counting(f) => Self::read(f).config().clone(),
+        }
+    }
+
+    pub(crate) fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+        match self {
+            Self::Plain(f) => f.contains_encoded(key),
+            Self::Counting(f) => Self::read(f).contains_encoded(key),
+        }
+    }
+
+    pub(crate) fn insert_encoded(&self, key: &EncodedKey<'_>) {
+        match self {
+            Self::Plain(f) => {
+                f.insert_encoded(key);
+            }
+            Self::Counting(f) => {
+                Self::write(f).insert_encoded(key);
+            }
+        }
+    }
+
+    /// Inserts keys that are already encoded, a batch at a time.
+    pub(crate) fn insert_all_encoded<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        match self {
+            Self::Plain(f) => {
+                f.insert_all_encoded(keys);
+            }
+            Self::Counting(f) => {
+                let mut filter = Self::write(f);
+                for key in keys {
+                    filter.insert_encoded(&EncodedKey::from_encoded(key));
+                }
+            }
+        }
+    }
+
+    /// Takes one insertion of the key off a counting filter; a plain filter keeps its bits.
+    pub(crate) fn remove_encoded(&self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
+        match self {
+            Self::Plain(_) => Ok(()),
+            Self::Counting(f) => Self::write(f).remove_encoded(key),
+        }
+    }
+
+    pub(crate) fn estimated_items(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_items(),
+            Self::Counting(f) => Self::read(f).estimated_items(),
+        }
+    }
+
+    pub(crate) fn fill_ratio(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.fill_ratio(),
+            Self::Counting(f) => Self::read(f).fill_ratio(),
+        }
+    }
+
+    pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_false_positive_rate(),
+            Self::Counting(f) => Self::read(f).estimated_false_positive_rate(),
+        }
+    }
+
+    /// Counters at 15, for a counting filter.
+    pub(crate) fn saturated_counters(&self) -> Option<u64> {
+        match self {
+            Self::Plain(_) => None,
+            Self::Counting(f) => Some(Self::read(f).saturated_counters()),
+        }
+    }
+
+    /// A plain copy (the projection of a counting filter).
+    pub(crate) fn to_filter(&self) -> Result<BloomFilter, AllocError> {
+        match self {
+            Self::Plain(f) => f.to_filter(),
+            Self::Counting(f) => Self::read(f).to_bloom_filter(),
+        }
+    }
+
+    /// A copy of a counting filter's counters, taken at one instant (under its lock).
+    pub(crate) fn counting_copy(&self) -> Option<CountingBloomFilter> {
+        match self {
+            Self::Plain(_) => None,
+            Self::Counting(f) => Some(Self::read(f).clone()),
+        }
+    }
+}
+
+/// Streams a filter (a plain one's bits as they are, or a copy of a counting one's counters)
+/// into a snapshot file bound to `identity` at `head`.
+pub(crate) fn write_snapshot(
+    path: &Path,
+    filter: &StoreFilter,
+    counting_copy: Option<&CountingBloomFilter>,
+    identity: bloom_format::StoreIdentity,
+    head: HistoryPoint,
+) -> Result<(), WriteError> {
+    let mut header = match (filter, counting_copy) {
+        (_, Some(copy)) => copy.to_header(head.generation),
+        (StoreFilter::Plain(f), None) => f
+            .current_config()
+            .to_header(head.generation, f.items_inserted()),
+        (StoreFilter::Counting(f), None) => StoreFilter::read(f).to_header(head.generation),
+    };
+    header.store = Some(StoreBinding::new(identity, head.digest));
+    let file = AtomicFile::create_with(path, bloom_format::WriteOptions::for_snapshot(&header))?;
+    let target = file.target().to_path_buf();
+    let fail = |e: StreamWriteError| WriteError::Io {
+        path: target.clone(),
+        action: "writing the temporary file",
+        source: e.into(),
+    };
+    let mut writer = SnapshotWriter::new(file, header).map_err(fail)?;
+    match (filter, counting_copy) {
+        (_, Some(copy)) => copy.for_each_payload_chunk(|chunk| writer.write_payload(chunk)),
+        (StoreFilter::Plain(f), None) => {
+            f.for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+        }
+        (StoreFilter::Counting(f), None) => {
+            StoreFilter::read(f).for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+        }
+    }
+    .map_err(fail)?;
+    writer.finish().map_err(fail)?.commit()
+}
