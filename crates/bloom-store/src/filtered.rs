@@ -69,9 +69,13 @@ impl Applied {
         }
     }
 
+    /// Every change up to `through` is now in the filter (and, as before, those recorded).
+    /// `through` may already be behind: changes recorded past it while a rebuild or a save
+    /// ran are in the filter too, so it never moves back.
     fn reset(&mut self, through: DatasetGeneration) {
-        self.through = through;
-        self.ahead.retain(|&g| g > through.get());
+        self.through = self.through.max(through);
+        let through = self.through.get();
+        self.ahead.retain(|&g| g > through);
         self.overflowed = false;
         self.compact();
     }
@@ -690,7 +694,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         let (filter, head, identity) = {
-            let state = self.read();
+            // The write lock waits for every insert in flight: each has recorded the
+            // generation it committed at, so the head read here is exactly split into changes
+            // the wrapper applied and changes made behind its back.
+            let state = self.write();
             if let Mode::Bypassed(reason) = &state.mode {
                 return Err(StoreError::NotTrusted(reason.clone()));
             }

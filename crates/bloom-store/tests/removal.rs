@@ -1,0 +1,292 @@
+//! Removals through `FilteredStore`: a counting filter forgets removed keys, exactly, across
+//! saves, restarts, catch-up, rebuilds, duplicates, changes behind the wrapper's back and
+//! concurrent writers; a plain filter keeps stale bits, counts them and rebuilds once they
+//! push its false-positive rate past the target. A key in the store is never reported absent.
+
+mod support;
+
+use std::sync::Arc;
+
+use bloom_store::{
+    BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, Mode, OpenOutcome,
+    PrimaryStore,
+};
+use support::{Harness, assert_every_committed_key_present, insert_all, named};
+
+fn counting() -> FilterOptions {
+    FilterOptions::new(2_000, 0.01).with_counting(true)
+}
+
+fn forgotten<S: PrimaryStore>(w: &FilteredStore<S>, keys: &[String]) -> usize {
+    keys.iter()
+        .filter(|k| w.contains(k).unwrap() == Lookup::AbsentByFilter)
+        .count()
+}
+
+fn a_counting_filter_forgets_removed_keys_across_restarts<H: Harness>(h: &H) {
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let kept = named("kept", 0..1_000);
+    let gone = named("gone", 0..1_000);
+    insert_all(&w, &kept);
+    insert_all(&w, &gone);
+    for key in &gone[..500] {
+        assert!(w.remove(key).unwrap());
+    }
+    assert!(!w.remove("never-inserted").unwrap());
+    // Absent from the filter, except its false positives (1% planned; 3% is far out).
+    assert!(
+        forgotten(&w, &gone[..500]) >= 485,
+        "{}",
+        forgotten(&w, &gone[..500])
+    );
+    let metrics = w.metrics();
+    assert_eq!((metrics.removals, metrics.stale_removals), (500, 0));
+    assert!(metrics.counting);
+    w.save_snapshot(h.snapshot()).unwrap();
+    // More removals after the save: the next open replays them from the store's history.
+    for key in &gone[500..] {
+        assert!(w.remove(key).unwrap());
+    }
+    drop(w);
+
+    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            outcome,
+            OpenOutcome::CaughtUp {
+                keys: 0,
+                removals: 500,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(forgotten(&w, &gone) >= 970, "{}", forgotten(&w, &gone));
+    assert_eq!(assert_every_committed_key_present(&w), 1_000);
+    // The counts are exact: taking off every key leaves no counter above zero.
+    for key in &kept {
+        assert!(w.remove(key).unwrap());
+    }
+    let copy = w.filter_copy().unwrap();
+    assert_eq!(copy.count_ones(), 0);
+    assert_eq!(w.metrics().fill_ratio, 0.0);
+}
+
+fn duplicates_and_reinserts_keep_counts_exact<H: Harness>(h: &H) {
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    assert!(w.insert("a").unwrap());
+    assert!(!w.insert("a").unwrap(), "a duplicate counts nothing");
+    assert!(!w.insert("a").unwrap());
+    assert!(w.remove("a").unwrap());
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+    assert!(w.insert("a").unwrap(), "back in, as a new change");
+    w.save_snapshot(h.snapshot()).unwrap();
+    assert!(w.remove("a").unwrap());
+    assert!(w.insert("a").unwrap());
+    drop(w);
+    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            outcome,
+            OpenOutcome::CaughtUp {
+                keys: 1,
+                removals: 1,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(w.contains("a").unwrap(), Lookup::Present);
+    assert!(w.remove("a").unwrap());
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
+
+fn changes_behind_the_wrappers_back_are_taken_in_exactly_once_by_a_save<H: Harness>(h: &H) {
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    insert_all(&w, &named("k", 0..100));
+    // Another program inserts and removes directly in the store.
+    w.store().insert(b"direct").unwrap();
+    w.store().remove(b"k7").unwrap();
+    // And the wrapper goes on meanwhile (generations past the gap).
+    w.remove("k8").unwrap();
+    w.insert("after").unwrap();
+    w.save_snapshot(h.snapshot()).unwrap();
+    assert_eq!(w.contains("direct").unwrap(), Lookup::Present);
+    // Each change counted once: removing everything left leaves the counters at zero.
+    for key in named("k", 0..100) {
+        w.remove(&key).unwrap();
+    }
+    w.remove("direct").unwrap();
+    w.remove("after").unwrap();
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+    assert!(w.mode().is_trusted());
+}
+
+fn a_removal_the_counts_cannot_explain_bypasses_the_filter<H: Harness>(h: &H) {
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    insert_all(&w, &named("k", 0..10));
+    // Inserted behind the wrapper's back and removed through it before any save: the filter
+    // never counted it, so it refuses the removal and stops answering on its own.
+    w.store().insert(b"direct").unwrap();
+    assert!(w.remove("direct").unwrap());
+    assert!(
+        matches!(
+            w.mode(),
+            Mode::Bypassed(BypassReason::CountsDiverged { .. })
+        ),
+        "{:?}",
+        w.mode()
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 10);
+    w.rebuild().unwrap();
+    assert!(w.mode().is_trusted());
+    assert_eq!(assert_every_committed_key_present(&w), 10);
+}
+
+fn a_snapshot_of_the_other_kind_is_rebuilt_over<H: Harness>(h: &H) {
+    let plain = FilterOptions::new(2_000, 0.01);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), plain.clone(), None).unwrap();
+    insert_all(&w, &named("k", 0..50));
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, outcome) =
+        FilteredStore::open_and_recover(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            &outcome,
+            OpenOutcome::Rebuilt {
+                reason: BypassReason::Incompatible(Incompatibility::Counting { snapshot: false }),
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 50);
+    drop(w);
+    // The rebuilt counting snapshot is refused by a plain filter the same way.
+    let (w, outcome) = FilteredStore::open(h.open(), plain, Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            &outcome,
+            OpenOutcome::Bypassed(BypassReason::Incompatible(Incompatibility::Counting {
+                snapshot: true
+            }))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(assert_every_committed_key_present(&w), 50);
+}
+
+fn a_plain_filter_counts_stale_removals_and_rebuilds_past_the_target<H: Harness>(h: &H) {
+    let options = FilterOptions::new(1_000, 0.01);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options, None).unwrap();
+    let first = named("first", 0..900);
+    insert_all(&w, &first);
+    for key in &first[..500] {
+        assert!(w.remove(key).unwrap());
+    }
+    let metrics = w.metrics();
+    assert_eq!((metrics.removals, metrics.stale_removals), (500, 500));
+    assert!(!metrics.counting);
+    // The removed keys still read "maybe"; the store refutes them.
+    assert_eq!(w.contains(&first[0]).unwrap(), Lookup::FalsePositive);
+    // More keys: 400 live + 500 stale + new ones push the rate past 1%; a remove notices
+    // and rebuilds from the 400 + new live keys.
+    let second = named("second", 0..700);
+    insert_all(&w, &second);
+    let before = w.metrics().predicted_false_positive_rate;
+    assert!(before > 0.01, "{before}");
+    let mut rebuilt = false;
+    for key in &second[..300] {
+        w.remove(key).unwrap();
+        if w.metrics().stale_removals == 0 {
+            rebuilt = true;
+            break;
+        }
+    }
+    assert!(rebuilt, "no rebuild: {:?}", w.metrics());
+    let after = w.metrics();
+    assert!(
+        after.predicted_false_positive_rate < 0.01,
+        "{}",
+        after.predicted_false_positive_rate
+    );
+    // Rebuilt from the keys in the store only: the stale bits are gone.
+    let live = assert_every_committed_key_present(&w) as f64;
+    assert!(
+        (after.estimated_items - live).abs() < 0.05 * live,
+        "{} estimated, {live} in the store",
+        after.estimated_items
+    );
+}
+
+on_every_store!(
+    a_counting_filter_forgets_removed_keys_across_restarts,
+    duplicates_and_reinserts_keep_counts_exact,
+    changes_behind_the_wrappers_back_are_taken_in_exactly_once_by_a_save,
+    a_removal_the_counts_cannot_explain_bypasses_the_filter,
+    a_snapshot_of_the_other_kind_is_rebuilt_over,
+    a_plain_filter_counts_stale_removals_and_rebuilds_past_the_target,
+);
+
+/// Writers inserting and removing from several threads while saves and rebuilds run: no
+/// committed key is ever reported absent, and at the end every count is exact (removing
+/// every key left leaves no counter above zero).
+#[test]
+fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let w = Arc::new(w);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let w = Arc::clone(&w);
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let key = format!("t{t}-{i}");
+                    w.insert(&key).unwrap();
+                    // A shared key, inserted and removed by every thread.
+                    w.insert("shared").unwrap();
+                    if i % 2 == 1 {
+                        assert!(w.remove(&format!("t{t}-{}", i - 1)).unwrap());
+                        let _ = w.remove("shared").unwrap();
+                    }
+                    assert_eq!(w.contains(&key).unwrap(), Lookup::Present);
+                }
+            })
+        })
+        .collect();
+    let snapshot = h.snapshot().to_path_buf();
+    let background = {
+        let w = Arc::clone(&w);
+        std::thread::spawn(move || {
+            for round in 0..10 {
+                if round % 3 == 0 {
+                    w.rebuild().unwrap();
+                } else {
+                    w.save_snapshot(&snapshot).unwrap();
+                }
+            }
+        })
+    };
+    for t in threads {
+        t.join().unwrap();
+    }
+    background.join().unwrap();
+    assert!(w.mode().is_trusted());
+    let present = assert_every_committed_key_present(&w);
+    w.save_snapshot(h.snapshot()).unwrap();
+    let w = Arc::try_unwrap(w).ok().unwrap();
+    drop(w);
+    let (w, _) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert_eq!(assert_every_committed_key_present(&w), present);
+    let mut keys = Vec::new();
+    w.store()
+        .keys_since(bloom_store::DatasetGeneration::ZERO, &mut |k| {
+            keys.push(String::from_utf8(k.to_vec()).unwrap());
+        })
+        .unwrap();
+    for key in keys {
+        assert!(w.remove(&key).unwrap());
+    }
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
