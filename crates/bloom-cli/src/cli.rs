@@ -54,6 +54,10 @@ pub(crate) enum Command {
     Build(BuildArgs),
     /// Insert keys into a snapshot and rewrite it atomically, under a lock.
     Add(AddArgs),
+    /// Remove keys from a counting snapshot (`build --counting`) and rewrite it atomically,
+    /// under a lock. Keys the filter reports absent are listed on standard output and left
+    /// alone (exit 1 if any).
+    Remove(RemoveArgs),
     /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order.
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
@@ -307,6 +311,11 @@ pub(crate) struct BuildArgs {
     /// Salt: `none`, `random`, or hex bytes (at most 32).
     #[arg(long, default_value = "none", value_parser = parse_salt)]
     pub(crate) salt: Salt,
+    /// A counting filter (4-bit counters, layout counting-4bit): keys can be removed later
+    /// with `bloom remove`, for four times the bytes of a plain filter at the same rate.
+    /// Counters are placed as the standard layout places bits.
+    #[arg(long)]
+    pub(crate) counting: bool,
     /// Dataset generation to record.
     #[arg(long, default_value_t = 0)]
     pub(crate) generation: u64,
@@ -367,6 +376,26 @@ pub(crate) struct AddArgs {
     #[command(flatten)]
     pub(crate) input: KeyInput,
     /// Dataset generation to record (default: keep the current one).
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    #[command(flatten)]
+    pub(crate) limit: SizeLimit,
+    #[command(flatten)]
+    pub(crate) lock: LockWait,
+}
+
+#[derive(Args)]
+pub(crate) struct RemoveArgs {
+    /// The counting snapshot to update.
+    pub(crate) snapshot: PathBuf,
+    /// Keys to remove (in addition to --keys). Remove only keys that were inserted: a key
+    /// that was never inserted but reads "maybe" (a false positive) would take a count from
+    /// other keys, which could then be reported absent.
+    pub(crate) keys: Vec<String>,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+    /// Dataset generation to record (default: keep the current one). A snapshot bound to a
+    /// store loses the binding: its keys no longer follow the store's history.
     #[arg(long)]
     pub(crate) generation: Option<u64>,
     #[command(flatten)]

@@ -6,7 +6,9 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use bloom_core::{BitsError, BloomFilter, FilterConfig};
+use bloom_core::{
+    BitsError, BloomFilter, CountingBloomFilter, CountingError, EncodedKey, FilterConfig, KeyError,
+};
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
     SnapshotReader, SnapshotWriter, WriteError, WriteOptions,
@@ -43,15 +45,86 @@ pub(crate) fn open(
         None => DecodeOptions::unlimited(),
     };
     let reader = SnapshotReader::open(path, &options).map_err(|e| read_failure(path, &e))?;
-    let config = FilterConfig::from_header(reader.header())
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    let header = reader.header();
+    let config = if header.layout == bloom_format::LayoutId::Counting4 {
+        CountingBloomFilter::config_of(header)
+    } else {
+        FilterConfig::from_header(header)
+    }
+    .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     Ok((reader, config))
+}
+
+/// A filter as a command holds it: plain, or counting (layout `counting-4bit`).
+pub(crate) enum AnyFilter {
+    Plain(BloomFilter),
+    Counting(CountingBloomFilter),
+}
+
+impl AnyFilter {
+    pub(crate) fn config(&self) -> &FilterConfig {
+        match self {
+            Self::Plain(f) => f.config(),
+            Self::Counting(f) => f.config(),
+        }
+    }
+
+    pub(crate) fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
+        match self {
+            Self::Plain(f) => f.insert_bytes(key),
+            Self::Counting(f) => f.insert_bytes(key),
+        }
+    }
+
+    /// Inserts keys already encoded with the filter's encoding.
+    pub(crate) fn insert_all_encoded<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
+        match self {
+            Self::Plain(f) => {
+                f.insert_all_encoded(keys);
+            }
+            Self::Counting(f) => {
+                for key in keys {
+                    f.insert_encoded(&EncodedKey::from_encoded(key));
+                }
+            }
+        }
+    }
+
+    /// The header of a snapshot of the filter.
+    pub(crate) fn to_header(&self, generation: bloom_format::DatasetGeneration) -> Header {
+        match self {
+            Self::Plain(f) => f.to_header(generation),
+            Self::Counting(f) => f.to_header(generation),
+        }
+    }
+
+    fn for_each_payload_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            Self::Plain(f) => f.for_each_payload_chunk(each),
+            Self::Counting(f) => f.for_each_payload_chunk(each),
+        }
+    }
+
+    /// The plain filter that answers as this one does (a counting filter's projection).
+    pub(crate) fn into_plain(self) -> CmdResult<BloomFilter> {
+        match self {
+            Self::Plain(f) => Ok(f),
+            Self::Counting(f) => f.to_bloom_filter().map_err(Failure::environment),
+        }
+    }
 }
 
 /// Either a read failure or the filter's refusal of the payload.
 enum LoadError {
     Read(ReadError),
     Bits(BitsError),
+    Counting(CountingError),
+}
+
+impl From<CountingError> for LoadError {
+    fn from(e: CountingError) -> Self {
+        Self::Counting(e)
+    }
 }
 
 impl From<ReadError> for LoadError {
@@ -69,7 +142,7 @@ impl From<BitsError> for LoadError {
 /// A loaded snapshot: its header, and the filter (one copy of the payload).
 pub(crate) struct Loaded {
     pub(crate) header: Header,
-    pub(crate) filter: BloomFilter,
+    pub(crate) filter: AnyFilter,
 }
 
 /// Loads a snapshot into a filter, holding one copy of the payload.
@@ -78,18 +151,25 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     let header = reader.header().clone();
     // One copy: the payload is read straight into the filter's words and checksummed on the
     // way.
-    let filter = BloomFilter::from_payload_in_place(config, header.item_count, |image| {
+    let fill = |image: &mut [u8]| {
         reader
             .read_payload_into(image)
             .map(|_| ())
             .map_err(LoadError::from)
-    })
+    };
+    let filter = if header.layout == bloom_format::LayoutId::Counting4 {
+        CountingBloomFilter::from_payload_in_place(config, header.item_count, fill)
+            .map(AnyFilter::Counting)
+    } else {
+        BloomFilter::from_payload_in_place(config, header.item_count, fill).map(AnyFilter::Plain)
+    }
     .map_err(|e| match e {
         LoadError::Read(e) => read_failure(path, &e),
         LoadError::Bits(BitsError::Alloc(e)) => {
             Failure::environment(format!("{}: {e}", path.display()))
         }
         LoadError::Bits(e) => Failure::input(format!("{}: {e}", path.display())),
+        LoadError::Counting(e) => Failure::input(format!("{}: {e}", path.display())),
     })?;
     Ok(Loaded { header, filter })
 }
@@ -159,7 +239,7 @@ fn write_failure(error: WriteError) -> Failure {
 /// previous file unchanged and no temporary file behind.
 pub(crate) fn write(
     output: &Output,
-    filter: &BloomFilter,
+    filter: &AnyFilter,
     header: Header,
     signals: &Signals,
 ) -> CmdResult {

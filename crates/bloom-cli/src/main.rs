@@ -19,7 +19,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::commands::{add, build, check, export, import, inspect, measure, plan, redis, verify};
+use crate::commands::{
+    add, build, check, export, import, inspect, measure, plan, redis, remove, verify,
+};
 use crate::error::{CmdResult, Failure};
 use crate::signals::Signals;
 
@@ -60,6 +62,7 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Plan(args) => done(plan::run(args)),
         Command::Build(args) => done(build::run(args, signals)),
         Command::Add(args) => done(add::run(args, signals)),
+        Command::Remove(args) => remove::run(args, signals),
         Command::Check(args) => check::run(args),
         Command::Inspect(args) => done(inspect::run(args)),
         Command::Verify(args) => verify::run(args),

@@ -33,6 +33,14 @@ fn inspect_golden_fixtures() {
                 .arg(fixtures("v2").join("store-bound.bloom"))
         )
     );
+    insta::assert_snapshot!(
+        "inspect_v2_counting-sha256-salted-saturated",
+        stdout(
+            bloom()
+                .arg("inspect")
+                .arg(fixtures("v2").join("counting-sha256-salted-saturated.bloom"))
+        )
+    );
 }
 
 #[test]

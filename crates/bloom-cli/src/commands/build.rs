@@ -1,11 +1,13 @@
 //! `bloom build`: a new snapshot from keys.
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
+use bloom_core::{
+    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule,
+};
 
 use crate::cli::{BuildArgs, Size};
 use crate::commands::insert_from;
 use crate::error::{CmdResult, Failure};
-use crate::files;
+use crate::files::{self, AnyFilter};
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
@@ -20,10 +22,28 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
             "warning: a salt does not protect xxh3-128 against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks",
         );
     }
+    // Counters are placed as the standard layout places bits.
+    let layout = if args.counting {
+        match args.layout {
+            None | Some(Layout::Standard) => Some(Layout::Standard),
+            Some(other) => {
+                return Err(Failure::usage(format!(
+                    "--counting uses the standard layout's positions; the {other} layout has no counting form"
+                )));
+            }
+        }
+    } else {
+        args.layout
+    };
+    if args.counting && rule.is_guava() {
+        return Err(Failure::usage(format!(
+            "--counting cannot use the {rule} rule: Guava's filters have no counting form"
+        )));
+    }
     let params = match args.size.size()? {
-        Size::Planned { items, fpr } => crate::cli::plan_params(args.layout, rule, items, fpr),
+        Size::Planned { items, fpr } => crate::cli::plan_params(layout, rule, items, fpr),
         Size::Explicit { bits, hashes } => {
-            FilterParams::with_layout(crate::cli::layout_for(args.layout, rule), bits, hashes)
+            FilterParams::with_layout(crate::cli::layout_for(layout, rule), bits, hashes)
                 .map_err(|e| e.to_string())
         }
     }
@@ -44,20 +64,29 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         .with_salt(args.salt.clone())
         .and_then(|c| c.with_rule(rule))
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
-    if params.byte_len() > args.limit.max_bytes {
+    // A counting filter holds 4 bits per position.
+    let bytes = if args.counting {
+        params.bits().div_ceil(2)
+    } else {
+        params.byte_len()
+    };
+    if bytes > args.limit.max_bytes {
         return Err(Failure::usage(format!(
-            "the filter would be {} bytes, over --max-bytes {}; raise --max-bytes to build it (and to read it later)",
-            params.byte_len(),
+            "the filter would be {bytes} bytes, over --max-bytes {}; raise --max-bytes to build it (and to read it later)",
             args.limit.max_bytes
         )));
     }
     // Taken before the work, so that a concurrent `add` to the same file waits for the new
     // file instead of being overwritten by it.
     let output = files::output(&args.output, !args.lock.no_wait)?;
-    let mut filter = BloomFilter::new(config).map_err(Failure::environment)?;
+    let mut filter = if args.counting {
+        AnyFilter::Counting(CountingBloomFilter::new(config).map_err(Failure::environment)?)
+    } else {
+        AnyFilter::Plain(BloomFilter::new(config).map_err(Failure::environment)?)
+    };
     if let Some(source) = args.input.source() {
         insert_from(&mut filter, &source)?;
     }
-    let header = filter.to_header(args.generation);
+    let header = filter.to_header(args.generation.into());
     files::write(&output, &filter, header, signals)
 }

@@ -19,18 +19,33 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         reader.header_crc32(),
         reader.payload_crc32(),
     );
+    let counting = reader.header().layout == bloom_format::LayoutId::Counting4;
     let mut counter = estimate::FillCounter::new(config.layout(), config.bits(), config.hashes());
+    let mut counters = Counters::default();
     let (_, h) = reader
         .read_payload_with(|chunk| {
-            counter.feed(chunk);
+            if counting {
+                counters.feed(chunk);
+            } else {
+                counter.feed(chunk);
+            }
             Ok::<(), bloom_format::ReadError>(())
         })
         .map_err(|e| files::read_failure(path, &e))?;
     let (m, k) = (h.bit_count, h.hash_count);
-    let ones = counter.ones();
+    // For a counting filter the "set bits" are the counters above zero: its projection's.
+    let ones = if counting {
+        counters.nonzero
+    } else {
+        counter.ones()
+    };
     let fill = estimate::fill_ratio(ones, m);
     let items = estimate::estimated_items(ones, m, k);
-    let fpr = counter.false_positive_rate();
+    let fpr = if counting {
+        estimate::current_false_positive_rate(ones, m, k)
+    } else {
+        counter.false_positive_rate()
+    };
     let tables = if config.has_foreign_tables() {
         format!(
             "differ from this build's ({}): keys outside ASCII answer maybe",
@@ -75,7 +90,10 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
                 "funnel": funnel.java_name(),
             })),
             "checksums": "ok",
-            "set_bits": ones,
+            "counting": counting,
+            "set_bits": (!counting).then_some(ones),
+            "nonzero_counters": counting.then_some(ones),
+            "saturated_counters": counting.then_some(counters.saturated),
             "fill_ratio": number(fill),
             "estimated_items": number(items),
             "estimated_false_positive_rate": number(fpr),
@@ -88,12 +106,39 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
                 strategy.ordinal()
             )
         });
+        let ones = if counting {
+            format!(
+                "counters above zero: {ones}\nsaturated counters (at 15, never decremented): {}",
+                counters.saturated
+            )
+        } else {
+            format!("set bits: {ones}")
+        };
         out.text(&format!(
-            "{dump}set bits: {ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\n{guava}checksums: ok (header and payload)\n",
+            "{dump}{ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\n{guava}checksums: ok (header and payload)\n",
             show(fill),
             show(items),
             show(fpr),
         ))?;
     }
     out.flush()
+}
+
+/// Counts a counting payload's counters above zero and at 15, two per byte. The padding
+/// nibble of an odd `m` was checked to be zero, so it counts as neither.
+#[derive(Default)]
+struct Counters {
+    nonzero: u64,
+    saturated: u64,
+}
+
+impl Counters {
+    fn feed(&mut self, chunk: &[u8]) {
+        for &byte in chunk {
+            for nibble in [byte & 0x0F, byte >> 4] {
+                self.nonzero += u64::from(nibble != 0);
+                self.saturated += u64::from(nibble == 0x0F);
+            }
+        }
+    }
 }

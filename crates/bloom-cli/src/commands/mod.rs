@@ -9,9 +9,12 @@ pub(crate) mod inspect;
 pub(crate) mod measure;
 pub(crate) mod plan;
 pub(crate) mod redis;
+pub(crate) mod remove;
 pub(crate) mod verify;
 
 use bloom_core::{BloomFilter, FilterConfig};
+
+use crate::files::AnyFilter;
 
 use crate::cli::KeyInput;
 use crate::error::{CmdResult, Failure};
@@ -114,7 +117,7 @@ impl Batch {
 
 /// Inserts every key of `source` into `filter`, a batch at a time; the caller writes nothing
 /// on error (a bad key is reported with its line).
-pub(crate) fn insert_from(filter: &mut BloomFilter, source: &KeySource) -> CmdResult<u64> {
+pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResult<u64> {
     let name = source.name();
     let bar = progress::bar("inserting");
     // With foreign Unicode tables, a key is inserted with its raw text, so that only keys
@@ -148,7 +151,7 @@ pub(crate) fn insert_from(filter: &mut BloomFilter, source: &KeySource) -> CmdRe
 }
 
 /// Inserts keys given on the command line.
-pub(crate) fn insert_args(filter: &mut BloomFilter, keys: &[String]) -> CmdResult {
+pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult {
     for key in keys {
         filter
             .insert_bytes(key.as_bytes())

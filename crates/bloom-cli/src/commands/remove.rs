@@ -1,0 +1,82 @@
+//! `bloom remove`: keys out of a counting snapshot, under the writers' lock.
+
+use bloom_core::RemoveError;
+
+use crate::cli::RemoveArgs;
+use crate::commands::{key_batches, require_keys};
+use crate::error::{CmdResult, Exit, Failure};
+use crate::files::{self, AnyFilter};
+use crate::output::{Out, escape_key};
+use crate::signals::Signals;
+
+/// Returns the exit code: 0, or 1 when a key was left alone (listed on standard output).
+pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
+    require_keys(&args.keys, &args.input)?;
+    if files::is_stdio(&args.snapshot) {
+        return Err(Failure::usage(
+            "remove updates a snapshot file in place; - is not a file",
+        ));
+    }
+    if let Err(e) = std::fs::metadata(&args.snapshot) {
+        return Err(Failure::input(format!(
+            "cannot read {}: {e}",
+            args.snapshot.display()
+        )));
+    }
+    // The lock covers the whole read-modify-write, as for `add`.
+    let output = files::output(&args.snapshot, !args.lock.no_wait)?;
+    let mut loaded = files::load(output.path(), args.limit.max_bytes)?;
+    let AnyFilter::Counting(filter) = &mut loaded.filter else {
+        return Err(Failure::input(format!(
+            "{} is a plain filter (layout {}): its bits cannot be taken back; build a counting one with `bloom build --counting`",
+            args.snapshot.display(),
+            loaded.header.layout
+        )));
+    };
+    let config = filter.config().clone();
+    let mut out = Out::new();
+    let (mut removed, mut left) = (0u64, 0u64);
+    let mut foreign = false;
+    key_batches(&config, &args.keys, &args.input, |originals, _| {
+        for key in originals.keys() {
+            match filter.remove_bytes(key) {
+                Ok(()) => removed += 1,
+                Err(RemoveError::Absent) => {
+                    left += 1;
+                    out.text(&format!("absent\t{}\n", escape_key(key)))?;
+                }
+                Err(RemoveError::ForeignTables) => {
+                    left += 1;
+                    foreign = true;
+                    out.text(&format!("unknown\t{}\n", escape_key(key)))?;
+                }
+                Err(e) => {
+                    return Err(Failure::input(format!("key {}: {e}", escape_key(key))));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    out.flush()?;
+    if foreign {
+        crate::warn(&format!(
+            "warning: {} was built with other Unicode tables than this build's; keys outside ASCII (listed as unknown) cannot be located and were left alone",
+            args.snapshot.display()
+        ));
+    }
+    let generation = args
+        .generation
+        .map_or(loaded.header.dataset_generation, Into::into);
+    // No store binding survives: the store still holds the removed keys as far as the
+    // snapshot's history digest says, and a store must never trust a filter without them.
+    let header = loaded.filter.to_header(generation);
+    if loaded.header.store.is_some() {
+        crate::warn("note: the snapshot was bound to a store; the copy without these keys is not");
+    }
+    files::write(&output, &loaded.filter, header, signals)?;
+    crate::warn(&format!(
+        "removed {removed} key{}; {left} reported absent and left alone",
+        if removed == 1 { "" } else { "s" }
+    ));
+    Ok(if left > 0 { Exit::Input as u8 } else { 0 })
+}
