@@ -30,6 +30,35 @@
 //! [`MemoryStore`] is for tests and examples; with the `sqlite` feature, `SqliteStore` keeps
 //! keys in an embedded SQLite database. Any database can be a [`PrimaryStore`].
 //!
+//! # Deletion
+//!
+//! [`FilteredStore::remove`] deletes a key from the store, then from the filter. With a
+//! counting filter ([`FilterOptions::with_counting`]) the filter forgets the key; a plain
+//! filter keeps its bits (a stale "maybe" that the store refutes), counts them in
+//! [`Metrics::stale_removals`], and is rebuilt once its estimated false-positive rate passes
+//! the target.
+//!
+//! ```
+//! use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore};
+//!
+//! let options = FilterOptions::new(10_000, 0.01).with_counting(true);
+//! let (seen, _) = FilteredStore::open_and_recover(MemoryStore::new(), options, None)?;
+//! seen.insert("session-1")?;
+//! assert!(seen.remove("session-1")?);                   // gone from the store, then the filter
+//! assert!(!seen.remove("session-1")?);                  // nothing left to remove
+//! assert!(!seen.contains("session-1")?.is_present());   // absent (by the filter, unless a
+//!                                                       // false positive)
+//! assert_eq!(seen.metrics().removals, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A counting filter is exact about removals across crashes and restarts: the store's
+//! history records every removal as a change (with its own generation and a digest step), a
+//! crash between the store's removal and the filter's leaves only a stale "maybe", and the
+//! next open replays the removals made since the snapshot. It costs four times the bytes of a
+//! plain filter for the same rate (4-bit counters, placed as the standard layout places bits:
+//! about 38 bits per key at 1%).
+//!
 //! # Operations
 //!
 //! What the library guarantees, and what an operator has to do.
@@ -60,16 +89,22 @@
 //! refused ([`BypassReason::OtherStore`]) and rebuilt over; nothing needs deleting by hand.
 //!
 //! **Writes behind the wrapper's back.** Every write must go through
-//! [`FilteredStore::insert`]: a key written by another program is not in the filter until the
-//! next save or rebuild takes it in. Several processes each running their own `FilteredStore`
-//! over one database are such a case. Saved snapshots stay correct regardless: a save first
-//! takes in every key committed since the filter last caught up with the store.
+//! [`FilteredStore::insert`] and [`FilteredStore::remove`]: a key written by another program
+//! is not in the filter until the next save or rebuild takes it in. Several processes each
+//! running their own `FilteredStore` over one database are such a case. Saved snapshots stay
+//! correct regardless: a save first takes in every change committed since the filter last
+//! caught up with the store (for a counting filter, exactly the changes it did not make
+//! itself, removals included). A counting filter asked to remove a key it never counted (one
+//! inserted behind its back since the last save) stops being trusted
+//! ([`BypassReason::CountsDiverged`]) until a rebuild.
 //!
 //! **The key encoding** is recorded in the store at its first open; opening it with another
 //! encoding is refused ([`OptionsError::EncodingMismatch`]), since its keys could not be
-//! compared. SQLite databases also guard their keys table: keys are append-only, and an
-//! edit by hand (or an insert by an older bloom-store) fails instead of breaking the history
-//! that snapshots are checked against. A database of a newer schema is refused untouched.
+//! compared. SQLite databases also guard their tables: the change log is append-only, a key
+//! gets in or out of the keys table only with its change logged, and an edit by hand (or an
+//! insert by an older bloom-store) fails instead of breaking the history that snapshots are
+//! checked against. A database of a newer schema is refused untouched; one of schema 1
+//! (before removals) is upgraded in place on its first open with write access.
 //!
 //! **Disk and memory.** A snapshot is as large as the filter (about 1.2 bytes per key at 1%);
 //! saving it streams the bits to a temporary file next to it (no copy in memory), and a
