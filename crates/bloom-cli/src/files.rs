@@ -22,6 +22,18 @@ pub(crate) fn is_stdio(path: &Path) -> bool {
     path == Path::new("-")
 }
 
+/// Refuses standard input or output (`-`, `/dev/stdout`) as the snapshot a command updates
+/// in place.
+pub(crate) fn in_place(command: &str, path: &Path) -> CmdResult {
+    if is_stdio(path) || path == Path::new("/dev/stdout") || path == Path::new("/dev/stdin") {
+        return Err(Failure::usage(format!(
+            "{command} updates a snapshot file in place; {} is standard input or output, not a file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// A read error about `path` as a [`Failure`]: bad input, except memory.
 pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
     let message = format!("{}: {error}", path.display());

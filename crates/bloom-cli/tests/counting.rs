@@ -235,3 +235,46 @@ fn concurrent_removers_and_adders_lose_nothing() {
         "every removal landed (but false positives): {out}"
     );
 }
+
+/// A reader that goes away stops the listing of absent keys, not the removal: the file is
+/// still written, and the exit code still says keys were left alone.
+#[test]
+fn a_closed_standard_output_does_not_stop_the_removal() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("c.bloom");
+    build_counting(&snapshot, &["keep", "gone"], &[]);
+    // Far more than a pipe buffer of "absent" lines, then the key to remove.
+    let list = dir.path().join("keys.txt");
+    let mut keys: String = (0..30_000).map(|i| format!("never-{i}\n")).collect();
+    keys.push_str("gone\n");
+    std::fs::write(&list, keys).unwrap();
+    let mut child = bloom_process()
+        .arg("remove")
+        .arg(&snapshot)
+        .arg("--keys")
+        .arg(&list)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(answers(&snapshot, &["keep", "gone"]), ["maybe", "absent"]);
+}
+
+#[test]
+fn standard_output_is_not_a_snapshot_to_update() {
+    for command in ["add", "remove"] {
+        for path in ["-", "/dev/stdout"] {
+            let (code, _, err) = run(bloom().args([command, path, "k"]));
+            assert_eq!(code, 2, "{command} {path}: {err}");
+            assert!(err.contains("not a file"), "{err}");
+        }
+    }
+}

@@ -135,7 +135,7 @@ pub enum DecodeError {
     /// Bits past the data (`m` bits, or `4 m` bits of counters) are set in the last payload
     /// byte.
     #[error(
-        "padding bits past bit {bit_count} are set (last payload byte {last_byte:#04x}); they must be zero"
+        "padding bits past data bit {bit_count} are set (last payload byte {last_byte:#04x}); they must be zero (data bits are m, or 4 m for a counting filter's counters)"
     )]
     NonZeroPadding {
         /// The payload bits that hold data: `m`, or `4 m` for the counting layout.

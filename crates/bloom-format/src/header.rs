@@ -701,9 +701,14 @@ pub(crate) fn validate(
             field: "payload length",
             found: payload_len,
             expected: format!(
-                "{} for {} bits in the {} layout",
+                "{} for {} {} in the {} layout",
                 header.payload_len(),
                 header.bit_count,
+                if header.layout == LayoutId::Counting4 {
+                    "counters"
+                } else {
+                    "bits"
+                },
                 header.layout
             ),
         });

@@ -209,7 +209,7 @@ impl PrimaryStore for Hooked {
         }
         self.inner.insert(key)
     }
-    fn remove(&self, key: &[u8]) -> Result<Option<bloom_store::DatasetGeneration>, Self::Error> {
+    fn remove(&self, key: &[u8]) -> Result<Option<bloom_store::Removal>, Self::Error> {
         self.inner.remove(key)
     }
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {

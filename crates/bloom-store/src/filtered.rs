@@ -29,6 +29,7 @@ struct Counters {
     removals: AtomicU64,
     /// Removals whose bits a plain filter still holds (since it was built).
     stale_removals: AtomicU64,
+    failed_automatic_rebuilds: AtomicU64,
 }
 
 /// For a counting filter: the generations whose change the wrapper applied itself, so that a
@@ -133,6 +134,10 @@ pub struct FilteredStore<S> {
     /// Held shared by each removal (store, then filter) and exclusively by rebuilds and by
     /// saves of a counting filter, so that neither sees a removal half done.
     removal_gate: RwLock<()>,
+    /// Held shared by each insert into a counting filter (from its count to the record of
+    /// its generation) and exclusively by a counting save while it reads the head and copies
+    /// the counters.
+    insert_gate: RwLock<()>,
     applied: Mutex<Applied>,
     counters: Counters,
 }
@@ -236,6 +241,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }),
             rebuilding: Mutex::new(()),
             removal_gate: RwLock::new(()),
+            insert_gate: RwLock::new(()),
             applied: Mutex::new(Applied {
                 through: synced,
                 ..Applied::default()
@@ -397,6 +403,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
         // The read guard is held through the commit: a rebuild installs its new filter and
         // switches over under the write lock, so no insert can set bits only in a filter that
         // is about to be dropped while its commit lands after the rebuild's scan.
+        let _gate = self.options.counting.then(|| {
+            self.insert_gate
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+        });
         let state = self.read();
         state.active.insert_encoded(key);
         if let Some(building) = &state.building {
@@ -435,7 +446,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// - With a plain filter the key's bits stay (a stale "maybe", confirmed absent by the
     ///   store); [`Metrics::stale_removals`] counts them, and once the filter's estimated
     ///   false-positive rate passes the target the remove that notices it rebuilds the filter
-    ///   from the store before returning.
+    ///   from the store before returning (a failed rebuild does not fail the remove: it is
+    ///   counted in [`Metrics::failed_automatic_rebuilds`] and tried again later).
     ///
     /// Removals wait while a rebuild runs, and while a counting filter's snapshot is being
     /// taken.
@@ -466,23 +478,29 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         let state = self.read();
-        let Some(generation) = self
+        let Some(removal) = self
             .store
             .remove(key.as_bytes())
             .map_err(StoreError::Store)?
         else {
             return Ok(false);
         };
+        let generation = removal.generation;
         self.counters.removals.fetch_add(1, Ordering::Relaxed);
         let trusted = matches!(state.mode, Mode::Trusted);
         let mut diverged = false;
         if state.active.is_counting() {
-            if trusted {
-                // The store had the key, so a trusted filter counted it: a refusal means the
-                // counts no longer describe the store.
+            let mut applied = self.applied();
+            // Only a count the filter holds is taken off: the key's insert must be in it. An
+            // insert made behind the wrapper's back and not yet taken in is left alone, and so
+            // is this removal (unrecorded): the next save replays both, in order. Taking it
+            // off now would take a count from other keys when the key reads maybe by chance.
+            if trusted && applied.applied(removal.inserted_at) {
+                // The filter counted the key: a refusal means the counts no longer describe
+                // the store.
                 diverged = state.active.remove_encoded(key).is_err();
+                applied.record(generation);
             }
-            self.applied().record(generation);
         } else {
             self.counters.stale_removals.fetch_add(1, Ordering::Relaxed);
         }
@@ -496,8 +514,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
         } else if trusted && !active.is_counting() && self.stale_check_due() {
             let target = self.options.false_positive_rate;
-            if active.estimated_false_positive_rate() > target {
-                self.rebuild()?;
+            // The key is removed whatever the rebuild does: a failed rebuild keeps the old
+            // filter (trusted, stale bits and all), is counted, and is tried again later.
+            if active.estimated_false_positive_rate() > target && self.rebuild().is_err() {
+                self.counters
+                    .failed_automatic_rebuilds
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(true)
@@ -518,6 +540,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// the store. While it runs, a bypassed filter stays bypassed (queries go to the store)
     /// and a trusted one keeps answering. Inserts made during the rebuild set bits in the new
     /// filter too, so none is missed.
+    ///
+    /// A counting filter is rebuilt by replaying the store's change log up to the rebuild's
+    /// start (so that its counts are exact there), which takes time in proportion to every
+    /// change the store ever committed, removals included; a plain filter reads the keys in
+    /// the store.
     ///
     /// If the estimated item count passed the capacity, the new filter is planned for twice
     /// the estimate, which brings the false-positive rate back to the target, but never
@@ -693,24 +720,35 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .removal_gate
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let (filter, head, identity) = {
-            // The write lock waits for every insert in flight: each has recorded the
-            // generation it committed at, so the head read here is exactly split into changes
-            // the wrapper applied and changes made behind its back.
-            let state = self.write();
-            if let Mode::Bypassed(reason) = &state.mode {
-                return Err(StoreError::NotTrusted(reason.clone()));
-            }
-            let identity = self.store.identity().map_err(StoreError::Store)?;
-            let head = self.store.head().map_err(StoreError::Store)?;
-            (Arc::clone(&state.active), head, identity)
-        };
         if self.applied().overflowed {
             // Too many changes behind the wrapper's back to tell apart: count afresh.
             drop(gate);
             self.rebuild()?;
             return self.save_counting(path);
         }
+        let (filter, mut copy, head, identity) = {
+            // No insert is in flight while the inserts' gate is held: each has recorded the
+            // generation it committed at, so the head read here splits the history exactly
+            // into changes the filter holds and changes made behind the wrapper's back, and
+            // the copy holds exactly the former. Lookups go on meanwhile.
+            let _no_inserts = self
+                .insert_gate
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let state = self.read();
+            if let Mode::Bypassed(reason) = &state.mode {
+                return Err(StoreError::NotTrusted(reason.clone()));
+            }
+            let identity = self.store.identity().map_err(StoreError::Store)?;
+            let head = self.store.head().map_err(StoreError::Store)?;
+            let filter = Arc::clone(&state.active);
+            let Some(copy) = filter.counting_copy() else {
+                return Err(StoreError::NotTrusted(BypassReason::Rebuilding));
+            };
+            (filter, copy, head, identity)
+        };
+        // The changes made behind the wrapper's back, up to the head: into the filter and
+        // the copy alike, each once.
         let mut diverged = None;
         {
             let mut applied = self.applied();
@@ -722,7 +760,15 @@ impl<S: PrimaryStore> FilteredStore<S> {
                         {
                             return;
                         }
-                        if apply_change(&filter, change).is_err() {
+                        let key = EncodedKey::from_encoded(change.key);
+                        let refused = match change.kind {
+                            ChangeKind::Inserted => {
+                                copy.insert_encoded(&key);
+                                false
+                            }
+                            ChangeKind::Removed => copy.remove_encoded(&key).is_err(),
+                        };
+                        if apply_change(&filter, change).is_err() || refused {
                             diverged.get_or_insert(change.generation);
                         }
                     })
@@ -730,6 +776,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 applied.reset(head.generation);
             }
         }
+        drop(gate);
         if let Some(generation) = diverged {
             let reason = BypassReason::CountsDiverged { generation };
             let mut state = self.write();
@@ -738,15 +785,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
             return Err(StoreError::NotTrusted(reason));
         }
-        let copy = filter.counting_copy();
-        drop(gate);
         {
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
                 state.synced = head.generation;
             }
         }
-        write_snapshot(path, &filter, copy.as_ref(), identity, head)?;
+        write_snapshot(path, &filter, Some(&copy), identity, head)?;
         Ok(head.generation)
     }
 
@@ -767,6 +812,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             inserts: c.inserts.load(Ordering::Relaxed),
             removals: c.removals.load(Ordering::Relaxed),
             stale_removals: c.stale_removals.load(Ordering::Relaxed),
+            failed_automatic_rebuilds: c.failed_automatic_rebuilds.load(Ordering::Relaxed),
             counting: filter.is_counting(),
             saturated_counters: filter.saturated_counters().unwrap_or(0),
             observed_false_positive_rate: (negatives > 0)

@@ -106,6 +106,15 @@ pub enum ChangeKind {
     Removed,
 }
 
+/// A committed removal, as [`PrimaryStore::remove`](crate::PrimaryStore::remove) reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal {
+    /// The generation the removal got.
+    pub generation: DatasetGeneration,
+    /// The generation of the key's insert that it undoes (the key's newest insert).
+    pub inserted_at: DatasetGeneration,
+}
+
 /// One committed change, as [`PrimaryStore::changes_since`](crate::PrimaryStore::changes_since)
 /// reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -133,7 +133,7 @@ mod sqlite;
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
-pub use history::{Change, ChangeKind, HistoryPoint};
+pub use history::{Change, ChangeKind, HistoryPoint, Removal};
 pub use memory::{MemoryStore, MemoryStoreError};
 pub use options::{FilterOptions, OptionsError, SaltPolicy};
 pub use outcome::{

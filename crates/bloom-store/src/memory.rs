@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError};
+use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError, Removal};
 use crate::primary::PrimaryStore;
 
 /// An in-memory primary store, for tests and examples.
@@ -252,15 +252,18 @@ impl PrimaryStore for MemoryStore {
         Ok(Some(generation))
     }
 
-    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, MemoryStoreError> {
+    fn remove(&self, key: &[u8]) -> Result<Option<Removal>, MemoryStoreError> {
         self.check()?;
         let mut inner = self.lock();
-        if !inner.generation_of.contains_key(key) {
+        let Some(&inserted_at) = inner.generation_of.get(key) else {
             return Ok(None);
-        }
+        };
         let generation = self.append(&mut inner, ChangeKind::Removed, key)?;
         inner.generation_of.remove(key);
-        Ok(Some(generation))
+        Ok(Some(Removal {
+            generation,
+            inserted_at: DatasetGeneration::new(inserted_at),
+        }))
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, MemoryStoreError> {

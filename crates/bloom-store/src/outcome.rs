@@ -263,6 +263,11 @@ pub struct Metrics {
     /// when its estimated false-positive rate passes the target. Always 0 for a counting
     /// filter, which takes removed keys off.
     pub stale_removals: u64,
+    /// Rebuilds started by [`FilteredStore::remove`](crate::FilteredStore::remove) (for a
+    /// plain filter past its target rate) that failed; the filter was kept and the rebuild is
+    /// tried again after more removals. Call [`FilteredStore::rebuild`](crate::FilteredStore::rebuild)
+    /// to see the error.
+    pub failed_automatic_rebuilds: u64,
     /// Whether the filter is a counting filter.
     pub counting: bool,
     /// For a counting filter, counters stuck at 15 (each a position that stays "maybe" for

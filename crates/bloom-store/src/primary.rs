@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::{Change, HistoryPoint};
+use crate::history::{Change, HistoryPoint, Removal};
 
 /// The store that holds the truth. Small enough for any database to implement.
 ///
@@ -97,13 +97,13 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error; the key is then not committed.
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
 
-    /// Removes a key. Returns the generation of the removal when the key was there, `None`
-    /// when it was not (and nothing changed). The key may be inserted again later, as a new
-    /// change.
+    /// Removes a key. Returns the generation of the removal, and that of the insert it
+    /// undoes, when the key was there; `None` when it was not (and nothing changed). The key
+    /// may be inserted again later, as a new change.
     ///
     /// # Errors
     /// The store's error; the key is then not removed.
-    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
+    fn remove(&self, key: &[u8]) -> Result<Option<Removal>, Self::Error>;
 
     /// Records `proposed` as the key encoding the store's keys are in, if none is recorded
     /// yet, and returns the recorded one (atomically: when two openers race, both get the
@@ -162,7 +162,7 @@ macro_rules! forward_primary_store {
             fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
                 (**self).insert(key)
             }
-            fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
+            fn remove(&self, key: &[u8]) -> Result<Option<Removal>, Self::Error> {
                 (**self).remove(key)
             }
             fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError};
+use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError, Removal};
 use crate::primary::PrimaryStore;
 
 /// The schema version this build writes into the metadata table, and the newest it reads.
@@ -54,6 +54,16 @@ CREATE TRIGGER IF NOT EXISTS changes_are_never_updated BEFORE UPDATE ON bloom_ch
     BEGIN SELECT RAISE(ABORT, 'the bloom-store change log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS changes_are_never_deleted BEFORE DELETE ON bloom_changes
     BEGIN SELECT RAISE(ABORT, 'the bloom-store change log is append-only'); END;
+";
+
+/// Guards the change log's appends, created after any migration has copied old keys in: a
+/// change is appended after the newest one, and is an insert of a key not in the store or a
+/// removal of one in it.
+const APPEND_GUARD: &str = "
+CREATE TRIGGER IF NOT EXISTS changes_follow_the_store BEFORE INSERT ON bloom_changes
+    WHEN NEW.seq <= (SELECT COALESCE(MAX(seq), 0) FROM bloom_changes)
+        OR (NEW.kind = 1) = EXISTS (SELECT 1 FROM keys WHERE key = NEW.key)
+    BEGIN SELECT RAISE(ABORT, 'bloom-store changes are appended through bloom-store only: this one does not follow the history'); END;
 ";
 
 /// The columns of the keys table (schema versions 1 and 2).
@@ -275,6 +285,7 @@ impl SqliteStore {
             if unversioned {
                 upgrade_from_unversioned(&tx, identity)?;
             }
+            tx.execute_batch(APPEND_GUARD)?;
             tx.execute(
                 "INSERT OR REPLACE INTO bloom_store_meta (name, value) VALUES ('schema', ?1)",
                 params![SCHEMA_VERSION],
@@ -352,21 +363,22 @@ impl SqliteStore {
     /// Inserts or removes a key in one IMMEDIATE transaction: the change is logged with the
     /// next generation and its digest, then the keys table follows. `None` when there is
     /// nothing to change.
+    /// Returns the change's generation and, for a removal, the generation of the insert it
+    /// undoes.
     fn change(
         &self,
         kind: ChangeKind,
         key: &[u8],
-    ) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
+    ) -> Result<Option<(DatasetGeneration, DatasetGeneration)>, SqliteStoreError> {
         let mut conn = self.writer();
         // IMMEDIATE takes the write lock first, so the head read below is the head this
         // change extends, even with other connections writing.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let exists = tx
-            .prepare_cached("SELECT 1 FROM keys WHERE key = ?1")?
-            .query_row(params![key], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if exists == (kind == ChangeKind::Inserted) {
+        let inserted_at: Option<i64> = tx
+            .prepare_cached("SELECT seq FROM keys WHERE key = ?1")?
+            .query_row(params![key], |row| row.get(0))
+            .optional()?;
+        if inserted_at.is_some() == (kind == ChangeKind::Inserted) {
             return Ok(None);
         }
         let head = head_in(&tx, self.identity)?;
@@ -393,7 +405,7 @@ impl SqliteStore {
                 .execute(params![key])?,
         };
         tx.commit()?;
-        Ok(Some(generation))
+        Ok(Some((generation, inserted_at.map_or(generation, from_seq))))
     }
 }
 
@@ -551,8 +563,21 @@ impl PrimaryStore for SqliteStore {
         visit: &mut dyn FnMut(Change<'_>),
     ) -> Result<DatasetGeneration, SqliteStoreError> {
         self.read(|conn| {
+            // Each row's digest is checked against the chain as it is read: a row added,
+            // edited or reordered by hand (the triggers refuse that, but a database can be
+            // edited without them) fails the replay instead of being applied.
+            let start: Option<Vec<u8>> = conn
+                .prepare_cached(
+                    "SELECT history FROM bloom_changes WHERE seq <= ?1 ORDER BY seq DESC LIMIT 1",
+                )?
+                .query_row(params![to_seq(after)], |row| row.get(0))
+                .optional()?;
+            let mut digest = match start {
+                Some(bytes) => HistoryDigest::from_bytes(blob16("history digest", &bytes)?),
+                None => history::genesis(self.identity),
+            };
             let mut stmt = conn.prepare_cached(
-                "SELECT seq, kind, CAST(key AS BLOB) FROM bloom_changes WHERE seq > ?1 ORDER BY seq",
+                "SELECT seq, kind, CAST(key AS BLOB), history FROM bloom_changes WHERE seq > ?1 ORDER BY seq",
             )?;
             let mut rows = stmt.query(params![to_seq(after)])?;
             let mut reached = after;
@@ -569,7 +594,17 @@ impl PrimaryStore for SqliteStore {
                     }
                 };
                 let key = row.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?;
+                let stored = row.get_ref(3)?.as_blob().map_err(rusqlite::Error::from)?;
                 let generation = from_seq(seq);
+                digest = history::after_change(digest, generation, kind, key);
+                if digest.to_bytes().as_slice() != stored {
+                    return Err(SqliteStoreError::Damaged {
+                        what: "change log",
+                        detail: format!(
+                            "the history digest at generation {seq} does not follow from the changes before it"
+                        ),
+                    });
+                }
                 visit(Change {
                     generation,
                     kind,
@@ -582,11 +617,16 @@ impl PrimaryStore for SqliteStore {
     }
 
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
-        self.change(ChangeKind::Inserted, key)
+        Ok(self.change(ChangeKind::Inserted, key)?.map(|(g, _)| g))
     }
 
-    fn remove(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, SqliteStoreError> {
-        self.change(ChangeKind::Removed, key)
+    fn remove(&self, key: &[u8]) -> Result<Option<Removal>, SqliteStoreError> {
+        Ok(self
+            .change(ChangeKind::Removed, key)?
+            .map(|(generation, inserted_at)| Removal {
+                generation,
+                inserted_at,
+            }))
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, SqliteStoreError> {

@@ -7,9 +7,11 @@ mod support;
 
 use std::sync::Arc;
 
+use bloom_format::{DecodeOptions, Snapshot};
 use bloom_store::{
-    BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, Mode, OpenOutcome,
-    PrimaryStore,
+    BypassReason, Change, DatasetGeneration, FilterOptions, FilteredStore, HistoryDigest,
+    HistoryPoint, Incompatibility, Lookup, MemoryStore, MemoryStoreError, OpenOutcome,
+    PrimaryStore, Removal, StoreIdentity,
 };
 use support::{Harness, assert_every_committed_key_present, insert_all, named};
 
@@ -105,42 +107,75 @@ fn changes_behind_the_wrappers_back_are_taken_in_exactly_once_by_a_save<H: Harne
     let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
     insert_all(&w, &named("k", 0..100));
     // Another program inserts and removes directly in the store.
-    w.store().insert(b"direct").unwrap();
-    w.store().remove(b"k7").unwrap();
+    assert!(w.store().insert(b"direct").unwrap().is_some());
+    assert!(w.store().remove(b"k-7").unwrap().is_some());
     // And the wrapper goes on meanwhile (generations past the gap).
-    w.remove("k8").unwrap();
-    w.insert("after").unwrap();
+    assert!(w.remove("k-8").unwrap());
+    assert!(w.insert("after").unwrap());
     w.save_snapshot(h.snapshot()).unwrap();
     assert_eq!(w.contains("direct").unwrap(), Lookup::Present);
     // Each change counted once: removing everything left leaves the counters at zero.
     for key in named("k", 0..100) {
-        w.remove(&key).unwrap();
+        assert_eq!(w.remove(&key).unwrap(), key != "k-7" && key != "k-8");
     }
-    w.remove("direct").unwrap();
-    w.remove("after").unwrap();
+    assert!(w.remove("direct").unwrap());
+    assert!(w.remove("after").unwrap());
     assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
     assert!(w.mode().is_trusted());
 }
 
-fn a_removal_the_counts_cannot_explain_bypasses_the_filter<H: Harness>(h: &H) {
+fn a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save<H: Harness>(h: &H) {
+    // A small filter with a high rate, so that a key inserted behind the wrapper's back is
+    // easily a false positive: its removal must not take counts from the keys that are in.
+    let options = FilterOptions::new(40, 0.2).with_counting(true);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    insert_all(&w, &named("a", 0..40));
+    let direct = (0..10_000)
+        .map(|i| format!("x{i}"))
+        .find(|k| w.contains(k).unwrap() == Lookup::FalsePositive)
+        .expect("a false positive at 20%");
+    w.store()
+        .insert(w.encode(&direct).as_bytes())
+        .unwrap()
+        .unwrap();
+    assert!(w.remove(&direct).unwrap());
+    assert!(w.mode().is_trusted());
+    assert_eq!(assert_every_committed_key_present(&w), 40);
+    // The save takes in the insert and the removal, in order; the counts are then exact.
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, _) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    assert_eq!(assert_every_committed_key_present(&w), 40);
+    for key in named("a", 0..40) {
+        assert!(w.remove(&key).unwrap());
+    }
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
+
+fn counts_that_do_not_match_the_history_bypass_the_filter<H: Harness>(h: &H) {
     let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
     insert_all(&w, &named("k", 0..10));
-    // Inserted behind the wrapper's back and removed through it before any save: the filter
-    // never counted it, so it refuses the removal and stops answering on its own.
-    w.store().insert(b"direct").unwrap();
-    assert!(w.remove("direct").unwrap());
+    w.save_snapshot(h.snapshot()).unwrap();
+    assert!(w.remove("k-3").unwrap());
+    assert_eq!(w.store().generation().unwrap().get(), 11);
+    drop(w);
+    // The snapshot keeps its binding, but its counters are zeroed (a damaged writer, say):
+    // replaying the removal of k3 finds it absent.
+    let snapshot = Snapshot::read_file(h.snapshot(), &DecodeOptions::unlimited()).unwrap();
+    let zeroed = vec![0u8; snapshot.payload().len()];
+    let forged = Snapshot::new(snapshot.header().clone(), zeroed).unwrap();
+    std::fs::write(h.snapshot(), forged.encode()).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
     assert!(
         matches!(
-            w.mode(),
-            Mode::Bypassed(BypassReason::CountsDiverged { .. })
+            outcome,
+            OpenOutcome::Bypassed(BypassReason::CountsDiverged { .. })
         ),
-        "{:?}",
-        w.mode()
+        "{outcome:?}"
     );
-    assert_eq!(assert_every_committed_key_present(&w), 10);
+    assert_eq!(assert_every_committed_key_present(&w), 9);
     w.rebuild().unwrap();
-    assert!(w.mode().is_trusted());
-    assert_eq!(assert_every_committed_key_present(&w), 10);
+    assert_eq!(assert_every_committed_key_present(&w), 9);
 }
 
 fn a_snapshot_of_the_other_kind_is_rebuilt_over<H: Harness>(h: &H) {
@@ -224,7 +259,8 @@ on_every_store!(
     a_counting_filter_forgets_removed_keys_across_restarts,
     duplicates_and_reinserts_keep_counts_exact,
     changes_behind_the_wrappers_back_are_taken_in_exactly_once_by_a_save,
-    a_removal_the_counts_cannot_explain_bypasses_the_filter,
+    a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save,
+    counts_that_do_not_match_the_history_bypass_the_filter,
     a_snapshot_of_the_other_kind_is_rebuilt_over,
     a_plain_filter_counts_stale_removals_and_rebuilds_past_the_target,
 );
@@ -289,4 +325,133 @@ fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
         assert!(w.remove(&key).unwrap());
     }
     assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
+
+/// A memory store whose history reads can be made to fail, leaving inserts and removals
+/// working: a rebuild fails, a removal does not.
+struct FlakyHistory {
+    inner: MemoryStore,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl FlakyHistory {
+    fn check(&self) -> Result<(), MemoryStoreError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(MemoryStoreError)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl PrimaryStore for FlakyHistory {
+    type Error = MemoryStoreError;
+    fn identity(&self) -> Result<StoreIdentity, Self::Error> {
+        self.inner.identity()
+    }
+    fn contains(&self, key: &[u8]) -> Result<bool, Self::Error> {
+        self.inner.contains(key)
+    }
+    fn head(&self) -> Result<HistoryPoint, Self::Error> {
+        self.check()?;
+        self.inner.head()
+    }
+    fn history_at(&self, g: DatasetGeneration) -> Result<Option<HistoryDigest>, Self::Error> {
+        self.inner.history_at(g)
+    }
+    fn keys_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<DatasetGeneration, Self::Error> {
+        self.check()?;
+        self.inner.keys_since(after, visit)
+    }
+    fn changes_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(Change<'_>),
+    ) -> Result<DatasetGeneration, Self::Error> {
+        self.check()?;
+        self.inner.changes_since(after, visit)
+    }
+    fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
+        self.inner.insert(key)
+    }
+    fn remove(&self, key: &[u8]) -> Result<Option<Removal>, Self::Error> {
+        self.inner.remove(key)
+    }
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
+        self.inner.claim_key_encoding(proposed)
+    }
+}
+
+/// A removal that triggers a rebuild of a plain filter succeeds even when the rebuild fails:
+/// the key is gone from the store, so the caller must hear `Ok(true)`.
+#[test]
+fn a_failed_automatic_rebuild_does_not_fail_the_removal() {
+    let store = FlakyHistory {
+        inner: MemoryStore::new(),
+        failing: std::sync::atomic::AtomicBool::new(false),
+    };
+    let (w, _) =
+        FilteredStore::open_and_recover(store, FilterOptions::new(1_000, 0.01), None).unwrap();
+    let keys = named("k", 0..2_000);
+    insert_all(&w, &keys);
+    w.store()
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    for key in &keys[..200] {
+        assert!(w.remove(key).unwrap(), "{key} was removed");
+        assert!(!w.store().contains(w.encode(key).as_bytes()).unwrap());
+    }
+    let metrics = w.metrics();
+    assert!(metrics.failed_automatic_rebuilds >= 1, "{metrics:?}");
+    assert!(w.mode().is_trusted());
+    assert_eq!(metrics.stale_removals, 200);
+    w.store()
+        .failing
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(w.remove(&keys[200]).unwrap());
+    assert_eq!(assert_every_committed_key_present(&w), 1_799);
+}
+
+/// A change log edited by hand: rows that do not follow the store are refused by SQLite's
+/// triggers, and a row that gets past them (a removal of a key that is in, with a made-up
+/// digest) fails the replay's digest check, so catch-up bypasses instead of taking a count
+/// off a key that is still in the store.
+#[test]
+fn a_change_log_edited_by_hand_is_never_replayed() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    insert_all(&w, &named("k", 0..10));
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    for sql in [
+        // Not after the newest change.
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (5, 2, CAST('k-3' AS BLOB), zeroblob(16))",
+        // An insert of a key that is in, a removal of one that is not.
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (11, 1, CAST('k-3' AS BLOB), zeroblob(16))",
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (11, 2, CAST('nope' AS BLOB), zeroblob(16))",
+    ] {
+        assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
+    }
+    conn.execute(
+        "INSERT INTO bloom_changes (seq, kind, key, history)
+         SELECT MAX(seq) + 1, 2, CAST('k-3' AS BLOB), randomblob(16) FROM bloom_changes",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(
+            outcome,
+            OpenOutcome::Bypassed(BypassReason::CatchUpFailed(_))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(w.contains("k-3").unwrap(), Lookup::Present);
+    assert_eq!(assert_every_committed_key_present(&w), 10);
 }

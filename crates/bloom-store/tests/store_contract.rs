@@ -5,7 +5,9 @@
 
 mod support;
 
-use bloom_store::{Change, ChangeKind, DatasetGeneration, PrimaryStore, SqliteStore, history};
+use bloom_store::{
+    Change, ChangeKind, DatasetGeneration, PrimaryStore, Removal, SqliteStore, history,
+};
 use support::Harness;
 
 fn generations_count_new_keys_only<H: Harness>(h: &H) {
@@ -76,7 +78,13 @@ fn removals_are_changes_with_their_own_generation_and_digest<H: Harness>(h: &H) 
     let g = DatasetGeneration::new;
     assert_eq!(store.insert(b"a").unwrap(), Some(g(1)));
     assert_eq!(store.insert(b"b").unwrap(), Some(g(2)));
-    assert_eq!(store.remove(b"a").unwrap(), Some(g(3)));
+    let removal = |generation, inserted_at| {
+        Some(Removal {
+            generation: g(generation),
+            inserted_at: g(inserted_at),
+        })
+    };
+    assert_eq!(store.remove(b"a").unwrap(), removal(3, 1));
     assert_eq!(store.remove(b"a").unwrap(), None, "removed already");
     assert!(!store.contains(b"a").unwrap());
     assert_eq!(
@@ -84,7 +92,7 @@ fn removals_are_changes_with_their_own_generation_and_digest<H: Harness>(h: &H) 
         Some(g(4)),
         "back, as a new change"
     );
-    assert_eq!(store.remove(b"b").unwrap(), Some(g(5)));
+    assert_eq!(store.remove(b"b").unwrap(), removal(5, 2));
 
     let d1 = history::after_insert(genesis, g(1), b"a");
     let d2 = history::after_insert(d1, g(2), b"b");
@@ -234,7 +242,13 @@ fn a_schema_1_database_is_upgraded_in_place() {
             (2, ChangeKind::Inserted, b"b".to_vec()),
         ]
     );
-    assert_eq!(store.remove(b"a").unwrap(), Some(g(3)));
+    assert_eq!(
+        store.remove(b"a").unwrap(),
+        Some(Removal {
+            generation: g(3),
+            inserted_at: g(1)
+        })
+    );
     assert_eq!(
         store.head().unwrap().digest,
         history::after_remove(d2, g(3), b"a")

@@ -9,11 +9,7 @@ use crate::signals::Signals;
 pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     require_keys(&args.keys, &args.input)?;
     let source = args.input.source();
-    if files::is_stdio(&args.snapshot) {
-        return Err(Failure::usage(
-            "add updates a snapshot file in place; - is not a file",
-        ));
-    }
+    files::in_place("add", &args.snapshot)?;
     // Checked before a lock file is made for a path that is not there.
     if let Err(e) = std::fs::metadata(&args.snapshot) {
         return Err(Failure::input(format!(

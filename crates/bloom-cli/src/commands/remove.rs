@@ -12,11 +12,7 @@ use crate::signals::Signals;
 /// Returns the exit code: 0, or 1 when a key was left alone (listed on standard output).
 pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     require_keys(&args.keys, &args.input)?;
-    if files::is_stdio(&args.snapshot) {
-        return Err(Failure::usage(
-            "remove updates a snapshot file in place; - is not a file",
-        ));
-    }
+    files::in_place("remove", &args.snapshot)?;
     if let Err(e) = std::fs::metadata(&args.snapshot) {
         return Err(Failure::input(format!(
             "cannot read {}: {e}",
@@ -35,6 +31,18 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     };
     let config = filter.config().clone();
     let mut out = Out::new();
+    // The listing is a report; the file is the work. A reader that went away (`| head`)
+    // stops the listing, not the removal: the file is still written.
+    let mut listing = true;
+    let mut list = |out: &mut Out, line: String| -> CmdResult {
+        if listing {
+            match out.text(&line) {
+                Err(Failure::OutputClosed) => listing = false,
+                other => other?,
+            }
+        }
+        Ok(())
+    };
     let (mut removed, mut left) = (0u64, 0u64);
     let mut foreign = false;
     key_batches(&config, &args.keys, &args.input, |originals, _| {
@@ -43,12 +51,12 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
                 Ok(()) => removed += 1,
                 Err(RemoveError::Absent) => {
                     left += 1;
-                    out.text(&format!("absent\t{}\n", escape_key(key)))?;
+                    list(&mut out, format!("absent\t{}\n", escape_key(key)))?;
                 }
                 Err(RemoveError::ForeignTables) => {
                     left += 1;
                     foreign = true;
-                    out.text(&format!("unknown\t{}\n", escape_key(key)))?;
+                    list(&mut out, format!("unknown\t{}\n", escape_key(key)))?;
                 }
                 Err(e) => {
                     return Err(Failure::input(format!("key {}: {e}", escape_key(key))));
@@ -57,7 +65,10 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
         }
         Ok(())
     })?;
-    out.flush()?;
+    match out.flush() {
+        Err(Failure::OutputClosed) | Ok(()) => {}
+        Err(e) => return Err(e),
+    }
     if foreign {
         crate::warn(&format!(
             "warning: {} was built with other Unicode tables than this build's; keys outside ASCII (listed as unknown) cannot be located and were left alone",
