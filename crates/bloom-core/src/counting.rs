@@ -199,20 +199,12 @@ impl CountingBloomFilter {
 
     #[inline]
     fn get(&self, i: u64) -> u8 {
-        let word = self
-            .words
-            .get((i / PER_WORD) as usize)
-            .copied()
-            .unwrap_or(0);
-        ((word >> ((i % PER_WORD) * 4)) & 0xF) as u8
+        counter(&self.words, i)
     }
 
-    #[inline]
+    #[cfg(test)]
     fn set(&mut self, i: u64, value: u8) {
-        let shift = (i % PER_WORD) * 4;
-        if let Some(word) = self.words.get_mut((i / PER_WORD) as usize) {
-            *word = (*word & !(0xF << shift)) | (u64::from(value & 0xF) << shift);
-        }
+        set_counter(&mut self.words, i, value);
     }
 
     /// Inserts a text key: each of its counters goes up by one (staying at 15 once there).
@@ -265,15 +257,15 @@ impl CountingBloomFilter {
     }
 
     fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
-        let positions = self.config.positions(key);
+        let Self { hasher, words, .. } = self;
         let mut was_absent = false;
-        for p in positions {
-            let c = self.get(p);
+        hasher.each_position(hasher.hash(key), |p| {
+            let c = counter(words, p);
             was_absent |= c == 0;
             if c < COUNTER_MAX {
-                self.set(p, c + 1);
+                set_counter(words, p, c + 1);
             }
-        }
+        });
         self.items = self.items.saturating_add(1);
         was_absent
     }
@@ -347,22 +339,38 @@ impl CountingBloomFilter {
     }
 
     fn remove_hash(&mut self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
-        let mut positions: Vec<u64> = self.config.positions(key).collect();
-        positions.sort_unstable();
-        // A position named c times was incremented c times by the key's insert: a counter
-        // below c (and below 15) proves the key is not in the filter.
-        for run in positions.chunk_by(|a, b| a == b) {
-            let Some(&p) = run.first() else { continue };
-            let c = self.get(p);
-            if c == 0 || (c < COUNTER_MAX && usize::from(c) < run.len()) {
-                return Err(RemoveError::Absent);
+        let Self { hasher, words, .. } = self;
+        let hash = hasher.hash(key);
+        // Takes one off each counter below 15, in position order, noting which (k <= 64). A
+        // position named c times is taken off c times: reaching a zero means some counter
+        // is below the times the key names it, so the key cannot be in the filter; every
+        // change is then put back.
+        let (mut taken, mut index, mut refused) = (0u64, 0u32, false);
+        hasher.each_position(hash, |p| {
+            if refused {
+                return;
             }
-        }
-        for &p in &positions {
-            let c = self.get(p);
+            let c = counter(words, p);
+            if c == 0 {
+                refused = true;
+                return;
+            }
             if c < COUNTER_MAX {
-                self.set(p, c.saturating_sub(1));
+                set_counter(words, p, c - 1);
+                taken |= 1 << index;
             }
+            index += 1;
+        });
+        if refused {
+            let mut index = 0u32;
+            hasher.each_position(hash, |p| {
+                if (taken >> index) & 1 == 1 {
+                    let c = counter(words, p);
+                    set_counter(words, p, c + 1);
+                }
+                index += 1;
+            });
+            return Err(RemoveError::Absent);
         }
         self.items = self.items.saturating_sub(1);
         Ok(())
@@ -556,6 +564,21 @@ impl CountingBloomFilter {
         Self::check(&config)?;
         let words = AlignedWords::filled_in_place(counter_bits(config.bits()), fill)?;
         Ok(Self::from_words_unchecked(config, words, items))
+    }
+}
+
+/// Counter `i` of `words`; 0 past the end.
+#[inline]
+fn counter(words: &[u64], i: u64) -> u8 {
+    let word = words.get((i / PER_WORD) as usize).copied().unwrap_or(0);
+    ((word >> ((i % PER_WORD) * 4)) & 0xF) as u8
+}
+
+#[inline]
+fn set_counter(words: &mut [u64], i: u64, value: u8) {
+    let shift = (i % PER_WORD) * 4;
+    if let Some(word) = words.get_mut((i / PER_WORD) as usize) {
+        *word = (*word & !(0xF << shift)) | (u64::from(value & 0xF) << shift);
     }
 }
 
