@@ -77,8 +77,15 @@ impl Applied {
         self.through = self.through.max(through);
         let through = self.through.get();
         self.ahead.retain(|&g| g > through);
-        self.overflowed = false;
         self.compact();
+    }
+
+    /// After a rebuild counted afresh up to `start`: an overflow is forgotten. Records lost
+    /// to an overflow during the rebuild were inserts only (removals wait for rebuilds), so
+    /// at worst a later save counts one of them twice: a stale "maybe", never a lost key.
+    fn rebuilt(&mut self, start: DatasetGeneration) {
+        self.overflowed = false;
+        self.reset(start);
     }
 
     fn applied(&self, generation: DatasetGeneration) -> bool {
@@ -93,6 +100,11 @@ struct State {
     /// it, and a save catches up from it, so that keys written behind the wrapper's back
     /// never make a snapshot claim more than its bits hold.
     synced: DatasetGeneration,
+    /// A point of the store's history the filter is known to follow (read at open, at the
+    /// rebuild's start, at the last save). A save first checks that the store still has it:
+    /// a store that lost acknowledged commits while the wrapper was open (a failover to a
+    /// lagging replica, say) is caught there, and the filter bypassed.
+    verified: HistoryPoint,
     capacity: u64,
     capacity_limited: bool,
     mode: Mode,
@@ -217,6 +229,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
             OpenOutcome::CaughtUp { to, .. } => (Mode::Trusted, *to),
             _ => (Mode::Trusted, DatasetGeneration::ZERO),
         };
+        // The head read before the catch-up: the filter holds every change up to it.
+        let verified = head;
         // A snapshot of a grown filter holds more than the configured capacity; one that grew
         // to the snapshot limit cannot grow further.
         let capacity = options
@@ -234,6 +248,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             state: RwLock::new(State {
                 active: Arc::new(filter),
                 synced,
+                verified,
                 capacity,
                 capacity_limited,
                 mode,
@@ -489,6 +504,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.counters.removals.fetch_add(1, Ordering::Relaxed);
         let trusted = matches!(state.mode, Mode::Trusted);
         let mut diverged = false;
+        let mut stale = 0;
         if state.active.is_counting() {
             let mut applied = self.applied();
             // Only a count the filter holds is taken off: the key's insert must be in it. An
@@ -502,7 +518,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 applied.record(generation);
             }
         } else {
-            self.counters.stale_removals.fetch_add(1, Ordering::Relaxed);
+            stale = self.counters.stale_removals.fetch_add(1, Ordering::Relaxed) + 1;
         }
         let active = Arc::clone(&state.active);
         drop(state);
@@ -512,7 +528,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             if Arc::ptr_eq(&state.active, &active) {
                 state.mode = Mode::Bypassed(BypassReason::CountsDiverged { generation });
             }
-        } else if trusted && !active.is_counting() && self.stale_check_due() {
+        } else if trusted && !active.is_counting() && self.stale_check_due(stale) {
             let target = self.options.false_positive_rate;
             // The key is removed whatever the rebuild does: a failed rebuild keeps the old
             // filter (trusted, stale bits and all), is counted, and is tried again later.
@@ -528,12 +544,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// Whether enough removals piled up since the last look at a plain filter's rate: every
     /// 1% of the capacity (at least every 64), so that the look (a pass over the bits) costs
     /// little per removal.
-    fn stale_check_due(&self) -> bool {
+    fn stale_check_due(&self, stale: u64) -> bool {
         let every = (self.read().capacity / 100).max(64);
-        self.counters
-            .stale_removals
-            .load(Ordering::Relaxed)
-            .is_multiple_of(every)
+        stale > 0 && stale.is_multiple_of(every)
     }
 
     /// Builds a new filter from the store, off to the side, and switches to it once it covers
@@ -601,8 +614,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.mode = Mode::Bypassed(BypassReason::Rebuilding);
             }
             // Every insert that missed `building` has committed (it held the read lock).
-            self.store.generation()
+            self.store.head()
         };
+        let start_point = start.as_ref().ok().copied();
+        let start = start.map(|point| point.generation);
         let scan = start.and_then(|start| {
             let mut keys = 0u64;
             let reached = if new.is_counting() {
@@ -652,10 +667,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
         // generation at the start is covering the store.
         state.active = new;
         state.synced = start.min(reached);
+        if let Some(point) = start_point {
+            state.verified = point;
+        }
         state.capacity = plan.capacity;
         state.capacity_limited = plan.limited;
         state.mode = Mode::Trusted;
-        self.applied().reset(state.synced);
+        self.applied().rebuilt(state.synced);
         self.counters.stale_removals.store(0, Ordering::Relaxed);
         Ok(RebuildReport {
             keys_scanned: keys,
@@ -678,9 +696,20 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// earlier writer that was killed are removed. A new salted snapshot is readable by its
     /// owner only.
     ///
-    /// A counting filter is copied (at one instant, while removals wait) and the copy
-    /// written, so saving one holds its counters twice for a moment; the changes made behind
-    /// the wrapper's back are taken in exactly once, removals included.
+    /// A counting filter is copied and the copy written, so saving one holds its counters
+    /// twice for a moment. Inserts wait while the head is read and the counters copied (one
+    /// memory copy), removals until the changes made behind the wrapper's back are taken in
+    /// (exactly once, removals included); lookups go on. Every change the wrapper makes after
+    /// one made behind its back is remembered until that save (8 bytes or so each, up to
+    /// about a million; past that the save rebuilds the filter from the store's history).
+    ///
+    /// Before anything is written, the store must still have the history the filter follows:
+    /// a store that lost commits it had acknowledged while the wrapper was open (a failover to
+    /// a lagging replica, say) fails the save with [`StoreError::NotTrusted`]
+    /// ([`BypassReason::HistoryDiverged`]) and the filter is bypassed until a rebuild. A
+    /// primary store must not lose acknowledged commits; this catches it at the next save,
+    /// not before: between the loss and that save, a key whose removal was lost may read
+    /// absent from a counting filter.
     ///
     /// # Errors
     /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error (the
@@ -698,7 +727,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
             let identity = self.store.identity().map_err(StoreError::Store)?;
             let head = self.store.head().map_err(StoreError::Store)?;
-            (Arc::clone(&state.active), state.synced, head, identity)
+            let verified = state.verified;
+            let filter = Arc::clone(&state.active);
+            let synced = state.synced;
+            drop(state);
+            self.check_history(&filter, verified, head, synced)?;
+            (filter, synced, head, identity)
         };
         if head.generation > synced {
             let mut batch = Batcher::new(&filter);
@@ -709,10 +743,41 @@ impl<S: PrimaryStore> FilteredStore<S> {
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
                 state.synced = head.generation;
+                state.verified = head;
             }
         }
         write_snapshot(path, &filter, None, identity, head)?;
         Ok(head.generation)
+    }
+
+    /// Checks, before a save, that the store still has the history the filter follows: the
+    /// verified point, and nothing behind what the filter already holds. A store that lost
+    /// commits it had acknowledged fails this; the filter is then bypassed until a rebuild.
+    fn check_history(
+        &self,
+        filter: &Arc<StoreFilter>,
+        verified: HistoryPoint,
+        head: HistoryPoint,
+        holds: DatasetGeneration,
+    ) -> Result<(), StoreError<S::Error>> {
+        let same = head.generation >= verified.generation
+            && head.generation >= holds
+            && self
+                .store
+                .history_at(verified.generation)
+                .map_err(StoreError::Store)?
+                == Some(verified.digest);
+        if same {
+            return Ok(());
+        }
+        let reason = BypassReason::HistoryDiverged {
+            generation: verified.generation,
+        };
+        let mut state = self.write();
+        if Arc::ptr_eq(&state.active, filter) {
+            state.mode = Mode::Bypassed(reason.clone());
+        }
+        Err(StoreError::NotTrusted(reason))
     }
 
     fn save_counting(&self, path: &Path) -> Result<DatasetGeneration, StoreError<S::Error>> {
@@ -742,6 +807,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             let identity = self.store.identity().map_err(StoreError::Store)?;
             let head = self.store.head().map_err(StoreError::Store)?;
             let filter = Arc::clone(&state.active);
+            let verified = state.verified;
+            drop(state);
+            let through = self.applied().through;
+            self.check_history(&filter, verified, head, through)?;
             let Some(copy) = filter.counting_copy() else {
                 return Err(StoreError::NotTrusted(BypassReason::Rebuilding));
             };
@@ -752,14 +821,24 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let mut diverged = None;
         {
             let mut applied = self.applied();
+            if applied.overflowed {
+                // An insert overflowed the record after the check above.
+                drop(applied);
+                drop(gate);
+                self.rebuild()?;
+                return self.save_counting(path);
+            }
             if head.generation > applied.through {
                 let from = applied.through;
+                // Each change is recorded as it is applied, so that a replay that fails
+                // halfway (a store error) is resumed, never applied twice, by the next save.
                 self.store
                     .changes_since(from, &mut |change| {
                         if change.generation > head.generation || applied.applied(change.generation)
                         {
                             return;
                         }
+                        applied.record(change.generation);
                         let key = EncodedKey::from_encoded(change.key);
                         let refused = match change.kind {
                             ChangeKind::Inserted => {
@@ -789,6 +868,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &filter) && state.synced < head.generation {
                 state.synced = head.generation;
+                state.verified = head;
             }
         }
         write_snapshot(path, &filter, Some(&copy), identity, head)?;
@@ -957,4 +1037,43 @@ impl<'a> Batcher<'a> {
 
 fn shared<E: std::error::Error + Send + Sync + 'static>(e: E) -> SharedError {
     Arc::new(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(n: u64) -> DatasetGeneration {
+        DatasetGeneration::new(n)
+    }
+
+    #[test]
+    fn the_applied_record_tracks_gaps_and_never_moves_back() {
+        let mut applied = Applied::default();
+        applied.record(g(1));
+        applied.record(g(3)); // 2 was made behind the wrapper's back
+        assert_eq!(applied.through, g(1));
+        assert!(applied.applied(g(3)) && !applied.applied(g(2)));
+        applied.reset(g(2)); // a save took 2 in
+        assert_eq!(applied.through, g(3));
+        assert!(applied.ahead.is_empty());
+        applied.reset(g(1)); // never back
+        assert_eq!(applied.through, g(3));
+    }
+
+    #[test]
+    fn an_overflowed_record_stays_overflowed_until_a_rebuild() {
+        let mut applied = Applied::default();
+        // A gap at 1, then more changes than the record keeps.
+        for n in 2..(Applied::MAX_AHEAD as u64 + 3) {
+            applied.record(g(n));
+        }
+        assert!(applied.overflowed);
+        // A save's reset does not clear it: the save must rebuild instead.
+        applied.reset(g(5));
+        assert!(applied.overflowed);
+        applied.rebuilt(g(10));
+        assert!(!applied.overflowed);
+        assert_eq!(applied.through, g(10));
+    }
 }

@@ -332,6 +332,8 @@ fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
 struct FlakyHistory {
     inner: MemoryStore,
     failing: std::sync::atomic::AtomicBool,
+    /// When set, `changes_since` fails after visiting this many changes.
+    replay_budget: std::sync::Mutex<Option<usize>>,
 }
 
 impl FlakyHistory {
@@ -373,7 +375,21 @@ impl PrimaryStore for FlakyHistory {
         visit: &mut dyn FnMut(Change<'_>),
     ) -> Result<DatasetGeneration, Self::Error> {
         self.check()?;
-        self.inner.changes_since(after, visit)
+        let budget = *self.replay_budget.lock().unwrap();
+        let Some(budget) = budget else {
+            return self.inner.changes_since(after, visit);
+        };
+        let mut seen = 0;
+        self.inner.changes_since(after, &mut |change| {
+            if seen < budget {
+                visit(change);
+            }
+            seen += 1;
+        })?;
+        if seen > budget {
+            return Err(MemoryStoreError);
+        }
+        Ok(DatasetGeneration::new(after.get() + seen as u64))
     }
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
         self.inner.insert(key)
@@ -386,14 +402,89 @@ impl PrimaryStore for FlakyHistory {
     }
 }
 
+fn flaky() -> FlakyHistory {
+    FlakyHistory {
+        inner: MemoryStore::new(),
+        failing: std::sync::atomic::AtomicBool::new(false),
+        replay_budget: std::sync::Mutex::new(None),
+    }
+}
+
+/// A counting save whose replay of the changes made behind the wrapper's back fails halfway
+/// is resumed by the next save, never applied twice.
+#[test]
+fn a_save_that_fails_halfway_through_its_replay_is_resumed_not_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("c.bloom");
+    let (w, _) = FilteredStore::open_and_recover(flaky(), counting(), None).unwrap();
+    let encoded = |k: &str| w.encode(k).as_bytes().to_vec();
+    assert!(w.insert("k").unwrap());
+    assert!(w.store().inner.remove(&encoded("k")).unwrap().is_some()); // behind its back
+    assert!(w.insert("k").unwrap());
+    assert!(w.store().inner.insert(&encoded("other")).unwrap().is_some());
+    // Each replay sees one change, then fails: the first save fails after taking in the
+    // removal, the next one resumes after it.
+    *w.store().replay_budget.lock().unwrap() = Some(1);
+    let mut failures = 0;
+    while w.save_snapshot(&snapshot).is_err() {
+        failures += 1;
+        assert!(failures < 4, "the replay never got past its first change");
+        assert_eq!(w.contains("k").unwrap(), Lookup::Present);
+    }
+    assert!(failures >= 1);
+    *w.store().replay_budget.lock().unwrap() = None;
+    w.save_snapshot(&snapshot).unwrap();
+    assert_eq!(w.contains("k").unwrap(), Lookup::Present);
+    assert_eq!(w.contains("other").unwrap(), Lookup::Present);
+    // Exact: taking both keys off leaves no counter above zero.
+    assert!(w.remove("k").unwrap());
+    assert!(w.remove("other").unwrap());
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
+
+/// A store that loses commits while the wrapper is open (a failover to a lagging replica) is
+/// caught by the next save, which refuses and bypasses the filter: no snapshot claims a
+/// history the store no longer has.
+#[test]
+fn a_store_that_loses_commits_under_an_open_wrapper_is_caught_by_the_next_save() {
+    for counting in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshot = dir.path().join("s.bloom");
+        let options = FilterOptions::new(2_000, 0.01).with_counting(counting);
+        let (w, _) =
+            FilteredStore::open_and_recover(MemoryStore::new(), options.clone(), None).unwrap();
+        insert_all(&w, &named("x", 0..10));
+        w.save_snapshot(&snapshot).unwrap();
+        assert!(w.remove("x-9").unwrap());
+        w.store().rollback_to(DatasetGeneration::new(5));
+        for i in 0..8 {
+            w.store().insert(format!("late-{i}").as_bytes()).unwrap();
+        }
+        assert!(
+            matches!(
+                w.save_snapshot(&snapshot),
+                Err(bloom_store::StoreError::NotTrusted(
+                    BypassReason::HistoryDiverged { .. }
+                ))
+            ),
+            "counting: {counting}"
+        );
+        assert!(!w.mode().is_trusted());
+        assert_eq!(assert_every_committed_key_present(&w), 13);
+        drop(w);
+        // The snapshot on disk is of the lost history: never trusted again.
+        let store = MemoryStore::new();
+        let (w, outcome) = FilteredStore::open(store, options, Some(&snapshot)).unwrap();
+        assert!(!outcome.is_trusted(), "{outcome:?}");
+        drop(w);
+    }
+}
+
 /// A removal that triggers a rebuild of a plain filter succeeds even when the rebuild fails:
 /// the key is gone from the store, so the caller must hear `Ok(true)`.
 #[test]
 fn a_failed_automatic_rebuild_does_not_fail_the_removal() {
-    let store = FlakyHistory {
-        inner: MemoryStore::new(),
-        failing: std::sync::atomic::AtomicBool::new(false),
-    };
+    let store = flaky();
     let (w, _) =
         FilteredStore::open_and_recover(store, FilterOptions::new(1_000, 0.01), None).unwrap();
     let keys = named("k", 0..2_000);
