@@ -95,8 +95,9 @@
 //! correct regardless: a save first takes in every change committed since the filter last
 //! caught up with the store (for a counting filter, exactly the changes it did not make
 //! itself, removals included). A counting filter asked to remove a key it never counted (one
-//! inserted behind its back since the last save) stops being trusted
-//! ([`BypassReason::CountsDiverged`]) until a rebuild.
+//! inserted behind its back since the last save) leaves the key's counts for that save,
+//! which takes in the insert and the removal in order; counts that cannot explain a removal
+//! at all bypass the filter ([`BypassReason::CountsDiverged`]) until a rebuild.
 //!
 //! **The key encoding** is recorded in the store at its first open; opening it with another
 //! encoding is refused ([`OptionsError::EncodingMismatch`]), since its keys could not be

@@ -117,9 +117,10 @@ pub enum BypassReason {
     /// A rebuild is running.
     #[error("rebuilding")]
     Rebuilding,
-    /// A counting filter was asked to take off a key the store removed, and said the key was
-    /// absent: its counts no longer describe the store (a key was written behind the
-    /// wrapper's back, say). It is never trusted again; a rebuild counts afresh.
+    /// A counting filter was asked to take off a key the store removed, whose insert it had
+    /// counted, and said the key was absent: its counts no longer describe the store (a
+    /// snapshot written with wrong counts, say). It is never trusted again; a rebuild counts
+    /// afresh.
     #[error(
         "the counting filter's counts do not match the store (the removal at generation {generation} found the key absent); rebuild it"
     )]
