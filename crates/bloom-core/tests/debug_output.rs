@@ -1,7 +1,9 @@
 //! `Debug` output never shows a salt, state derived from it, key hashes or the bit array: a
 //! log line must not let anyone compute where keys land, nor be gigabytes long.
 
-use bloom_core::{AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, Salt};
+use bloom_core::{
+    AtomicBloomFilter, BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, Salt,
+};
 
 const SALT: &[u8] = b"0123456789abcdef0123456789abcdef";
 
@@ -88,4 +90,31 @@ fn headers_and_snapshots_hide_the_salt() {
         assert!(text.contains("<32 secret bytes>"), "{what}: {text}");
         assert!(text.len() < 1000, "{what} is {} bytes long", text.len());
     }
+}
+
+#[test]
+fn counting_filters_summarise_and_redact() {
+    let filter = salted_filter();
+    let mut counting = CountingBloomFilter::new(filter.config().clone()).unwrap();
+    for i in 0..1000 {
+        counting.insert(&format!("key-{i}"));
+    }
+    let text = format!("{counting:?}");
+    let salt_hex: String = SALT.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !text.contains(&salt_hex) && !text.contains("0123456789abcdef"),
+        "{text}"
+    );
+    assert!(!text.contains("48, 49, 50"), "{text}");
+    assert!(text.contains("Salt(<32 secret bytes>)"), "{text}");
+    assert!(text.len() < 600, "{} bytes: {text}", text.len());
+    assert!(
+        text.contains(&format!("nonzero: {}", counting.count_nonzero())),
+        "{text}"
+    );
+    // The projection of these counters is the plain filter of the same keys.
+    assert_eq!(
+        counting.to_bloom_filter().unwrap().as_words(),
+        filter.as_words()
+    );
 }
