@@ -226,6 +226,13 @@ impl BitsMut for [u64] {
         BitsRef::Plain(self)
     }
 
+    /// A single owner's words are written without a lock: setting the bits and noting which
+    /// were clear is one pass, cheaper than a probe first.
+    #[inline]
+    fn insert_key(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        self.set(hasher, hash)
+    }
+
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
