@@ -18,6 +18,17 @@ use crate::position::{KeyHash, PositionHasher};
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
 
+/// Bit arrays up to this size stay in the CPU's caches, where a probe is no miss to overlap
+/// and batching only adds bookkeeping (measured: 1.2 MB answered faster one key at a time,
+/// 12 MB faster batched). Many-key calls on them take the keys one at a time; the answers
+/// are the same either way.
+const CACHED_BYTES: usize = 4 << 20;
+
+/// Whether many-key calls on `words` words go one key at a time.
+fn fits_in_cache(words: usize) -> bool {
+    words.saturating_mul(8) <= CACHED_BYTES
+}
+
 /// How keys become hashes: the filter's hasher and encoding, and whether its Unicode tables
 /// are foreign (then keys outside ASCII answer *maybe*; see `FilterConfig::has_foreign_tables`).
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +121,14 @@ pub(crate) enum BitsRef<'a> {
 }
 
 impl BitsRef<'_> {
+    /// The number of words.
+    fn len(self) -> usize {
+        match self {
+            Self::Plain(words) => words.len(),
+            Self::Atomic(words) => words.len(),
+        }
+    }
+
     /// Whether every position of a hashed key is set. Out-of-range positions (impossible for
     /// a hash of the same configuration) read as unset.
     ///
@@ -199,9 +218,19 @@ pub(crate) trait BitsMut {
     ) -> Inserted {
         let hasher = hashing.hasher;
         let mut keys = keys;
+        let mut inserted = Inserted::default();
+        if fits_in_cache(self.bits().len()) {
+            for key in keys {
+                let (hash, sensitive) = prepare(&hashing, &key);
+                inserted.table_sensitive |= sensitive;
+                if self.insert_key(hasher, hash) {
+                    inserted.changed += 1;
+                }
+            }
+            return inserted;
+        }
         let mut batch = HashBatch::default();
         let mut present = [false; BATCH_KEYS];
-        let mut inserted = Inserted::default();
         while batch.fill(hashing, prepare, &mut keys) > 0 {
             inserted.table_sensitive |= batch.table_sensitive().contains(&true);
             // Every probe of the batch first, as overlapping loads...
@@ -312,6 +341,8 @@ pub struct ContainsEach<'a, I: Iterator> {
     /// The answers for the keys of `batch`; those before `next` were returned.
     answers: [bool; BATCH_KEYS],
     next: usize,
+    /// The bits fit in cache: one key at a time, nothing buffered.
+    direct: bool,
 }
 
 impl<'a, I: Iterator> ContainsEach<'a, I> {
@@ -322,6 +353,7 @@ impl<'a, I: Iterator> ContainsEach<'a, I> {
         keys: I,
     ) -> Self {
         Self {
+            direct: fits_in_cache(bits.len()),
             bits,
             hashing,
             prepare,
@@ -338,6 +370,7 @@ impl<'a, I: Iterator> ContainsEach<'a, I> {
 impl<I: Iterator> std::fmt::Debug for ContainsEach<'_, I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
+            .field("one_at_a_time", &self.direct)
             .field("buffered", &(self.batch.hashes().len() - self.next))
             .finish_non_exhaustive()
     }
@@ -347,6 +380,11 @@ impl<I: Iterator> Iterator for ContainsEach<'_, I> {
     type Item = bool;
 
     fn next(&mut self) -> Option<bool> {
+        if self.direct {
+            let key = self.keys.next()?;
+            let (hash, sensitive) = (self.prepare)(&self.hashing, &key);
+            return Some(self.bits.contains(self.hashing.hasher, hash) || sensitive);
+        }
         if self.next == self.batch.hashes().len() {
             self.batch.fill(self.hashing, self.prepare, &mut self.keys);
             self.next = 0;

@@ -71,7 +71,8 @@ fn filters_and_iterators_summarise_and_redact() {
     assert_eq!(answers.next(), Some(true));
     let text = format!("{answers:?}");
     assert!(text.len() < 200 && !text.contains("0123"), "{text}");
-    assert!(text.contains("buffered: 2"), "{text}");
+    // A filter this small (8 KiB) stays in cache: its keys are answered one at a time.
+    assert!(text.contains("one_at_a_time: true, buffered: 0"), "{text}");
     let atomic_answers = atomic.contains_each(["key-1"]);
     assert!(format!("{atomic_answers:?}").len() < 200);
 }

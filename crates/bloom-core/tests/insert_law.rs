@@ -127,6 +127,50 @@ proptest! {
     }
 }
 
+/// Configurations over the 4 MiB below which many-key calls go one key at a time, so that
+/// the batched path itself is checked against single calls.
+fn large_config() -> impl Strategy<Value = FilterConfig> {
+    (
+        prop_oneof![Just(Layout::Standard), Just(Layout::Blocked512)],
+        prop_oneof![
+            Just(PositionRule::Xxh3_128),
+            Just(PositionRule::Sha256Double)
+        ],
+        1u32..12,
+    )
+        .prop_map(|(layout, rule, hashes)| {
+            let bits = 40_000_000 / 512 * 512;
+            FilterConfig::new(FilterParams::with_layout(layout, bits, hashes).unwrap())
+                .with_rule(rule)
+                .unwrap()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn batched_calls_on_filters_past_the_cache_answer_as_single_calls(
+        config in large_config(),
+        keys in prop::collection::vec("[a-c]{0,3}", 0..100),
+        queries in prop::collection::vec("[a-e]{0,3}", 0..100),
+    ) {
+        let mut one_by_one = BloomFilter::new(config.clone()).unwrap();
+        let changed: u64 = keys.iter().map(|k| u64::from(one_by_one.insert(k))).sum();
+        let mut all = BloomFilter::new(config.clone()).unwrap();
+        prop_assert_eq!(all.insert_all(&keys), changed);
+        prop_assert_eq!(&all, &one_by_one);
+        let answers: Vec<bool> = queries.iter().map(|k| all.contains(k)).collect();
+        let each = all.contains_each(&queries);
+        let shown = format!("{each:?}");
+        prop_assert!(shown.contains("one_at_a_time: false"), "{}", shown);
+        prop_assert_eq!(each.collect::<Vec<_>>(), answers.clone());
+        let atomic = AtomicBloomFilter::new(config).unwrap();
+        prop_assert_eq!(atomic.insert_all(&keys), changed);
+        prop_assert_eq!(atomic.contains_each(&queries).collect::<Vec<_>>(), answers);
+    }
+}
+
 proptest! {
     #[test]
     fn insert_all_equals_one_insert_per_key(
