@@ -7,7 +7,8 @@
 //! all their positions gives the CPU `BATCH_KEYS * k` independent loads to overlap, which is
 //! what makes [`BloomFilter::insert_all`](crate::BloomFilter::insert_all) and
 //! [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) faster per key than
-//! `insert` and `contains` in a loop. The answers are exactly the same.
+//! `insert` and `contains` in a loop. The answers are exactly the same. A filter small enough
+//! to stay in cache has no miss to overlap; its many-key calls go one key at a time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
