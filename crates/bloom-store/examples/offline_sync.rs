@@ -259,9 +259,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("open #6 (after the crash): {}", describe(&outcome));
     lost += reported_new(&store)?;
     print_metrics(&store.metrics());
+
+    // 6. Erasure requests: records removed from the database. This plain filter keeps their
+    //    bits, so each still reads "maybe" and the database answers absent (a counting filter,
+    //    `FilterOptions::with_counting(true)`, would forget them, for four times the bits).
+    let mut erased = Vec::new();
+    store
+        .store()
+        .keys_since(DatasetGeneration::ZERO, &mut |key| {
+            if erased.len() < (records / 10) as usize {
+                erased.push(key.to_vec());
+            }
+        })?;
+    for key in &erased {
+        store.remove_encoded(&EncodedKey::from_encoded(key))?;
+    }
+    let mut confirmed_absent = 0;
+    for key in &erased {
+        if store.contains_encoded(&EncodedKey::from_encoded(key))? == Lookup::FalsePositive {
+            confirmed_absent += 1;
+        }
+    }
+    println!(
+        "erased {} records: {confirmed_absent} read maybe and were confirmed absent by the database; stale removals {}",
+        erased.len(),
+        store.metrics().stale_removals
+    );
+    lost += reported_new(&store)?;
     let generation = store.save_snapshot(&snapshot)?;
 
-    // 6. The snapshot header.
+    // 7. The snapshot header.
     let saved = Snapshot::read_file(&snapshot, &DecodeOptions::unlimited())?;
     println!("snapshot header (generation {generation}):");
     for line in saved.dump_header().lines() {
