@@ -57,13 +57,8 @@ pub(crate) fn open(
         None => DecodeOptions::unlimited(),
     };
     let reader = SnapshotReader::open(path, &options).map_err(|e| read_failure(path, &e))?;
-    let header = reader.header();
-    let config = if header.layout == bloom_format::LayoutId::Counting4 {
-        CountingBloomFilter::config_of(header)
-    } else {
-        FilterConfig::from_header(header)
-    }
-    .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+    let config = FilterConfig::from_any_header(reader.header())
+        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     Ok((reader, config))
 }
 

@@ -253,6 +253,15 @@ impl FilterConfig {
         self.tables
     }
 
+    /// Records that keys went into bits built with other Unicode tables under this build's:
+    /// their keys follow this build's tables, the others' the recorded ones, so no single
+    /// version describes the bits any more. Returns [`FilterConfig::has_foreign_tables`]
+    /// after the change, for the filter to keep at hand.
+    pub(crate) fn mark_tables_mixed(&mut self) -> bool {
+        self.tables = UnicodeTables::default();
+        self.has_foreign_tables()
+    }
+
     /// Whether the filter's bits were built with other Unicode tables than this build's, or
     /// with tables nobody recorded. Such a filter answers *maybe* for every key with a
     /// character outside ASCII, and for every already-encoded key, since this build cannot

@@ -188,17 +188,9 @@ impl CountingBloomFilter {
         &self.config
     }
 
-    /// The value of counter `i` (0 to 15); 0 past the end.
+    /// The value of counter `i` (0 to 15); 0 past the end (the padding counters are zero).
     #[must_use]
     pub fn counter(&self, i: u64) -> u8 {
-        if i >= self.config.bits() {
-            return 0;
-        }
-        self.get(i)
-    }
-
-    #[inline]
-    fn get(&self, i: u64) -> u8 {
         counter(&self.words, i)
     }
 
@@ -249,11 +241,7 @@ impl CountingBloomFilter {
     }
 
     fn mark_tables_mixed(&mut self) {
-        self.config = self
-            .config
-            .clone()
-            .with_tables(crate::UnicodeTables::default());
-        self.foreign_tables = self.config.has_foreign_tables();
+        self.foreign_tables = self.config.mark_tables_mixed();
     }
 
     fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
@@ -295,7 +283,7 @@ impl CountingBloomFilter {
     fn probe(&self, key: &EncodedKey<'_>) -> bool {
         let mut all = true;
         self.hasher
-            .each_position(self.hasher.hash(key), |p| all &= self.get(p) > 0);
+            .each_position(self.hasher.hash(key), |p| all &= self.counter(p) > 0);
         all
     }
 
@@ -519,19 +507,8 @@ impl CountingBloomFilter {
     pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, SnapshotError> {
         let header = snapshot.header();
         let config = Self::config_of(header)?;
-        Self::from_payload_in_place::<SnapshotError>(config, header.item_count, |image| {
-            image.copy_from_slice(snapshot.payload().get(..image.len()).unwrap_or_default());
-            if snapshot.payload().len() == image.len() {
-                Ok(())
-            } else {
-                Err(BitsError::Length {
-                    bits: counter_bits(header.bit_count),
-                    expected: image.len() as u64,
-                    found: snapshot.payload().len() as u64,
-                }
-                .into())
-            }
-        })
+        let words = bits::bytes_to_words(snapshot.payload(), counter_bits(config.bits()))?;
+        Ok(Self::from_words_unchecked(config, words, header.item_count))
     }
 
     /// The configuration of a counting snapshot's header.

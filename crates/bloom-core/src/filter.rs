@@ -5,7 +5,7 @@ use crate::batch::{
 };
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
-use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
+use crate::encoding::{EncodedKey, KeyError};
 use crate::estimate;
 use crate::position::PositionHasher;
 
@@ -79,12 +79,10 @@ impl BloomFilter {
         }
     }
 
-    /// A key outside ASCII went into a filter with foreign tables: its bits follow this
-    /// build's tables, the others' follow the recorded ones, so no single version describes
-    /// the filter any more.
+    /// A key outside ASCII went into a filter with foreign tables (see
+    /// `FilterConfig::mark_tables_mixed`).
     fn mark_tables_mixed(&mut self) {
-        self.config = self.config.clone().with_tables(UnicodeTables::default());
-        self.foreign_tables = self.config.has_foreign_tables();
+        self.foreign_tables = self.config.mark_tables_mixed();
     }
 
     /// The configuration.

@@ -73,6 +73,22 @@ impl FilterConfig {
         Self::from_header_placed(header, layout)
     }
 
+    /// The configuration of a snapshot of either kind: a plain filter's, as
+    /// [`FilterConfig::from_header`], or a counting filter's, whose positions are the
+    /// standard layout's (as
+    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)). Whether
+    /// it is a counting filter is the header's layout id.
+    ///
+    /// # Errors
+    /// As [`FilterConfig::from_header`], never [`SnapshotError::IsCounting`].
+    pub fn from_any_header(header: &Header) -> Result<Self, SnapshotError> {
+        if header.layout == LayoutId::Counting4 {
+            Self::from_header_placed(header, Layout::Standard)
+        } else {
+            Self::from_header(header)
+        }
+    }
+
     /// [`FilterConfig::from_header`] with the positions of `layout` (a counting snapshot's
     /// are the standard layout's).
     pub(crate) fn from_header_placed(

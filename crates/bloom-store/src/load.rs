@@ -67,12 +67,7 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
     };
     let header = reader.header();
     let counting = header.layout == bloom_format::LayoutId::Counting4;
-    let config = if counting {
-        CountingBloomFilter::config_of(header)
-    } else {
-        FilterConfig::from_header(header)
-    };
-    let config = match config {
+    let config = match FilterConfig::from_any_header(header) {
         Ok(config) => config,
         Err(e) => {
             return Ok(Err(BypassReason::Incompatible(
