@@ -1,6 +1,6 @@
 //! [`StoreError`]: the errors of the wrapper's operations.
 
-use bloom_core::{AllocError, KeyError};
+use bloom_core::{AllocError, CountingError, KeyError};
 use bloom_format::WriteError;
 
 use crate::options::OptionsError;
@@ -29,4 +29,14 @@ pub enum StoreError<E> {
     /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
     #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
     NotTrusted(#[source] BypassReason),
+}
+
+/// A counting filter that cannot be made: memory, or options with no counting form.
+impl<E> From<CountingError> for StoreError<E> {
+    fn from(e: CountingError) -> Self {
+        match e {
+            CountingError::Alloc(e) => Self::Alloc(e),
+            other => Self::Options(OptionsError::Counting(other)),
+        }
+    }
 }

@@ -746,7 +746,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.verified = head;
             }
         }
-        write_snapshot(path, &filter, None, identity, head)?;
+        write_snapshot(path, &*filter, identity, head)?;
         Ok(head.generation)
     }
 
@@ -785,12 +785,6 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .removal_gate
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        if self.applied().overflowed {
-            // Too many changes behind the wrapper's back to tell apart: count afresh.
-            drop(gate);
-            self.rebuild()?;
-            return self.save_counting(path);
-        }
         let (filter, mut copy, head, identity) = {
             // No insert is in flight while the inserts' gate is held: each has recorded the
             // generation it committed at, so the head read here splits the history exactly
@@ -822,7 +816,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         {
             let mut applied = self.applied();
             if applied.overflowed {
-                // An insert overflowed the record after the check above.
+                // Too many changes behind the wrapper's back to tell apart (checked under the
+                // record's lock, which inserts also take): count afresh.
                 drop(applied);
                 drop(gate);
                 self.rebuild()?;
@@ -871,7 +866,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.verified = head;
             }
         }
-        write_snapshot(path, &filter, Some(&copy), identity, head)?;
+        write_snapshot(path, &copy, identity, head)?;
         Ok(head.generation)
     }
 

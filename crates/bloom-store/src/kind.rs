@@ -5,10 +5,13 @@ use std::path::Path;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bloom_core::{
-    AllocError, AtomicBloomFilter, BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig,
-    RemoveError,
+    AllocError, AtomicBloomFilter, BloomFilter, CountingBloomFilter, CountingError, EncodedKey,
+    FilterConfig, RemoveError,
 };
-use bloom_format::{AtomicFile, SnapshotWriter, StoreBinding, StreamWriteError, WriteError};
+use bloom_format::{
+    AtomicFile, DatasetGeneration, Header, SnapshotWriter, StoreBinding, StreamWriteError,
+    WriteError,
+};
 
 use crate::history::HistoryPoint;
 
@@ -22,15 +25,9 @@ pub(crate) enum StoreFilter {
 
 impl StoreFilter {
     /// An empty filter of `config`, counting or not.
-    pub(crate) fn new(config: FilterConfig, counting: bool) -> Result<Self, AllocError> {
+    pub(crate) fn new(config: FilterConfig, counting: bool) -> Result<Self, CountingError> {
         Ok(if counting {
-            let filter = CountingBloomFilter::new(config).map_err(|e| match e {
-                bloom_core::CountingError::Alloc(a) => a,
-                // The options were validated: a counting filter gets the standard layout and
-                // a rule with a counting form. Refuse to allocate rather than panic.
-                _ => AllocError { bytes: u64::MAX },
-            })?;
-            Self::Counting(RwLock::new(filter))
+            Self::Counting(RwLock::new(CountingBloomFilter::new(config)?))
         } else {
             Self::Plain(AtomicBloomFilter::new(config)?)
         })
@@ -144,22 +141,49 @@ impl StoreFilter {
     }
 }
 
-/// Streams a filter (a plain one's bits as they are, or a copy of a counting one's counters)
-/// into a snapshot file bound to `identity` at `head`.
+/// What a snapshot is written from: a store's filter as it is (a plain filter's bits are
+/// streamed while inserts go on), or a copy of a counting filter's counters.
+pub(crate) trait Payload {
+    /// The snapshot header, recording `generation`, not yet bound to a store.
+    fn header(&self, generation: DatasetGeneration) -> Header;
+    /// Hands the payload to `each`, in order, a chunk at a time.
+    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E>;
+}
+
+impl Payload for StoreFilter {
+    fn header(&self, generation: DatasetGeneration) -> Header {
+        match self {
+            Self::Plain(f) => f.current_config().to_header(generation, f.items_inserted()),
+            Self::Counting(f) => Self::read(f).to_header(generation),
+        }
+    }
+
+    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            Self::Plain(f) => f.for_each_payload_chunk(each),
+            Self::Counting(f) => Self::read(f).for_each_payload_chunk(each),
+        }
+    }
+}
+
+impl Payload for CountingBloomFilter {
+    fn header(&self, generation: DatasetGeneration) -> Header {
+        self.to_header(generation)
+    }
+
+    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        self.for_each_payload_chunk(each)
+    }
+}
+
+/// Streams `payload` into a snapshot file bound to `identity` at `head`.
 pub(crate) fn write_snapshot(
     path: &Path,
-    filter: &StoreFilter,
-    counting_copy: Option<&CountingBloomFilter>,
+    payload: &impl Payload,
     identity: bloom_format::StoreIdentity,
     head: HistoryPoint,
 ) -> Result<(), WriteError> {
-    let mut header = match (filter, counting_copy) {
-        (_, Some(copy)) => copy.to_header(head.generation),
-        (StoreFilter::Plain(f), None) => f
-            .current_config()
-            .to_header(head.generation, f.items_inserted()),
-        (StoreFilter::Counting(f), None) => StoreFilter::read(f).to_header(head.generation),
-    };
+    let mut header = payload.header(head.generation);
     header.store = Some(StoreBinding::new(identity, head.digest));
     let file = AtomicFile::create_with(path, bloom_format::WriteOptions::for_snapshot(&header))?;
     let target = file.target().to_path_buf();
@@ -169,15 +193,8 @@ pub(crate) fn write_snapshot(
         source: e.into(),
     };
     let mut writer = SnapshotWriter::new(file, header).map_err(fail)?;
-    match (filter, counting_copy) {
-        (_, Some(copy)) => copy.for_each_payload_chunk(|chunk| writer.write_payload(chunk)),
-        (StoreFilter::Plain(f), None) => {
-            f.for_each_payload_chunk(|chunk| writer.write_payload(chunk))
-        }
-        (StoreFilter::Counting(f), None) => {
-            StoreFilter::read(f).for_each_payload_chunk(|chunk| writer.write_payload(chunk))
-        }
-    }
-    .map_err(fail)?;
+    payload
+        .for_each_chunk(|chunk| writer.write_payload(chunk))
+        .map_err(fail)?;
     writer.finish().map_err(fail)?.commit()
 }
