@@ -159,6 +159,10 @@ fn unicode_keys() -> Vec<String> {
 
 fn fixtures() -> Vec<Fixture> {
     let records = |n: usize| (0..n).map(|i| format!("record-{i}")).collect::<Vec<_>>();
+    // Keys a counting fixture inserts after its own and then removes.
+    let removed = |range: std::ops::Range<usize>| {
+        Some(range.map(|i| format!("removed-{i}")).collect::<Vec<_>>())
+    };
     let mut seed_keys = records(80);
     seed_keys.push(String::new());
     vec![
@@ -330,7 +334,7 @@ fn fixtures() -> Vec<Fixture> {
                 .with_encoding(KeyEncoding::Utf8),
             generation: 250,
             store: None,
-            removed: None,
+            removed: removed(152..202),
             keys: [records(150), vec!["record-0".into(), "record-0".into()]].concat(),
         },
         Fixture {
@@ -342,19 +346,10 @@ fn fixtures() -> Vec<Fixture> {
                 .expect("salted sha256"),
             generation: 160,
             store: None,
-            removed: None,
+            removed: removed(120..160),
             keys: records(120),
         },
     ]
-    .into_iter()
-    .map(|mut fixture| {
-        if fixture.name.starts_with("counting-") {
-            let n = fixture.keys.len();
-            fixture.removed = Some((n..n + n / 3).map(|i| format!("removed-{i}")).collect());
-        }
-        fixture
-    })
-    .collect()
 }
 
 /// Every file this build generates, by path relative to the workspace root.
