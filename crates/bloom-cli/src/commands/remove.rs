@@ -1,6 +1,6 @@
 //! `bloom remove`: keys out of a counting snapshot, under the writers' lock.
 
-use bloom_core::RemoveError;
+use bloom_core::{EncodedKey, RemoveError};
 
 use crate::cli::RemoveArgs;
 use crate::commands::{key_batches, require_keys};
@@ -45,9 +45,17 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     };
     let (mut removed, mut left) = (0u64, 0u64);
     let mut foreign = false;
-    key_batches(&config, &args.keys, &args.input, |originals, _| {
-        for key in originals.keys() {
-            match filter.remove_bytes(key) {
+    // With foreign Unicode tables a key's fate depends on its raw text (ASCII keys are
+    // located, the others cannot be), as in `check`; otherwise the encoded batch is used.
+    let foreign_tables = config.has_foreign_tables();
+    key_batches(&config, &args.keys, &args.input, |originals, encoded| {
+        for (key, encoded) in originals.keys().zip(encoded.keys()) {
+            let removal = if foreign_tables {
+                filter.remove_bytes(key)
+            } else {
+                filter.remove_encoded(&EncodedKey::from_encoded(encoded))
+            };
+            match removal {
                 Ok(()) => removed += 1,
                 Err(RemoveError::Absent) => {
                     left += 1;
