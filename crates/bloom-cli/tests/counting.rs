@@ -248,17 +248,12 @@ fn a_closed_standard_output_does_not_stop_the_removal() {
     let mut keys: String = (0..30_000).map(|i| format!("never-{i}\n")).collect();
     keys.push_str("gone\n");
     std::fs::write(&list, keys).unwrap();
-    let mut child = bloom_process()
-        .arg("remove")
-        .arg(&snapshot)
-        .arg("--keys")
-        .arg(&list)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = common::run_with_stdout_closed(&[
+        "remove".as_ref(),
+        snapshot.as_os_str(),
+        "--keys".as_ref(),
+        list.as_os_str(),
+    ]);
     assert_eq!(
         out.status.code(),
         Some(1),

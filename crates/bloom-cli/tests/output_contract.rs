@@ -167,7 +167,6 @@ fn a_plan_for_a_tiny_rate_prints_short_numbers() {
 #[cfg(unix)]
 #[test]
 fn a_closed_pipe_ends_quietly_and_a_full_disk_is_named() {
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("f.bloom");
     common::build(&snapshot, &["a"]);
@@ -180,17 +179,12 @@ fn a_closed_pipe_ends_quietly_and_a_full_disk_is_named() {
     )
     .unwrap();
     // The reader closes the pipe at once.
-    let mut child = common::bloom_process()
-        .arg("check")
-        .arg(&snapshot)
-        .arg("--keys")
-        .arg(&keys)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    let out = common::run_with_stdout_closed(&[
+        "check".as_ref(),
+        snapshot.as_os_str(),
+        "--keys".as_ref(),
+        keys.as_os_str(),
+    ]);
     assert_eq!(
         out.status.code(),
         Some(0),

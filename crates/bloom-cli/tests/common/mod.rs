@@ -58,3 +58,16 @@ pub fn answers(snapshot: &Path, keys: &[&str]) -> Vec<String> {
         .map(|l| l.split('\t').next().unwrap().to_owned())
         .collect()
 }
+
+/// Runs the binary with `args` and a standard output whose reader has gone away at once (as
+/// with `| head -0`); returns what it reported.
+pub fn run_with_stdout_closed(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = bloom_process()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
