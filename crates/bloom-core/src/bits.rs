@@ -32,6 +32,7 @@ fn align_offset<W>(ptr: *const W) -> usize {
 /// the blocked layout is exactly one cache line (a plain `Vec` is only 16-byte aligned:
 /// a block would straddle two lines). It dereferences to the words.
 pub(crate) struct AlignedWords<W> {
+    /// `offset` padding words, then the `len` words: nothing after them.
     buf: Vec<W>,
     offset: usize,
     len: usize,
@@ -39,12 +40,17 @@ pub(crate) struct AlignedWords<W> {
 
 impl<W: Word> AlignedWords<W> {
     /// `len` zero words, reporting allocation failure instead of aborting.
+    ///
+    /// The memory comes zeroed from the allocator, not written here: a large array is fresh
+    /// pages that the system zeroes on first touch, so a filter costs memory as it fills and
+    /// a snapshot load writes each page once (with the payload), not twice.
     pub(crate) fn zeroed(len: usize, bytes: u64) -> Result<Self, AllocError> {
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len.saturating_add(ALIGN_SPARE))
-            .map_err(|_| AllocError { bytes })?;
+        let total = len.checked_add(ALIGN_SPARE).ok_or(AllocError { bytes })?;
+        let mut buf = bytemuck::allocation::try_zeroed_slice_box::<W>(total)
+            .map_err(|_| AllocError { bytes })?
+            .into_vec();
         let offset = align_offset(buf.as_ptr());
-        buf.extend((0..offset + len).map(|_| W::from_bits(0)));
+        buf.truncate(offset + len);
         Ok(Self { buf, offset, len })
     }
 }
@@ -85,17 +91,15 @@ impl<W> std::ops::Deref for AlignedWords<W> {
     type Target = [W];
 
     fn deref(&self) -> &[W] {
-        self.buf
-            .get(self.offset..self.offset + self.len)
-            .unwrap_or_default()
+        // `buf` ends where the words end (`buf.len() == offset + len`), so one comparison
+        // finds them: this runs on every probe.
+        self.buf.get(self.offset..).unwrap_or_default()
     }
 }
 
 impl<W> std::ops::DerefMut for AlignedWords<W> {
     fn deref_mut(&mut self) -> &mut [W] {
-        self.buf
-            .get_mut(self.offset..self.offset + self.len)
-            .unwrap_or_default()
+        self.buf.get_mut(self.offset..).unwrap_or_default()
     }
 }
 
@@ -213,7 +217,7 @@ pub(crate) fn for_each_byte_chunk<E>(
 
 /// A word a bit array can be made of: `u64` for the plain filter, `AtomicU64` for the atomic
 /// one.
-pub(crate) trait Word: Sized {
+pub(crate) trait Word: Sized + bytemuck::Zeroable {
     fn from_bits(bits: u64) -> Self;
 }
 
