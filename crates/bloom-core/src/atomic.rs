@@ -2,9 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::batch::{
-    BitsMut, BitsRef, ContainsEach, KeyHashing, Prepare, prepare_encoded, prepare_text,
-};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, EncodedKeys, KeyForm, KeyHashing, TextKeys};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::FilterConfig;
 use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
@@ -128,6 +126,7 @@ impl AtomicBloomFilter {
     }
 
     /// Inserts a text key; returns whether this call set any bit.
+    #[inline]
     pub fn insert(&self, key: &str) -> bool {
         self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
         self.insert_hash(&self.config.encode_str(key))
@@ -137,6 +136,7 @@ impl AtomicBloomFilter {
     ///
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    #[inline]
     pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
         let encoded = self.config.encode_bytes(key)?;
         self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
@@ -144,11 +144,13 @@ impl AtomicBloomFilter {
     }
 
     /// Inserts an already-encoded key; returns whether this call set any bit.
+    #[inline]
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> bool {
         self.note_table_sensitive(self.foreign_tables);
         self.insert_hash(key)
     }
 
+    #[inline]
     fn insert_hash(&self, key: &EncodedKey<'_>) -> bool {
         let changed = (&*self.words).insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
@@ -165,7 +167,7 @@ impl AtomicBloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.insert_batched(prepare_text, keys.into_iter())
+        self.insert_batched::<TextKeys, _>(keys.into_iter())
     }
 
     /// Inserts every already-encoded key, a batch at a time, as
@@ -175,11 +177,11 @@ impl AtomicBloomFilter {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        self.insert_batched(prepare_encoded, keys.into_iter())
+        self.insert_batched::<EncodedKeys, _>(keys.into_iter())
     }
 
-    fn insert_batched<K>(&self, prepare: Prepare<K>, keys: impl Iterator<Item = K>) -> u64 {
-        let inserted = (&*self.words).insert_each(self.hashing(), prepare, keys);
+    fn insert_batched<F: KeyForm<K>, K>(&self, keys: impl Iterator<Item = K>) -> u64 {
+        let inserted = (&*self.words).insert_each::<F, K>(self.hashing(), keys);
         self.note_table_sensitive(inserted.table_sensitive);
         self.items.fetch_add(inserted.changed, Ordering::Relaxed);
         inserted.changed
@@ -188,6 +190,7 @@ impl AtomicBloomFilter {
     /// Whether a text key may have been inserted. `false` is definite for every insert that
     /// finished before this call started.
     #[must_use]
+    #[inline]
     pub fn contains(&self, key: &str) -> bool {
         (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
     }
@@ -196,6 +199,7 @@ impl AtomicBloomFilter {
     ///
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    #[inline]
     pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
         let encoded = self.config.encode_bytes(key)?;
         Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
@@ -204,10 +208,12 @@ impl AtomicBloomFilter {
     /// Whether an already-encoded key may have been inserted; always *maybe* with foreign
     /// Unicode tables, as [`BloomFilter::contains_encoded`].
     #[must_use]
+    #[inline]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
         self.foreign_tables || self.probe(key)
     }
 
+    #[inline]
     fn probe(&self, key: &EncodedKey<'_>) -> bool {
         BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(key))
     }
@@ -223,14 +229,13 @@ impl AtomicBloomFilter {
         ContainsEach::new(
             BitsRef::Atomic(&self.words),
             self.hashing(),
-            prepare_text,
             keys.into_iter(),
         )
     }
 
     /// [`AtomicBloomFilter::contains_each`] for keys already encoded with this filter's
     /// encoding.
-    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter, EncodedKeys>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
@@ -238,7 +243,6 @@ impl AtomicBloomFilter {
         ContainsEach::new(
             BitsRef::Atomic(&self.words),
             self.hashing(),
-            prepare_encoded,
             keys.into_iter(),
         )
     }

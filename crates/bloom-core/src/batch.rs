@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
 use crate::encoding::{EncodedKey, KeyEncoding};
-use crate::position::{KeyHash, PositionHasher};
+use crate::position::{Block, KeyHash, PositionHasher};
 
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
@@ -48,37 +48,66 @@ pub(crate) struct HashBatch {
     len: usize,
 }
 
-/// Hashes one key of a batched call: the key's hash, and whether this build cannot answer
-/// for it exactly (see [`KeyHashing`]). One function per form the keys come in.
-pub(crate) type Prepare<K> = fn(&KeyHashing<'_>, &K) -> (KeyHash, bool);
-
-/// A text key: encoded by the filter's rule.
-pub(crate) fn prepare_text<K: AsRef<str>>(hashing: &KeyHashing<'_>, key: &K) -> (KeyHash, bool) {
-    let key = key.as_ref();
-    let sensitive = hashing.foreign_tables && !key.is_ascii();
-    (
-        hashing.hasher.hash(&hashing.encoding.encode_str(key)),
-        sensitive,
-    )
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::TextKeys {}
+    impl Sealed for super::EncodedKeys {}
 }
 
-/// A key already encoded (by this build): hashed as it is; with foreign tables no answer
-/// for it is exact.
-pub(crate) fn prepare_encoded<K: AsRef<[u8]>>(
-    hashing: &KeyHashing<'_>,
-    key: &K,
-) -> (KeyHash, bool) {
-    let encoded = EncodedKey::from_encoded(key.as_ref());
-    (hashing.hasher.hash(&encoded), hashing.foreign_tables)
+/// The form the keys of a many-key call come in, which fixes how each key becomes the bytes
+/// the filter hashes: [`TextKeys`] or [`EncodedKeys`]. A type parameter rather than a value,
+/// so that every key's encoding and hash compile into the caller's loop. Sealed.
+pub trait KeyForm<K>: sealed::Sealed {
+    /// The key as the filter hashes it, and whether a filter with foreign Unicode tables
+    /// cannot answer for it exactly (see
+    /// [`FilterConfig::has_foreign_tables`](crate::FilterConfig::has_foreign_tables)).
+    #[doc(hidden)]
+    fn encode(encoding: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool);
+}
+
+/// Text keys (`AsRef<str>`), encoded by the filter's key encoding: the keys of
+/// [`BloomFilter::contains_each`](crate::BloomFilter::contains_each).
+#[derive(Clone, Copy, Debug)]
+pub enum TextKeys {}
+
+/// Keys already encoded with the filter's key encoding (`AsRef<[u8]>`), hashed as they are:
+/// the keys of [`BloomFilter::contains_each_encoded`](crate::BloomFilter::contains_each_encoded).
+#[derive(Clone, Copy, Debug)]
+pub enum EncodedKeys {}
+
+impl<K: AsRef<str>> KeyForm<K> for TextKeys {
+    #[inline(always)]
+    fn encode(encoding: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool) {
+        let key = key.as_ref();
+        (encoding.encode_str(key), foreign_tables && !key.is_ascii())
+    }
+}
+
+/// With foreign tables no answer for an already-encoded key is exact: this build cannot
+/// tell how it was encoded.
+impl<K: AsRef<[u8]>> KeyForm<K> for EncodedKeys {
+    #[inline(always)]
+    fn encode(_: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool) {
+        (EncodedKey::from_encoded(key.as_ref()), foreign_tables)
+    }
+}
+
+impl KeyHashing<'_> {
+    /// One key of a many-key call: its hash, and whether this build cannot answer for it
+    /// exactly.
+    #[inline(always)]
+    fn prepare<F: KeyForm<K>, K>(&self, key: &K) -> (KeyHash, bool) {
+        let (encoded, sensitive) = F::encode(self.encoding, self.foreign_tables, key);
+        (self.hasher.hash(&encoded), sensitive)
+    }
 }
 
 impl HashBatch {
     /// Replaces the batch with the hashes of the next keys, at most [`BATCH_KEYS`] of them.
     /// Returns how many keys were taken: 0 once `keys` is exhausted.
-    fn fill<K>(
+    fn fill<F: KeyForm<K>, K>(
         &mut self,
         hashing: KeyHashing<'_>,
-        prepare: Prepare<K>,
         keys: &mut impl Iterator<Item = K>,
     ) -> usize {
         self.len = 0;
@@ -88,7 +117,7 @@ impl HashBatch {
             .zip(&mut self.table_sensitive)
             .zip(keys)
         {
-            (*slot, *sensitive) = prepare(&hashing, &key);
+            (*slot, *sensitive) = hashing.prepare::<F, K>(&key);
             self.len += 1;
         }
         self.len
@@ -110,6 +139,115 @@ pub(crate) struct Inserted {
     pub(crate) changed: u64,
     /// Whether a key outside ASCII went into a filter with foreign tables.
     pub(crate) table_sensitive: bool,
+}
+
+/// The cache line of a block in `words`; `None` only for the hash of another configuration.
+#[inline(always)]
+fn line(words: &[u64], block: Block) -> Option<&[u64; 8]> {
+    words
+        .get(block.first_word..block.first_word + 8)
+        .and_then(|w| w.try_into().ok())
+}
+
+/// [`line`], to write.
+#[inline(always)]
+fn line_mut(words: &mut [u64], block: Block) -> Option<&mut [u64; 8]> {
+    words
+        .get_mut(block.first_word..block.first_word + 8)
+        .and_then(|w| w.try_into().ok())
+}
+
+/// Sets one bit of a line; returns whether it was clear.
+#[inline(always)]
+fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
+    let w = &mut line[word & 7];
+    let was_clear = (*w >> bit) & 1 == 0;
+    *w |= 1 << bit;
+    was_clear
+}
+
+/// A plain filter's one-key probe and insert, chosen once, when the filter is made.
+///
+/// For an unsalted `xxh3-128` filter with the blocked layout and one of the planner's usual
+/// k, they are compiled for that configuration: a call hashes with the seed folded in, finds
+/// the block and tests or sets k bits in straight-line code, with no rule, layout or k to
+/// dispatch on. Every other configuration takes the general code. Both place every key
+/// exactly where [`PositionHasher::each_position`] does (tested below).
+#[derive(Clone, Copy)]
+pub(crate) struct Kernel {
+    contains: fn(&PositionHasher, &[u64], &[u8]) -> bool,
+    insert: fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
+}
+
+impl Kernel {
+    pub(crate) fn new(hasher: &PositionHasher) -> Self {
+        match hasher.unsalted_xxh3_blocked_k() {
+            Some(6) => Self::xxh3_blocked::<6>(),
+            Some(7) => Self::xxh3_blocked::<7>(),
+            Some(8) => Self::xxh3_blocked::<8>(),
+            Some(10) => Self::xxh3_blocked::<10>(),
+            _ => Self {
+                contains: |hasher, words, key| {
+                    let hash = hasher.hash(&EncodedKey::from_encoded(key));
+                    BitsRef::Plain(words).contains(hasher, hash)
+                },
+                insert: |hasher, words, key| {
+                    words.insert_key(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
+                },
+            },
+        }
+    }
+
+    fn xxh3_blocked<const K: usize>() -> Self {
+        Self {
+            contains: |hasher, words, key| {
+                let block = hasher.unsalted_xxh3_block(key);
+                let Some(line) = line(words, block) else {
+                    return false;
+                };
+                let mut all = true;
+                block.each_bit_unrolled::<K>(|word, bit| all &= (line[word & 7] >> bit) & 1 != 0);
+                all
+            },
+            insert: |hasher, words, key| {
+                let block = hasher.unsalted_xxh3_block(key);
+                let mut changed = false;
+                if let Some(line) = line_mut(words, block) {
+                    block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
+                }
+                changed
+            },
+        }
+    }
+
+    /// Whether every bit of an encoded key is set in `words`.
+    #[inline]
+    pub(crate) fn contains(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        key: &EncodedKey<'_>,
+    ) -> bool {
+        (self.contains)(hasher, words, key.as_bytes())
+    }
+
+    /// Sets the bits of an encoded key; returns whether one was clear.
+    #[inline]
+    pub(crate) fn insert(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &EncodedKey<'_>,
+    ) -> bool {
+        (self.insert)(hasher, words, key.as_bytes())
+    }
+}
+
+/// Names the kernel, never the hasher's state.
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kernel(..)")
+    }
 }
 
 /// Read access to a bit array, plain or atomic: the probe shared by every lookup path.
@@ -143,8 +281,7 @@ impl BitsRef<'_> {
             // One bounds check for the block; inside it, `word < 8` needs none.
             match self {
                 Self::Plain(words) => {
-                    let Some(line) = words.get(range).and_then(|w| <&[u64; 8]>::try_from(w).ok())
-                    else {
+                    let Some(line) = line(words, block) else {
                         return false;
                     };
                     block.each_bit(|word, bit| all &= (line[word & 7] >> bit) & 1 != 0);
@@ -211,10 +348,9 @@ pub(crate) trait BitsMut {
 
     /// Inserts every key, a batch at a time; returns how many keys changed a bit, exactly as
     /// many as single inserts in the same order would have.
-    fn insert_each<K>(
+    fn insert_each<F: KeyForm<K>, K>(
         &mut self,
         hashing: KeyHashing<'_>,
-        prepare: Prepare<K>,
         keys: impl Iterator<Item = K>,
     ) -> Inserted {
         let hasher = hashing.hasher;
@@ -222,7 +358,7 @@ pub(crate) trait BitsMut {
         let mut inserted = Inserted::default();
         if fits_in_cache(self.bits().len()) {
             for key in keys {
-                let (hash, sensitive) = prepare(&hashing, &key);
+                let (hash, sensitive) = hashing.prepare::<F, K>(&key);
                 inserted.table_sensitive |= sensitive;
                 if self.insert_key(hasher, hash) {
                     inserted.changed += 1;
@@ -232,7 +368,7 @@ pub(crate) trait BitsMut {
         }
         let mut batch = HashBatch::default();
         let mut present = [false; BATCH_KEYS];
-        while batch.fill(hashing, prepare, &mut keys) > 0 {
+        while batch.fill::<F, K>(hashing, &mut keys) > 0 {
             inserted.table_sensitive |= batch.table_sensitive().contains(&true);
             // Every probe of the batch first, as overlapping loads...
             for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
@@ -267,16 +403,8 @@ impl BitsMut for [u64] {
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
         if let Some(block) = hasher.block_of(hash) {
-            let range = block.first_word..block.first_word + 8;
-            if let Some(line) = self
-                .get_mut(range)
-                .and_then(|w| <&mut [u64; 8]>::try_from(w).ok())
-            {
-                block.each_bit(|word, bit| {
-                    let w = &mut line[word & 7];
-                    changed |= (*w >> bit) & 1 == 0;
-                    *w |= 1 << bit;
-                });
+            if let Some(line) = line_mut(self, block) {
+                block.each_bit(|word, bit| changed |= set_bit(line, word, bit));
             }
             return changed;
         }
@@ -333,10 +461,10 @@ impl BitsMut for &[AtomicU64] {
 /// constant memory.
 #[derive(Clone)]
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
-pub struct ContainsEach<'a, I: Iterator> {
+pub struct ContainsEach<'a, I: Iterator, F = TextKeys> {
     bits: BitsRef<'a>,
     hashing: KeyHashing<'a>,
-    prepare: Prepare<I::Item>,
+    form: std::marker::PhantomData<fn() -> F>,
     keys: I,
     batch: HashBatch,
     /// The answers for the keys of `batch`; those before `next` were returned.
@@ -346,18 +474,13 @@ pub struct ContainsEach<'a, I: Iterator> {
     direct: bool,
 }
 
-impl<'a, I: Iterator> ContainsEach<'a, I> {
-    pub(crate) fn new(
-        bits: BitsRef<'a>,
-        hashing: KeyHashing<'a>,
-        prepare: Prepare<I::Item>,
-        keys: I,
-    ) -> Self {
+impl<'a, I: Iterator, F: KeyForm<I::Item>> ContainsEach<'a, I, F> {
+    pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
         Self {
             direct: fits_in_cache(bits.len()),
             bits,
             hashing,
-            prepare,
+            form: std::marker::PhantomData,
             keys,
             batch: HashBatch::default(),
             answers: [false; BATCH_KEYS],
@@ -368,7 +491,7 @@ impl<'a, I: Iterator> ContainsEach<'a, I> {
 
 /// Shows how many answers are buffered; never the bits, the keys' hashes or the hasher's
 /// salted state.
-impl<I: Iterator> std::fmt::Debug for ContainsEach<'_, I> {
+impl<I: Iterator, F> std::fmt::Debug for ContainsEach<'_, I, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
             .field("one_at_a_time", &self.direct)
@@ -377,17 +500,18 @@ impl<I: Iterator> std::fmt::Debug for ContainsEach<'_, I> {
     }
 }
 
-impl<I: Iterator> Iterator for ContainsEach<'_, I> {
+impl<I: Iterator, F: KeyForm<I::Item>> Iterator for ContainsEach<'_, I, F> {
     type Item = bool;
 
+    #[inline]
     fn next(&mut self) -> Option<bool> {
         if self.direct {
             let key = self.keys.next()?;
-            let (hash, sensitive) = (self.prepare)(&self.hashing, &key);
+            let (hash, sensitive) = self.hashing.prepare::<F, _>(&key);
             return Some(self.bits.contains(self.hashing.hasher, hash) || sensitive);
         }
         if self.next == self.batch.hashes().len() {
-            self.batch.fill(self.hashing, self.prepare, &mut self.keys);
+            self.batch.fill::<F, _>(self.hashing, &mut self.keys);
             self.next = 0;
             for ((answer, &hash), &sensitive) in self
                 .answers
@@ -417,4 +541,7 @@ impl<I: Iterator> Iterator for ContainsEach<'_, I> {
     }
 }
 
-impl<I: std::iter::FusedIterator> std::iter::FusedIterator for ContainsEach<'_, I> {}
+impl<I: std::iter::FusedIterator, F: KeyForm<I::Item>> std::iter::FusedIterator
+    for ContainsEach<'_, I, F>
+{
+}

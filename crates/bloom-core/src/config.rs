@@ -279,6 +279,7 @@ impl FilterConfig {
 
     /// Applies the key encoding to a text key.
     #[must_use]
+    #[inline]
     pub fn encode_str<'a>(&self, key: &'a str) -> EncodedKey<'a> {
         self.encoding.encode_str(key)
     }
@@ -287,6 +288,7 @@ impl FilterConfig {
     ///
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    #[inline]
     pub fn encode_bytes<'a>(&self, key: &'a [u8]) -> Result<EncodedKey<'a>, KeyError> {
         self.encoding.encode_bytes(key)
     }

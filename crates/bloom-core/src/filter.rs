@@ -1,7 +1,7 @@
 //! [`BloomFilter`]: the single-owner filter.
 
 use crate::batch::{
-    BitsMut, BitsRef, ContainsEach, KeyHashing, Prepare, prepare_encoded, prepare_text,
+    BitsMut, BitsRef, ContainsEach, EncodedKeys, Kernel, KeyForm, KeyHashing, TextKeys,
 };
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
@@ -20,6 +20,8 @@ use crate::position::PositionHasher;
 pub struct BloomFilter {
     config: FilterConfig,
     hasher: PositionHasher,
+    /// The one-key probe and insert compiled for this configuration, if it has them.
+    kernel: Kernel,
     /// `config.has_foreign_tables()`, kept at hand for every lookup.
     foreign_tables: bool,
     words: AlignedWords<u64>,
@@ -62,8 +64,10 @@ impl BloomFilter {
         words: AlignedWords<u64>,
         items: u64,
     ) -> Self {
+        let hasher = config.hasher();
         Self {
-            hasher: config.hasher(),
+            kernel: Kernel::new(&hasher),
+            hasher,
             foreign_tables: config.has_foreign_tables(),
             config,
             words,
@@ -93,6 +97,7 @@ impl BloomFilter {
 
     /// Inserts a text key. Returns whether any bit changed, so that before the call
     /// `insert(k) == !contains(k)`.
+    #[inline]
     pub fn insert(&mut self, key: &str) -> bool {
         if self.foreign_tables && !key.is_ascii() {
             self.mark_tables_mixed();
@@ -105,6 +110,7 @@ impl BloomFilter {
     ///
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    #[inline]
     pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
         let encoded = self.config.encode_bytes(key)?;
         if self.foreign_tables && !key.is_ascii() {
@@ -114,6 +120,7 @@ impl BloomFilter {
     }
 
     /// Inserts a key that was already encoded with this filter's encoding (by this build).
+    #[inline]
     pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
         if self.foreign_tables {
             self.mark_tables_mixed();
@@ -121,8 +128,9 @@ impl BloomFilter {
         self.insert_hash(key)
     }
 
+    #[inline]
     fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
-        let changed = self.words.insert_key(&self.hasher, self.hasher.hash(key));
+        let changed = self.kernel.insert(&self.hasher, &mut self.words, key);
         if changed {
             self.items = self.items.saturating_add(1);
         }
@@ -139,7 +147,7 @@ impl BloomFilter {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.insert_batched(prepare_text, keys.into_iter())
+        self.insert_batched::<TextKeys, _>(keys.into_iter())
     }
 
     /// Inserts every key that is already encoded with this filter's encoding (such as keys
@@ -149,16 +157,16 @@ impl BloomFilter {
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        self.insert_batched(prepare_encoded, keys.into_iter())
+        self.insert_batched::<EncodedKeys, _>(keys.into_iter())
     }
 
-    fn insert_batched<K>(&mut self, prepare: Prepare<K>, keys: impl Iterator<Item = K>) -> u64 {
+    fn insert_batched<F: KeyForm<K>, K>(&mut self, keys: impl Iterator<Item = K>) -> u64 {
         let hashing = KeyHashing {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
         };
-        let inserted = self.words.insert_each(hashing, prepare, keys);
+        let inserted = self.words.insert_each::<F, K>(hashing, keys);
         if inserted.table_sensitive {
             self.mark_tables_mixed();
         }
@@ -168,6 +176,7 @@ impl BloomFilter {
 
     /// Whether a text key may have been inserted. `false` is definite.
     #[must_use]
+    #[inline]
     pub fn contains(&self, key: &str) -> bool {
         (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
     }
@@ -176,6 +185,7 @@ impl BloomFilter {
     ///
     /// # Errors
     /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    #[inline]
     pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
         let encoded = self.config.encode_bytes(key)?;
         Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
@@ -185,12 +195,14 @@ impl BloomFilter {
     /// ([`FilterConfig::has_foreign_tables`]) the answer is always *maybe*: this build cannot
     /// tell how the key was encoded.
     #[must_use]
+    #[inline]
     pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
         self.foreign_tables || self.probe(key)
     }
 
+    #[inline]
     fn probe(&self, key: &EncodedKey<'_>) -> bool {
-        BitsRef::Plain(&self.words).contains(&self.hasher, self.hasher.hash(key))
+        self.kernel.contains(&self.hasher, &self.words, key)
     }
 
     /// Whether each text key may have been inserted: one answer per key, in order, exactly
@@ -218,13 +230,12 @@ impl BloomFilter {
         ContainsEach::new(
             BitsRef::Plain(&self.words),
             self.hashing(),
-            prepare_text,
             keys.into_iter(),
         )
     }
 
     /// [`BloomFilter::contains_each`] for keys already encoded with this filter's encoding.
-    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
+    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter, EncodedKeys>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
@@ -232,7 +243,6 @@ impl BloomFilter {
         ContainsEach::new(
             BitsRef::Plain(&self.words),
             self.hashing(),
-            prepare_encoded,
             keys.into_iter(),
         )
     }

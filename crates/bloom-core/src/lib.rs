@@ -64,7 +64,7 @@ mod position;
 mod snapshot;
 
 pub use atomic::AtomicBloomFilter;
-pub use batch::ContainsEach;
+pub use batch::{ContainsEach, EncodedKeys, KeyForm, TextKeys};
 pub use bits::{AllocError, BitsError};
 pub use bloom_format::{DatasetGeneration, UnicodeVersion};
 pub use config::{ConfigError, FilterConfig, IncompatibleFilters, Mismatch};

@@ -521,6 +521,27 @@ impl PositionHasher {
         })
     }
 
+    /// The `k` of an unsalted `xxh3-128` filter with the blocked layout, whose keys can be
+    /// placed by [`PositionHasher::unsalted_xxh3_block`]; `None` for any other configuration.
+    pub(crate) fn unsalted_xxh3_blocked_k(&self) -> Option<u32> {
+        (self.rule == PositionRule::Xxh3_128 && self.layout == Layout::Blocked512 && self.seed == 0)
+            .then_some(self.hashes)
+    }
+
+    /// [`PositionHasher::block_of`] the hash of `key` when
+    /// [`PositionHasher::unsalted_xxh3_blocked_k`] is `Some`: the same block and bits, with
+    /// the seed (0) folded into the hash at compile time and no rule or layout to dispatch on.
+    #[inline(always)]
+    pub(crate) fn unsalted_xxh3_block(&self, key: &[u8]) -> Block {
+        // XXH3-128 with seed 0 is XXH3-128 with the default secret (xxHash 0.8 specification).
+        let h = xxhash_rust::xxh3::xxh3_128(key);
+        Block {
+            first_word: (reduce(h as u64, self.blocks) as usize) * 8,
+            bits: (h >> 64) as u64,
+            hashes: self.hashes,
+        }
+    }
+
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
         let mut positions = Positions {
             buffer: [0; MAX_HASHES as usize],
@@ -569,8 +590,9 @@ impl Block {
         }
     }
 
+    /// [`Block::each_bit`] for a `k` known at compile time.
     #[inline(always)]
-    fn each_bit_unrolled<const K: usize>(self, mut visit: impl FnMut(usize, u32)) {
+    pub(crate) fn each_bit_unrolled<const K: usize>(self, mut visit: impl FnMut(usize, u32)) {
         let mut x = self.bits;
         for _ in 0..K {
             let bit = x >> 55;

@@ -359,3 +359,44 @@ fn filters_past_two_to_the_thirty_two_bits_use_high_positions() {
         "{high} of 8000 positions above 2^32"
     );
 }
+
+/// One-key calls of an unsalted `xxh3-128` filter with the blocked layout run code compiled
+/// for its k (6, 7, 8 or 10). They must test and set exactly the bits of
+/// `FilterConfig::positions` (the general code), for keys in every length class XXH3 treats
+/// apart (0, 1–3, 4–8, 9–16, 17–128, 129–240 and longer), salted or not, k compiled or not.
+#[test]
+fn compiled_probes_test_and_set_exactly_the_specified_positions() {
+    for k in [5, 6, 7, 8, 9, 10, 11] {
+        for salt in [Salt::none(), Salt::new(b"pepper").unwrap()] {
+            let params = FilterParams::with_layout(Layout::Blocked512, 512 * 37, k).unwrap();
+            let config =
+                FilterConfig::from_parts(params, PositionRule::Xxh3_128, KeyEncoding::Bytes, salt)
+                    .unwrap();
+            let mut filter = BloomFilter::new(config.clone()).unwrap();
+            let mut expected = vec![0u64; filter.as_words().len()];
+            for len in 0..=300usize {
+                let key: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+                let positions: Vec<u64> =
+                    config.positions(&EncodedKey::from_encoded(&key)).collect();
+                assert_eq!(positions.len(), k as usize);
+                let present = positions
+                    .iter()
+                    .all(|&p| expected[(p / 64) as usize] >> (p % 64) & 1 == 1);
+                assert_eq!(
+                    filter.contains_bytes(&key),
+                    Ok(present),
+                    "k {k}, length {len}"
+                );
+                assert_eq!(
+                    filter.insert_bytes(&key),
+                    Ok(!present),
+                    "k {k}, length {len}"
+                );
+                for p in positions {
+                    expected[(p / 64) as usize] |= 1 << (p % 64);
+                }
+                assert_eq!(filter.as_words(), &expected[..], "k {k}, length {len}");
+            }
+        }
+    }
+}
