@@ -1,13 +1,15 @@
 //! Every position rule × layout, one key per call and batched, against the bare digests and
 //! the peers (fastbloom, bloomfilter), at n = 10^5, 10^6 and 10^7, p = 1%.
 //!
-//! Each number is the median of 5 rounds; within a round every subject runs one pass over the
+//! Each number is the median of 9 rounds (`ROUNDS=n` to change); within a round every subject runs one pass over the
 //! same keys, in a rotating order, so a noisy neighbour slows every subject of that round
 //! alike. Keys are 24 bytes of ASCII. A pass is up to 10^6 operations: inserts start from an
 //! empty filter (cleared before each pass), hits query inserted keys, misses disjoint ones.
 //!
 //! `cargo bench -p bloom-core --bench matrix` (a few minutes; `-- 5` or `-- 6` for one size).
 //! The report is a Markdown table of ns per operation and ratios; compare within one run.
+
+mod common;
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -16,7 +18,8 @@ use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, P
 use sha2::{Digest, Sha256};
 
 const FPR: f64 = 0.01;
-const ROUNDS: usize = 5;
+/// Rounds per cell (the median is reported); `ROUNDS=n` in the environment overrides it.
+const ROUNDS: usize = 9;
 const MAX_PASS: usize = 1_000_000;
 
 fn key(prefix: char, i: usize) -> String {
@@ -180,6 +183,27 @@ impl Subject for DigestXxh3 {
     }
 }
 
+/// The floor rows: a rule's positions written inline with nothing around them.
+struct Floor<H>(common::Skeleton<H>);
+
+impl<H: Fn(&[u8]) -> (u64, u64)> Subject for Floor<H> {
+    fn name(&self) -> String {
+        format!("floor: inline {} + blocked-512 probe", self.0.name)
+    }
+    fn prepare(&mut self, op: Op, inserted: &[String]) {
+        self.0.clear();
+        if op != Op::Insert {
+            self.0.insert_each(inserted);
+        }
+    }
+    fn pass(&mut self, op: Op, keys: &[String]) -> u64 {
+        match op {
+            Op::Insert => self.0.insert_each(keys),
+            _ => self.0.contains_each(keys),
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -196,6 +220,10 @@ fn main() {
     } else {
         exponents
     };
+    let rounds = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(ROUNDS);
     println!("| n | subject | insert ns | hit ns | miss ns |");
     println!("|---|---|---|---|---|");
     for exp in exponents {
@@ -206,6 +234,18 @@ fn main() {
         let mut subjects: Vec<Box<dyn Subject>> = vec![
             Box::new(Digest256),
             Box::new(DigestXxh3),
+            Box::new(Floor(common::Skeleton::new(
+                "xxh3-128",
+                common::xxh3_words,
+                n,
+                FPR,
+            ))),
+            Box::new(Floor(common::Skeleton::new(
+                "SHA-256",
+                common::sha256_words,
+                n,
+                FPR,
+            ))),
             Box::new(Fast(
                 fastbloom::BloomFilter::with_false_pos(FPR).expected_items(n),
                 n,
@@ -245,7 +285,7 @@ fn main() {
                 Op::Miss => &absent[..],
                 _ => &inserted[..pass],
             };
-            for round in 0..ROUNDS {
+            for round in 0..rounds {
                 for j in 0..subjects.len() {
                     let s = (j + round) % subjects.len();
                     subjects[s].prepare(op, &inserted);

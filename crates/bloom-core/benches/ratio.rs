@@ -13,16 +13,20 @@
 //! which is what any rule that touches k = 7 scattered words per key must pay on this
 //! machine, one key at a time.
 //!
-//! A last section pairs the batched calls (`insert_all`, `contains_each`) with one call per
-//! key directly.
+//! A section pairs the batched calls (`insert_all`, `contains_each`) with one call per key
+//! directly. The last ones pair `xxh3-128` + `blocked-512` with fastbloom, with its floor (the
+//! same positions computed inline, no key encoding or dispatch) and NFC with UTF-8 on the same
+//! ASCII keys, at n = 10^5 and 10^6.
 //!
 //! Run with `cargo bench -p bloom-core --bench ratio`. Same workload as `filter`: n = 10^6,
 //! p = 1%, UTF-8 keys `record-<i>` and `absent-<i>`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding};
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule};
 use sha2::{Digest, Sha256};
 
 const ITEMS: usize = 1_000_000;
@@ -277,5 +281,104 @@ fn main() {
             "contains",
             |batch, _| batch.iter().for_each(|k| _ = black_box(f.contains(k))),
         );
+    }
+
+    fast_rule();
+}
+
+/// One `contains` per key of the batch.
+fn contains(f: &BloomFilter) -> impl FnMut(&[String], bool) + '_ {
+    move |batch, _| batch.iter().for_each(|k| _ = black_box(f.contains(k)))
+}
+
+/// `xxh3-128` + `blocked-512` against fastbloom, against its floor (the same positions
+/// computed inline, `benches/common`), and NFC against UTF-8 on the same ASCII keys, one key
+/// per call, at n = 10^5 and 10^6, on 24-byte keys.
+fn fast_rule() {
+    // 24-byte ASCII keys, as in the table and `benches/matrix.rs`.
+    let key = |prefix: char, i: usize| format!("{prefix}ey-{i:020}");
+    let present: Vec<String> = (0..ITEMS).map(|i| key('k', i)).collect();
+    let absent: Vec<String> = (0..ITEMS).map(|i| key('m', i)).collect();
+    let xxh3_blocked = |n: usize, encoding| {
+        let params = FilterParams::planned(Layout::Blocked512, n as u64, FPR, 64).unwrap();
+        let config = FilterConfig::new(params)
+            .with_encoding(encoding)
+            .with_rule(PositionRule::Xxh3_128)
+            .unwrap();
+        BloomFilter::new(config).unwrap()
+    };
+    let insert: fn(&mut BloomFilter, &[String]) =
+        |f, batch| batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+    for n in [ITEMS / 10, ITEMS] {
+        println!(
+            "\nxxh3-128 blocked-512 (utf8 unless named), n = {n}, median over {ROUNDS} rounds"
+        );
+        let (present, absent) = (&present[..n], &absent[..n]);
+        let (mut ours, mut nfc) = (
+            xxh3_blocked(n, KeyEncoding::Utf8),
+            xxh3_blocked(n, KeyEncoding::Nfc),
+        );
+        let mut fast = fastbloom::BloomFilter::with_false_pos(FPR).expected_items(n);
+        let mut floor = common::Skeleton::new("xxh3-128", common::xxh3_words, n, FPR);
+        let fast_insert: fn(&mut fastbloom::BloomFilter, &[String]) = |f, batch| {
+            batch
+                .iter()
+                .for_each(|k| _ = black_box(f.insert(k.as_str())));
+        };
+        paired_with(
+            "insert (fill from empty)",
+            present,
+            filling(&mut ours, BloomFilter::clear, insert),
+            "fastbloom",
+            filling(&mut fast, fastbloom::BloomFilter::clear, fast_insert),
+        );
+        paired_with(
+            "insert (fill from empty)",
+            present,
+            filling(&mut ours, BloomFilter::clear, insert),
+            "floor",
+            filling(&mut floor, common::Skeleton::clear, |f, batch| {
+                black_box(f.insert_each(batch));
+            }),
+        );
+        paired_with(
+            "nfc insert (fill from empty)",
+            present,
+            filling(&mut nfc, BloomFilter::clear, insert),
+            "utf8",
+            filling(&mut ours, BloomFilter::clear, insert),
+        );
+        for f in [&mut ours, &mut nfc] {
+            f.insert_all(present);
+        }
+        floor.insert_each(present);
+        present.iter().for_each(|k| _ = fast.insert(k.as_str()));
+        for (what, set) in [("hit", present), ("miss", absent)] {
+            paired_with(
+                &format!("contains ({what})"),
+                set,
+                contains(&ours),
+                "fastbloom",
+                |batch, _| {
+                    batch
+                        .iter()
+                        .for_each(|k| _ = black_box(fast.contains(k.as_str())));
+                },
+            );
+            paired_with(
+                &format!("contains ({what})"),
+                set,
+                contains(&ours),
+                "floor",
+                |batch, _| _ = black_box(floor.contains_each(batch)),
+            );
+            paired_with(
+                &format!("nfc contains ({what})"),
+                set,
+                contains(&nfc),
+                "utf8",
+                contains(&ours),
+            );
+        }
     }
 }
