@@ -304,6 +304,36 @@ impl BitsRef<'_> {
         self.contains_scattered(hasher, hash)
     }
 
+    /// Reads one word of every cache line the keys of a batch will probe, a few instructions
+    /// per line, so that all of the batch's cache misses are in flight together before the
+    /// probes need them. (A probe is too long for the CPU to run ahead across a whole batch
+    /// of them: without this, only the misses of a few keys overlap.) Ordinary reads, whose
+    /// values are folded together and kept.
+    #[inline(never)]
+    fn touch(self, hasher: &PositionHasher, hashes: &[KeyHash]) {
+        fn fold<W>(
+            words: &[W],
+            hasher: &PositionHasher,
+            hashes: &[KeyHash],
+            read: impl Fn(&W) -> u64,
+        ) -> u64 {
+            let mut folded = 0;
+            let mut word = |i: usize| folded ^= words.get(i).map_or(0, &read);
+            for &hash in hashes {
+                match hasher.block_of(hash) {
+                    Some(block) => word(block.first_word),
+                    None => hasher.each_position(hash, |position| word(bits::locate(position).0)),
+                }
+            }
+            folded
+        }
+        let folded = match self {
+            Self::Plain(words) => fold(words, hasher, hashes, |w| *w),
+            Self::Atomic(words) => fold(words, hasher, hashes, |w| w.load(Ordering::Relaxed)),
+        };
+        std::hint::black_box(folded);
+    }
+
     /// [`BitsRef::contains`] for the standard layout: `k` scattered probes.
     #[inline(never)]
     fn contains_scattered(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
@@ -370,6 +400,7 @@ pub(crate) trait BitsMut {
         let mut present = [false; BATCH_KEYS];
         while batch.fill::<F, K>(hashing, &mut keys) > 0 {
             inserted.table_sensitive |= batch.table_sensitive().contains(&true);
+            self.bits().touch(hasher, batch.hashes());
             // Every probe of the batch first, as overlapping loads...
             for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
                 *present = self.bits().contains(hasher, hash);
@@ -513,6 +544,7 @@ impl<I: Iterator, F: KeyForm<I::Item>> Iterator for ContainsEach<'_, I, F> {
         if self.next == self.batch.hashes().len() {
             self.batch.fill::<F, _>(self.hashing, &mut self.keys);
             self.next = 0;
+            self.bits.touch(self.hashing.hasher, self.batch.hashes());
             for ((answer, &hash), &sensitive) in self
                 .answers
                 .iter_mut()
