@@ -6,7 +6,8 @@
 //! alike. Keys are 24 bytes of ASCII. A pass is up to 10^6 operations: inserts start from an
 //! empty filter (cleared before each pass), hits query inserted keys, misses disjoint ones.
 //!
-//! `cargo bench -p bloom-core --bench matrix` (a few minutes; `-- 5` or `-- 6` for one size).
+//! `cargo bench -p bloom-core --bench matrix` (a few minutes; `-- 5` or `-- 6` for one size;
+//! `ONLY=sha256,nfc` to time only the filters whose name contains one of those).
 //! The report is a Markdown table of ns per operation and ratios; compare within one run.
 
 mod common;
@@ -183,12 +184,17 @@ impl Subject for DigestXxh3 {
     }
 }
 
-/// The floor rows: a rule's positions written inline with nothing around them.
-struct Floor<H>(common::Skeleton<H>);
+/// The floor rows: a rule's positions written inline with nothing around them; lookups
+/// batched as `contains_each` batches them when the flag is set.
+struct Floor<H>(common::Skeleton<H>, bool);
 
 impl<H: Fn(&[u8]) -> (u64, u64)> Subject for Floor<H> {
     fn name(&self) -> String {
-        format!("floor: inline {} + blocked-512 probe", self.0.name)
+        format!(
+            "floor: inline {} + blocked-512 probe{}",
+            self.0.name,
+            if self.1 { ", batched lookups" } else { "" }
+        )
     }
     fn prepare(&mut self, op: Op, inserted: &[String]) {
         self.0.clear();
@@ -199,6 +205,7 @@ impl<H: Fn(&[u8]) -> (u64, u64)> Subject for Floor<H> {
     fn pass(&mut self, op: Op, keys: &[String]) -> u64 {
         match op {
             Op::Insert => self.0.insert_each(keys),
+            _ if self.1 => self.0.contains_batched(keys),
             _ => self.0.contains_each(keys),
         }
     }
@@ -234,18 +241,18 @@ fn main() {
         let mut subjects: Vec<Box<dyn Subject>> = vec![
             Box::new(Digest256),
             Box::new(DigestXxh3),
-            Box::new(Floor(common::Skeleton::new(
-                "xxh3-128",
-                common::xxh3_words,
-                n,
-                FPR,
-            ))),
-            Box::new(Floor(common::Skeleton::new(
-                "SHA-256",
-                common::sha256_words,
-                n,
-                FPR,
-            ))),
+            Box::new(Floor(
+                common::Skeleton::new("xxh3-128", common::xxh3_words, n, FPR),
+                false,
+            )),
+            Box::new(Floor(
+                common::Skeleton::new("SHA-256", common::sha256_words, n, FPR),
+                false,
+            )),
+            Box::new(Floor(
+                common::Skeleton::new("SHA-256", common::sha256_words, n, FPR),
+                true,
+            )),
             Box::new(Fast(
                 fastbloom::BloomFilter::with_false_pos(FPR).expected_items(n),
                 n,
@@ -278,6 +285,16 @@ fn main() {
             false,
             n,
         )));
+        // `ONLY=a,b` keeps the filters whose name contains one of them (and the peers, digests
+        // and floors the ratios are taken against).
+        if let Ok(only) = std::env::var("ONLY") {
+            subjects.retain(|s| {
+                let name = s.name();
+                name.starts_with("floor")
+                    || !name.contains(" blocked-512") && !name.contains(" standard")
+                    || only.split(',').any(|o| name.contains(o))
+            });
+        }
         let mut times = vec![[Vec::new(), Vec::new(), Vec::new()]; subjects.len()];
         let mut sink = 0u64;
         for (o, op) in [Op::Insert, Op::Hit, Op::Miss].into_iter().enumerate() {

@@ -283,7 +283,52 @@ fn main() {
         );
     }
 
-    fast_rule();
+    // 24-byte ASCII keys, as in the table and `benches/matrix.rs`.
+    let key = |prefix: char, i: usize| format!("{prefix}ey-{i:020}");
+    let present: Vec<String> = (0..ITEMS).map(|i| key('k', i)).collect();
+    let absent: Vec<String> = (0..ITEMS).map(|i| key('m', i)).collect();
+    sha256_blocked(&present, &absent);
+    fast_rule(&present, &absent);
+}
+
+/// A `blocked-512` filter planned for `n` keys.
+fn blocked(rule: PositionRule, n: usize, encoding: KeyEncoding) -> BloomFilter {
+    let params = FilterParams::planned(Layout::Blocked512, n as u64, FPR, 64).unwrap();
+    let config = FilterConfig::new(params)
+        .with_encoding(encoding)
+        .with_rule(rule)
+        .unwrap();
+    BloomFilter::new(config).unwrap()
+}
+
+/// `sha256-double` + `blocked-512` against the bare digest, one key per call and batched, at
+/// n = 10^5 and 10^6, on 24-byte keys.
+fn sha256_blocked(present: &[String], absent: &[String]) {
+    let insert: fn(&mut BloomFilter, &[String]) =
+        |f, batch| batch.iter().for_each(|k| _ = black_box(f.insert(k)));
+    let insert_all: fn(&mut BloomFilter, &[String]) = |f, batch| _ = black_box(f.insert_all(batch));
+    for n in [ITEMS / 10, ITEMS] {
+        println!("\nsha256-double blocked-512 (utf8), n = {n}, median over {ROUNDS} rounds");
+        let (present, absent) = (&present[..n], &absent[..n]);
+        let mut f = blocked(PositionRule::Sha256Double, n, KeyEncoding::Utf8);
+        paired(
+            "insert (fill from empty)",
+            present,
+            filling(&mut f, BloomFilter::clear, insert),
+        );
+        paired(
+            "insert_all (fill from empty)",
+            present,
+            filling(&mut f, BloomFilter::clear, insert_all),
+        );
+        f.insert_all(present);
+        for (what, set) in [("hit", present), ("miss", absent)] {
+            paired(&format!("contains ({what})"), set, contains(&f));
+            paired(&format!("contains_each ({what})"), set, |batch, _| {
+                f.contains_each(batch).for_each(|hit| _ = black_box(hit));
+            });
+        }
+    }
 }
 
 /// One `contains` per key of the batch.
@@ -293,20 +338,9 @@ fn contains(f: &BloomFilter) -> impl FnMut(&[String], bool) + '_ {
 
 /// `xxh3-128` + `blocked-512` against fastbloom, against its floor (the same positions
 /// computed inline, `benches/common`), and NFC against UTF-8 on the same ASCII keys, one key
-/// per call, at n = 10^5 and 10^6, on 24-byte keys.
-fn fast_rule() {
-    // 24-byte ASCII keys, as in the table and `benches/matrix.rs`.
-    let key = |prefix: char, i: usize| format!("{prefix}ey-{i:020}");
-    let present: Vec<String> = (0..ITEMS).map(|i| key('k', i)).collect();
-    let absent: Vec<String> = (0..ITEMS).map(|i| key('m', i)).collect();
-    let xxh3_blocked = |n: usize, encoding| {
-        let params = FilterParams::planned(Layout::Blocked512, n as u64, FPR, 64).unwrap();
-        let config = FilterConfig::new(params)
-            .with_encoding(encoding)
-            .with_rule(PositionRule::Xxh3_128)
-            .unwrap();
-        BloomFilter::new(config).unwrap()
-    };
+/// per call, at n = 10^5 and 10^6.
+fn fast_rule(present: &[String], absent: &[String]) {
+    let xxh3_blocked = |n, encoding| blocked(PositionRule::Xxh3_128, n, encoding);
     let insert: fn(&mut BloomFilter, &[String]) =
         |f, batch| batch.iter().for_each(|k| _ = black_box(f.insert(k)));
     for n in [ITEMS / 10, ITEMS] {

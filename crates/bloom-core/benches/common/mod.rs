@@ -52,8 +52,33 @@ impl<H: Fn(&[u8]) -> (u64, u64)> Skeleton<H> {
             .sum()
     }
 
+    /// [`Skeleton::contains_each`] 16 keys at a time: their hashes, then one read of each
+    /// key's line (so that the batch's misses overlap), then the probes.
+    pub(crate) fn contains_batched(&self, keys: &[String]) -> u64 {
+        let mut sum = 0;
+        for batch in keys.chunks(16) {
+            let mut hashes = [(0, 0); 16];
+            for (h, key) in hashes.iter_mut().zip(batch) {
+                *h = (self.hash)(key.as_bytes());
+            }
+            let hashes = &hashes[..batch.len()];
+            let touched = hashes
+                .iter()
+                .fold(0, |acc, &(h1, _)| acc ^ self.lines[self.block(h1)].0[0]);
+            std::hint::black_box(touched);
+            sum += hashes
+                .iter()
+                .map(|&h| u64::from(self.probe_hashed(h)))
+                .sum::<u64>();
+        }
+        sum
+    }
+
     fn lookup(&self, key: &[u8]) -> bool {
-        let (h1, mut x) = (self.hash)(key);
+        self.probe_hashed((self.hash)(key))
+    }
+
+    fn probe_hashed(&self, (h1, mut x): (u64, u64)) -> bool {
         let line = &self.lines[self.block(h1)].0;
         let mut all = true;
         for _ in 0..self.k {
