@@ -3,8 +3,10 @@
 //!
 //! A filter sized for real data is larger than the CPU's caches, so each of a key's `k` probes
 //! is a cache miss. One key at a time, the CPU overlaps a key's own probes but then waits for
-//! them before it can hash the next key. Hashing [`BATCH_KEYS`] keys first and then probing
-//! all their positions gives the CPU `BATCH_KEYS * k` independent loads to overlap, which is
+//! them before it can hash the next key. Hashing [`BATCH_KEYS`] keys first, then reading one
+//! word of each line they will probe (a few instructions per line, so that every miss of the
+//! batch is in flight at once; a whole probe per key is too long for the CPU to run ahead
+//! across the batch), then probing, overlaps the misses of the whole batch, which is
 //! what makes [`BloomFilter::insert_all`](crate::BloomFilter::insert_all) and
 //! [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) faster per key than
 //! `insert` and `contains` in a loop. The answers are exactly the same. A filter small enough
