@@ -174,7 +174,8 @@ fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
 /// k, they are compiled for that configuration: a call hashes with the seed folded in, finds
 /// the block and tests or sets k bits in straight-line code, with no rule, layout or k to
 /// dispatch on. Every other configuration takes the general code. Both place every key
-/// exactly where [`PositionHasher::each_position`] does (tested below).
+/// exactly where [`PositionHasher::each_position`] does (`tests/insert_law.rs`,
+/// `compiled_probes_test_and_set_exactly_the_specified_positions`).
 #[derive(Clone, Copy)]
 pub(crate) struct Kernel {
     contains: fn(&PositionHasher, &[u64], &[u8]) -> bool,

@@ -39,6 +39,11 @@ impl Eq for BloomFilter {}
 impl BloomFilter {
     /// An empty filter.
     ///
+    /// The bit array comes zeroed from the allocator. A large one is fresh pages that the
+    /// system zeroes when they are first written, so the filter's memory grows as it fills.
+    /// On a system that overcommits memory (Linux by default), running short of it therefore
+    /// shows up when pages are first written, handled as the system handles it, not here.
+    ///
     /// # Errors
     /// [`AllocError`] when the bit array cannot be allocated; allocation failure is reported,
     /// never an abort.
