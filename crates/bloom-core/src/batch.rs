@@ -159,6 +159,12 @@ fn line_mut(words: &mut [u64], block: Block) -> Option<&mut [u64; 8]> {
         .and_then(|w| w.try_into().ok())
 }
 
+/// Whether one bit of a line is set.
+#[inline(always)]
+fn test_bit(line: &[u64; 8], word: usize, bit: u32) -> bool {
+    (line[word & 7] >> bit) & 1 != 0
+}
+
 /// Sets one bit of a line; returns whether it was clear.
 #[inline(always)]
 fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
@@ -178,6 +184,7 @@ fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
 /// `compiled_probes_test_and_set_exactly_the_specified_positions`).
 #[derive(Clone, Copy)]
 pub(crate) struct Kernel {
+    // Keys as bytes: the compiled probes read no `EncodedKey` variant.
     contains: fn(&PositionHasher, &[u64], &[u8]) -> bool,
     insert: fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
 }
@@ -209,7 +216,7 @@ impl Kernel {
                     return false;
                 };
                 let mut all = true;
-                block.each_bit_unrolled::<K>(|word, bit| all &= (line[word & 7] >> bit) & 1 != 0);
+                block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
                 all
             },
             insert: |hasher, words, key| {
@@ -287,7 +294,7 @@ impl BitsRef<'_> {
                     let Some(line) = line(words, block) else {
                         return false;
                     };
-                    block.each_bit(|word, bit| all &= (line[word & 7] >> bit) & 1 != 0);
+                    block.each_bit(|word, bit| all &= test_bit(line, word, bit));
                 }
                 Self::Atomic(words) => {
                     let Some(line) = words

@@ -32,10 +32,9 @@ fn align_offset<W>(ptr: *const W) -> usize {
 /// the blocked layout is exactly one cache line (a plain `Vec` is only 16-byte aligned:
 /// a block would straddle two lines). It dereferences to the words.
 pub(crate) struct AlignedWords<W> {
-    /// `offset` padding words, then the `len` words: nothing after them.
+    /// `offset` padding words, then the words: nothing after them.
     buf: Vec<W>,
     offset: usize,
-    len: usize,
 }
 
 impl<W: Word> AlignedWords<W> {
@@ -51,7 +50,7 @@ impl<W: Word> AlignedWords<W> {
             .into_vec();
         let offset = align_offset(buf.as_ptr());
         buf.truncate(offset + len);
-        Ok(Self { buf, offset, len })
+        Ok(Self { buf, offset })
     }
 }
 
@@ -91,7 +90,7 @@ impl<W> std::ops::Deref for AlignedWords<W> {
     type Target = [W];
 
     fn deref(&self) -> &[W] {
-        // `buf` ends where the words end (`buf.len() == offset + len`), so one comparison
+        // `buf` ends where the words end, so one comparison
         // finds them: this runs on every probe.
         self.buf.get(self.offset..).unwrap_or_default()
     }
@@ -106,8 +105,9 @@ impl<W> std::ops::DerefMut for AlignedWords<W> {
 /// Like `Vec::clone`, a failed allocation is handled as the global allocator handles it.
 impl Clone for AlignedWords<u64> {
     fn clone(&self) -> Self {
-        let Ok(mut copy) = Self::zeroed(self.len, self.len as u64 * 8) else {
-            let layout = std::alloc::Layout::array::<u64>(self.len + ALIGN_SPARE)
+        let len = self.len();
+        let Ok(mut copy) = Self::zeroed(len, len as u64 * 8) else {
+            let layout = std::alloc::Layout::array::<u64>(len + ALIGN_SPARE)
                 .unwrap_or(std::alloc::Layout::new::<u64>());
             std::alloc::handle_alloc_error(layout);
         };
@@ -124,7 +124,7 @@ impl PartialEq for AlignedWords<u64> {
 
 impl std::fmt::Debug for AlignedWords<u64> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AlignedWords({} words)", self.len)
+        write!(f, "AlignedWords({} words)", self.len())
     }
 }
 
@@ -356,7 +356,6 @@ impl<W: Word> WordSink<W> {
         Ok(AlignedWords {
             buf: self.words,
             offset: self.offset,
-            len: self.len,
         })
     }
 }

@@ -513,12 +513,18 @@ impl PositionHasher {
             return None;
         }
         let [h1, h2, ..] = hash.0;
+        Some(self.block_at(h1, h2))
+    }
+
+    /// The blocked layout's block for the hash words `h1` (which block) and `h2` (its bits).
+    #[inline(always)]
+    fn block_at(&self, h1: u64, h2: u64) -> Block {
         // A block index is below m / 512, and a filter exists only when m / 64 fits usize.
-        Some(Block {
+        Block {
             first_word: (reduce(h1, self.blocks) as usize) * 8,
             bits: h2,
             hashes: self.hashes,
-        })
+        }
     }
 
     /// The `k` of an unsalted `xxh3-128` filter with the blocked layout, whose keys can be
@@ -535,11 +541,7 @@ impl PositionHasher {
     pub(crate) fn unsalted_xxh3_block(&self, key: &[u8]) -> Block {
         // XXH3-128 with seed 0 is XXH3-128 with the default secret (xxHash 0.8 specification).
         let h = xxhash_rust::xxh3::xxh3_128(key);
-        Block {
-            first_word: (reduce(h as u64, self.blocks) as usize) * 8,
-            bits: (h >> 64) as u64,
-            hashes: self.hashes,
-        }
+        self.block_at(h as u64, (h >> 64) as u64)
     }
 
     pub(crate) fn positions(&self, key: &EncodedKey<'_>) -> Positions {
