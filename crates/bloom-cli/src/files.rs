@@ -270,9 +270,11 @@ pub(crate) fn write(
         writer.finish_stream().map_err(|e| stream_failure(&e))?;
         return Ok(());
     }
+    // Signals are recorded from before the temporary file exists: one that arrives while it is
+    // being created stops the write at its first chunk, and the file is removed.
+    let guard = signals.writing();
     let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))
         .map_err(write_failure)?;
-    let guard = signals.writing();
     let target = file.target().to_path_buf();
     // A write that failed because a signal arrived is an interruption, not an I/O error.
     let failure = |e: std::io::Error| match guard.interrupted() {
@@ -378,12 +380,13 @@ fn write_file_bytes(
             meta.len(),
         )));
     }
+    // As in [`write()`]: recording starts before the temporary file exists.
+    let guard = signals.writing();
     let file = match options {
         Some(options) => AtomicFile::create_with(target, options),
         None => AtomicFile::create(target),
     }
     .map_err(write_failure)?;
-    let guard = signals.writing();
     let mut out = Interruptible {
         inner: std::io::BufWriter::new(file),
         guard: &guard,

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -19,6 +20,9 @@ fn temporaries(dir: &Path) -> Vec<String> {
         .filter(|n| n.ends_with(".tmp"))
         .collect()
 }
+
+/// The payload of the snapshot [`start_large_build`] writes: 512 MiB of bits.
+const NEW_PAYLOAD: u64 = 1 << 29;
 
 /// Starts a build of a 512 MiB filter over `target` and waits for its temporary file.
 fn start_large_build(target: &Path) -> Option<std::process::Child> {
@@ -67,8 +71,16 @@ fn a_signal_during_a_write_leaves_the_old_file_and_no_debris() {
             );
             let out = child.wait_with_output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
-            if out.status.code() == Some(0) {
-                // The signal came after the rename: a complete new file; restore and retry.
+            if out.status.code() == Some(0) || out.status.signal().is_some() {
+                // The signal came after the rename: the process finished (or, once the write
+                // was over, took the signal's default action) with the complete new file in
+                // place. Restore the old file and try again.
+                let len = std::fs::metadata(&target).unwrap().len();
+                assert!(
+                    len > NEW_PAYLOAD && len < NEW_PAYLOAD + 4096,
+                    "{signal}: {:?}, {len} bytes: {err}",
+                    out.status
+                );
                 std::fs::write(&target, &before).unwrap();
                 continue;
             }
