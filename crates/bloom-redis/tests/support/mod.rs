@@ -10,9 +10,33 @@ use std::time::{Duration, Instant};
 
 use bloom_redis::RedisTarget;
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    listener.local_addr().unwrap().port()
+/// Redis refuses a cluster node whose port is above this: its cluster bus listens on the
+/// port + 10000.
+const MAX_CLUSTER_PORT: u16 = 55535;
+
+/// A loopback port that was free a moment ago. For a cluster node, the port is at most
+/// [`MAX_CLUSTER_PORT`] and its bus port was free too; these are drawn from 20000..=55535
+/// because the system's ephemeral range may lie above it.
+fn free_port(cluster: bool) -> u16 {
+    if !cluster {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+        return listener.local_addr().unwrap().port();
+    }
+    let span = u32::from(MAX_CLUSTER_PORT - 20000) + 1;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let start = (std::process::id().wrapping_mul(7919) ^ nanos) % span;
+    for i in 0..span {
+        let port = 20000 + u16::try_from((start + i * 7) % span).unwrap();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()
+        {
+            return port;
+        }
+    }
+    panic!("no free loopback port at most {MAX_CLUSTER_PORT} with a free bus port");
 }
 
 fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
@@ -42,19 +66,34 @@ impl RedisServer {
 
     /// A server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut server = Self {
-            port: free_port(),
-            child: None,
-            dir,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        server.spawn();
-        server
+        Self::start_node(extra, false)
     }
 
-    fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+    /// A server with extra arguments; a cluster node gets a port its cluster bus fits above.
+    /// A port taken by someone else between its choice and the server's start (the server
+    /// then exits) is replaced by a new one.
+    fn start_node(extra: &[&str], cluster: bool) -> Self {
+        let mut server = Self {
+            port: 0,
+            child: None,
+            dir: tempfile::tempdir().unwrap(),
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let mut failures = Vec::new();
+        for _attempt in 0..5 {
+            server.port = free_port(cluster);
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => failures.push(e),
+            }
+        }
+        panic!("redis-server did not start: {failures:?}");
+    }
+
+    /// Starts `redis-server` on `self.port` and waits until that very process answers (not
+    /// another server that holds the port). Err if it exits first.
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args([
                 "--save",
@@ -71,10 +110,26 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (apt-get install -y redis-server)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while redis_cli(self.port, &["PING"]).as_deref() != Some("PONG\n") {
-            assert!(Instant::now() < deadline, "redis-server did not start");
+        let pid = format!("process_id:{}", child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Err(format!(
+                    "port {}: redis-server exited ({status})",
+                    self.port
+                ));
+            }
+            if redis_cli(self.port, &["INFO", "server"])
+                .is_some_and(|info| info.lines().any(|l| l.trim() == pid))
+            {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("port {}: no answer in 30 s", self.port));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -102,7 +157,17 @@ impl RedisServer {
     /// Starts it again on the same port, empty (no persistence).
     pub fn restart_empty(&mut self) {
         self.kill();
-        self.spawn();
+        if let Err(e) = self.spawn() {
+            panic!("redis-server did not restart: {e}");
+        }
+    }
+
+    /// Sends `signal` to the server process (SIGSTOP: it accepts connections but answers
+    /// nothing until SIGCONT).
+    #[cfg(unix)]
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let child = self.child.as_ref().expect("a running server");
+        rustix::process::kill_process(rustix::process::Pid::from_child(child), signal).unwrap();
     }
 
     pub fn dir(&self) -> &Path {
@@ -125,14 +190,19 @@ impl RedisCluster {
     pub fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..3)
             .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                RedisServer::start_node(
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        // No test fails a node over: a node stalled by a busy machine must
+                        // not be taken for a failed one.
+                        "--cluster-node-timeout",
+                        "15000",
+                    ],
+                    true,
+                )
             })
             .collect();
         let addresses: Vec<String> = nodes
