@@ -27,6 +27,23 @@ fn sparse_snapshot(path: &Path, bits: u64) {
     file.set_len(148 + bits.div_ceil(8)).unwrap();
 }
 
+/// Caps the address space of this test process, and so of every process it starts from now
+/// on, at 256 GiB: a terabyte allocation then fails on every machine, also on one whose kernel
+/// would promise it (`vm.overcommit_memory = 1`) and then run out of memory filling it.
+#[cfg(target_os = "linux")]
+fn cap_address_space() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    const CAP: u64 = 256 << 30;
+    let now = getrlimit(Resource::As);
+    if now.current.is_none_or(|current| current > CAP) {
+        let capped = Rlimit {
+            current: Some(CAP),
+            maximum: now.maximum,
+        };
+        setrlimit(Resource::As, capped).unwrap();
+    }
+}
+
 #[test]
 fn a_header_claiming_a_huge_filter_is_refused_before_allocating() {
     let dir = tempfile::tempdir().unwrap();
@@ -46,6 +63,8 @@ fn a_header_claiming_a_huge_filter_is_refused_before_allocating() {
         assert!(err.contains("--max-bytes"), "{command}: {err}");
     }
     // Raising the limit past what the machine has gives an allocation error, not an abort.
+    #[cfg(target_os = "linux")]
+    cap_address_space();
     let (code, _, err) = run(bloom()
         .args(["check", "--max-bytes", "2T"])
         .arg(&huge)

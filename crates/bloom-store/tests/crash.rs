@@ -30,6 +30,9 @@ use bloom_store::{
 
 const SEED: u64 = 0x05EE_D0FB_100D;
 const MAX_KILLS: u32 = 80;
+/// Rounds run whatever the time: enough for every kind of damage to happen once.
+const MIN_KILLS: u32 = 3 * DAMAGES.len() as u32;
+/// After [`MIN_KILLS`], rounds go on until [`MAX_KILLS`] or this much time.
 const TIME_BUDGET: Duration = Duration::from_secs(8);
 /// The whole run is stopped as a failure if it takes longer: an open that blocks on a named
 /// pipe must fail the test, not hang CI.
@@ -358,7 +361,7 @@ fn parent() -> Result<Tally, String> {
     let mut tally = Tally::default();
     let mut backups = Vec::new();
     let start = Instant::now();
-    while tally.kills < MAX_KILLS && start.elapsed() < TIME_BUDGET {
+    while tally.kills < MIN_KILLS || (tally.kills < MAX_KILLS && start.elapsed() < TIME_BUDGET) {
         // Every third round, damage something, cycling through every kind; otherwise a
         // path left odd by an earlier round is cleared so that normal rounds happen too.
         if tally.kills % 3 == 2 {
@@ -425,7 +428,7 @@ fn main() -> ExitCode {
         let name = if mode { "counting" } else { "plain" };
         match parent() {
             Ok(t)
-                if t.kills >= 20
+                if t.kills >= MIN_KILLS
                     && t.keys_checked > 0
                     && (!mode || t.removals_checked > 0)
                     && t.damages.len() == DAMAGES.len() =>
