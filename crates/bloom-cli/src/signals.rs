@@ -1,7 +1,10 @@
 //! SIGINT, SIGTERM and SIGHUP (a closed terminal) while a snapshot file is being written: the write stops between chunks,
 //! the temporary file is removed, and the process exits with 128 + the signal. At any other
 //! moment the signals keep their default action (a blocked read of standard input still ends
-//! at Ctrl-C); a second signal during the cleanup ends the process at once.
+//! at Ctrl-C); a second signal during the cleanup ends the process at once. Recording starts
+//! before the temporary file is created and ends after it is renamed over the target, so a
+//! signal either leaves the old file and no temporary one, or (after the last chunk) lets the
+//! new file land whole.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
