@@ -143,9 +143,10 @@ pub(crate) struct Inserted {
     pub(crate) table_sensitive: bool,
 }
 
-/// The cache line of a block in `words`; `None` only for the hash of another configuration.
+/// The cache line of a block in `words` (plain or atomic); `None` only for the hash of
+/// another configuration.
 #[inline(always)]
-fn line(words: &[u64], block: Block) -> Option<&[u64; 8]> {
+fn line<W>(words: &[W], block: Block) -> Option<&[W; 8]> {
     words
         .get(block.first_word..block.first_word + 8)
         .and_then(|w| w.try_into().ok())
@@ -286,7 +287,6 @@ impl BitsRef<'_> {
     #[inline(always)]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         if let Some(block) = hasher.block_of(hash) {
-            let range = block.first_word..block.first_word + 8;
             let mut all = true;
             // One bounds check for the block; inside it, `word < 8` needs none.
             match self {
@@ -297,10 +297,7 @@ impl BitsRef<'_> {
                     block.each_bit(|word, bit| all &= test_bit(line, word, bit));
                 }
                 Self::Atomic(words) => {
-                    let Some(line) = words
-                        .get(range)
-                        .and_then(|w| <&[AtomicU64; 8]>::try_from(w).ok())
-                    else {
+                    let Some(line) = line(words, block) else {
                         return false;
                     };
                     // Acquire pairs with the Release of `fetch_or` in inserts.
@@ -469,11 +466,7 @@ impl BitsMut for &[AtomicU64] {
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         let mut changed = false;
         if let Some(block) = hasher.block_of(hash) {
-            let range = block.first_word..block.first_word + 8;
-            if let Some(line) = self
-                .get(range)
-                .and_then(|w| <&[AtomicU64; 8]>::try_from(w).ok())
-            {
+            if let Some(line) = line(self, block) {
                 block.each_bit(|word, bit| {
                     let mask = 1 << bit;
                     // Release pairs with the Acquire loads of readers and snapshots.
