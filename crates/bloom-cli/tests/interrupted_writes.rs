@@ -30,6 +30,15 @@ fn temporaries(dir: &Path) -> Vec<String> {
 /// The payload of the snapshot [`start_large_build`] writes: 512 MiB of bits.
 const NEW_PAYLOAD: u64 = 1 << 29;
 
+/// Asserts that `path` holds a whole output of `payload` bytes and its header (under 4 KiB).
+fn assert_whole(path: &Path, payload: u64, context: &str) {
+    let len = std::fs::metadata(path).unwrap().len();
+    assert!(
+        len > payload && len < payload + 4096,
+        "{context}: {len} bytes"
+    );
+}
+
 /// Starts a build of a 512 MiB filter over `target` and waits for its temporary file.
 fn start_large_build(target: &Path) -> Option<std::process::Child> {
     let child = bloom_process()
@@ -74,11 +83,10 @@ fn a_signal_during_a_write_leaves_the_old_file_and_no_debris() {
                 // The signal came after the rename: the process finished (or, once the write
                 // was over, took the signal's default action) with the complete new file in
                 // place. Restore the old file and try again.
-                let len = std::fs::metadata(&target).unwrap().len();
-                assert!(
-                    len > NEW_PAYLOAD && len < NEW_PAYLOAD + 4096,
-                    "{signal:?}: {:?}, {len} bytes: {err}",
-                    out.status
+                assert_whole(
+                    &target,
+                    NEW_PAYLOAD,
+                    &format!("{signal:?}: {:?}: {err}", out.status),
                 );
                 std::fs::write(&target, &before).unwrap();
                 continue;
@@ -218,11 +226,10 @@ fn a_signal_during_a_guava_export_or_import_leaves_no_debris() {
             if out.status.code() == Some(0) || out.status.signal().is_some() {
                 // Finished before the signal, or took the signal's default action once the
                 // write was over: the complete output is in place. Try again.
-                let len = std::fs::metadata(target).unwrap().len();
-                assert!(
-                    len > NEW_PAYLOAD / 2 && len < NEW_PAYLOAD / 2 + 4096,
-                    "{what}: {:?}, {len} bytes",
-                    out.status
+                assert_whole(
+                    target,
+                    NEW_PAYLOAD / 2,
+                    &format!("{what}: {:?}", out.status),
                 );
                 continue;
             }

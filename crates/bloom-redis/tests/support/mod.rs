@@ -29,7 +29,7 @@ fn free_port(cluster: bool) -> u16 {
         .subsec_nanos();
     let start = (std::process::id().wrapping_mul(7919) ^ nanos) % span;
     for i in 0..span {
-        let port = 20000 + u16::try_from((start + i * 7) % span).unwrap();
+        let port = 20000 + u16::try_from((start + i) % span).unwrap();
         if TcpListener::bind(("127.0.0.1", port)).is_ok()
             && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok()
         {
