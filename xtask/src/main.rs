@@ -6,11 +6,15 @@
 //! - `cargo xtask fixtures --check` fails, naming each stale file and the command to run, when
 //!   the committed fixtures differ from what this build generates, or when a frozen file
 //!   changed, or when `fixtures/guava/` is not what its manifest says. CI runs it.
+//! - `cargo xtask test [ARGS...]` is the README's test command: it installs the servers the
+//!   tests start by themselves (Debian's packages, when missing and run as root; otherwise it
+//!   says what to run), then runs `cargo test --workspace --locked --no-fail-fast [ARGS...]`.
 //! - `cargo xtask guava-fixtures` regenerates `fixtures/guava/` with real Guava (Java and
 //!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
 mod fixtures;
 mod guava;
+mod test;
 
 use std::process::ExitCode;
 
@@ -21,8 +25,11 @@ fn main() -> ExitCode {
         ["fixtures"] => fixtures::run(fixtures::Mode::Write),
         ["fixtures", "--check"] => fixtures::run(fixtures::Mode::Check),
         ["guava-fixtures"] => guava::generate(),
+        ["test", extra @ ..] => test::run(extra),
         _ => {
-            eprintln!("usage: cargo xtask fixtures [--check] | cargo xtask guava-fixtures");
+            eprintln!(
+                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask guava-fixtures"
+            );
             ExitCode::from(2)
         }
     }

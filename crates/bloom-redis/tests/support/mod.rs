@@ -109,7 +109,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed (apt-get install -y redis-server)");
+            .expect("redis-server must be installed: run the tests with `cargo xtask test`, which installs it");
         let pid = format!("process_id:{}", child.id());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -213,7 +213,9 @@ impl RedisCluster {
         create.arg("--cluster").arg("create");
         create.args(&addresses);
         create.args(["--cluster-replicas", "0", "--cluster-yes"]);
-        let out = create.output().expect("redis-cli must be installed");
+        let out = create.output().expect(
+            "redis-cli must be installed: run the tests with `cargo xtask test`, which installs it",
+        );
         assert!(
             out.status.success(),
             "redis-cli --cluster create failed: {}",

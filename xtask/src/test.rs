@@ -1,0 +1,161 @@
+//! `cargo xtask test`: the README's test command. Makes sure the servers the tests start
+//! themselves are installed (installing Debian's packages when they are missing and we run as
+//! root, or saying exactly what to run otherwise), then runs the whole suite with
+//! `--no-fail-fast`, so that one failing test binary never hides the others.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// A program the test suite starts by itself, and the Debian package that provides it.
+struct Requirement {
+    /// The program, as the tests look it up.
+    program: &'static str,
+    /// Directories searched besides `PATH` (Debian puts PostgreSQL's server programs in a
+    /// versioned directory that is not on `PATH`).
+    extra_dirs: fn() -> Vec<PathBuf>,
+    /// The Debian package to install when it is missing.
+    package: &'static str,
+    /// Which tests need it.
+    used_by: &'static str,
+}
+
+const fn no_extra_dirs() -> Vec<PathBuf> {
+    Vec::new()
+}
+
+/// Everything the suite starts on 127.0.0.1 by itself. No test is skipped when one is missing:
+/// the tests that need it fail and say so, which is why this command installs them first.
+const REQUIREMENTS: &[Requirement] = &[
+    Requirement {
+        program: "redis-server",
+        extra_dirs: no_extra_dirs,
+        package: "redis-server",
+        used_by: "bloom-redis and bloom-cli's Redis tests",
+    },
+    Requirement {
+        program: "redis-cli",
+        extra_dirs: no_extra_dirs,
+        package: "redis-tools",
+        used_by: "the Redis Cluster tests (redis-cli --cluster create)",
+    },
+];
+
+/// Whether `program` can be found on `PATH` or in `extra`.
+fn find(program: &str, extra: &[PathBuf]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(extra.iter().cloned())
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether this process runs as root (so that apt-get can install without sudo).
+fn is_root() -> bool {
+    // /proc/self/status has "Uid:\treal\teffective\t...".
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn apt_get(args: &[&str]) -> Result<(), String> {
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .map_err(|e| format!("cannot run apt-get: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`apt-get {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// Installs what is missing, or explains what to run.
+fn ensure_requirements() -> Result<(), String> {
+    let missing: Vec<&Requirement> = REQUIREMENTS
+        .iter()
+        .filter(|r| find(r.program, &(r.extra_dirs)()).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut packages: Vec<&str> = missing.iter().map(|r| r.package).collect();
+    packages.dedup();
+    for r in &missing {
+        eprintln!(
+            "missing: {} (package {}), needed by {}",
+            r.program, r.package, r.used_by
+        );
+    }
+    let can_apt = find("apt-get", &[]).is_some();
+    if !is_root() || !can_apt {
+        let why = if can_apt {
+            "this command installs them only when it runs as root"
+        } else {
+            "this machine has no apt-get"
+        };
+        return Err(format!(
+            "the test servers are missing and {why}; install them, then run `cargo xtask test` again:\n    sudo apt-get update && sudo apt-get install -y {}",
+            packages.join(" ")
+        ));
+    }
+    eprintln!("installing {} with apt-get", packages.join(" "));
+    apt_get(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    install.extend(&packages);
+    apt_get(&install)?;
+    let still: Vec<&str> = missing
+        .iter()
+        .filter(|r| find(r.program, &(r.extra_dirs)()).is_none())
+        .map(|r| r.program)
+        .collect();
+    if still.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "still missing after apt-get install: {}",
+            still.join(", ")
+        ))
+    }
+}
+
+/// Runs the suite: every test binary and the doc tests, with `extra` passed on to
+/// `cargo test` (for example `-p bloom-store` or `-- --test-threads 1`).
+pub(crate) fn run(extra: &[&str]) -> ExitCode {
+    if let Err(e) = ensure_requirements() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
+        .args(extra);
+    eprintln!(
+        "running: cargo test --workspace --locked --no-fail-fast {}",
+        extra.join(" ")
+    );
+    match command.status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("error: the test suite failed ({status})");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: cannot run cargo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
