@@ -72,6 +72,21 @@ impl StoreFilter {
         }
     }
 
+    /// Whether each already-encoded key may be in the filter, a batch at a time.
+    pub(crate) fn contains_each_encoded(&self, keys: &[EncodedKey<'_>]) -> Vec<bool> {
+        match self {
+            Self::Plain(f) => f
+                .contains_each_encoded(keys.iter().map(EncodedKey::as_bytes))
+                .collect(),
+            Self::Counting(f) => {
+                let filter = Self::read(f);
+                keys.iter()
+                    .map(|key| filter.contains_encoded(key))
+                    .collect()
+            }
+        }
+    }
+
     /// Inserts keys that are already encoded, a batch at a time.
     pub(crate) fn insert_all_encoded<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
         match self {

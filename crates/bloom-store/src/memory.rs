@@ -252,6 +252,46 @@ impl PrimaryStore for MemoryStore {
         Ok(Some(generation))
     }
 
+    /// The whole batch under one lock: other threads see all of it or none of it.
+    fn insert_all(
+        &self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<DatasetGeneration>>, MemoryStoreError> {
+        self.check()?;
+        let mut inner = self.lock();
+        let log_len = inner.log.len();
+        let mut committed = Vec::with_capacity(keys.len());
+        for key in keys {
+            if inner.generation_of.contains_key(*key) {
+                committed.push(None);
+                continue;
+            }
+            match self.append(&mut inner, ChangeKind::Inserted, key) {
+                Ok(generation) => {
+                    inner.generation_of.insert(key.to_vec(), generation.get());
+                    committed.push(Some(generation));
+                }
+                Err(e) => {
+                    // All or nothing, as a transaction: undo the batch's inserts.
+                    for entry in inner.log.split_off(log_len) {
+                        inner.generation_of.remove(&entry.key);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(committed)
+    }
+
+    fn contains_each(&self, keys: &[&[u8]]) -> Result<Vec<bool>, MemoryStoreError> {
+        self.check()?;
+        let inner = self.lock();
+        Ok(keys
+            .iter()
+            .map(|key| inner.generation_of.contains_key(*key))
+            .collect())
+    }
+
     fn remove(&self, key: &[u8]) -> Result<Option<Removal>, MemoryStoreError> {
         self.check()?;
         let mut inner = self.lock();

@@ -97,6 +97,30 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error; the key is then not committed.
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
 
+    /// Commits many keys as one batch, in order. Returns, for each key, what
+    /// [`PrimaryStore::insert`] would have: the generation it got when it was new, `None` when
+    /// it was already there (a key repeated in the batch is new once).
+    ///
+    /// Implement it with one transaction when the store has them: the batch is then
+    /// committed whole or not at all, and costs one commit. The default commits the keys one
+    /// by one, and an error then leaves the keys before the failing one committed.
+    ///
+    /// # Errors
+    /// The store's error. A store with transactions commits none of the keys then.
+    fn insert_all(&self, keys: &[&[u8]]) -> Result<Vec<Option<DatasetGeneration>>, Self::Error> {
+        keys.iter().map(|key| self.insert(key)).collect()
+    }
+
+    /// Whether each key is committed, in order: [`PrimaryStore::contains`] for many keys.
+    /// Implement it to answer from one read (one snapshot of the store) when the store can;
+    /// the default asks for each key in turn.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn contains_each(&self, keys: &[&[u8]]) -> Result<Vec<bool>, Self::Error> {
+        keys.iter().map(|key| self.contains(key)).collect()
+    }
+
     /// Removes a key. Returns the generation of the removal, and that of the insert it
     /// undoes, when the key was there; `None` when it was not (and nothing changed). The key
     /// may be inserted again later, as a new change.
@@ -161,6 +185,15 @@ macro_rules! forward_primary_store {
             }
             fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
                 (**self).insert(key)
+            }
+            fn insert_all(
+                &self,
+                keys: &[&[u8]],
+            ) -> Result<Vec<Option<DatasetGeneration>>, Self::Error> {
+                (**self).insert_all(keys)
+            }
+            fn contains_each(&self, keys: &[&[u8]]) -> Result<Vec<bool>, Self::Error> {
+                (**self).contains_each(keys)
             }
             fn remove(&self, key: &[u8]) -> Result<Option<Removal>, Self::Error> {
                 (**self).remove(key)

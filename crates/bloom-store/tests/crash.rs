@@ -13,6 +13,8 @@
 //! removal's commit and its decrement, or in a save while removals wait. With a counting
 //! filter no open may ever find the counts diverged from the store.
 //!
+//! Every third round inserts in batches (`insert_all`, one transaction each).
+//!
 //! This is a `harness = false` test: the same binary is the parent and, with `--crash-child`,
 //! the child.
 
@@ -98,22 +100,32 @@ fn child(dir: &Path, round: u32) -> ExitCode {
         filtered
     };
     let every = if eager { 25 } else { 4000 };
-    for i in 0..200_000u32 {
-        filtered
-            .insert(&format!("round-{round}-key-{i}"))
-            .expect("insert");
-        if counting() && i % 3 == 2 {
-            filtered
-                .remove(&format!("round-{round}-key-{}", i - 1))
-                .expect("remove");
-            if let Some(before) = round.checked_sub(1) {
-                filtered
-                    .remove(&format!("round-{before}-key-{i}"))
-                    .expect("remove");
-            }
+    // Every third round inserts in batches (one transaction each), so that kills land
+    // inside batch commits too.
+    let step = if round % 3 == 1 { 64 } else { 1 };
+    for first in (0..200_000u32).step_by(step) {
+        let keys: Vec<String> = (first..first + step as u32)
+            .map(|i| format!("round-{round}-key-{i}"))
+            .collect();
+        if step == 1 {
+            filtered.insert(&keys[0]).expect("insert");
+        } else {
+            filtered.insert_all(&keys).expect("insert_all");
         }
-        if i % every == every - 1 {
-            let _ = filtered.save_snapshot(&paths.snapshot);
+        for i in first..first + step as u32 {
+            if counting() && i % 3 == 2 {
+                filtered
+                    .remove(&format!("round-{round}-key-{}", i - 1))
+                    .expect("remove");
+                if let Some(before) = round.checked_sub(1) {
+                    filtered
+                        .remove(&format!("round-{before}-key-{i}"))
+                        .expect("remove");
+                }
+            }
+            if i % every == every - 1 {
+                let _ = filtered.save_snapshot(&paths.snapshot);
+            }
         }
     }
     ExitCode::SUCCESS

@@ -63,80 +63,167 @@ fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
 }
 
 #[test]
-fn an_older_bloom_store_cannot_insert_silently_into_an_upgraded_database() {
+fn edits_by_hand_fail_instead_of_breaking_the_history() {
     let h = support::Sqlite::new();
     let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
     insert_all(&w, &named("k", 0..3));
+    assert!(w.remove("k-1").unwrap());
     drop(w);
     let conn = rusqlite::Connection::open(h.db()).unwrap();
-    // What bloom-store 0.1 ran for every insert.
-    let err = conn
-        .execute(
-            "INSERT OR IGNORE INTO keys (key) VALUES (?1)",
-            [b"from-0.1".as_slice()],
-        )
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("bloom-store 0.2 or later"),
-        "{err}"
-    );
-    // Edits by hand fail too, instead of silently breaking the history.
     for sql in [
-        "UPDATE keys SET key = x'00' WHERE seq = 1",
-        "DELETE FROM keys WHERE seq = 2",
-        "INSERT INTO keys (seq, key, history) VALUES (0, x'01', zeroblob(16))",
-        "INSERT INTO keys (seq, key, history) VALUES (9, x'02', x'00')",
-        "INSERT INTO keys (seq, key, history) VALUES (9, x'02', zeroblob(16))",
+        // What bloom-store 0.1 ran for every insert: its table is gone since the upgrade.
+        "INSERT OR IGNORE INTO keys (key) VALUES (x'01')",
         "UPDATE bloom_changes SET key = x'00' WHERE seq = 1",
-        "DELETE FROM bloom_changes WHERE seq = 3",
-        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (4, 3, x'01', zeroblob(16))",
+        "UPDATE bloom_changes SET history = zeroblob(16) WHERE seq = 3",
+        // Un-removing a key, or removing one without logging it.
+        "UPDATE bloom_changes SET removed_at = NULL WHERE seq = 2",
+        "UPDATE bloom_changes SET removed_at = 4 WHERE seq = 1",
+        "DELETE FROM bloom_changes WHERE seq = 4",
+        "DELETE FROM bloom_changes",
+        // A row in the past, or a second live insert of a key in the store.
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (2, 1, x'01', zeroblob(16))",
+        "INSERT INTO bloom_changes (seq, kind, key, history) SELECT 5, 1, key, history FROM bloom_changes WHERE seq = 1",
     ] {
         assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
     }
     drop(conn);
     let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
-    assert_eq!(assert_every_committed_key_present(&w), 3);
+    assert_eq!(assert_every_committed_key_present(&w), 2);
+}
+
+/// A row appended by hand past a gap breaks the chain of generations: every scan over it
+/// fails with `Damaged`, and the filter is bypassed, never trusted with a key it lacks.
+#[test]
+fn an_append_by_hand_that_skips_generations_is_refused_by_every_scan() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    insert_all(&w, &named("k", 0..3));
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    conn.execute(
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (9, 1, CAST('by-hand' AS BLOB), zeroblob(16))",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let store = h.open();
+    assert!(matches!(
+        store.keys_since(DatasetGeneration::ZERO, &mut |_| {}),
+        Err(SqliteStoreError::Damaged { .. })
+    ));
+    assert!(matches!(
+        store.head(),
+        Err(SqliteStoreError::Damaged { .. })
+    ));
+    // The wrapper cannot open over a history it cannot read: an error, never a filter
+    // trusted with a key it lacks. The store itself still answers.
+    assert!(store.contains(b"by-hand").unwrap());
+    assert!(matches!(
+        FilteredStore::open(store, options(), Some(h.snapshot())),
+        Err(StoreError::Store(SqliteStoreError::Damaged { .. }))
+    ));
+}
+
+/// An application's own tables, `keys` among them, are left alone: the store lives beside
+/// them under `bloom_…` names.
+#[test]
+fn an_applications_own_tables_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.sqlite");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE keys (seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, owner TEXT, secret TEXT);
+         INSERT INTO keys (key, owner, secret) VALUES (x'61', 'alice', 's3cret');
+         CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT);
+         INSERT INTO orders (item) VALUES ('book');
+         PRAGMA user_version = 41;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.key_count().unwrap(),
+        0,
+        "the app's keys are not the store's"
+    );
+    store.insert(b"a").unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let secret: String = conn
+        .query_row("SELECT secret FROM keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(secret, "s3cret");
+    let orders: i64 = conn
+        .query_row("SELECT COUNT(*) FROM orders", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(orders, 1);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 41, "PRAGMA user_version is the application's");
+    let ours: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE name NOT IN ('keys', 'orders') AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!ours.is_empty());
+    assert!(
+        ours.iter().all(|name| name.starts_with("bloom_")),
+        "{ours:?}"
+    );
 }
 
 #[test]
 fn databases_this_build_must_not_touch_are_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    // Somebody else's `keys` table.
+    // A `bloom_keys` table that bloom-store did not make (its `bloom_keys` is an index).
     let foreign = dir.path().join("foreign.sqlite");
     let conn = rusqlite::Connection::open(&foreign).unwrap();
     conn.execute_batch(
-        "CREATE TABLE keys (seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, owner TEXT, secret TEXT);
-         INSERT INTO keys (key, owner, secret) VALUES (x'61', 'alice', 's3cret');",
+        "CREATE TABLE bloom_keys (seq INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, owner TEXT, secret TEXT);
+         INSERT INTO bloom_keys (key, owner, secret) VALUES (x'61', 'alice', 's3cret');",
     )
     .unwrap();
     drop(conn);
     assert!(matches!(
         SqliteStore::open(&foreign),
-        Err(SqliteStoreError::ForeignTable { .. })
+        Err(SqliteStoreError::ForeignObject {
+            name: "bloom_keys",
+            ..
+        })
     ));
     let conn = rusqlite::Connection::open(&foreign).unwrap();
     let secret: String = conn
-        .query_row("SELECT secret FROM keys", [], |r| r.get(0))
+        .query_row("SELECT secret FROM bloom_keys", [], |r| r.get(0))
         .unwrap();
     assert_eq!(secret, "s3cret");
+    let tables: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        tables, 2,
+        "nothing was created (the table and its unique index)"
+    );
     drop(conn);
 
     // A database of a newer schema.
     let h = support::Sqlite::new();
     drop(h.open());
     let conn = rusqlite::Connection::open(h.db()).unwrap();
+    let newer = SqliteStore::SCHEMA_VERSION + 1;
     conn.execute(
-        "UPDATE bloom_store_meta SET value = 3 WHERE name = 'schema'",
-        [],
+        "UPDATE bloom_store_meta SET value = ?1 WHERE name = 'schema'",
+        [newer],
     )
     .unwrap();
     drop(conn);
     assert!(matches!(
         SqliteStore::open(h.db()),
-        Err(SqliteStoreError::NewerSchema {
-            found: 3,
-            supported: 2
-        })
+        Err(SqliteStoreError::NewerSchema { found, supported })
+            if found == newer && supported == SqliteStore::SCHEMA_VERSION
     ));
 }
 

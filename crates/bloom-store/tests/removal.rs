@@ -311,6 +311,7 @@ fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
     assert!(w.mode().is_trusted());
     let present = assert_every_committed_key_present(&w);
     w.save_snapshot(h.snapshot()).unwrap();
+
     let w = Arc::try_unwrap(w).ok().unwrap();
     drop(w);
     let (w, _) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
@@ -507,10 +508,11 @@ fn a_failed_automatic_rebuild_does_not_fail_the_removal() {
     assert_eq!(assert_every_committed_key_present(&w), 1_799);
 }
 
-/// A change log edited by hand: rows that do not follow the store are refused by SQLite's
-/// triggers, and a row that gets past them (a removal of a key that is in, with a made-up
-/// digest) fails the replay's digest check, so catch-up bypasses instead of taking a count
-/// off a key that is still in the store.
+/// A change log edited by hand: rows that cannot follow the store (in the past, or a second
+/// insert of a key that is in) are refused by SQLite; a removal appended by hand undid no
+/// insert (it is not linked to one), so the replay leaves the key's count alone; and a
+/// checkpoint digest made up by hand fails the replay, so catch-up bypasses instead of
+/// replaying a history that does not follow.
 #[test]
 fn a_change_log_edited_by_hand_is_never_replayed() {
     let h = support::Sqlite::new();
@@ -522,15 +524,32 @@ fn a_change_log_edited_by_hand_is_never_replayed() {
     for sql in [
         // Not after the newest change.
         "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (5, 2, CAST('k-3' AS BLOB), zeroblob(16))",
-        // An insert of a key that is in, a removal of one that is not.
+        // An insert of a key that is in.
         "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (11, 1, CAST('k-3' AS BLOB), zeroblob(16))",
-        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (11, 2, CAST('nope' AS BLOB), zeroblob(16))",
     ] {
         assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
     }
+
+    // Removals appended by hand, up to just before the next checkpoint: not changes of the
+    // store's keys.
+    conn.execute_batch(
+        "WITH RECURSIVE n(seq) AS (SELECT 11 UNION ALL SELECT seq + 1 FROM n WHERE seq < 63)
+         INSERT INTO bloom_changes (seq, kind, key, history)
+             SELECT seq, 2, CAST('k-3' AS BLOB), randomblob(16) FROM n;",
+    )
+    .unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    assert!(
+        matches!(outcome, OpenOutcome::CaughtUp { removals: 0, .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(w.contains("k-3").unwrap(), Lookup::Present);
+    assert!(w.filter_copy().unwrap().contains("k-3"));
+    drop(w);
+
+    // The checkpoint's digest made up by hand: the replay fails.
     conn.execute(
-        "INSERT INTO bloom_changes (seq, kind, key, history)
-         SELECT MAX(seq) + 1, 2, CAST('k-3' AS BLOB), randomblob(16) FROM bloom_changes",
+        "INSERT INTO bloom_changes (seq, kind, key, history) VALUES (64, 2, CAST('k-3' AS BLOB), randomblob(16))",
         [],
     )
     .unwrap();

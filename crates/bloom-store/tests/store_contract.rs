@@ -140,15 +140,43 @@ fn identity_survives_reopening_and_backups_and_not_recreation<H: Harness>(h: &H)
     );
 }
 
+/// A batch is the same history as its keys inserted one by one: one generation per new key,
+/// none for a key already there or repeated in the batch, the same digests.
+fn a_batch_is_the_history_of_its_keys_one_by_one<H: Harness>(h: &H) {
+    let store = h.open();
+    store.insert(b"old").unwrap();
+    let g = DatasetGeneration::new;
+    let batch: [&[u8]; 5] = [b"a", b"old", b"b", b"a", b"c"];
+    assert_eq!(
+        store.insert_all(&batch).unwrap(),
+        [Some(g(2)), None, Some(g(3)), None, Some(g(4))]
+    );
+    assert_eq!(store.insert_all(&[]).unwrap(), []);
+    let id = store.identity().unwrap();
+    let mut digest = history::after_insert(history::genesis(id), g(1), b"old");
+    for (n, key) in [(2, b"a"), (3, b"b"), (4, b"c")] {
+        digest = history::after_insert(digest, g(n), key);
+    }
+    assert_eq!(store.head().unwrap().digest, digest);
+    assert_eq!(
+        store
+            .contains_each(&[b"a", b"zzz", b"old", b"c", b"a"])
+            .unwrap(),
+        [true, false, true, true, true]
+    );
+    assert_eq!(store.contains_each(&[]).unwrap(), Vec::<bool>::new());
+}
+
 on_every_store!(
+    a_batch_is_the_history_of_its_keys_one_by_one,
     generations_count_new_keys_only,
     removals_are_changes_with_their_own_generation_and_digest,
     identity_survives_reopening_and_backups_and_not_recreation,
 );
 
 /// A database written by bloom-store 0.1: `AUTOINCREMENT` with gaps left by duplicate
-/// inserts, and no identity. It is upgraded in place on first open and keeps its keys and
-/// their generations.
+/// inserts, and no identity. It is upgraded in place on first open and keeps its keys, in
+/// their order, at the generations 1, 2, 3, … (the log of schema 3 has no gaps).
 #[test]
 fn a_version_0_1_database_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,30 +195,37 @@ fn a_version_0_1_database_is_upgraded_in_place() {
     let store = SqliteStore::open(&path).unwrap();
     let id = store.identity().unwrap();
     assert_eq!(store.key_count().unwrap(), 3);
-    // The old generations (with the gap a duplicate left) are kept.
-    assert_eq!(store.generation().unwrap().get(), 4);
-    let g1 = history::after_insert(history::genesis(id), DatasetGeneration::new(1), b"a");
-    let g3 = history::after_insert(g1, DatasetGeneration::new(3), b"b");
+    assert_eq!(store.generation().unwrap().get(), 3);
+    let g = DatasetGeneration::new;
+    let g1 = history::after_insert(history::genesis(id), g(1), b"a");
+    let g2 = history::after_insert(g1, g(2), b"b");
+    assert_eq!(store.history_at(g(1)).unwrap(), Some(g1));
+    assert_eq!(store.history_at(g(2)).unwrap(), Some(g2));
+    assert_eq!(store.insert(b"d").unwrap(), Some(g(4)));
     assert_eq!(
-        store.history_at(DatasetGeneration::new(1)).unwrap(),
-        Some(g1)
-    );
-    assert_eq!(store.history_at(DatasetGeneration::new(2)).unwrap(), None);
-    assert_eq!(
-        store.history_at(DatasetGeneration::new(3)).unwrap(),
-        Some(g3)
-    );
-    assert_eq!(store.insert(b"d").unwrap(), Some(DatasetGeneration::new(5)));
-    assert_eq!(store.generation().unwrap().get(), 5);
-    assert_eq!(
-        changes(&store, 0).len(),
-        4,
+        changes(&store, 0),
+        [
+            (1, ChangeKind::Inserted, b"a".to_vec()),
+            (2, ChangeKind::Inserted, b"b".to_vec()),
+            (3, ChangeKind::Inserted, b"c".to_vec()),
+            (4, ChangeKind::Inserted, b"d".to_vec()),
+        ],
         "the old keys are the log's first changes"
     );
     drop(store);
     let again = SqliteStore::open(&path).unwrap();
     assert_eq!(again.identity().unwrap(), id, "upgraded once");
     assert_eq!(again.key_count().unwrap(), 4);
+    // The name `keys` is the application's again.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'keys'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0);
 }
 
 /// A database of schema 1 (keys table with digests, no change log, keys never removed): its
@@ -286,4 +321,102 @@ fn memory_store_rollback_forgets_the_newest_commits() {
     assert!(!store.contains(b"b").unwrap());
     store.insert(b"x").unwrap();
     assert_ne!(store.history_at(DatasetGeneration::new(2)).unwrap(), at_two);
+}
+
+/// A database written by the last release with schema 2 (a frozen file, with a snapshot
+/// bound to it) is upgraded in place: its keys move to `bloom_keys`, its identity and history
+/// are unchanged, so the snapshot saved before the upgrade is still trusted.
+#[test]
+fn a_schema_2_database_of_the_last_release_is_upgraded_in_place() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("schema-2.sqlite");
+    let snapshot = dir.path().join("schema-2.bloom");
+    std::fs::copy(fixtures.join("schema-2.sqlite"), &db).unwrap();
+    std::fs::copy(fixtures.join("schema-2.bloom"), &snapshot).unwrap();
+    let before: Vec<u8> = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT value FROM bloom_store_meta WHERE name = 'identity'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.identity().unwrap().to_bytes().as_slice(), before);
+    assert_eq!(store.generation().unwrap().get(), 52);
+    assert_eq!(store.key_count().unwrap(), 50);
+    assert!(!store.contains(b"record-7").unwrap());
+    assert!(store.contains("café".as_bytes()).unwrap());
+    // The removal is still a change of the store (linked to the insert it undid), and every
+    // digest of the chain still follows.
+    let log = changes(&store, 0);
+    assert_eq!(log.len(), 52);
+    assert_eq!(log[50], (51, ChangeKind::Removed, b"record-7".to_vec()));
+    let (w, outcome) = bloom_store::FilteredStore::open(
+        store,
+        bloom_store::FilterOptions::new(1000, 0.01),
+        Some(&snapshot),
+    )
+    .unwrap();
+    assert!(
+        matches!(outcome, bloom_store::OpenOutcome::Trusted { generation } if generation.get() == 52),
+        "{outcome:?}"
+    );
+    for i in (0..50).filter(|&i| i != 7) {
+        assert!(w.contains(&format!("record-{i}")).unwrap().is_present());
+    }
+    assert!(w.contains("cafe\u{301}").unwrap().is_present());
+    assert!(!w.contains("record-7").unwrap().is_present());
+    drop(w);
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(names.iter().all(|n| n.starts_with("bloom_")), "{names:?}");
+    assert!(names.contains(&"bloom_keys".to_owned()), "{names:?}");
+    let schema: i64 = conn
+        .query_row(
+            "SELECT value FROM bloom_store_meta WHERE name = 'schema'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(schema, SqliteStore::SCHEMA_VERSION);
+}
+
+/// A batch is one transaction: when SQLite refuses one of its keys (here a trigger the test
+/// adds), none of the batch is committed and the history is unchanged.
+#[test]
+fn a_sqlite_batch_is_committed_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batch.sqlite");
+    let store = SqliteStore::open(&path).unwrap();
+    store.insert(b"before").unwrap();
+    let head = store.head().unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_poison BEFORE INSERT ON bloom_changes WHEN NEW.key = x'706f69736f6e'
+             BEGIN SELECT RAISE(ABORT, 'poison'); END;",
+        )
+        .unwrap();
+    let batch: [&[u8]; 3] = [b"a", b"poison", b"b"];
+    assert!(matches!(
+        store.insert_all(&batch),
+        Err(bloom_store::SqliteStoreError::Sqlite(_))
+    ));
+    assert_eq!(store.head().unwrap(), head);
+    assert_eq!(store.contains_each(&batch).unwrap(), [false, false, false]);
+    assert_eq!(store.key_count().unwrap(), 1);
+    // The store goes on: the same batch without the refused key commits.
+    assert_eq!(store.insert_all(&[b"a", b"b"]).unwrap().len(), 2);
+    assert_eq!(store.generation().unwrap().get(), 3);
 }

@@ -1,5 +1,7 @@
 //! [`FilteredStore`]: the check-then-confirm protocol over a primary store.
 
+mod batch;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
@@ -505,12 +507,35 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let trusted = matches!(state.mode, Mode::Trusted);
         let mut diverged = false;
         let mut stale = 0;
+        let state = if state.active.is_counting()
+            && trusted
+            && !self.applied().applied(removal.inserted_at)
+        {
+            // The insert this removal undoes is not recorded yet: it may be one of this
+            // wrapper's, committed and about to be recorded (a removal racing the key's
+            // insert). Wait until every insert in flight has recorded its generation, then
+            // look again. The state guard is let go while waiting (an insert waiting for it
+            // behind a pending writer would wait for this removal in turn); the removal
+            // gate, still held, keeps rebuilds and saves out, so the filter stays the same.
+            drop(state);
+            drop(
+                self.insert_gate
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            self.read()
+        } else {
+            state
+        };
         if state.active.is_counting() {
             let mut applied = self.applied();
             // Only a count the filter holds is taken off: the key's insert must be in it. An
             // insert made behind the wrapper's back and not yet taken in is left alone, and so
             // is this removal (unrecorded): the next save replays both, in order. Taking it
             // off now would take a count from other keys when the key reads maybe by chance.
+            // (Left for the save, the removals of a key inserted and removed often would pile
+            // up its counts until they saturate: the wait above keeps that to keys inserted
+            // behind the wrapper's back.)
             if trusted && applied.applied(removal.inserted_at) {
                 // The filter counted the key: a refusal means the counts no longer describe
                 // the store.

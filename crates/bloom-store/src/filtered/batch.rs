@@ -1,0 +1,207 @@
+//! The many-key operations of [`FilteredStore`]: a batch of inserts is one commit of the
+//! primary store (one transaction for SQLite), a batch of lookups one probe pass over the
+//! filter and one read of the store for the "maybe"s.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+
+use bloom_core::EncodedKey;
+
+use super::FilteredStore;
+use crate::error::StoreError;
+use crate::outcome::{Lookup, Mode};
+use crate::primary::PrimaryStore;
+
+impl<S: PrimaryStore> FilteredStore<S> {
+    /// Inserts many text keys as one batch: their bits are set (in the active filter and in
+    /// a filter being rebuilt), then they are committed with one
+    /// [`PrimaryStore::insert_all`], which for `SqliteStore` is one transaction. Returns, for
+    /// each key in order, whether the store did not have it (a key repeated in the batch is
+    /// new once).
+    ///
+    /// The guarantees are those of [`FilteredStore::insert`], for every key of the batch:
+    /// bits before the commit, so a crash before or during the commit leaves false positives
+    /// only, never a committed key without its bits. The batch is held in memory while it is
+    /// encoded and committed; call it with batches of a size you would commit in one
+    /// transaction (a few thousand keys, say).
+    ///
+    /// ```
+    /// use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore};
+    ///
+    /// let (seen, _) = FilteredStore::open_and_recover(
+    ///     MemoryStore::new(), FilterOptions::new(10_000, 0.01), None)?;
+    /// assert_eq!(seen.insert_all(["a", "b", "a"])?, [true, true, false]);
+    /// let answers = seen.contains_each(["a", "z"])?;
+    /// assert!(answers[0].is_present() && !answers[1].is_present());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Store`]: with a store that has transactions (SQLite, `MemoryStore`) no
+    /// key of the batch is committed; their bits may be set, which only costs false
+    /// positives.
+    pub fn insert_all<I>(&self, keys: I) -> Result<Vec<bool>, StoreError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded: Vec<EncodedKey<'_>> = keys.iter().map(|k| self.encode(k.as_ref())).collect();
+        self.insert_batch(&encoded)
+    }
+
+    /// [`FilteredStore::insert_all`] for keys already encoded with the configured encoding
+    /// (such as keys read back from the store). No encoding is applied again.
+    ///
+    /// # Errors
+    /// As [`FilteredStore::insert_all`].
+    pub fn insert_all_encoded<I>(&self, keys: I) -> Result<Vec<bool>, StoreError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded: Vec<EncodedKey<'_>> = keys
+            .iter()
+            .map(|k| EncodedKey::from_encoded(k.as_ref()))
+            .collect();
+        self.insert_batch(&encoded)
+    }
+
+    fn insert_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<bool>, StoreError<S::Error>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        // As for one insert: the state's read guard is held through the commit, so a rebuild
+        // cannot switch to a filter that misses this batch's bits.
+        let _gate = self.options.counting.then(|| {
+            self.insert_gate
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+        });
+        let state = self.read();
+        let bytes = || keys.iter().map(EncodedKey::as_bytes);
+        state.active.insert_all_encoded(bytes());
+        if let Some(building) = &state.building {
+            building.insert_all_encoded(bytes());
+        }
+        let raw: Vec<&[u8]> = bytes().collect();
+        let committed = self.store.insert_all(&raw).map_err(StoreError::Store)?;
+        if state.active.is_counting() {
+            let mut applied = self.applied();
+            for (key, generation) in keys.iter().zip(&committed) {
+                match generation {
+                    Some(generation) => applied.record(*generation),
+                    None => {
+                        // Already in the store (or earlier in this batch), and counted when it
+                        // went in: take back this count, which was just added, so the remove
+                        // cannot be refused.
+                        let _ = state.active.remove_encoded(key);
+                        if let Some(building) = &state.building {
+                            let _ = building.remove_encoded(key);
+                        }
+                    }
+                }
+            }
+        }
+        drop(state);
+        self.counters
+            .inserts
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        // A store that answered for fewer keys than it was given reports the rest as not
+        // new: never more than it committed.
+        Ok((0..keys.len())
+            .map(|i| committed.get(i).is_some_and(Option::is_some))
+            .collect())
+    }
+
+    /// Looks up many text keys: one probe pass over the filter, then one
+    /// [`PrimaryStore::contains_each`] for the keys it could not rule out (one read
+    /// transaction for SQLite). The answers, in key order, are those of
+    /// [`FilteredStore::contains`].
+    ///
+    /// # Errors
+    /// [`StoreError::Store`] when the store is asked and fails.
+    pub fn contains_each<I>(&self, keys: I) -> Result<Vec<Lookup>, StoreError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded: Vec<EncodedKey<'_>> = keys.iter().map(|k| self.encode(k.as_ref())).collect();
+        self.lookup_batch(&encoded)
+    }
+
+    /// [`FilteredStore::contains_each`] for keys already encoded with the configured
+    /// encoding. No encoding is applied again.
+    ///
+    /// # Errors
+    /// As [`FilteredStore::contains_each`].
+    pub fn contains_each_encoded<I>(&self, keys: I) -> Result<Vec<Lookup>, StoreError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded: Vec<EncodedKey<'_>> = keys
+            .iter()
+            .map(|k| EncodedKey::from_encoded(k.as_ref()))
+            .collect();
+        self.lookup_batch(&encoded)
+    }
+
+    fn lookup_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<Lookup>, StoreError<S::Error>> {
+        let total = keys.len() as u64;
+        self.counters.queries.fetch_add(total, Ordering::Relaxed);
+        // The filter's answers, or `None` while it is bypassed.
+        let maybe: Option<Vec<bool>> = {
+            let state = self.read();
+            match state.mode {
+                Mode::Trusted => Some(state.active.contains_each_encoded(keys)),
+                Mode::Bypassed(_) => None,
+            }
+        };
+        let asked = |i: usize| maybe.as_ref().is_none_or(|m| m.get(i) != Some(&false));
+        let ask: Vec<&[u8]> = keys
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| asked(i))
+            .map(|(_, key)| key.as_bytes())
+            .collect();
+        let avoided = total - ask.len() as u64;
+        self.counters
+            .lookups_avoided
+            .fetch_add(avoided, Ordering::Relaxed);
+        self.counters
+            .store_lookups
+            .fetch_add(ask.len() as u64, Ordering::Relaxed);
+        let present = if ask.is_empty() {
+            Vec::new()
+        } else {
+            self.store.contains_each(&ask).map_err(StoreError::Store)?
+        };
+        let mut present = present.into_iter();
+        let mut false_positives = 0;
+        let answers = (0..keys.len())
+            .map(|i| {
+                if !asked(i) {
+                    return Lookup::AbsentByFilter;
+                }
+                // A store that answered for fewer keys than it was asked counts as "present"
+                // for the rest: never "absent" without an answer.
+                match (present.next().unwrap_or(true), maybe.is_some()) {
+                    (true, _) => Lookup::Present,
+                    (false, true) => {
+                        false_positives += 1;
+                        Lookup::FalsePositive
+                    }
+                    (false, false) => Lookup::AbsentBypassed,
+                }
+            })
+            .collect();
+        self.counters
+            .false_positives
+            .fetch_add(false_positives, Ordering::Relaxed);
+        Ok(answers)
+    }
+}

@@ -1,0 +1,153 @@
+//! Batched inserts and lookups through `FilteredStore`: the same answers and the same
+//! guarantees as one key at a time, with one store commit per batch.
+
+mod support;
+
+use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore, PrimaryStore, StoreError};
+use proptest::prelude::*;
+use support::{Harness, assert_every_committed_key_present, named, options};
+
+fn batches_answer_as_single_keys_do<H: Harness>(h: &H) {
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    w.insert("seen-before").unwrap();
+    let batch = ["a", "seen-before", "b", "a", "cafe\u{301}", "caf\u{e9}"];
+    // A key repeated in the batch (or in another spelling of the same NFC key) is new once.
+    assert_eq!(
+        w.insert_all(batch).unwrap(),
+        [true, false, true, false, true, false]
+    );
+    assert_eq!(w.store().generation().unwrap().get(), 4);
+    let probes = ["a", "b", "café", "seen-before", "never-1", "never-2"];
+    let batched = w.contains_each(probes).unwrap();
+    let single: Vec<Lookup> = probes.iter().map(|k| w.contains(k).unwrap()).collect();
+    assert_eq!(batched, single);
+    assert!(batched[..4].iter().all(|l| l.is_present()));
+    assert!(batched[4..].iter().all(|l| !l.is_present()));
+    let m = w.metrics();
+    assert_eq!(m.queries, 12);
+    assert_eq!(m.inserts, 7);
+    assert_eq!(m.store_lookups + m.lookups_avoided, 12);
+    assert!(w.insert_all(Vec::<String>::new()).unwrap().is_empty());
+    assert!(w.contains_each(Vec::<String>::new()).unwrap().is_empty());
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    assert!(outcome.is_trusted(), "{outcome:?}");
+    assert_eq!(assert_every_committed_key_present(&w), 4);
+}
+
+/// While the filter is bypassed every key of a batch goes to the store.
+fn a_bypassed_filter_sends_every_key_of_a_batch_to_the_store<H: Harness>(h: &H) {
+    let (w, outcome) = FilteredStore::open(h.open(), options(), None).unwrap();
+    assert!(!outcome.is_trusted());
+    assert_eq!(w.insert_all(["x", "y"]).unwrap(), [true, true]);
+    assert_eq!(
+        w.contains_each(["x", "z", "y"]).unwrap(),
+        [Lookup::Present, Lookup::AbsentBypassed, Lookup::Present]
+    );
+    assert_eq!(w.metrics().store_lookups, 3);
+    w.rebuild().unwrap();
+    assert_eq!(assert_every_committed_key_present(&w), 2);
+}
+
+/// A counting filter counts a batch's new keys once each: duplicates in the batch, or keys
+/// already in the store, take their count back.
+fn a_counting_batch_counts_each_new_key_once<H: Harness>(h: &H) {
+    let counting = options().with_counting(true);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
+    w.insert("old").unwrap();
+    assert_eq!(
+        w.insert_all(["k", "k", "old", "k"]).unwrap(),
+        [true, false, false, false]
+    );
+    assert!(w.remove("k").unwrap());
+    assert!(w.remove("old").unwrap());
+    // Counted once each, so removed once each: no count left behind.
+    let filter = w.filter_copy().unwrap();
+    assert!(!filter.contains("k") && !filter.contains("old"));
+    assert_eq!(filter.count_ones(), 0);
+    w.save_snapshot(h.snapshot()).unwrap();
+    drop(w);
+    let (w, outcome) = FilteredStore::open(h.open(), counting, Some(h.snapshot())).unwrap();
+    assert!(outcome.is_trusted(), "{outcome:?}");
+    assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
+}
+
+on_every_store!(
+    batches_answer_as_single_keys_do,
+    a_bypassed_filter_sends_every_key_of_a_batch_to_the_store,
+    a_counting_batch_counts_each_new_key_once,
+);
+
+/// A batch the store fails to commit is not committed; its bits may stay (false positives),
+/// and nothing committed is ever reported absent.
+#[test]
+fn a_failed_batch_commits_nothing_and_loses_nothing() {
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let (w, _) =
+        FilteredStore::open_and_recover(std::sync::Arc::clone(&store), options(), None).unwrap();
+    w.insert_all(named("kept", 0..100)).unwrap();
+    store.set_failing(true);
+    assert!(matches!(
+        w.insert_all(named("lost", 0..100)),
+        Err(StoreError::Store(_))
+    ));
+    assert!(matches!(
+        w.contains_each(named("kept", 0..3)),
+        Err(StoreError::Store(_))
+    ));
+    store.set_failing(false);
+    assert_eq!(store.len(), 100);
+    let lost = w.contains_each(named("lost", 0..100)).unwrap();
+    assert!(lost.iter().all(|l| *l == Lookup::FalsePositive), "{lost:?}");
+    assert_eq!(assert_every_committed_key_present(&w), 100);
+}
+
+/// A batch that runs while a rebuild scans sets its bits in the new filter too.
+#[test]
+fn a_batch_during_a_rebuild_is_in_the_rebuilt_filter() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let w = std::sync::Arc::new(w);
+    w.insert_all(named("before", 0..2000)).unwrap();
+    let writer = {
+        let w = std::sync::Arc::clone(&w);
+        std::thread::spawn(move || {
+            for round in 0..20 {
+                w.insert_all(named(&format!("during-{round}-"), 0..100))
+                    .unwrap();
+            }
+        })
+    };
+    w.rebuild().unwrap();
+    writer.join().unwrap();
+    assert_eq!(assert_every_committed_key_present(&w), 4000);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Never a false negative: whatever the batches (repeats, keys already present, empty
+    /// batches, NFD spellings), every key inserted in any of them is reported present, and
+    /// batched lookups answer as single ones.
+    #[test]
+    fn batches_never_lose_a_key(
+        batches in proptest::collection::vec(
+            proptest::collection::vec("[a-c\u{e9}]{0,3}|e\u{301}", 0..20), 0..8),
+        counting in any::<bool>(),
+    ) {
+        let options = FilterOptions::new(1000, 0.05).with_counting(counting);
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options, None).unwrap();
+        let mut all = Vec::new();
+        for batch in &batches {
+            w.insert_all(batch).unwrap();
+            all.extend(batch.iter().cloned());
+        }
+        let answers = w.contains_each(&all).unwrap();
+        prop_assert!(answers.iter().all(|l| l.is_present()));
+        for key in &all {
+            prop_assert_eq!(w.contains(key).unwrap(), Lookup::Present);
+        }
+        prop_assert_eq!(assert_every_committed_key_present(&w), w.store().len());
+    }
+}
