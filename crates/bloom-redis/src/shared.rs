@@ -36,6 +36,26 @@ pub enum SharedOpen {
     Bypassed(String),
 }
 
+/// `the shared filter is trusted ...`, or why it is bypassed.
+impl std::fmt::Display for SharedOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Trusted {
+                from,
+                to,
+                caught_up,
+            } => write!(
+                f,
+                "the shared filter is trusted at generation {to} ({caught_up} keys taken in since generation {from})"
+            ),
+            Self::Bypassed(why) => write!(
+                f,
+                "the shared filter cannot be trusted ({why}); every lookup asks the store until it can"
+            ),
+        }
+    }
+}
+
 /// Why an operation of a [`SharedFilteredStore`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -527,4 +547,24 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 enum CatchUp<E> {
     Store(E),
     Filter(RedisFilterError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_outcomes_read_as_sentences() {
+        let trusted = SharedOpen::Trusted {
+            from: DatasetGeneration::new(5),
+            to: DatasetGeneration::new(9),
+            caught_up: 4,
+        };
+        assert_eq!(
+            trusted.to_string(),
+            "the shared filter is trusted at generation 9 (4 keys taken in since generation 5)"
+        );
+        let bypassed = SharedOpen::Bypassed("the filter was lost".into());
+        assert!(bypassed.to_string().contains("(the filter was lost)"));
+    }
 }
