@@ -101,11 +101,23 @@
 //!
 //! **The key encoding** is recorded in the store at its first open; opening it with another
 //! encoding is refused ([`OptionsError::EncodingMismatch`]), since its keys could not be
-//! compared. SQLite databases also guard their tables: the change log is append-only, a key
-//! gets in or out of the keys table only with its change logged, and an edit by hand (or an
-//! insert by an older bloom-store) fails instead of breaking the history that snapshots are
-//! checked against. A database of a newer schema is refused untouched; one of schema 1
-//! (before removals) is upgraded in place on its first open with write access.
+//! compared. SQLite databases also guard their change log: a row is never edited or deleted
+//! (a removal only marks the insert it undoes), so an edit by hand fails instead of breaking
+//! the history that snapshots are checked against; a row appended by hand is a write behind
+//! the wrapper's back, and one that skips generations makes the store refuse to read its
+//! history. A database of a newer schema is refused untouched; one of an earlier schema is
+//! upgraded in place on its first open with write access (see `docs/sqlite-schema.md`).
+//!
+//! **Your own database.** `SqliteStore` lives beside an application's tables (everything it
+//! makes is named `bloom_…`) and takes a connection the application opened
+//! (`SqliteStore::from_connection`). To keep the truth in a table of your own instead,
+//! implement [`PrimaryStore`] over it: the `own_table` example does it for a `users` table,
+//! with the identity and the history digests kept in two small tables beside it, and
+//! [`FilteredStore::insert_with`] for the application's own inserts.
+//!
+//! **Batches.** [`FilteredStore::insert_all`] and [`FilteredStore::contains_each`] take many
+//! keys at once: one probe pass over the filter, and one store commit (one SQLite
+//! transaction) or one store read for the batch, with the guarantees of single keys.
 //!
 //! **Disk and memory.** A snapshot is as large as the filter (about 1.2 bytes per key at 1%);
 //! saving it streams the bits to a temporary file next to it (no copy in memory), and a
@@ -128,6 +140,7 @@ mod memory;
 mod options;
 mod outcome;
 mod primary;
+mod report;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

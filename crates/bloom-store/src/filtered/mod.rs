@@ -417,6 +417,38 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// # Errors
     /// [`StoreError::Store`], as for `insert`.
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
+        self.insert_encoded_with(key, |store, key| store.insert(key))
+    }
+
+    /// Inserts a text key with a commit of the application's own: sets the key's bits as
+    /// [`FilteredStore::insert`] does, then calls `commit` with the store and the encoded
+    /// key, which writes the record (with whatever else the application keeps in it) and
+    /// returns what [`PrimaryStore::insert`] would: the generation of the change, or `None`
+    /// when the key was already there. Returns whether the store did not have it.
+    ///
+    /// This is how a record with more than its key goes in (a user with a name, say) while
+    /// the filter stays in step: a write to the store that does not pass through the
+    /// wrapper is not in the filter until the next save or rebuild takes it in. `commit` must
+    /// record the change in the store's history as `PrimaryStore::insert` does.
+    ///
+    /// # Errors
+    /// [`StoreError::Store`] with `commit`'s error: the record is then not committed (its
+    /// bits may be set, which only costs a false positive).
+    pub fn insert_with<F>(&self, key: &str, commit: F) -> Result<bool, StoreError<S::Error>>
+    where
+        F: FnOnce(&S, &[u8]) -> Result<Option<DatasetGeneration>, S::Error>,
+    {
+        self.insert_encoded_with(&self.encode(key), commit)
+    }
+
+    fn insert_encoded_with<F>(
+        &self,
+        key: &EncodedKey<'_>,
+        commit: F,
+    ) -> Result<bool, StoreError<S::Error>>
+    where
+        F: FnOnce(&S, &[u8]) -> Result<Option<DatasetGeneration>, S::Error>,
+    {
         // The read guard is held through the commit: a rebuild installs its new filter and
         // switches over under the write lock, so no insert can set bits only in a filter that
         // is about to be dropped while its commit lands after the rebuild's scan.
@@ -430,10 +462,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         if let Some(building) = &state.building {
             building.insert_encoded(key);
         }
-        let committed = self
-            .store
-            .insert(key.as_bytes())
-            .map_err(StoreError::Store)?;
+        let committed = commit(&self.store, key.as_bytes()).map_err(StoreError::Store)?;
         if state.active.is_counting() {
             match committed {
                 Some(generation) => self.applied().record(generation),
