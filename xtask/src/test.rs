@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the README's test command. Makes sure the servers the tests start
 //! themselves are installed (installing Debian's packages when they are missing and we run as
-//! root, or saying exactly what to run otherwise), then runs the whole suite with
+//! root or have password-less sudo, or saying exactly what to run otherwise), then runs the
+//! whole suite with
 //! `--no-fail-fast`, so that one failing test binary never hides the others.
 
 use std::path::{Path, PathBuf};
@@ -69,8 +70,24 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn apt_get(args: &[&str]) -> Result<(), String> {
-    let status = Command::new("apt-get")
+/// Whether `sudo` runs commands without asking for a password (as on CI machines).
+fn can_sudo() -> bool {
+    find("sudo", &[]).is_some()
+        && Command::new("sudo")
+            .args(["-n", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+fn apt_get(sudo: bool, args: &[&str]) -> Result<(), String> {
+    let mut command = if sudo {
+        let mut c = Command::new("sudo");
+        c.args(["-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
+        c
+    } else {
+        Command::new("apt-get")
+    };
+    let status = command
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
@@ -100,9 +117,10 @@ fn ensure_requirements() -> Result<(), String> {
         );
     }
     let can_apt = find("apt-get", &[]).is_some();
-    if !is_root() || !can_apt {
+    let sudo = !is_root() && can_sudo();
+    if !(is_root() || sudo) || !can_apt {
         let why = if can_apt {
-            "this command installs them only when it runs as root"
+            "this command installs them only as root (or with sudo that needs no password)"
         } else {
             "this machine has no apt-get"
         };
@@ -112,10 +130,10 @@ fn ensure_requirements() -> Result<(), String> {
         ));
     }
     eprintln!("installing {} with apt-get", packages.join(" "));
-    apt_get(&["update", "-qq"])?;
+    apt_get(sudo, &["update", "-qq"])?;
     let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
     install.extend(&packages);
-    apt_get(&install)?;
+    apt_get(sudo, &install)?;
     let still: Vec<&str> = missing
         .iter()
         .filter(|r| find(r.program, &(r.extra_dirs)()).is_none())

@@ -255,7 +255,7 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
             .arg(&out));
         assert_eq!(code, 1, "{what}: {err}");
         assert!(err.contains(message), "{what}: {err}");
-        assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+        assert!(started.elapsed() < Duration::from_secs(60), "{what}");
         assert!(!out.exists(), "{what}");
     }
     // 2^31 - 1 words under a raised limit: still only what the input holds is read.

@@ -112,7 +112,7 @@ fn endless_keys_are_refused_by_line_quickly() {
     let err = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{err}");
     assert!(err.contains("standard input line 1"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(start.elapsed() < Duration::from_secs(60));
     // The limit is a flag.
     let keys = dir.path().join("long.txt");
     std::fs::write(&keys, format!("short\n{}\n", "x".repeat(100_000))).unwrap();
@@ -153,7 +153,7 @@ fn import_reads_no_more_than_the_raw_layout_needs() {
         err.contains("exactly 128 bytes") && err.contains("longer"),
         "{err}"
     );
-    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(start.elapsed() < Duration::from_secs(60));
     assert!(!out.exists());
 }
 
@@ -177,7 +177,7 @@ fn snapshots_that_are_not_regular_files_are_refused_without_blocking() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(120);
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;

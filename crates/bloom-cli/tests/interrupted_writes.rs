@@ -39,7 +39,38 @@ fn assert_whole(path: &Path, payload: u64, context: &str) {
     );
 }
 
-/// Starts a build of a 512 MiB filter over `target` and waits for its temporary file.
+/// Waits for `child` to create its temporary file in `dir`, then stops it (SIGSTOP) in the
+/// middle of the write: the file is still there after the stop, so the write is not over,
+/// however slow or busy the machine. Returns `None` when the child finished first. The
+/// caller sends its signal, then [`resume`]s the child.
+fn stop_mid_write(mut child: std::process::Child, dir: &Path) -> Option<std::process::Child> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if !temporaries(dir).is_empty() {
+            send(&child, Signal::STOP);
+            if !temporaries(dir).is_empty() {
+                return Some(child);
+            }
+            // Renamed between the look and the stop: the write is over.
+            send(&child, Signal::CONT);
+            child.wait().unwrap();
+            return None;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        assert!(Instant::now() < deadline, "no temporary file appeared");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Lets a child stopped by [`stop_mid_write`] run again (and take the signal sent while it
+/// was stopped).
+fn resume(child: &std::process::Child) {
+    send(child, Signal::CONT);
+}
+
+/// Starts a build of a 512 MiB filter over `target` and stops it in the middle of writing.
 fn start_large_build(target: &Path) -> Option<std::process::Child> {
     let child = bloom_process()
         .args(["build", "--bits", "4294967296", "--hashes", "1", "-o"])
@@ -48,20 +79,7 @@ fn start_large_build(target: &Path) -> Option<std::process::Child> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let dir = target.parent().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut child = child;
-    while Instant::now() < deadline {
-        if !temporaries(dir).is_empty() {
-            return Some(child);
-        }
-        if child.try_wait().unwrap().is_some() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    child.kill().unwrap();
-    panic!("no temporary file appeared");
+    stop_mid_write(child, target.parent().unwrap())
 }
 
 #[test]
@@ -74,9 +92,14 @@ fn a_signal_during_a_write_leaves_the_old_file_and_no_debris() {
         let mut interrupted = false;
         for _attempt in 0..5 {
             let Some(child) = start_large_build(&target) else {
-                continue; // finished before we saw it: try again
+                // Finished before it could be stopped: the new file is whole. Put the old
+                // one back and try again.
+                assert_whole(&target, NEW_PAYLOAD, &format!("{signal:?}"));
+                std::fs::write(&target, &before).unwrap();
+                continue;
             };
             send(&child, signal);
+            resume(&child);
             let out = child.wait_with_output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             if out.status.code() == Some(0) || out.status.signal().is_some() {
@@ -200,28 +223,19 @@ fn a_signal_during_a_guava_export_or_import_leaves_no_debris() {
         }
         let mut interrupted = false;
         for _attempt in 0..5 {
-            let mut child = common::bloom_process()
+            let child = common::bloom_process()
                 .args(&args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let mut exited = false;
-            while temporaries(&out_dir).is_empty() {
-                if child.try_wait().unwrap().is_some() {
-                    exited = true;
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: no temporary file appeared"
-                );
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            if !exited {
-                send(&child, Signal::TERM);
-            }
+            let Some(child) = stop_mid_write(child, &out_dir) else {
+                // Finished first: the complete output is in place. Try again.
+                assert_whole(target, NEW_PAYLOAD / 2, what);
+                continue;
+            };
+            send(&child, Signal::TERM);
+            resume(&child);
             let out = child.wait_with_output().unwrap();
             if out.status.code() == Some(0) || out.status.signal().is_some() {
                 // Finished before the signal, or took the signal's default action once the

@@ -23,7 +23,7 @@ fn open(
 ) -> (SharedFilteredStore<SqliteStore>, SharedOpen) {
     let (wrapper, outcome) = SharedFilteredStore::open(
         SqliteStore::open(db).unwrap(),
-        server.target().with_timeout(Duration::from_millis(500)),
+        server.target(),
         "records",
         KeyEncoding::Nfc,
     )

@@ -28,14 +28,30 @@ fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
         FilteredStore::open_and_recover(store, FilterOptions::new(2_000, 0.01), None).unwrap();
     let wrapper = Arc::new(wrapper);
     let done = Arc::new(AtomicBool::new(false));
+    // Events instead of sleeps: the rebuild starts once the writers are well under way, and
+    // the snapshotter checks at least one snapshot however slow the machine.
+    let inserted = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let rebuilt = Arc::new(AtomicBool::new(false));
 
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let wrapper = Arc::clone(&wrapper);
+            let inserted = Arc::clone(&inserted);
+            let rebuilt = Arc::clone(&rebuilt);
             thread::spawn(move || {
                 for i in 0..PER_WRITER {
+                    if i == PER_WRITER * 9 / 10 {
+                        // The last tenth goes in after the rebuild, whatever the timing.
+                        let deadline =
+                            std::time::Instant::now() + std::time::Duration::from_secs(300);
+                        while !rebuilt.load(Ordering::SeqCst) {
+                            assert!(std::time::Instant::now() < deadline, "no rebuild");
+                            thread::yield_now();
+                        }
+                    }
                     let key = format!("w{w}-k{i}");
                     assert!(wrapper.insert(&key).unwrap());
+                    inserted.fetch_add(1, Ordering::SeqCst);
                     // Read-your-writes: found right after the insert returned.
                     assert_eq!(wrapper.contains(&key).unwrap(), Lookup::Present, "{key}");
                     if i % 97 == 0 {
@@ -54,7 +70,8 @@ fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
         let db = db.clone();
         thread::spawn(move || {
             let mut checked = 0;
-            while !done.load(Ordering::SeqCst) {
+            // Until the writers are done, and at least once.
+            while checked == 0 || !done.load(Ordering::SeqCst) {
                 if wrapper.save_snapshot(&snapshot).is_ok() {
                     // Reopen from that snapshot on a second connection: it must cover every
                     // key the database holds, after catch-up.
@@ -84,15 +101,19 @@ fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
                     }
                     checked += 1;
                 }
-                thread::sleep(std::time::Duration::from_millis(20));
+                thread::yield_now();
             }
             checked
         })
     };
 
-    // A growth rebuild in the middle of the inserts.
-    thread::sleep(std::time::Duration::from_millis(150));
+    // A growth rebuild in the middle of the inserts: once a fifth of them are in (the filter
+    // is planned for 2,000 keys, so it has to grow), with the last tenth after it.
+    while inserted.load(Ordering::SeqCst) < WRITERS * PER_WRITER / 5 {
+        thread::yield_now();
+    }
     wrapper.rebuild().unwrap();
+    rebuilt.store(true, Ordering::SeqCst);
 
     for w in writers {
         w.join().unwrap();

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bloom_core::EncodedKey;
@@ -37,8 +38,10 @@ const MIN_KILLS: u32 = 3 * DAMAGES.len() as u32;
 /// After [`MIN_KILLS`], rounds go on until [`MAX_KILLS`] or this much time.
 const TIME_BUDGET: Duration = Duration::from_secs(8);
 /// The whole run is stopped as a failure if it takes longer: an open that blocks on a named
-/// pipe must fail the test, not hang CI.
-const WATCHDOG: Duration = Duration::from_secs(180);
+/// pipe must fail the test, not hang CI. (A run takes about 20 s on an idle machine.)
+const WATCHDOG: Duration = Duration::from_secs(600);
+/// A child that prints nothing for this long has stalled.
+const CHILD_STALL: Duration = Duration::from_secs(120);
 
 /// Whether this process runs the counting round (set once, before anything else).
 static COUNTING: AtomicBool = AtomicBool::new(false);
@@ -99,6 +102,13 @@ fn child(dir: &Path, round: u32) -> ExitCode {
         }
         filtered
     };
+    // The parent kills on events, not on a clock: it reads these lines.
+    let progress = |line: &str| {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    };
+    progress("recovered");
     let every = if eager { 25 } else { 4000 };
     // Every third round inserts in batches (one transaction each), so that kills land
     // inside batch commits too.
@@ -111,6 +121,9 @@ fn child(dir: &Path, round: u32) -> ExitCode {
             filtered.insert(&keys[0]).expect("insert");
         } else {
             filtered.insert_all(&keys).expect("insert_all");
+        }
+        if first % 64 < step as u32 {
+            progress("progress");
         }
         for i in first..first + step as u32 {
             if counting() && i % 3 == 2 {
@@ -351,6 +364,37 @@ fn damage(
     Ok(())
 }
 
+/// The child's standard output, line by line, read by a thread of its own.
+fn child_lines(child: &mut std::process::Child) -> Result<mpsc::Receiver<String>, String> {
+    use std::io::BufRead as _;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("the child has no standard output")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// Waits for the child to print `wanted` (a deadline only bounds a hang: a child that
+/// exits or stalls fails the test).
+fn wait_for_line(lines: &mpsc::Receiver<String>, wanted: &str) -> Result<(), String> {
+    loop {
+        match lines.recv_timeout(CHILD_STALL) {
+            Ok(line) if line == wanted => return Ok(()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("the child never printed {wanted:?}: {e}")),
+        }
+    }
+}
+
 fn parent() -> Result<Tally, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let paths = Paths::new(dir.path());
@@ -390,11 +434,23 @@ fn parent() -> Result<Tally, String> {
             .arg(dir.path())
             .arg(tally.kills.to_string())
             .arg(if counting() { "counting" } else { "plain" })
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| e.to_string())?;
-        std::thread::sleep(Duration::from_millis(5 + rng.next() % 60));
+        let lines = child_lines(&mut child)?;
+        // Every fourth round is killed as soon as it started, somewhere in its recovery
+        // (where it lands does not matter). The others are killed after a seeded number of
+        // progress lines (each 64 keys inserted), which lands the kill in the middle of
+        // inserts, removals and saves whatever the machine's speed.
+        if tally.kills % 4 == 3 {
+            std::thread::yield_now();
+        } else {
+            wait_for_line(&lines, "recovered")?;
+            for _ in 0..(rng.next() % 12) {
+                wait_for_line(&lines, "progress")?;
+            }
+        }
         // On Unix, `kill` sends SIGKILL: no destructor, no flush, no cleanup runs.
         child.kill().map_err(|e| e.to_string())?;
         child.wait().map_err(|e| e.to_string())?;

@@ -284,7 +284,7 @@ fn a_scan_does_not_hold_up_inserts() {
                     let found = other.contains(b"during-the-scan").unwrap();
                     let _ = tx.send((inserted, found));
                 });
-                let done = rx.recv_timeout(Duration::from_secs(30));
+                let done = rx.recv_timeout(Duration::from_secs(120));
                 assert_eq!(done, Ok((true, true)), "the insert waited for the scan");
             }
         })

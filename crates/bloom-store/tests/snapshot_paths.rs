@@ -30,7 +30,7 @@ fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(Duration::from_secs(20))
+    rx.recv_timeout(Duration::from_secs(120))
         .expect("blocked on the snapshot path")
 }
 
