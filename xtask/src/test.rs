@@ -150,21 +150,28 @@ fn ensure_requirements() -> Result<(), String> {
 }
 
 /// Runs the suite: every test binary and the doc tests, with `extra` passed on to
-/// `cargo test` (for example `-p bloom-store` or `-- --test-threads 1`).
+/// `cargo test` (for example `-p bloom-store`, which then replaces `--workspace`, or
+/// `-- --test-threads 1`).
 pub(crate) fn run(extra: &[&str]) -> ExitCode {
     if let Err(e) = ensure_requirements() {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // `--workspace` would override a package chosen in `extra`.
+    let chosen = extra
+        .iter()
+        .take_while(|a| **a != "--")
+        .any(|a| a.starts_with("-p") || a.starts_with("--package"));
+    let mut args = vec!["test"];
+    if !chosen {
+        args.push("--workspace");
+    }
+    args.extend(["--locked", "--no-fail-fast"]);
+    args.extend(extra);
     let mut command = Command::new(cargo);
-    command
-        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
-        .args(extra);
-    eprintln!(
-        "running: cargo test --workspace --locked --no-fail-fast {}",
-        extra.join(" ")
-    );
+    command.args(&args);
+    eprintln!("running: cargo {}", args.join(" "));
     match command.status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => {

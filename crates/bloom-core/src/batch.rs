@@ -383,6 +383,24 @@ pub(crate) trait BitsMut {
         !self.bits().contains(hasher, hash) && self.set(hasher, hash)
     }
 
+    /// Sets every key's bits without probing them first (keys that are new gain nothing from
+    /// a probe); returns how many keys changed a bit.
+    fn set_each<F: KeyForm<K>, K>(
+        &mut self,
+        hashing: KeyHashing<'_>,
+        keys: impl Iterator<Item = K>,
+    ) -> Inserted {
+        let mut inserted = Inserted::default();
+        for key in keys {
+            let (hash, sensitive) = hashing.prepare::<F, K>(&key);
+            inserted.table_sensitive |= sensitive;
+            if self.set(hashing.hasher, hash) {
+                inserted.changed += 1;
+            }
+        }
+        inserted
+    }
+
     /// Inserts every key, a batch at a time; returns how many keys changed a bit, exactly as
     /// many as single inserts in the same order would have.
     fn insert_each<F: KeyForm<K>, K>(

@@ -49,6 +49,16 @@ pub enum KeyError {
         /// The encoding that refused the key.
         encoding: KeyEncoding,
     },
+    /// Bytes given as an already-encoded key are not what the encoding makes of them (not
+    /// normalized, not lowercased, not trimmed, or not UTF-8): committed as they are, they
+    /// would never match the same key given as text.
+    #[error(
+        "the key bytes are not in the {encoding} encoding: give the key as text (or as raw bytes to encode), or encode it first"
+    )]
+    NotEncoded {
+        /// The encoding the bytes should be in.
+        encoding: KeyEncoding,
+    },
 }
 
 /// The error of parsing an encoding or rule name.
@@ -270,6 +280,33 @@ impl KeyEncoding {
     }
 }
 
+impl KeyEncoding {
+    /// Checks that `key` is already in this encoding: what [`KeyEncoding::encode_bytes`]
+    /// makes of it is `key` itself. Keys read back from a store pass; bytes from elsewhere
+    /// may not.
+    ///
+    /// # Errors
+    /// [`KeyError::NotEncoded`], or [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a
+    /// text encoding.
+    pub fn check_encoded(self, key: &[u8]) -> Result<(), KeyError> {
+        let not = KeyError::NotEncoded { encoding: self };
+        if self == Self::Utf16Le {
+            // The encoded form is UTF-16 code units: whole ones, with paired surrogates.
+            let (units, rest) = key.as_chunks::<2>();
+            let valid = rest.is_empty()
+                && char::decode_utf16(units.iter().map(|u| u16::from_le_bytes(*u)))
+                    .all(|c| c.is_ok());
+            return if valid { Ok(()) } else { Err(not) };
+        }
+        let encoded = self.encode_bytes(key).map_err(|_| not.clone())?;
+        if encoded.as_bytes() == key {
+            Ok(())
+        } else {
+            Err(not)
+        }
+    }
+}
+
 /// Whether `bytes` are all ASCII: a word at a time, with no alignment prologue (keys are
 /// short, and `[u8]::is_ascii` spends more on aligning than on testing them).
 #[inline(always)]
@@ -373,6 +410,37 @@ mod tests {
 
     const NFC_E: &str = "caf\u{e9}";
     const NFD_E: &str = "cafe\u{301}";
+
+    #[test]
+    fn only_bytes_the_encoding_makes_pass_as_encoded() {
+        let not = |encoding| Err(KeyError::NotEncoded { encoding });
+        assert_eq!(KeyEncoding::Nfc.check_encoded(NFC_E.as_bytes()), Ok(()));
+        assert_eq!(
+            KeyEncoding::Nfc.check_encoded(NFD_E.as_bytes()),
+            not(KeyEncoding::Nfc)
+        );
+        assert_eq!(
+            KeyEncoding::Nfc.check_encoded(b"\xff"),
+            not(KeyEncoding::Nfc)
+        );
+        assert_eq!(
+            KeyEncoding::NfcTrimLowercase.check_encoded(b" Abc"),
+            not(KeyEncoding::NfcTrimLowercase)
+        );
+        assert_eq!(KeyEncoding::NfcTrimLowercase.check_encoded(b"abc"), Ok(()));
+        assert_eq!(KeyEncoding::Bytes.check_encoded(b"\xff\x00"), Ok(()));
+        assert_eq!(KeyEncoding::Utf8.check_encoded(NFD_E.as_bytes()), Ok(()));
+        let utf16 = KeyEncoding::Utf16Le.encode_str("z\u{1F600}");
+        assert_eq!(KeyEncoding::Utf16Le.check_encoded(utf16.as_bytes()), Ok(()));
+        assert_eq!(
+            KeyEncoding::Utf16Le.check_encoded(b"abc"),
+            not(KeyEncoding::Utf16Le)
+        );
+        assert_eq!(
+            KeyEncoding::Utf16Le.check_encoded(&[0x00, 0xd8]),
+            not(KeyEncoding::Utf16Le)
+        );
+    }
 
     #[test]
     fn ids_are_pinned() {

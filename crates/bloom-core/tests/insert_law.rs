@@ -239,11 +239,17 @@ proptest! {
             .map(|k| encoded.contains_encoded(&EncodedKey::from_encoded(k)))
             .collect();
         prop_assert_eq!(encoded.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one.clone());
-        let atomic = AtomicBloomFilter::new(config).unwrap();
+        let atomic = AtomicBloomFilter::new(config.clone()).unwrap();
         atomic.insert_all_encoded(&inserted_bytes);
         let copy = atomic.to_filter().unwrap();
         prop_assert_eq!(copy.as_words(), text.as_words());
         prop_assert_eq!(atomic.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one);
+        // Setting without a probe first: the same bits, the same count of keys that changed one.
+        let set = AtomicBloomFilter::new(config).unwrap();
+        prop_assert_eq!(set.set_all_encoded(&inserted_bytes), changed);
+        let set_copy = set.to_filter().unwrap();
+        prop_assert_eq!(set_copy.as_words(), text.as_words());
+        prop_assert_eq!(set.items_inserted(), changed);
     }
 }
 

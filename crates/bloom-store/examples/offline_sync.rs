@@ -243,8 +243,30 @@ fn print_glossary() {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let records: u64 = std::env::args().nth(1).map_or(Ok(50_000), |a| a.parse())?;
+/// Prints the error and its causes in words, as a program for people should.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut source = e.source();
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let records: u64 = match std::env::args().nth(1) {
+        None => 50_000,
+        Some(arg) => match arg.parse() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("RECORDS must be a positive number, not {arg:?}").into()),
+        },
+    };
     let dir = std::env::temp_dir().join(format!("bloom-offline-sync-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("records.sqlite");

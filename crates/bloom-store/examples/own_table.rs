@@ -11,8 +11,10 @@
 //!   before it. Both are written in the transaction that changes `users`, into an append-only
 //!   log `users_history(seq, kind, email, digest)`. The log answers `head`, `history_at`,
 //!   `keys_since` and `changes_since`; `users` answers `contains`.
-//! - **Keys in the filter's encoding**: the filter encodes keys with NFC, so the email is
-//!   stored in NFC form (the key bytes the wrapper passes in are already encoded).
+//! - **Keys as the table has them**: the filter uses the `utf8` key encoding (the text's
+//!   bytes, no normalization), so a key is exactly the `email` the table holds, rows from
+//!   before the filter included. An application that normalizes its emails does it before
+//!   it calls the store, as it does before its own queries.
 //!
 //! The application's own inserts (a user with a name) go through
 //! `FilteredStore::insert_with`, which sets the key's bits before calling them. Writes of
@@ -25,6 +27,7 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use bloom_core::KeyEncoding;
 use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, Removal};
 use bloom_store::{
     DatasetGeneration, FilterOptions, FilteredStore, HistoryDigest, Lookup, OpenOutcome,
@@ -50,6 +53,7 @@ CREATE TABLE IF NOT EXISTS users_history (
     email TEXT NOT NULL,
     digest BLOB NOT NULL CHECK (length(digest) = 16)
 );
+CREATE INDEX IF NOT EXISTS users_history_by_email ON users_history (email, seq);
 ";
 
 /// An error of [`UsersStore`].
@@ -61,6 +65,8 @@ enum UsersError {
     Identity(#[from] history::IdentityError),
     #[error("the users history is damaged: {0}")]
     Damaged(String),
+    #[error("an email must be UTF-8 text")]
+    NotText,
 }
 
 /// `users` and its history, behind one connection.
@@ -76,7 +82,7 @@ fn digest_from(bytes: &[u8]) -> Result<HistoryDigest, UsersError> {
 }
 
 fn email(key: &[u8]) -> Result<&str, UsersError> {
-    std::str::from_utf8(key).map_err(|_| UsersError::Damaged("an email that is not UTF-8".into()))
+    std::str::from_utf8(key).map_err(|_| UsersError::NotText)
 }
 
 impl UsersStore {
@@ -328,7 +334,28 @@ impl PrimaryStore for UsersStore {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// The filter's options: keys are the table's emails as they are (`utf8`).
+fn users_options() -> FilterOptions {
+    FilterOptions::new(10_000, 0.01).with_encoding(KeyEncoding::Utf8)
+}
+
+/// Prints the error and its causes in words, as a program for people should.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut source = e.source();
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("app.sqlite");
     let snapshot = dir.path().join("users.bloom");
@@ -341,11 +368,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     drop(conn);
 
-    let (users, outcome) = FilteredStore::open_and_recover(
-        UsersStore::open(&db)?,
-        FilterOptions::new(10_000, 0.01),
-        Some(&snapshot),
-    )?;
+    let (users, outcome) =
+        FilteredStore::open_and_recover(UsersStore::open(&db)?, users_options(), Some(&snapshot))?;
     println!("open: {outcome}");
     // The application's own insert (a name besides the key), with the filter in step.
     users.insert_with("grace@example.com", |store, email| {
@@ -358,11 +382,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     users.save_snapshot(&snapshot)?;
     drop(users);
 
-    let (users, outcome) = FilteredStore::open(
-        UsersStore::open(&db)?,
-        FilterOptions::new(10_000, 0.01),
-        Some(&snapshot),
-    )?;
+    let (users, outcome) =
+        FilteredStore::open(UsersStore::open(&db)?, users_options(), Some(&snapshot))?;
     println!("reopen: {outcome}");
     assert!(matches!(outcome, OpenOutcome::Trusted { .. }));
     assert_eq!(users.contains("grace@example.com")?, Lookup::Present);
@@ -374,7 +395,7 @@ mod tests {
     use super::*;
 
     fn options() -> FilterOptions {
-        FilterOptions::new(1_000, 0.01)
+        users_options()
     }
 
     /// Users from before the filter, users the app adds itself, users the wrapper adds: all
@@ -429,6 +450,36 @@ mod tests {
             assert_eq!(users.contains(email).unwrap(), Lookup::Present, "{email}");
         }
         assert!(!users.contains("b@example.com").unwrap().is_present());
+    }
+
+    /// Rows from before the filter in any spelling (an NFD email, as macOS types it) are keys
+    /// as they are: present, and never inserted twice.
+    #[test]
+    fn rows_from_before_the_filter_are_found_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("app.sqlite");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(APP_SCHEMA).unwrap();
+        conn.execute(
+            "INSERT INTO users VALUES ('zoe\u{301}@example.com', 'Zoe')",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let (users, _) =
+            FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options(), None)
+                .unwrap();
+        assert_eq!(
+            users.contains("zoe\u{301}@example.com").unwrap(),
+            Lookup::Present
+        );
+        assert!(!users.insert("zoe\u{301}@example.com").unwrap());
+        let rows: i64 = users
+            .store()
+            .conn()
+            .query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
     }
 
     /// The database restored from a copy older than the snapshot, then written to: the

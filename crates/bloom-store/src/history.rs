@@ -106,6 +106,19 @@ pub enum ChangeKind {
     Removed,
 }
 
+/// What a store knows of the insert that put a key in it, as
+/// [`PrimaryStore::generation_of`](crate::PrimaryStore::generation_of) reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyGeneration {
+    /// The key is not in the store.
+    Absent,
+    /// The key is in the store since the insert at this generation.
+    Since(DatasetGeneration),
+    /// The store cannot tell (the default of the trait method).
+    Unknown,
+}
+
 /// A committed removal, as [`PrimaryStore::remove`](crate::PrimaryStore::remove) reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Removal {

@@ -87,11 +87,12 @@ impl StoreFilter {
         }
     }
 
-    /// Inserts keys that are already encoded, a batch at a time.
+    /// Inserts keys that are already encoded: keys being committed or taken in, so mostly
+    /// new ones, whose bits are set without a probe first.
     pub(crate) fn insert_all_encoded<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
         match self {
             Self::Plain(f) => {
-                f.insert_all_encoded(keys);
+                f.set_all_encoded(keys);
             }
             Self::Counting(f) => {
                 let mut filter = Self::write(f);

@@ -147,7 +147,7 @@ mod sqlite;
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
-pub use history::{Change, ChangeKind, HistoryPoint, Removal};
+pub use history::{Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
 pub use memory::{MemoryStore, MemoryStoreError};
 pub use options::{FilterOptions, OptionsError, SaltPolicy};
 pub use outcome::{
@@ -156,4 +156,4 @@ pub use outcome::{
 };
 pub use primary::PrimaryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteStore, SqliteStoreError};
+pub use sqlite::{LegacyKeys, SqliteStore, SqliteStoreError};

@@ -7,7 +7,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::{self, Change, ChangeKind, HistoryPoint, IdentityError, Removal};
+use crate::history::{
+    self, Change, ChangeKind, HistoryPoint, IdentityError, KeyGeneration, Removal,
+};
 use crate::primary::PrimaryStore;
 
 /// An in-memory primary store, for tests and examples.
@@ -250,6 +252,17 @@ impl PrimaryStore for MemoryStore {
         let generation = self.append(&mut inner, ChangeKind::Inserted, key)?;
         inner.generation_of.insert(key.to_vec(), generation.get());
         Ok(Some(generation))
+    }
+
+    fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, MemoryStoreError> {
+        self.check()?;
+        Ok(self
+            .lock()
+            .generation_of
+            .get(key)
+            .map_or(KeyGeneration::Absent, |&g| {
+                KeyGeneration::Since(DatasetGeneration::new(g))
+            }))
     }
 
     /// The whole batch under one lock: other threads see all of it or none of it.

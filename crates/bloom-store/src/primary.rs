@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
-use crate::history::{Change, HistoryPoint, Removal};
+use crate::history::{Change, HistoryPoint, KeyGeneration, Removal};
 
 /// The store that holds the truth. Small enough for any database to implement.
 ///
@@ -97,6 +97,21 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error; the key is then not committed.
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error>;
 
+    /// The generation of the insert that put `key` in the store, if it is there.
+    ///
+    /// A counting filter uses it when an insert finds its key already there (put there by
+    /// another process, say): the filter's count for it is then taken back only if the
+    /// filter counted that insert, and kept (standing for it) otherwise. The default,
+    /// [`KeyGeneration::Unknown`], leaves the count in place while the key is in the store,
+    /// which costs at most a stale "maybe" after its removal.
+    ///
+    /// # Errors
+    /// The store's error.
+    fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, Self::Error> {
+        let _ = key;
+        Ok(KeyGeneration::Unknown)
+    }
+
     /// Commits many keys as one batch, in order. Returns, for each key, what
     /// [`PrimaryStore::insert`] would have: the generation it got when it was new, `None` when
     /// it was already there (a key repeated in the batch is new once).
@@ -185,6 +200,9 @@ macro_rules! forward_primary_store {
             }
             fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, Self::Error> {
                 (**self).insert(key)
+            }
+            fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, Self::Error> {
+                (**self).generation_of(key)
             }
             fn insert_all(
                 &self,

@@ -151,3 +151,53 @@ proptest! {
         prop_assert_eq!(assert_every_committed_key_present(&w), w.store().len());
     }
 }
+
+/// Two wrappers over one database (two processes, say), with counting filters: a key one of
+/// them inserts that the other had already committed is reported present by both, and its
+/// count stands for that insert exactly once (no stale count after its removal, no missing
+/// one before).
+#[test]
+fn a_key_another_wrapper_committed_is_present_after_an_insert() {
+    let h = support::Sqlite::new();
+    let counting = options().with_counting(true);
+    let (a, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
+    let (b, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
+    assert_eq!(a.insert_all(["k1", "k2"]).unwrap(), [true, true]);
+    assert_eq!(b.insert_all(["k1"]).unwrap(), [false]);
+    assert!(!b.insert("k2").unwrap());
+    for key in ["k1", "k2"] {
+        assert_eq!(b.contains(key).unwrap(), Lookup::Present, "{key}");
+        assert_eq!(a.contains(key).unwrap(), Lookup::Present, "{key}");
+    }
+    // b's save takes in what it did not count itself: nothing here, k1 and k2 stand.
+    b.save_snapshot(h.snapshot()).unwrap();
+    assert!(b.remove("k1").unwrap());
+    assert!(b.remove("k2").unwrap());
+    assert_eq!(b.filter_copy().unwrap().count_ones(), 0);
+    drop((a, b));
+    let (c, _) = FilteredStore::open(h.open(), counting, Some(h.snapshot())).unwrap();
+    assert_eq!(assert_every_committed_key_present(&c), 0);
+}
+
+/// Already-encoded keys are checked against the encoding before anything is inserted: bytes
+/// the encoding would never make are refused, never committed where text lookups miss them.
+#[test]
+fn encoded_keys_not_in_the_encoding_are_refused() {
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options(), None).unwrap();
+    for bad in ["zo\u{308}e".as_bytes(), b"\xff\xfe"] {
+        assert!(matches!(
+            w.insert_all_encoded([b"fine".as_slice(), bad]),
+            Err(StoreError::Key(bloom_core::KeyError::NotEncoded { .. }))
+        ));
+        assert!(matches!(
+            w.insert_encoded(&bloom_core::EncodedKey::from_encoded(bad)),
+            Err(StoreError::Key(bloom_core::KeyError::NotEncoded { .. }))
+        ));
+    }
+    assert!(w.store().is_empty(), "nothing of the batch went in");
+    assert_eq!(
+        w.insert_all_encoded(["z\u{f6}e".as_bytes()]).unwrap(),
+        [true]
+    );
+    assert_eq!(w.contains("zo\u{308}e").unwrap(), Lookup::Present);
+}

@@ -291,3 +291,86 @@ fn a_scan_does_not_hold_up_inserts() {
         .unwrap();
     assert_eq!(store.generation().unwrap().get(), 101);
 }
+
+/// The application's connection may shadow bloom-store's tables (a TEMP table of the same
+/// name): every statement names `main`, so the writes land where the readers look.
+#[test]
+fn a_temp_table_on_the_applications_connection_shadows_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.sqlite");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TEMP TABLE bloom_changes (seq INTEGER PRIMARY KEY, kind INTEGER, key BLOB,
+             history BLOB, removed_at INTEGER, undoes INTEGER);",
+    )
+    .unwrap();
+    let store = SqliteStore::from_connection(conn).unwrap();
+    assert_eq!(
+        store.insert(b"k1").unwrap(),
+        Some(DatasetGeneration::new(1))
+    );
+    assert!(store.contains(b"k1").unwrap());
+    drop(store);
+    assert!(SqliteStore::open(&path).unwrap().contains(b"k1").unwrap());
+}
+
+/// Rows appended by hand: a key as TEXT is refused (it would be another key to SQLite's
+/// index than the same bytes as BLOB); a row with no digest at a checkpoint generation is a
+/// write behind the wrapper's back, not damage: the store goes on, and the key is present.
+#[test]
+fn rows_appended_by_hand_are_checked_or_taken_in() {
+    let h = support::Sqlite::new();
+    let store = h.open();
+    for i in 0..63u32 {
+        store.insert(format!("k{i}").as_bytes()).unwrap();
+    }
+    drop(store);
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    assert!(
+        conn.execute(
+            "INSERT INTO bloom_changes (seq, kind, key) VALUES (64, 1, 'texty')",
+            []
+        )
+        .is_err()
+    );
+    conn.execute(
+        "INSERT INTO bloom_changes (seq, kind, key) VALUES (64, 1, CAST('by-hand' AS BLOB))",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    assert_eq!(w.contains("by-hand").unwrap(), Lookup::Present);
+    assert!(w.insert("after").unwrap());
+    assert_eq!(assert_every_committed_key_present(&w), 65);
+}
+
+/// A read-only connection to a database bloom-store would have to write (to create or
+/// upgrade its tables) says so, and an identity of the wrong shape is damage.
+#[test]
+fn read_only_and_misshapen_databases_get_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.sqlite");
+    rusqlite::Connection::open(&empty)
+        .unwrap()
+        .execute_batch("CREATE TABLE app (x);")
+        .unwrap();
+    let ro =
+        rusqlite::Connection::open_with_flags(&empty, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    assert!(matches!(
+        SqliteStore::from_connection(ro),
+        Err(SqliteStoreError::ReadOnly(_))
+    ));
+    let odd = dir.path().join("odd.sqlite");
+    drop(SqliteStore::open(&odd).unwrap());
+    let conn = rusqlite::Connection::open(&odd).unwrap();
+    conn.execute_batch("UPDATE bloom_store_meta SET value = 'not-a-blob' WHERE name = 'identity';")
+        .unwrap();
+    drop(conn);
+    assert!(matches!(
+        SqliteStore::open(&odd),
+        Err(SqliteStoreError::Damaged { .. })
+    ));
+}

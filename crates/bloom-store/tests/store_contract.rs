@@ -192,7 +192,13 @@ fn a_version_0_1_database_is_upgraded_in_place() {
         )
         .unwrap();
     }
-    let store = SqliteStore::open(&path).unwrap();
+    // It cannot be told from an application's table of the same shape: refused, untouched,
+    // until the caller says which it is.
+    assert!(matches!(
+        SqliteStore::open(&path),
+        Err(bloom_store::SqliteStoreError::LegacyKeysTable)
+    ));
+    let store = SqliteStore::open_with(&path, bloom_store::LegacyKeys::Adopt).unwrap();
     let id = store.identity().unwrap();
     assert_eq!(store.key_count().unwrap(), 3);
     assert_eq!(store.generation().unwrap().get(), 3);
@@ -419,4 +425,32 @@ fn a_sqlite_batch_is_committed_whole_or_not_at_all() {
     // The store goes on: the same batch without the refused key commits.
     assert_eq!(store.insert_all(&[b"a", b"b"]).unwrap().len(), 2);
     assert_eq!(store.generation().unwrap().get(), 3);
+}
+
+/// An application's own `keys` table that happens to have bloom-store 0.1's exact shape:
+/// with `LegacyKeys::Ignore` the store lives beside it and never reads or drops it.
+#[test]
+fn a_table_shaped_like_0_1s_can_be_declared_the_applications() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.sqlite");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE keys (seq INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL UNIQUE);
+             INSERT INTO keys (key) VALUES (CAST('appdata' AS BLOB));",
+        )
+        .unwrap();
+    let store = SqliteStore::open_with(&path, bloom_store::LegacyKeys::Ignore).unwrap();
+    assert_eq!(store.key_count().unwrap(), 0);
+    assert!(!store.contains(b"appdata").unwrap());
+    drop(store);
+    // Bound to a store now: plain `open` works, and the app's table is still there.
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.key_count().unwrap(), 0);
+    drop(store);
+    let kept: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, 1);
 }

@@ -54,17 +54,22 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// (such as keys read back from the store). No encoding is applied again.
     ///
     /// # Errors
-    /// As [`FilteredStore::insert_all`].
+    /// [`StoreError::Key`] ([`bloom_core::KeyError::NotEncoded`]) when a key is not in the
+    /// encoding, before anything is inserted; otherwise as [`FilteredStore::insert_all`].
     pub fn insert_all_encoded<I>(&self, keys: I) -> Result<Vec<bool>, StoreError<S::Error>>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoding = self.options.encoding;
         let encoded: Vec<EncodedKey<'_>> = keys
             .iter()
-            .map(|k| EncodedKey::from_encoded(k.as_ref()))
-            .collect();
+            .map(|k| {
+                encoding.check_encoded(k.as_ref())?;
+                Ok(EncodedKey::from_encoded(k.as_ref()))
+            })
+            .collect::<Result<_, bloom_core::KeyError>>()?;
         self.insert_batch(&encoded)
     }
 
@@ -86,22 +91,25 @@ impl<S: PrimaryStore> FilteredStore<S> {
             building.insert_all_encoded(bytes());
         }
         let raw: Vec<&[u8]> = bytes().collect();
-        let committed = self.store.insert_all(&raw).map_err(StoreError::Store)?;
-        if state.active.is_counting() {
+        let counting = state.active.is_counting();
+        let ticket = counting.then(|| self.flights.take_off());
+        let committed = self.store.insert_all(&raw);
+        if let Ok(committed) = &committed
+            && counting
+        {
             let mut applied = self.applied();
-            for (key, generation) in keys.iter().zip(&committed) {
-                match generation {
-                    Some(generation) => applied.record(*generation),
-                    None => {
-                        // Already in the store (or earlier in this batch), and counted when it
-                        // went in: take back this count, which was just added, so the remove
-                        // cannot be refused.
-                        let _ = state.active.remove_encoded(key);
-                        if let Some(building) = &state.building {
-                            let _ = building.remove_encoded(key);
-                        }
-                    }
-                }
+            for generation in committed.iter().flatten() {
+                applied.record(*generation);
+            }
+        }
+        if let Some(ticket) = ticket {
+            self.flights.land(ticket);
+        }
+        let committed = committed.map_err(StoreError::Store)?;
+        if counting {
+            // Already in the store (or earlier in this batch).
+            for (key, _) in keys.iter().zip(&committed).filter(|(_, g)| g.is_none()) {
+                self.settle_duplicate(&state, key);
             }
         }
         drop(state);

@@ -6,13 +6,15 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 
 use bloom_core::{AllocError, BloomFilter, EncodedKey};
 use bloom_format::DatasetGeneration;
 
 use crate::error::StoreError;
-use crate::history::{Change, ChangeKind, HistoryPoint};
+use crate::history::{Change, ChangeKind, HistoryPoint, KeyGeneration};
 use crate::kind::{StoreFilter, write_snapshot};
 use crate::load::{self, Matched};
 use crate::options::{FilterOptions, OptionsError};
@@ -95,6 +97,47 @@ impl Applied {
     }
 }
 
+/// Counting inserts in flight: taken off before the store commit, landed once its
+/// generation is recorded (or it committed nothing).
+#[derive(Default)]
+struct Flights {
+    open: Mutex<(u64, BTreeSet<u64>)>,
+    landed: Condvar,
+}
+
+impl Flights {
+    fn lock(&self) -> MutexGuard<'_, (u64, BTreeSet<u64>)> {
+        // Only numbers are kept; a panic elsewhere leaves them usable.
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take_off(&self) -> u64 {
+        let mut open = self.lock();
+        let ticket = open.0;
+        open.0 += 1;
+        open.1.insert(ticket);
+        ticket
+    }
+
+    fn land(&self, ticket: u64) {
+        self.lock().1.remove(&ticket);
+        self.landed.notify_all();
+    }
+
+    /// Waits until every insert in flight now has landed. A landed insert waits for no
+    /// other, and one in flight only commits and records, so this never waits for itself.
+    fn wait_for_those_in_flight(&self) {
+        let mut open = self.lock();
+        let waiting: Vec<u64> = open.1.iter().copied().collect();
+        while waiting.iter().any(|t| open.1.contains(t)) {
+            open = self
+                .landed
+                .wait(open)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
 struct State {
     active: Arc<StoreFilter>,
     /// The generation up to which `active` is known to hold every key of the store (from
@@ -112,6 +155,8 @@ struct State {
     mode: Mode,
     /// The filter a rebuild is filling; inserts set its bits too.
     building: Option<Arc<StoreFilter>>,
+    /// The generation up to which the rebuild replays the store's history into `building`.
+    building_start: Option<DatasetGeneration>,
 }
 
 /// A membership set over a primary store, accelerated by a Bloom filter that is used only
@@ -152,6 +197,10 @@ pub struct FilteredStore<S> {
     /// its generation) and exclusively by a counting save while it reads the head and copies
     /// the counters.
     insert_gate: RwLock<()>,
+    /// The counting inserts between the start of their commit and the record of its
+    /// generation, so that an insert that finds its key already there can wait for the one
+    /// that put it there, if it is one of this wrapper's.
+    flights: Flights,
     applied: Mutex<Applied>,
     counters: Counters,
 }
@@ -255,10 +304,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 capacity_limited,
                 mode,
                 building: None,
+                building_start: None,
             }),
             rebuilding: Mutex::new(()),
             removal_gate: RwLock::new(()),
             insert_gate: RwLock::new(()),
+            flights: Flights::default(),
             applied: Mutex::new(Applied {
                 through: synced,
                 ..Applied::default()
@@ -411,12 +462,15 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.insert_encoded(&key)
     }
 
-    /// Inserts a key that is already encoded with the configured encoding; see
-    /// [`FilteredStore::insert`].
+    /// Inserts a key that is already encoded with the configured encoding (such as a key
+    /// read back from a store); see [`FilteredStore::insert`].
     ///
     /// # Errors
+    /// [`StoreError::Key`] ([`bloom_core::KeyError::NotEncoded`]) for bytes the encoding would
+    /// not make (committed, they would never match the same key given as text), or
     /// [`StoreError::Store`], as for `insert`.
     pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
+        self.options.encoding.check_encoded(key.as_bytes())?;
         self.insert_encoded_with(key, |store, key| store.insert(key))
     }
 
@@ -462,23 +516,69 @@ impl<S: PrimaryStore> FilteredStore<S> {
         if let Some(building) = &state.building {
             building.insert_encoded(key);
         }
-        let committed = commit(&self.store, key.as_bytes()).map_err(StoreError::Store)?;
-        if state.active.is_counting() {
-            match committed {
-                Some(generation) => self.applied().record(generation),
-                None => {
-                    // Already in the store, and counted when it went in: take back this
-                    // count. It was just added, so the remove cannot be refused.
-                    let _ = state.active.remove_encoded(key);
-                    if let Some(building) = &state.building {
-                        let _ = building.remove_encoded(key);
-                    }
-                }
-            }
+        let counting = state.active.is_counting();
+        let ticket = counting.then(|| self.flights.take_off());
+        let committed = commit(&self.store, key.as_bytes());
+        if let Ok(Some(generation)) = committed
+            && counting
+        {
+            self.applied().record(generation);
+        }
+        if let Some(ticket) = ticket {
+            self.flights.land(ticket);
+        }
+        let committed = committed.map_err(StoreError::Store)?;
+        if counting && committed.is_none() {
+            self.settle_duplicate(&state, key);
         }
         drop(state);
         self.counters.inserts.fetch_add(1, Ordering::Relaxed);
         Ok(committed.is_some())
+    }
+
+    /// A counting insert found its key already in the store: the count it just added stands
+    /// for the key's insert if the filter never counted that insert (one made by another
+    /// process, not yet taken in), and is taken back if it did, or if the key is gone again.
+    /// A store that cannot tell which insert put the key there leaves the count (at worst a
+    /// stale "maybe" after a removal). The added count was just made, so taking it back
+    /// cannot be refused.
+    fn settle_duplicate(&self, state: &State, key: &EncodedKey<'_>) {
+        let take_back = || {
+            let _ = state.active.remove_encoded(key);
+            if let Some(building) = &state.building {
+                let _ = building.remove_encoded(key);
+            }
+        };
+        match self.store.generation_of(key.as_bytes()) {
+            Ok(KeyGeneration::Since(generation)) => {
+                if !self.applied().applied(generation) {
+                    // Maybe one of this wrapper's inserts, committed and about to record
+                    // itself.
+                    self.flights.wait_for_those_in_flight();
+                }
+                let mut applied = self.applied();
+                if applied.applied(generation) {
+                    take_back();
+                    return;
+                }
+                // Not counted: this count stands for that insert, once; no save replays it.
+                applied.record(generation);
+                // A rebuild counts the inserts up to its start itself.
+                if let (Some(building), Some(start)) = (&state.building, state.building_start)
+                    && generation <= start
+                {
+                    let _ = building.remove_encoded(key);
+                }
+            }
+            // Removed since the commit found it: its counts are for the history to settle.
+            Ok(KeyGeneration::Absent) => take_back(),
+            // A store that cannot tell (or failed to): keep the count while the key is there.
+            _ => {
+                if !self.store.contains(key.as_bytes()).unwrap_or(true) {
+                    take_back();
+                }
+            }
+        }
     }
 
     /// Removes a text key from the store, then from the filter. Returns whether the store
@@ -668,7 +768,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.mode = Mode::Bypassed(BypassReason::Rebuilding);
             }
             // Every insert that missed `building` has committed (it held the read lock).
-            self.store.head()
+            let head = self.store.head();
+            state.building_start = head.as_ref().ok().map(|point| point.generation);
+            head
         };
         let start_point = start.as_ref().ok().copied();
         let start = start.map(|point| point.generation);
@@ -708,6 +810,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         });
         let mut state = self.write();
         state.building = None;
+        state.building_start = None;
         let (start, reached, keys) = match scan {
             Ok(v) => v,
             Err(e) => {

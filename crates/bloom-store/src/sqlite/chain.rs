@@ -30,52 +30,45 @@ pub(super) fn kind_of(value: i64, seq: i64) -> Result<ChangeKind, SqliteStoreErr
     }
 }
 
-/// The digest a checkpoint row keeps.
-fn stored(
-    bytes: Option<&[u8]>,
-    generation: DatasetGeneration,
-) -> Result<HistoryDigest, SqliteStoreError> {
-    match bytes {
-        Some(bytes) => Ok(HistoryDigest::from_bytes(blob16("history digest", bytes)?)),
-        None => Err(SqliteStoreError::Damaged {
-            what: "change log",
-            detail: format!("the history digest of generation {generation} is missing"),
-        }),
-    }
+/// The digest a checkpoint row keeps, if it keeps one.
+fn kept(bytes: Option<&[u8]>) -> Result<Option<HistoryDigest>, SqliteStoreError> {
+    bytes
+        .map(|bytes| Ok(HistoryDigest::from_bytes(blob16("history digest", bytes)?)))
+        .transpose()
 }
 
-/// The digest at `generation`, or `None` when the log has not reached it: from the
-/// checkpoint at or before it, chained over the rows after the checkpoint.
+/// The digest at `generation`, or `None` when the log has not reached it: from the newest
+/// checkpoint at or before it that keeps its digest (a row appended by hand may keep none),
+/// chained over the rows after it.
 pub(super) fn digest_at(
     conn: &Connection,
     identity: StoreIdentity,
     generation: DatasetGeneration,
 ) -> Result<Option<HistoryDigest>, SqliteStoreError> {
-    let g = generation.get();
-    if g == 0 {
+    if generation == DatasetGeneration::ZERO {
         return Ok(Some(history::genesis(identity)));
     }
-    let base = g - g % CHECKPOINT;
-    let mut digest = if base == 0 {
-        history::genesis(identity)
-    } else {
-        let row: Option<Option<Vec<u8>>> = conn
-            .prepare_cached("SELECT history FROM bloom_changes WHERE seq = ?1")?
-            .query_row(params![to_seq(DatasetGeneration::new(base))], |r| r.get(0))
-            .optional()?;
-        match row {
-            None => return Ok(None),
-            Some(bytes) => stored(bytes.as_deref(), DatasetGeneration::new(base))?,
-        }
+    let base: Option<(i64, Vec<u8>)> = conn
+        .prepare_cached(
+            "SELECT seq, history FROM main.bloom_changes
+             WHERE seq <= ?1 AND seq % ?2 = 0 AND history IS NOT NULL
+             ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![to_seq(generation), CHECKPOINT.cast_signed()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let (mut reached, mut digest) = match base {
+        None => (DatasetGeneration::ZERO, history::genesis(identity)),
+        Some((seq, bytes)) => (
+            from_seq(seq),
+            kept(Some(&bytes))?.unwrap_or_else(|| history::genesis(identity)),
+        ),
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT seq, kind, CAST(key AS BLOB) FROM bloom_changes WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
+        "SELECT seq, kind, CAST(key AS BLOB) FROM main.bloom_changes WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
     )?;
-    let mut rows = stmt.query(params![
-        to_seq(DatasetGeneration::new(base)),
-        to_seq(generation)
-    ])?;
-    let mut reached = DatasetGeneration::new(base);
+    let mut rows = stmt.query(params![to_seq(reached), to_seq(generation)])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
         let at = from_seq(seq);
@@ -88,7 +81,19 @@ pub(super) fn digest_at(
         digest = history::after_change(digest, at, kind, key);
         reached = at;
     }
-    Ok((reached == generation).then_some(digest))
+    drop(rows);
+    if reached == generation {
+        return Ok(Some(digest));
+    }
+    // The rows ran out before `generation`: not reached yet, or missing below a later row.
+    let newest: Option<i64> = conn
+        .prepare_cached("SELECT MAX(seq) FROM main.bloom_changes")?
+        .query_row([], |r| r.get(0))?;
+    if newest.is_some_and(|newest| from_seq(newest) >= generation) {
+        Err(gap(reached.next().unwrap_or(reached)))
+    } else {
+        Ok(None)
+    }
 }
 
 /// The newest point of the history, in a connection or transaction.
@@ -97,7 +102,7 @@ pub(super) fn head_in(
     identity: StoreIdentity,
 ) -> Result<HistoryPoint, SqliteStoreError> {
     let newest: Option<i64> = conn
-        .prepare_cached("SELECT MAX(seq) FROM bloom_changes")?
+        .prepare_cached("SELECT MAX(seq) FROM main.bloom_changes")?
         .query_row([], |row| row.get(0))?;
     let Some(newest) = newest else {
         return Ok(HistoryPoint::genesis(identity));
@@ -110,24 +115,23 @@ pub(super) fn head_in(
     Ok(HistoryPoint { generation, digest })
 }
 
-/// Checks a row's digest as a replay chains it: a checkpoint row's kept digest must be the
-/// one the chain reached.
+/// Checks a row's digest as a replay chains it: a checkpoint row that keeps a digest must
+/// keep the one the chain reached (one that keeps none, appended by hand, is not checked).
 pub(super) fn check_row(
     computed: HistoryDigest,
     generation: DatasetGeneration,
-    kept: Option<&[u8]>,
+    kept_bytes: Option<&[u8]>,
 ) -> Result<(), SqliteStoreError> {
     if !is_checkpoint(generation) {
         return Ok(());
     }
-    if stored(kept, generation)? == computed {
-        Ok(())
-    } else {
-        Err(SqliteStoreError::Damaged {
+    match kept(kept_bytes)? {
+        Some(digest) if digest != computed => Err(SqliteStoreError::Damaged {
             what: "change log",
             detail: format!(
                 "the history digest at generation {generation} does not follow from the changes before it"
             ),
-        })
+        }),
+        _ => Ok(()),
     }
 }

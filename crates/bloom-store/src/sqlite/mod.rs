@@ -6,6 +6,8 @@
 mod chain;
 mod schema;
 
+pub use schema::LegacyKeys;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -13,17 +15,24 @@ use std::time::Duration;
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use crate::history::{self, Change, HistoryPoint, IdentityError, Removal};
+use crate::history::{self, Change, HistoryPoint, IdentityError, KeyGeneration, Removal};
 use crate::primary::PrimaryStore;
 
 /// How long a connection waits for another one's write lock before failing with
 /// `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the read-only connections of lookups and scans wait for a writer: in
+/// rollback-journal mode (a caller's connection may use it) readers wait for every commit.
+const READ_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an open waits for another process's migration of the same database.
+const MIGRATION_WAIT: Duration = Duration::from_secs(600);
+
 /// The generation of a key's insert, if the key is in the store (from the index
 /// `bloom_keys` alone).
 const LIVE_INSERT: &str =
-    "SELECT seq FROM bloom_changes WHERE key = ?1 AND kind = 1 AND removed_at IS NULL";
+    "SELECT seq FROM main.bloom_changes WHERE key = ?1 AND kind = 1 AND removed_at IS NULL";
 
 /// Errors of [`SqliteStore`].
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +73,13 @@ pub enum SqliteStoreError {
         /// What it is (`a table`, `an index on orders`, ...).
         found: String,
     },
+    /// The database has a table `keys` exactly like bloom-store 0.1's, and no bloom-store
+    /// metadata: it may be bloom-store 0.1's store, or the application's own table of the
+    /// same shape. Nothing was changed.
+    #[error(
+        "the database has a table `keys` exactly like bloom-store 0.1's and no bloom-store metadata; open it with LegacyKeys::Adopt if bloom-store 0.1 made it (its keys become the store's), or LegacyKeys::Ignore if it is the application's own"
+    )]
+    LegacyKeysTable,
     /// A value in the database has the wrong shape: it was changed outside bloom-store.
     #[error("{what} in the database is damaged ({detail}); it was changed outside bloom-store")]
     Damaged {
@@ -143,6 +159,16 @@ impl SqliteStore {
     /// [`SqliteStoreError`]; a database of a newer schema, or with `bloom_…` tables this
     /// build does not recognise, is refused and left untouched.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, SqliteStoreError> {
+        Self::open_with(path, LegacyKeys::Refuse)
+    }
+
+    /// [`SqliteStore::open`], saying what a table `keys` exactly like bloom-store 0.1's is
+    /// (in a database without bloom-store's metadata; see [`LegacyKeys`]). `open` refuses
+    /// such a database with [`SqliteStoreError::LegacyKeysTable`].
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, legacy: LegacyKeys) -> Result<Self, SqliteStoreError> {
         let path = path.as_ref();
         let conn = Connection::open(path)?;
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
@@ -153,7 +179,7 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        Self::init(conn, Some(path.to_path_buf()))
+        Self::init(conn, Some(path.to_path_buf()), legacy)
     }
 
     /// An in-memory database (one connection: scans and writes take turns).
@@ -163,7 +189,7 @@ impl SqliteStore {
     pub fn open_in_memory() -> Result<Self, SqliteStoreError> {
         let conn = Connection::open_in_memory()?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        Self::init(conn, None)
+        Self::init(conn, None, LegacyKeys::Refuse)
     }
 
     /// Takes a connection the application opened (to its own database, with its own tables,
@@ -186,6 +212,18 @@ impl SqliteStore {
     /// # Errors
     /// As [`SqliteStore::open`].
     pub fn from_connection(conn: Connection) -> Result<Self, SqliteStoreError> {
+        Self::from_connection_with(conn, LegacyKeys::Refuse)
+    }
+
+    /// [`SqliteStore::from_connection`], saying what a table `keys` exactly like bloom-store
+    /// 0.1's is (see [`LegacyKeys`]).
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn from_connection_with(
+        conn: Connection,
+        legacy: LegacyKeys,
+    ) -> Result<Self, SqliteStoreError> {
         let timeout: i64 = conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))?;
         if timeout <= 0 {
             conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -195,26 +233,36 @@ impl SqliteStore {
             .path()
             .filter(|path| !path.is_empty())
             .map(PathBuf::from);
-        Self::init(conn, path)
+        Self::init(conn, path, legacy)
     }
 
-    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self, SqliteStoreError> {
-        let state = schema::read_schema_state(&conn)?;
-        schema::check_schema(&state)?;
+    fn init(
+        mut conn: Connection,
+        path: Option<PathBuf>,
+        legacy: LegacyKeys,
+    ) -> Result<Self, SqliteStoreError> {
+        let mut state = schema::read_schema_state_consistently(&conn)?;
+        schema::check_schema(&mut state, legacy)?;
         if !state.is_current() {
             // Something to create or upgrade: take the write lock, and look again under it
-            // (another process may have done it meanwhile).
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(read_only_or)?;
-            let state = schema::read_schema_state(&tx)?;
-            schema::check_schema(&state)?;
-            if !state.is_current() {
-                schema::create_or_migrate(&tx, &state)?;
-            }
-            tx.commit()?;
+            // (another process may have done it meanwhile). A migration of a large database
+            // takes a while: wait for another process's, up to a bound against a hang.
+            let usual: i64 = conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))?;
+            conn.busy_timeout(MIGRATION_WAIT)?;
+            let migrated = (|| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let mut state = schema::read_schema_state(&tx)?;
+                schema::check_schema(&mut state, legacy)?;
+                if !state.is_current() {
+                    schema::create_or_migrate(&tx, &state)?;
+                }
+                tx.commit()?;
+                Ok::<(), SqliteStoreError>(())
+            })();
+            conn.busy_timeout(Duration::from_millis(u64::try_from(usual).unwrap_or(0)))?;
+            migrated.map_err(read_only)?;
         }
-        let state = schema::read_schema_state(&conn)?;
+        let state = schema::read_schema_state_consistently(&conn)?;
         let identity = state.identity.ok_or_else(|| SqliteStoreError::Damaged {
             what: "store identity",
             detail: "missing".into(),
@@ -236,7 +284,7 @@ impl SqliteStore {
         self.read(|conn| {
             Ok(conn
                 .query_row(
-                    "SELECT COUNT(*) FROM bloom_changes WHERE kind = 1 AND removed_at IS NULL",
+                    "SELECT COUNT(*) FROM main.bloom_changes WHERE kind = 1 AND removed_at IS NULL",
                     [],
                     |r| r.get::<_, i64>(0),
                 )
@@ -272,7 +320,7 @@ impl SqliteStore {
                         | OpenFlags::SQLITE_OPEN_URI
                         | OpenFlags::SQLITE_OPEN_NO_MUTEX,
                 )?;
-                conn.busy_timeout(BUSY_TIMEOUT)?;
+                conn.busy_timeout(READ_BUSY_TIMEOUT)?;
                 conn
             }
         };
@@ -308,7 +356,7 @@ impl SqliteStore {
             // next rowid, which (with no gaps) is the next generation; SQLite appends it
             // without a search.
             let mut log = tx.prepare_cached(
-                "INSERT OR IGNORE INTO bloom_changes (kind, key, history) VALUES (1, ?1, ?2)",
+                "INSERT OR IGNORE INTO main.bloom_changes (kind, key, history) VALUES (1, ?1, ?2)",
             )?;
             let mut live = tx.prepare_cached(LIVE_INSERT)?;
             for &key in keys {
@@ -356,7 +404,7 @@ impl SqliteStore {
         let digest = history::after_remove(head.digest, generation, key);
         let seq = to_seq(generation);
         tx.prepare_cached(
-            "INSERT INTO bloom_changes (seq, kind, key, history, undoes) VALUES (?1, 2, ?2, ?3, ?4)",
+            "INSERT INTO main.bloom_changes (seq, kind, key, history, undoes) VALUES (?1, 2, ?2, ?3, ?4)",
         )?
         .execute(params![
             seq,
@@ -364,7 +412,7 @@ impl SqliteStore {
             chain::is_checkpoint(generation).then(|| digest.to_bytes().to_vec()),
             inserted_at
         ])?;
-        tx.prepare_cached("UPDATE bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
+        tx.prepare_cached("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
             .execute(params![seq, inserted_at])?;
         tx.commit()?;
         Ok(Some(Removal {
@@ -394,9 +442,18 @@ fn gap(missing: DatasetGeneration) -> SqliteStoreError {
 
 /// A failure to take the write lock: on a read-only database, say that plainly.
 fn read_only_or(error: rusqlite::Error) -> SqliteStoreError {
-    match error.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ReadOnly) => SqliteStoreError::ReadOnly(error.to_string()),
-        _ => SqliteStoreError::Sqlite(error),
+    read_only(SqliteStoreError::Sqlite(error))
+}
+
+/// A write refused because the database (or the connection) is read-only, said plainly.
+fn read_only(error: SqliteStoreError) -> SqliteStoreError {
+    match error {
+        SqliteStoreError::Sqlite(e)
+            if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) =>
+        {
+            SqliteStoreError::ReadOnly(e.to_string())
+        }
+        other => other,
     }
 }
 
@@ -440,7 +497,7 @@ impl PrimaryStore for SqliteStore {
             // keys still in the store are visited.
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, kind = 1 AND removed_at IS NULL, CAST(key AS BLOB)
-                 FROM bloom_changes WHERE seq > ?1 ORDER BY seq",
+                 FROM main.bloom_changes WHERE seq > ?1 ORDER BY seq",
             )?;
             let mut rows = stmt.query(params![to_seq(after)])?;
             let mut reached = after;
@@ -480,9 +537,9 @@ impl PrimaryStore for SqliteStore {
             let mut stmt = conn.prepare_cached(
                 "SELECT c.seq, c.kind, CAST(c.key AS BLOB), c.history,
                      c.kind = 1 OR EXISTS (
-                         SELECT 1 FROM bloom_changes i
+                         SELECT 1 FROM main.bloom_changes i
                          WHERE i.seq = c.undoes AND i.removed_at = c.seq AND i.key = c.key)
-                 FROM bloom_changes c WHERE c.seq > ?1 ORDER BY c.seq",
+                 FROM main.bloom_changes c WHERE c.seq > ?1 ORDER BY c.seq",
             )?;
             let mut rows = stmt.query(params![to_seq(after)])?;
             let mut reached = after;
@@ -518,6 +575,18 @@ impl PrimaryStore for SqliteStore {
         Ok(self.insert_batch(&[key])?.pop().flatten())
     }
 
+    fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, SqliteStoreError> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(LIVE_INSERT)?
+                .query_row(params![key], |row| row.get::<_, i64>(0))
+                .optional()?
+                .map_or(KeyGeneration::Absent, |seq| {
+                    KeyGeneration::Since(from_seq(seq))
+                }))
+        })
+    }
+
     /// One transaction for the batch: all of it is committed, or (on an error) none of it.
     fn insert_all(
         &self,
@@ -549,7 +618,7 @@ impl PrimaryStore for SqliteStore {
         let mut conn = self.writer();
         let recorded: Option<String> = conn
             .query_row(
-                "SELECT CAST(value AS TEXT) FROM bloom_store_meta WHERE name = 'key_encoding'",
+                "SELECT CAST(value AS TEXT) FROM main.bloom_store_meta WHERE name = 'key_encoding'",
                 [],
                 |r| r.get(0),
             )
@@ -561,11 +630,12 @@ impl PrimaryStore for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(read_only_or)?;
         tx.execute(
-            "INSERT OR IGNORE INTO bloom_store_meta (name, value) VALUES ('key_encoding', CAST(?1 AS BLOB))",
+            "INSERT OR IGNORE INTO main.bloom_store_meta (name, value) VALUES ('key_encoding', CAST(?1 AS BLOB))",
             params![proposed],
-        )?;
+        )
+        .map_err(read_only_or)?;
         let recorded: String = tx.query_row(
-            "SELECT CAST(value AS TEXT) FROM bloom_store_meta WHERE name = 'key_encoding'",
+            "SELECT CAST(value AS TEXT) FROM main.bloom_store_meta WHERE name = 'key_encoding'",
             [],
             |r| r.get(0),
         )?;

@@ -29,27 +29,29 @@ pub(super) const SCHEMA_VERSION: i64 = 3;
 /// 64th generation (the others are recomputed from it; see `chain.rs`). Rows are only ever
 /// appended (the history digests of every later row depend on each one), except that a
 /// removal fills in `removed_at` of the insert it undoes, and names that insert in its own
-/// `undoes`. Generations have no gaps: `seq` runs 1, 2, 3, …
+/// `undoes`. Generations have no gaps: `seq` runs 1, 2, 3, … `STRICT` makes SQLite refuse a
+/// key that is not a blob (appended by hand as text, it would be another key to the index
+/// than the same bytes as a blob), at no measurable cost to inserts.
 const TABLES: &str = "
-CREATE TABLE IF NOT EXISTS bloom_store_meta (
+CREATE TABLE IF NOT EXISTS main.bloom_store_meta (
     name TEXT PRIMARY KEY NOT NULL,
     value BLOB NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bloom_changes (
+CREATE TABLE IF NOT EXISTS main.bloom_changes (
     seq INTEGER PRIMARY KEY,
     kind INTEGER NOT NULL,
     key BLOB NOT NULL,
     history BLOB,
     removed_at INTEGER,
     undoes INTEGER
-);
+) STRICT;
 ";
 
 /// The index of schema 3: `bloom_keys` holds the keys in the store, one entry each. An
 /// insert of a key already there fails on it (which is how a batch finds its duplicates in
 /// the same step as it appends), and every membership question is one lookup in it.
 const INDEX: &str = "
-CREATE UNIQUE INDEX IF NOT EXISTS bloom_keys ON bloom_changes (key) WHERE kind = 1 AND removed_at IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS main.bloom_keys ON bloom_changes (key) WHERE kind = 1 AND removed_at IS NULL;
 ";
 
 /// The guards of schema 3: a row of the log is never deleted, and never changed but for
@@ -60,9 +62,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS bloom_keys ON bloom_changes (key) WHERE kind =
 /// the wrapper's back, taken in by the next save; one that skips generations makes every
 /// later scan fail with `Damaged`.
 const GUARDS: &str = "
-CREATE TRIGGER IF NOT EXISTS bloom_changes_are_never_deleted BEFORE DELETE ON bloom_changes
+CREATE TRIGGER IF NOT EXISTS main.bloom_changes_are_never_deleted BEFORE DELETE ON bloom_changes
     BEGIN SELECT RAISE(ABORT, 'the bloom-store change log is append-only: a deleted row breaks the history every snapshot is checked against'); END;
-CREATE TRIGGER IF NOT EXISTS bloom_changes_are_never_edited BEFORE UPDATE ON bloom_changes
+CREATE TRIGGER IF NOT EXISTS main.bloom_changes_are_never_edited BEFORE UPDATE ON bloom_changes
     WHEN NEW.seq IS NOT OLD.seq OR NEW.kind IS NOT OLD.kind OR NEW.key IS NOT OLD.key
         OR NEW.history IS NOT OLD.history OR OLD.removed_at IS NOT NULL OR OLD.kind <> 1
         OR NOT EXISTS (SELECT 1 FROM bloom_changes r
@@ -73,9 +75,9 @@ CREATE TRIGGER IF NOT EXISTS bloom_changes_are_never_edited BEFORE UPDATE ON blo
 
 /// The triggers of schema 2 on `bloom_changes` (those on `keys` go with the table).
 const OLD_GUARDS: &str = "
-DROP TRIGGER IF EXISTS changes_are_never_updated;
-DROP TRIGGER IF EXISTS changes_are_never_deleted;
-DROP TRIGGER IF EXISTS changes_follow_the_store;
+DROP TRIGGER IF EXISTS main.changes_are_never_updated;
+DROP TRIGGER IF EXISTS main.changes_are_never_deleted;
+DROP TRIGGER IF EXISTS main.changes_follow_the_store;
 ";
 
 /// The columns of the `keys` table of schemas 1 and 2.
@@ -108,7 +110,7 @@ const OBJECTS: [(&str, &str, &str); 5] = [
 /// The first object with one of bloom-store's names that is not what bloom-store makes
 /// under it (another type, or on another table), as `(name, what it is)`.
 fn foreign_object(conn: &Connection) -> Result<Option<(&'static str, String)>, rusqlite::Error> {
-    let mut find = conn.prepare("SELECT type, tbl_name FROM sqlite_master WHERE name = ?1")?;
+    let mut find = conn.prepare("SELECT type, tbl_name FROM main.sqlite_master WHERE name = ?1")?;
     for (name, kind, table) in OBJECTS {
         let found: Option<(String, String)> = find
             .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -132,12 +134,32 @@ fn foreign_object(conn: &Connection) -> Result<Option<(&'static str, String)>, r
     Ok(None)
 }
 
+/// What [`SqliteStore`](super::SqliteStore) does with a table `keys` exactly like bloom-store
+/// 0.1's (`CREATE TABLE keys (seq INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL
+/// UNIQUE)`) in a database without bloom-store's metadata. It cannot tell that table from an
+/// application's own of the same shape, so it never decides alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LegacyKeys {
+    /// Refuse to open ([`SqliteStoreError::LegacyKeysTable`](super::SqliteStoreError::LegacyKeysTable)),
+    /// touching nothing: the default.
+    #[default]
+    Refuse,
+    /// It is bloom-store 0.1's: its keys become the store's first changes, and the table is
+    /// dropped.
+    Adopt,
+    /// It is the application's: leave it alone, and keep the store beside it.
+    Ignore,
+}
+
 /// What the database holds of bloom-store's, read without writing.
 pub(super) struct SchemaState {
     /// The recorded schema version (`None` without `bloom_store_meta` or its row).
     version: Option<i64>,
     /// The recorded identity.
     pub(super) identity: Option<Vec<u8>>,
+    /// Whether an identity row is there in another shape than a blob (damaged).
+    identity_misshapen: bool,
     /// The columns of the `keys` table, if there is one (bloom-store's before schema 3, or
     /// the application's own).
     old_keys_columns: Option<String>,
@@ -149,6 +171,9 @@ pub(super) struct SchemaState {
     has_index: bool,
     /// An object with one of bloom-store's names that bloom-store did not make.
     foreign: Option<(&'static str, String)>,
+    /// Whether something is named `bloom_changes_v2`, the name schema 2's log takes while
+    /// it is migrated.
+    v2_name_taken: bool,
 }
 
 impl SchemaState {
@@ -163,7 +188,7 @@ impl SchemaState {
 
 fn columns(conn: &Connection, table: &str) -> Result<Option<String>, rusqlite::Error> {
     let names: Vec<String> = conn
-        .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?
+        .prepare("SELECT name FROM pragma_table_info(?1, 'main') ORDER BY cid")?
         .query_map([table], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     Ok((!names.is_empty()).then(|| names.join(",")))
@@ -186,7 +211,7 @@ fn schema_object_sql(
     name: &str,
 ) -> Result<Option<String>, rusqlite::Error> {
     conn.query_row(
-        "SELECT sql FROM sqlite_master WHERE type = ?1 AND name = ?2",
+        "SELECT sql FROM main.sqlite_master WHERE type = ?1 AND name = ?2",
         [kind, name],
         |r| r.get::<_, Option<String>>(0),
     )
@@ -194,12 +219,23 @@ fn schema_object_sql(
     .map(Option::flatten)
 }
 
+/// [`read_schema_state`] in a read transaction of its own, so that its several reads see one
+/// state of the database (another process may be migrating it meanwhile).
+pub(super) fn read_schema_state_consistently(
+    conn: &Connection,
+) -> Result<SchemaState, rusqlite::Error> {
+    let tx = conn.unchecked_transaction()?;
+    let state = read_schema_state(&tx)?;
+    tx.finish()?;
+    Ok(state)
+}
+
 pub(super) fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqlite::Error> {
     let has_meta = schema_object_sql(conn, "table", "bloom_store_meta")?.is_some();
-    let (version, identity) = if has_meta {
+    let (version, identity, identity_misshapen) = if has_meta {
         let get = |name: &str| -> Result<Option<rusqlite::types::Value>, rusqlite::Error> {
             conn.query_row(
-                "SELECT value FROM bloom_store_meta WHERE name = ?1",
+                "SELECT value FROM main.bloom_store_meta WHERE name = ?1",
                 [name],
                 |r| r.get(0),
             )
@@ -209,20 +245,31 @@ pub(super) fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqli
             Some(rusqlite::types::Value::Integer(v)) => Some(v),
             _ => None,
         };
-        let identity = match get("identity")? {
-            Some(rusqlite::types::Value::Blob(b)) => Some(b),
-            _ => None,
+        let (identity, misshapen) = match get("identity")? {
+            Some(rusqlite::types::Value::Blob(b)) => (Some(b), false),
+            Some(_) => (None, true),
+            None => (None, false),
         };
-        (version, identity)
+        (version, identity, misshapen)
     } else {
-        (None, None)
+        (None, None, false)
     };
     let legacy = !has_meta
         && schema_object_sql(conn, "table", "keys")?
             .is_some_and(|sql| normalized_sql(&sql) == LEGACY_KEYS_SQL);
+    let v2_name_taken = conn
+        .query_row(
+            "SELECT 1 FROM main.sqlite_master WHERE name = 'bloom_changes_v2'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
     Ok(SchemaState {
         version,
         identity,
+        identity_misshapen,
+        v2_name_taken,
         old_keys_columns: columns(conn, "keys")?,
         legacy,
         changes_columns: columns(conn, "bloom_changes")?,
@@ -237,9 +284,13 @@ fn owns_old_keys(state: &SchemaState) -> bool {
     matches!(state.version, Some(1 | 2))
 }
 
-/// Refuses databases this build must not touch: a newer schema, or a bloom-store table with
-/// columns bloom-store never gave it.
-pub(super) fn check_schema(state: &SchemaState) -> Result<(), SqliteStoreError> {
+/// Refuses databases this build must not touch: a newer schema, a bloom-store table with
+/// columns bloom-store never gave it, or (unless `legacy` says otherwise) a table that may be
+/// bloom-store 0.1's.
+pub(super) fn check_schema(
+    state: &mut SchemaState,
+    legacy: LegacyKeys,
+) -> Result<(), SqliteStoreError> {
     if let Some(found) = state.version
         && found > SCHEMA_VERSION
     {
@@ -253,6 +304,25 @@ pub(super) fn check_schema(state: &SchemaState) -> Result<(), SqliteStoreError> 
             name,
             found: found.clone(),
         });
+    }
+    if state.identity_misshapen {
+        return Err(SqliteStoreError::Damaged {
+            what: "store identity",
+            detail: "not 16 bytes of blob".into(),
+        });
+    }
+    if state.v2_name_taken {
+        return Err(SqliteStoreError::ForeignObject {
+            name: "bloom_changes_v2",
+            found: "something".into(),
+        });
+    }
+    if state.legacy {
+        match legacy {
+            LegacyKeys::Refuse => return Err(SqliteStoreError::LegacyKeysTable),
+            LegacyKeys::Ignore => state.legacy = false,
+            LegacyKeys::Adopt => {}
+        }
     }
     let expect = |table: &'static str, found: &Option<String>, wanted: &str| match found {
         Some(columns) if columns != wanted => Err(SqliteStoreError::ForeignTable {
@@ -289,11 +359,11 @@ pub(super) fn create_or_migrate(
     // The earlier history, moved out of the way of the new tables.
     let source = if state.changes_columns.as_deref() == Some(OLD_CHANGES_COLUMNS) {
         tx.execute_batch(OLD_GUARDS)?;
-        tx.execute_batch("ALTER TABLE bloom_changes RENAME TO bloom_changes_v2;")?;
-        Some("SELECT kind, CAST(key AS BLOB) FROM bloom_changes_v2 ORDER BY seq")
+        tx.execute_batch("ALTER TABLE main.bloom_changes RENAME TO bloom_changes_v2;")?;
+        Some("SELECT kind, CAST(key AS BLOB) FROM main.bloom_changes_v2 ORDER BY seq")
     } else if (owns_old_keys(state) && state.old_keys_columns.is_some()) || state.legacy {
         // Schema 1's keys, or bloom-store 0.1's: inserts only.
-        Some("SELECT 1, CAST(key AS BLOB) FROM keys ORDER BY seq")
+        Some("SELECT 1, CAST(key AS BLOB) FROM main.keys ORDER BY seq")
     } else {
         None
     };
@@ -304,7 +374,7 @@ pub(super) fn create_or_migrate(
         None => {
             let identity = history::new_identity()?;
             tx.execute(
-                "INSERT INTO bloom_store_meta (name, value) VALUES ('identity', ?1)",
+                "INSERT INTO main.bloom_store_meta (name, value) VALUES ('identity', ?1)",
                 params![identity.to_bytes().as_slice()],
             )?;
             identity
@@ -312,14 +382,14 @@ pub(super) fn create_or_migrate(
     };
     if let Some(source) = source {
         rewrite_log(tx, identity, source)?;
-        tx.execute_batch(
-            "DROP TABLE IF EXISTS bloom_changes_v2;
-             DROP TABLE IF EXISTS keys;",
-        )?;
+        if state.changes_columns.as_deref() == Some(OLD_CHANGES_COLUMNS) {
+            tx.execute_batch("DROP TABLE main.bloom_changes_v2;")?;
+        }
+        tx.execute_batch("DROP TABLE IF EXISTS main.keys;")?;
     }
     tx.execute_batch(GUARDS)?;
     tx.execute(
-        "INSERT OR REPLACE INTO bloom_store_meta (name, value) VALUES ('schema', ?1)",
+        "INSERT OR REPLACE INTO main.bloom_store_meta (name, value) VALUES ('schema', ?1)",
         params![SCHEMA_VERSION],
     )?;
     Ok(identity)
@@ -334,15 +404,17 @@ fn rewrite_log(
     source: &str,
 ) -> Result<(), SqliteStoreError> {
     let mut read = tx.prepare(source)?;
-    let mut insert =
-        tx.prepare("INSERT INTO bloom_changes (seq, kind, key, history) VALUES (?1, 1, ?2, ?3)")?;
+    let mut insert = tx.prepare(
+        "INSERT INTO main.bloom_changes (seq, kind, key, history) VALUES (?1, 1, ?2, ?3)",
+    )?;
     let mut live = tx.prepare(
-        "SELECT seq FROM bloom_changes WHERE key = ?1 AND kind = 1 AND removed_at IS NULL",
+        "SELECT seq FROM main.bloom_changes WHERE key = ?1 AND kind = 1 AND removed_at IS NULL",
     )?;
     let mut remove = tx.prepare(
-        "INSERT INTO bloom_changes (seq, kind, key, history, undoes) VALUES (?1, 2, ?2, ?3, ?4)",
+        "INSERT INTO main.bloom_changes (seq, kind, key, history, undoes) VALUES (?1, 2, ?2, ?3, ?4)",
     )?;
-    let mut removed_at = tx.prepare("UPDATE bloom_changes SET removed_at = ?1 WHERE seq = ?2")?;
+    let mut removed_at =
+        tx.prepare("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?;
     let mut rows = read.query([])?;
     let mut point = history::HistoryPoint::genesis(identity);
     while let Some(row) = rows.next()? {
