@@ -1,69 +1,143 @@
-//! [`RedisTarget`]: where a filter lives (one Redis server, or a Redis Cluster), and the
-//! connection that sends its commands, pipelined and routed by key, each operation under one
-//! deadline.
+//! [`RedisTarget`]: where a filter lives (one Redis server, a Redis Cluster, or the master a
+//! set of Sentinels names), and the connection that sends its commands, owned by a worker
+//! thread so that every operation ends by one deadline, retries and reconnects included.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::cluster::{ClusterClientBuilder, ClusterConnection, cluster_pipe};
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, FromRedisValue, RedisResult, Value};
+use redis::Value;
 
 use crate::error::RedisFilterError;
+use crate::node::NodeIdentity;
+use crate::transport::{Replies, Topology, Transport, parse_urls};
+use crate::wire::Commands;
 
-/// The default time to wait for a connection or for an operation (one command, or one
-/// pipelined batch).
+/// The default deadline of an operation (a whole call of the filter: every command, batch,
+/// retry and reconnect it makes).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A Redis server or cluster to hold filters. Its `Debug` form never shows the URLs, which may
-/// carry passwords.
+#[derive(Clone)]
+enum Kind {
+    Single,
+    Cluster,
+    Sentinel { master: String },
+}
+
+/// A Redis server, cluster or Sentinel-managed master to hold filters. Its `Debug` form never
+/// shows the URLs, which may carry passwords.
 #[derive(Clone)]
 pub struct RedisTarget {
-    nodes: Vec<String>,
-    cluster: bool,
+    urls: Vec<String>,
+    kind: Kind,
     timeout: Duration,
+    deadline: Option<Instant>,
+    tls_ca: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for RedisTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Single => "single",
+            Kind::Cluster => "cluster",
+            Kind::Sentinel { .. } => "sentinel",
+        };
         f.debug_struct("RedisTarget")
-            .field("nodes", &self.nodes.len())
-            .field("cluster", &self.cluster)
+            .field("nodes", &self.urls.len())
+            .field("kind", &kind)
             .field("timeout", &self.timeout)
-            .finish()
+            .field("tls_ca", &self.tls_ca.is_some())
+            .finish_non_exhaustive()
     }
 }
 
 impl RedisTarget {
-    /// One Redis server, by URL (`redis://host:port/db`).
+    /// One Redis server, by URL: `redis://[user:password@]host:port/db`, or `rediss://` for
+    /// TLS (with the `tls` feature; certificates are verified against the system's roots, or
+    /// [`RedisTarget::with_tls_ca`]).
     #[must_use]
     pub fn single(url: impl Into<String>) -> Self {
-        Self {
-            nodes: vec![url.into()],
-            cluster: false,
-            timeout: DEFAULT_TIMEOUT,
-        }
+        Self::new(vec![url.into()], Kind::Single)
     }
 
-    /// A Redis Cluster, reached through any of its nodes (URLs); the rest are discovered.
+    /// A Redis Cluster, reached through any of its nodes (URLs); the rest are discovered, and
+    /// their credentials and TLS are those of the first URL.
     #[must_use]
     pub fn cluster(urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::new(urls.into_iter().map(Into::into).collect(), Kind::Cluster)
+    }
+
+    /// The master that Redis Sentinels (by URL, any of them) name `master`; the master is
+    /// reached with the first URL's credentials and TLS (and its database), and looked up
+    /// again when its connection fails (a failover).
+    #[must_use]
+    pub fn sentinel(
+        sentinels: impl IntoIterator<Item = impl Into<String>>,
+        master: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            sentinels.into_iter().map(Into::into).collect(),
+            Kind::Sentinel {
+                master: master.into(),
+            },
+        )
+    }
+
+    fn new(urls: Vec<String>, kind: Kind) -> Self {
         Self {
-            nodes: urls.into_iter().map(Into::into).collect(),
-            cluster: true,
+            urls,
+            kind,
             timeout: DEFAULT_TIMEOUT,
+            deadline: None,
+            tls_ca: None,
         }
     }
 
-    /// The deadline of each operation (a command, or a pipelined batch) and of connecting
-    /// (default [`DEFAULT_TIMEOUT`], at least 1 ms, at most a day): past it, the operation
-    /// fails with [`RedisFilterError::Timeout`] and the connection is dropped (the next
-    /// operation makes a new one), so a server that stops answering never hangs a caller.
+    /// The deadline of each operation (default [`DEFAULT_TIMEOUT`], at least 1 ms, at most a
+    /// day): one call of the filter ends by it, every batch, retry, redirect and reconnect
+    /// included, with [`RedisFilterError::Timeout`] if it is not done; the connection is then
+    /// dropped (the next operation makes a new one), so a server that stops answering never
+    /// hangs a caller.
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout.clamp(Duration::from_millis(1), Duration::from_secs(86_400));
         self
+    }
+
+    /// A deadline for every operation through this target, whatever each one's timeout: a
+    /// command-line tool gives its whole run one deadline this way.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Trusts the certificate authority in `pem` (PEM) for `rediss://` servers, instead of
+    /// the system's roots.
+    #[must_use]
+    pub fn with_tls_ca(mut self, pem: Vec<u8>) -> Self {
+        self.tls_ca = Some(pem);
+        self
+    }
+
+    /// [`RedisTarget::with_tls_ca`] with the PEM file at `path` (read at most 1 MiB).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::TlsCa`] when the file cannot be read or is too large.
+    pub fn with_tls_ca_file(self, path: &Path) -> Result<Self, RedisFilterError> {
+        use std::io::Read as _;
+        let mut pem = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(1 << 20 | 1).read_to_end(&mut pem))
+            .map_err(|e| RedisFilterError::TlsCa(format!("{}: {e}", path.display())))?;
+        if pem.len() > 1 << 20 {
+            return Err(RedisFilterError::TlsCa(format!(
+                "{}: over 1 MiB, not a CA file",
+                path.display()
+            )));
+        }
+        Ok(self.with_tls_ca(pem))
     }
 
     /// The timeout.
@@ -75,7 +149,38 @@ impl RedisTarget {
     /// Whether this is a cluster.
     #[must_use]
     pub fn is_cluster(&self) -> bool {
-        self.cluster
+        matches!(self.kind, Kind::Cluster)
+    }
+
+    /// The deadline of an operation starting now.
+    pub(crate) fn deadline_from_now(&self) -> Instant {
+        let own = Instant::now() + self.timeout;
+        self.deadline.map_or(own, |d| d.min(own))
+    }
+
+    fn topology(&self) -> Result<Topology, RedisFilterError> {
+        let infos = parse_urls(&self.urls)?;
+        if infos.is_empty() {
+            return Err(RedisFilterError::Protocol("the target has no URL".into()));
+        }
+        Ok(match &self.kind {
+            Kind::Single => Topology::Single(
+                infos
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| RedisFilterError::Protocol("the target has no URL".into()))?,
+            ),
+            Kind::Cluster => Topology::Cluster(infos),
+            Kind::Sentinel { master } => {
+                // The Sentinels themselves take no credentials of the master, nor its db.
+                let template = infos[0].clone();
+                Topology::Sentinel {
+                    sentinels: infos,
+                    master: master.clone(),
+                    template,
+                }
+            }
+        })
     }
 
     /// Connects (within the timeout).
@@ -84,80 +189,36 @@ impl RedisTarget {
             target: self.clone(),
             worker: None,
         };
-        conn.worker = Some(Worker::start(self)?);
+        conn.ensure_worker()?;
+        // Reach a node now, so that a target with nothing behind it fails at once.
+        conn.query(&[b"PING"], None)?;
         Ok(conn)
     }
-
-    fn open_inner(&self) -> RedisResult<Inner> {
-        if self.cluster {
-            let client = ClusterClientBuilder::new(self.nodes.clone())
-                .connection_timeout(self.timeout)
-                .response_timeout(self.timeout)
-                .build()?;
-            Ok(Inner::Cluster(Box::new(client.get_connection()?)))
-        } else {
-            let url = self.nodes.first().map_or("", String::as_str);
-            let client = redis::Client::open(url)?;
-            let conn = client.get_connection_with_timeout(self.timeout)?;
-            conn.set_read_timeout(Some(self.timeout))?;
-            conn.set_write_timeout(Some(self.timeout))?;
-            Ok(Inner::Single(conn))
-        }
-    }
 }
 
-/// A Redis error as a filter error: timeouts named as such.
-pub(crate) fn redis_error(error: redis::RedisError, timeout: Duration) -> RedisFilterError {
-    if error.is_timeout() {
-        RedisFilterError::Timeout { timeout }
-    } else {
-        RedisFilterError::Redis(error)
-    }
-}
+type Job = Box<dyn FnOnce(&mut Transport) + Send>;
 
-pub(crate) enum Inner {
-    Single(redis::Connection),
-    Cluster(Box<ClusterConnection>),
-}
-
-type Job = Box<dyn FnOnce(&mut Inner) + Send>;
-
-/// A thread that owns the connection and runs operations on it, so that the caller can give
-/// up on one at its deadline (a stuck thread is abandoned and ends with its socket).
+/// A thread that owns the transport and runs operations on it, so that the caller can give up
+/// on one at its deadline (a thread stuck on a socket or a name lookup is abandoned, and ends
+/// with its socket's own timeouts).
 struct Worker {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Worker {
     fn start(target: &RedisTarget) -> Result<Self, RedisFilterError> {
-        let timeout = target.timeout;
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), redis::RedisError>>(1);
+        let mut transport =
+            Transport::new(target.topology()?, target.tls_ca.clone(), target.timeout);
         let (jobs, queue) = mpsc::channel::<Job>();
-        let target = target.clone();
         std::thread::Builder::new()
             .name("bloom-redis".into())
             .spawn(move || {
-                let mut inner = match target.open_inner() {
-                    Ok(inner) => {
-                        let _ = ready_tx.send(Ok(()));
-                        inner
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
                 while let Ok(job) = queue.recv() {
-                    job(&mut inner);
+                    job(&mut transport);
                 }
             })
             .map_err(|e| RedisFilterError::Protocol(format!("cannot start a thread: {e}")))?;
-        // Connecting has its own timeout; this bounds it even if a resolver hangs.
-        match ready_rx.recv_timeout(timeout.saturating_mul(2)) {
-            Ok(Ok(())) => Ok(Self { jobs }),
-            Ok(Err(e)) => Err(redis_error(e, timeout)),
-            Err(_) => Err(RedisFilterError::Timeout { timeout }),
-        }
+        Ok(Self { jobs })
     }
 }
 
@@ -168,19 +229,24 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    /// Runs `operation` on the connection, within the deadline.
-    fn run<T: Send + 'static>(
-        &mut self,
-        deadline: Duration,
-        operation: impl FnOnce(&mut Inner) -> RedisResult<T> + Send + 'static,
-    ) -> Result<T, RedisFilterError> {
-        let timeout = self.target.timeout;
+    fn ensure_worker(&mut self) -> Result<(), RedisFilterError> {
         if self.worker.is_none() {
             self.worker = Some(Worker::start(&self.target)?);
         }
+        Ok(())
+    }
+
+    /// Runs `operation` on the transport, by `deadline`.
+    pub(crate) fn run<T: Send + 'static>(
+        &mut self,
+        deadline: Instant,
+        operation: impl FnOnce(&mut Transport, Instant) -> Result<T, RedisFilterError> + Send + 'static,
+    ) -> Result<T, RedisFilterError> {
+        let timeout = self.target.timeout;
+        self.ensure_worker()?;
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |inner| {
-            let _ = reply_tx.send(operation(inner));
+        let job: Job = Box::new(move |transport| {
+            let _ = reply_tx.send(operation(transport, deadline));
         });
         let sent = self
             .worker
@@ -192,93 +258,105 @@ impl Conn {
                 "the connection ended; the next operation reconnects".into(),
             ));
         }
-        match reply_rx.recv_timeout(deadline) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => {
-                // A connection that failed is not trusted with the next operation.
-                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match reply_rx.recv_timeout(left) {
+            Ok(result) => {
+                if matches!(result, Err(RedisFilterError::Timeout { .. })) {
+                    // Its sockets may hold half an exchange: start afresh.
                     self.worker = None;
                 }
-                Err(redis_error(e, timeout))
+                result
             }
             Err(_) => {
-                // Give up on this connection: its thread may be stuck on a socket.
+                // Give up on this worker: its thread may be stuck on a socket.
                 self.worker = None;
                 Err(RedisFilterError::Timeout { timeout })
             }
         }
     }
 
-    /// One command.
-    pub(crate) fn query<T: FromRedisValue + Send + 'static>(
+    /// One command (routed by `key`, or to any node), within one operation's deadline.
+    pub(crate) fn query(
         &mut self,
-        cmd: &Cmd,
-    ) -> Result<T, RedisFilterError> {
-        let cmd = cmd.clone();
-        self.run(self.target.timeout, move |inner| match inner {
-            Inner::Single(conn) => cmd.query(conn),
-            Inner::Cluster(conn) => cmd.query(conn.as_mut()),
+        args: &[&[u8]],
+        key: Option<&[u8]>,
+    ) -> Result<Value, RedisFilterError> {
+        let deadline = self.target.deadline_from_now();
+        self.query_by(args, key, deadline).map(|(value, _)| value)
+    }
+
+    /// One command by `deadline`, with the serial of the connection that answered.
+    pub(crate) fn query_by(
+        &mut self,
+        args: &[&[u8]],
+        key: Option<&[u8]>,
+        deadline: Instant,
+    ) -> Result<(Value, u64), RedisFilterError> {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let key = key.map(<[u8]>::to_vec);
+        self.run(deadline, move |transport, deadline| {
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let (value, serial) = transport.query(&args, key.as_deref(), deadline)?;
+            Ok((server_error(value)?, serial))
         })
     }
 
-    /// Commands pipelined: one round trip per node, replies in order, within one deadline.
-    pub(crate) fn pipeline(&mut self, cmds: Vec<Cmd>) -> Result<Vec<Value>, RedisFilterError> {
-        if cmds.is_empty() {
-            return Ok(Vec::new());
+    /// Commands pipelined (command `i` routed by `keys[i]`), by `deadline`.
+    pub(crate) fn pipeline_by(
+        &mut self,
+        commands: Commands,
+        keys: Vec<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<Replies, RedisFilterError> {
+        if commands.len() == 0 {
+            return Ok(Replies {
+                values: Vec::new(),
+                answered_by: Vec::new(),
+            });
         }
-        self.run(self.target.timeout, move |inner| match inner {
-            Inner::Single(conn) => {
-                let mut pipe = redis::pipe();
-                for cmd in cmds {
-                    pipe.add_command(cmd);
-                }
-                pipe.query::<Vec<Value>>(conn)
-            }
-            Inner::Cluster(conn) => {
-                let mut pipe = cluster_pipe();
-                for cmd in cmds {
-                    pipe.add_command(cmd);
-                }
-                pipe.query::<Vec<Value>>(conn.as_mut())
-            }
+        self.run(deadline, move |transport, deadline| {
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            transport.pipeline(&commands, &keys, deadline)
         })
     }
 
-    /// `WAIT replicas timeout` on the node that holds `key`: how many replicas acknowledged
-    /// every write this connection made to that node.
-    pub(crate) fn wait_for_replicas(
+    /// One command on the connection `serial`, by `deadline`.
+    pub(crate) fn query_on(
         &mut self,
-        key: &str,
-        replicas: usize,
-        timeout: Duration,
-    ) -> Result<usize, RedisFilterError> {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(
-            u64::try_from(timeout.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1),
-        );
-        let key = key.to_owned();
-        let usual = self.target.timeout;
-        // WAIT blocks up to its own timeout: the reply may take that long plus the usual.
-        let patience = timeout.saturating_add(usual);
-        let acked: i64 = self.run(patience, move |inner| match inner {
-            Inner::Single(conn) => {
-                conn.set_read_timeout(Some(patience))?;
-                let acked = wait.query(conn);
-                conn.set_read_timeout(Some(usual))?;
-                acked
-            }
-            Inner::Cluster(conn) => {
-                conn.set_read_timeout(Some(patience))?;
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::with_key(&key, SlotAddr::Master),
-                ));
-                let value = conn.route_command(&wait, route);
-                conn.set_read_timeout(Some(usual))?;
-                redis::from_redis_value(value?).map_err(Into::into)
-            }
-        })?;
-        Ok(usize::try_from(acked).unwrap_or(0))
+        serial: u64,
+        args: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Value, RedisFilterError> {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        self.run(deadline, move |transport, deadline| {
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            server_error(transport.query_on(serial, &args, deadline)?)
+        })
+    }
+
+    /// The live connections and who their nodes are.
+    pub(crate) fn live(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Vec<(u64, NodeIdentity)>, RedisFilterError> {
+        self.run(deadline, |transport, _| Ok(transport.live()))
+    }
+
+    /// `CLUSTER NODES`, from any node.
+    pub(crate) fn cluster_nodes(&mut self, deadline: Instant) -> Result<String, RedisFilterError> {
+        self.run(deadline, |transport, deadline| {
+            transport.cluster_nodes(deadline)
+        })
+    }
+}
+
+/// An error reply as an error (`NOPERM` named as a permission the user lacks).
+pub(crate) fn server_error(value: Value) -> Result<Value, RedisFilterError> {
+    match value {
+        Value::ServerError(e) => Err(RedisFilterError::Server {
+            code: e.code().to_owned(),
+            detail: e.details().unwrap_or("").to_owned(),
+        }),
+        other => Ok(other),
     }
 }

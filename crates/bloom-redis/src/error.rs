@@ -143,6 +143,48 @@ pub enum RedisFilterError {
         /// The wait.
         timeout: Duration,
     },
+    /// A node answering for a shard may have lost acknowledged writes since the filter last
+    /// knew the shard whole (it restarted, failed over, or was replaced), and the filter's
+    /// durability does not cover it: nothing is answered from the filter until every key is
+    /// added again and the filter declared whole ([`RedisFilter::accept_whole`](crate::RedisFilter::accept_whole);
+    /// `bloom redis add --complete`), or it is rebuilt.
+    #[error(
+        "filter {name}: shard {shard} may have lost acknowledged writes: {why}; the filter answers nothing until every key is added again (bloom redis add --complete) or it is rebuilt"
+    )]
+    Unverified {
+        /// The filter name.
+        name: String,
+        /// The shard.
+        shard: u32,
+        /// What changed.
+        why: String,
+    },
+    /// The node that took an operation's writes changed while it ran (a restart or a
+    /// failover): the writes may be lost, so the operation failed.
+    #[error(
+        "the Redis node that took the writes changed (a restart or a failover) while the operation ran"
+    )]
+    NodeChanged,
+    /// A write could not be made as durable as the filter asks.
+    #[error("the write is not durable as the filter asks: {why}; the key must not be committed")]
+    NotDurable {
+        /// Why.
+        why: String,
+    },
+    /// Redis refused a command (`NOPERM`: the user lacks the rights it needs).
+    #[error("Redis refused a command: {code} {detail}")]
+    Server {
+        /// The error code (`NOPERM`, `ERR`, ...).
+        code: String,
+        /// The rest of the message.
+        detail: String,
+    },
+    /// `rediss://` was given, and this build has no TLS (the `tls` feature).
+    #[error("rediss:// needs TLS, which this build of bloom-redis lacks (the tls feature)")]
+    TlsUnavailable,
+    /// The certificate authority file could not be used.
+    #[error("the TLS certificate authority file cannot be used: {0}")]
+    TlsCa(String),
     /// A reply had an unexpected shape.
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
@@ -166,5 +208,12 @@ impl RedisFilterError {
             self,
             Self::LostState { .. } | Self::NotFound { .. } | Self::NotReady { .. }
         )
+    }
+
+    /// Whether the error says the filter may have lost acknowledged writes: every key must be
+    /// added again before it answers.
+    #[must_use]
+    pub fn is_unverified(&self) -> bool {
+        matches!(self, Self::Unverified { .. })
     }
 }

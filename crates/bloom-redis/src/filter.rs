@@ -1,32 +1,33 @@
-//! [`RedisFilter`]: a sharded Bloom filter held in Redis, answered one command per key.
+//! [`RedisFilter`]: a sharded Bloom filter held in Redis: its key scheme, its creation,
+//! opening and deletion, and its metadata. Queries are in `bits.rs`, copies in `copy.rs`.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
-use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bloom_core::{EncodedKey, FilterConfig, Layout, PositionRule, estimate};
-use bloom_format::{
-    AtomicFile, DatasetGeneration, DecodeOptions, Header, SnapshotReader, SnapshotWriter,
-    StoreBinding, WriteOptions,
-};
-use redis::{Cmd, Value};
+use bloom_core::{FilterConfig, Layout, PositionRule};
+use bloom_format::{DatasetGeneration, Header, StoreBinding};
+use redis::Value;
 
 use crate::connection::{Conn, RedisTarget};
+use crate::epoch::{self, Durability, Record};
 use crate::error::RedisFilterError;
 use crate::meta::{self, BUILDING, Creation, Markers, READY};
+use crate::node::text;
+use crate::wire::Commands;
 
 /// Bits at the start and at the end of every shard that hold its marker.
-const MARKER_BITS: u64 = 64;
+pub(crate) const MARKER_BITS: u64 = 64;
 /// The marker's bytes.
-const MARKER_BYTES: u64 = MARKER_BITS / 8;
+pub(crate) const MARKER_BYTES: u64 = MARKER_BITS / 8;
 /// Redis's largest string: a shard and its marker must fit.
 const MAX_SHARD_BYTES: u64 = 512 << 20;
-/// Keys per pipelined batch.
-const BATCH: usize = 1024;
-/// Bytes per `GETRANGE`/`SETRANGE` when a shard is copied.
-const COPY_BYTES: u64 = 1 << 20;
+/// A shard is created with one `SET` up to this size, and grown with `APPEND` past it (Redis
+/// then over-allocates by at most 1 MiB).
+const WHOLE_SHARD_BYTES: u64 = 8 << 20;
+/// Shards per pipeline of shard commands.
+pub(crate) const SHARDS_PER_PIPELINE: u32 = 256;
 
 /// The metadata key of filter `name`: `bloom:{NAME}:meta`.
 #[must_use]
@@ -36,7 +37,7 @@ pub fn meta_key(name: &str) -> String {
 
 /// The key of shard `shard` of filter `name`: `bloom:{NAME:S}`. The hash tag is the name and
 /// the shard number, so Redis Cluster spreads shards over its slots, and every key of one
-/// shard (there is one) is in one slot.
+/// shard (the bits, the epoch record) is in one slot.
 #[must_use]
 pub fn shard_key(name: &str, shard: u32) -> String {
     format!("bloom:{{{name}:{shard}}}")
@@ -84,68 +85,48 @@ pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisF
     Ok((shards, shard_bits))
 }
 
-/// What [`RedisFilter::info`] reports. Its `Debug` form leaves out the salt.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct Info {
-    /// The filter's header, as its metadata holds it.
-    pub header: Header,
-    /// The bits set, over all shards.
-    pub set_bits: u64,
-    /// The estimated number of keys.
-    pub estimated_items: f64,
-    /// The false-positive rate at the current fill (the mean over shards).
-    pub estimated_false_positive_rate: f64,
-}
-
-impl fmt::Debug for Info {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Info")
-            .field("bit_count", &self.header.bit_count)
-            .field("hash_count", &self.header.hash_count)
-            .field("position_rule", &self.header.position_rule)
-            .field("salted", &!self.header.salt.is_empty())
-            .field("dataset_generation", &self.header.dataset_generation)
-            .field("set_bits", &self.set_bits)
-            .field("estimated_items", &self.estimated_items)
-            .field(
-                "estimated_false_positive_rate",
-                &self.estimated_false_positive_rate,
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-/// A Bloom filter held in Redis (or Redis Cluster) in the sharded layout: `S` shard keys of
-/// `m / S` bits each behind a 64-bit marker, and a metadata hash that holds what a snapshot
-/// header holds.
+/// A Bloom filter held in Redis (one server, a Redis Cluster, or a Sentinel-managed master)
+/// in the sharded layout: `S` shard keys of `m / S` bits each between two 64-bit markers, an
+/// epoch record beside each shard, and a metadata hash that holds what a snapshot header
+/// holds.
 ///
-/// - **One command per key, on one node**: all of a key's bits are in one shard. Inserts are
-///   `BITFIELD key GET i64 0 SET u1 .. 1 ..`, queries `BITFIELD_RO key GET i64 0 GET u1 ..`;
-///   each is atomic, and batches are pipelined (one round trip per node).
+/// - **A key's bits in one shard, on one node**: a batch of keys is one `BITFIELD` per shard
+///   it touches, pipelined (one round trip per node); cluster redirects (`MOVED`, `ASK`) are
+///   followed inside the pipeline, so a reshard fails no call.
 /// - **Lost state is detected, never answered from**: every command reads the shard's two
 ///   markers (derived from the creation id, the configuration and the shard's number) in
 ///   the same step. A shard that is missing, was emptied (`FLUSHALL`, a Redis restarted
 ///   without persistence), truncated, renamed or copied from another shard, belongs to a
 ///   filter created since, or is read with edited metadata, reads another marker, and the
-///   operation fails with [`RedisFilterError::LostState`]; the shard stays detectably lost
-///   (an insert never writes a marker) until the filter is rebuilt. What cannot be detected: a
-///   failover to a replica that missed recent writes (see
-///   [`RedisFilter::require_replica_acks`]).
+///   operation fails with [`RedisFilterError::LostState`].
+/// - **Lost writes are detected, never answered from**: the node answering for a shard is
+///   judged against the shard's epoch record (see the `epoch` module's table): a restart or a
+///   failover since the filter last knew the shard whole may have lost acknowledged writes,
+///   and the operation fails with [`RedisFilterError::Unverified`], unless the filter's
+///   [`Durability`] made every write survive it. [`RedisFilter::accept_whole`] records the
+///   nodes again once every key is back in.
+/// - **Durability on request**: [`Durability::Replicas`] makes every insert wait for replicas
+///   (`WAIT`), [`Durability::Aof`] for the AOF's fsync (`WAITAOF`, or `appendfsync always`);
+///   [`RedisFilter::require_replica_acks`] asks it of one handle.
+/// - **One deadline per operation**: [`RedisTarget::with_timeout`] bounds a whole call,
+///   retries and reconnects included.
 /// - **Bit-exact with the snapshot format**: [`RedisFilter::export`] writes the snapshot a
 ///   local filter with the same configuration and keys would write; [`RedisFilter::import`]
 ///   loads one back. Redis numbers bits from the most significant bit of each byte, the
 ///   snapshot format from the least significant; the copy reverses each byte.
 pub struct RedisFilter {
-    target: RedisTarget,
+    pub(crate) target: RedisTarget,
     conn: Mutex<Conn>,
-    name: String,
-    config: FilterConfig,
-    creation: Creation,
-    markers: Markers,
-    shard_bits: u64,
-    shards: u32,
-    acks: Option<(usize, Duration)>,
+    pub(crate) name: String,
+    pub(crate) config: FilterConfig,
+    pub(crate) creation: Creation,
+    pub(crate) markers: Markers,
+    pub(crate) shard_bits: u64,
+    pub(crate) shards: u32,
+    pub(crate) durability: Durability,
+    pub(crate) acks: Option<(usize, Duration)>,
+    /// The shards whose node was judged on the connection that answered (by serial).
+    pub(crate) verified: Mutex<HashSet<(u64, u32)>>,
 }
 
 /// Names the filter and its size; never its salt, URLs or bits.
@@ -156,52 +137,104 @@ impl fmt::Debug for RedisFilter {
             .field("target", &self.target)
             .field("config", &self.config)
             .field("shards", &self.shards)
+            .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
 
+pub(crate) fn int(value: &Value) -> Result<i64, RedisFilterError> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        other => Err(RedisFilterError::Protocol(format!(
+            "expected an integer, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// A reply's kind, for messages (never its contents, which may be large or hostile).
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Nil => "nil",
+        Value::Int(_) => "an integer",
+        Value::BulkString(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::SimpleString(_) => "a status",
+        Value::Okay => "OK",
+        Value::Map(_) => "a map",
+        Value::ServerError(_) => "an error",
+        _ => "another kind of reply",
+    }
+}
+
+/// `HSET` of `ARGV[2..]` on `KEYS[1]` only if its `creation` is `ARGV[1]`; -1 otherwise.
+pub(crate) const GUARDED_HSET: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
+     return redis.call('HSET', KEYS[1], unpack(ARGV, 2))";
+
+/// `HINCRBY KEYS[1] items ARGV[2]` only if its `creation` is `ARGV[1]`; -1 otherwise.
+pub(crate) const GUARDED_HINCRBY: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
+     return redis.call('HINCRBY', KEYS[1], 'items', ARGV[2])";
+
 impl RedisFilter {
-    /// Creates filter `name` with `config` (which must use the sharded layout): its shards,
-    /// each allocated at full size behind the marker, then its metadata, marked ready last.
-    /// Fails if a filter of that name exists (even one whose creation was interrupted:
-    /// [`RedisFilter::delete`] it first).
+    /// Creates filter `name` with `config` (which must use the sharded layout) and no
+    /// durability requirement: [`RedisFilter::create_with`].
     ///
     /// # Errors
-    /// [`RedisFilterError::InvalidName`], [`RedisFilterError::NotSharded`],
-    /// [`RedisFilterError::ShardTooLarge`], [`RedisFilterError::AlreadyExists`], or a Redis
-    /// error.
+    /// As [`RedisFilter::create_with`].
     pub fn create(
         target: &RedisTarget,
         name: &str,
         config: FilterConfig,
     ) -> Result<Self, RedisFilterError> {
-        let header = config.to_header(DatasetGeneration::ZERO, 0);
-        Self::create_with_header(target, name, config, header, READY)
+        Self::create_with(target, name, config, Durability::None)
     }
 
-    fn create_with_header(
+    /// Creates filter `name` with `config` and the `durability` every writer must give each
+    /// insert: its shards, each written whole with its markers, their epoch records, then its
+    /// metadata, marked ready last. Fails if a filter of that name exists (even one whose
+    /// creation was interrupted: [`RedisFilter::delete`] it first).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::InvalidName`], [`RedisFilterError::NotSharded`],
+    /// [`RedisFilterError::ShardTooLarge`], [`RedisFilterError::AlreadyExists`],
+    /// [`RedisFilterError::TooLarge`], or a Redis error.
+    pub fn create_with(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
+        let header = config.to_header(DatasetGeneration::ZERO, 0);
+        Self::create_with_header(target, name, config, header, durability, READY)
+    }
+
+    pub(crate) fn create_with_header(
         target: &RedisTarget,
         name: &str,
         config: FilterConfig,
         header: Header,
+        durability: Durability,
         final_state: &str,
     ) -> Result<Self, RedisFilterError> {
         check_name(name)?;
         let (shards, shard_bits) = shard_geometry(&config)?;
         let mut conn = target.connect()?;
-        check_memory(
+        crate::copy::check_memory(
             &mut conn,
             target,
             u64::from(shards) * (shard_bits / 8 + 2 * MARKER_BYTES),
         )?;
         let creation = Creation::random()?;
         let key = meta_key(name);
-        let claimed: i64 = conn.query(
-            redis::cmd("HSETNX")
-                .arg(&key)
-                .arg("creation")
-                .arg(creation.hex()),
-        )?;
+        let claimed = int(&conn.query(
+            &[
+                b"HSETNX",
+                key.as_bytes(),
+                b"creation",
+                creation.hex().as_bytes(),
+            ],
+            Some(key.as_bytes()),
+        )?)?;
         if claimed == 0 {
             return Err(RedisFilterError::AlreadyExists {
                 name: name.to_owned(),
@@ -216,36 +249,46 @@ impl RedisFilter {
             markers: Markers::new(creation, &header),
             shard_bits,
             shards,
+            durability,
             acks: None,
+            verified: Mutex::new(HashSet::new()),
         };
-        filter.write_meta(&header, BUILDING)?;
+        let mut fields = meta::fields(&header, creation, BUILDING);
+        fields.push(("durability", durability.field()));
+        filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
         filter.allocate_shards()?;
+        filter.record_nodes(Some((header.dataset_generation, header.store)))?;
         if final_state == READY {
-            filter.set_state(READY)?;
+            filter.set_fields([("state", READY)])?;
         }
         Ok(filter)
     }
 
-    /// Opens filter `name`: its metadata must be complete and valid, the filter ready, and
-    /// every shard present, full size, with the filter's marker.
+    /// Opens filter `name`: its metadata must be complete and valid, and the filter ready.
+    /// Shards are checked as they are used (every command reads their markers), so opening
+    /// costs one round trip whatever the shard count.
     ///
     /// # Errors
     /// [`RedisFilterError::NotFound`], [`RedisFilterError::NotReady`],
     /// [`RedisFilterError::Metadata`], [`RedisFilterError::Invalid`],
-    /// [`RedisFilterError::Config`], [`RedisFilterError::LostState`], or a Redis error.
+    /// [`RedisFilterError::Config`], or a Redis error.
     pub fn open(target: &RedisTarget, name: &str) -> Result<Self, RedisFilterError> {
         check_name(name)?;
         let mut conn = target.connect()?;
-        let meta = read_meta(&mut conn, name)?;
+        let meta = crate::copy::read_meta(&mut conn, name)?;
         if meta.state != READY {
             return Err(RedisFilterError::NotReady {
                 name: name.to_owned(),
                 state: meta.state,
             });
         }
-        let config = config_of(name, &meta.header)?;
+        let config =
+            FilterConfig::from_header(&meta.header).map_err(|source| RedisFilterError::Config {
+                name: name.to_owned(),
+                source,
+            })?;
         let (shards, shard_bits) = shard_geometry(&config)?;
-        let filter = Self {
+        Ok(Self {
             target: target.clone(),
             conn: Mutex::new(conn),
             name: name.to_owned(),
@@ -254,15 +297,15 @@ impl RedisFilter {
             markers: Markers::new(meta.creation, &meta.header),
             shard_bits,
             shards,
+            durability: meta.durability,
             acks: None,
-        };
-        filter.check_shards()?;
-        Ok(filter)
+            verified: Mutex::new(HashSet::new()),
+        })
     }
 
-    /// Deletes filter `name`: its metadata and every shard. Returns whether it existed. A
-    /// filter whose metadata is gone (lost, or a creation interrupted before it was written)
-    /// is deleted shard by shard up to `shards_hint` shards.
+    /// Deletes filter `name`: its metadata, every shard and every epoch record. Returns
+    /// whether it existed. A filter whose metadata is gone (lost, or a creation interrupted
+    /// before it was written) is deleted shard by shard up to `shards_hint` shards.
     ///
     /// # Errors
     /// [`RedisFilterError::InvalidName`] or a Redis error.
@@ -273,24 +316,31 @@ impl RedisFilter {
     ) -> Result<bool, RedisFilterError> {
         check_name(name)?;
         let mut conn = target.connect()?;
-        let map: HashMap<String, String> = conn.query(redis::cmd("HGETALL").arg(meta_key(name)))?;
-        let shards = map
-            .get("shards")
+        let key = meta_key(name);
+        let recorded = conn.query(&[b"HGET", key.as_bytes(), b"shards"], Some(key.as_bytes()))?;
+        let shards = text(&recorded)
             .and_then(|s| s.parse::<u32>().ok())
             .or(shards_hint)
             .unwrap_or(0);
+        let deadline = target.deadline_from_now();
         let mut deleted = 0i64;
-        let keys: Vec<String> = (0..shards).map(|s| shard_key(name, s)).collect();
-        for chunk in keys.chunks(BATCH) {
-            let cmds = chunk
-                .iter()
-                .map(|k| redis::cmd("DEL").arg(k).clone())
-                .collect();
-            for value in conn.pipeline(cmds)? {
-                deleted += int(&value)?;
+        for first in (0..shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..shards.min(first + SHARDS_PER_PIPELINE) {
+                let shard = shard_key(name, s);
+                commands.push(&[
+                    b"DEL",
+                    shard.as_bytes(),
+                    epoch::epoch_key(name, s).as_bytes(),
+                ]);
+                keys.push(shard.into_bytes());
+            }
+            for value in conn.pipeline_by(commands, keys, deadline)?.values {
+                deleted += int(&crate::connection::server_error(value)?)?;
             }
         }
-        deleted += conn.query::<i64>(redis::cmd("DEL").arg(meta_key(name)))?;
+        deleted += int(&conn.query(&[b"DEL", key.as_bytes()], Some(key.as_bytes()))?)?;
         Ok(deleted > 0)
     }
 
@@ -306,54 +356,58 @@ impl RedisFilter {
         &self.config
     }
 
-    /// Requires every insert to be acknowledged by `replicas` replicas within `timeout`
-    /// (Redis `WAIT` on the node of each shard written) before it returns: an insert that
-    /// is not acknowledged fails with [`RedisFilterError::NotAcknowledged`], so a caller that
-    /// sets bits before committing a record does not commit it. This narrows what a failover
-    /// can lose to writes no replica had; Redis replication stays asynchronous (`WAIT` does
-    /// not make it strongly consistent).
+    /// What the filter asks of every writer, as its metadata records it.
+    #[must_use]
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Requires every insert through this handle to be acknowledged by `replicas` replicas
+    /// within `timeout` (Redis `WAIT` on each node written) before it returns, besides what
+    /// the filter's [`Durability`] asks: an insert that is not acknowledged fails with
+    /// [`RedisFilterError::NotAcknowledged`], so a caller that sets bits before committing a
+    /// record does not commit it. Redis replication stays asynchronous: this narrows what a
+    /// failover can lose to writes no replica had.
     pub fn require_replica_acks(&mut self, replicas: usize, timeout: Duration) {
         let timeout = timeout.min(Duration::from_secs(86_400));
         self.acks = (replicas > 0).then_some((replicas, timeout));
     }
 
-    fn conn(&self) -> MutexGuard<'_, Conn> {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Conn> {
         // A panic while holding the connection leaves nothing half-written on our side.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn meta_key(&self) -> String {
+    pub(crate) fn meta_key(&self) -> String {
         meta_key(&self.name)
-    }
-
-    fn write_meta(&self, header: &Header, state: &str) -> Result<(), RedisFilterError> {
-        let fields = meta::fields(header, self.creation, state);
-        self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
-    }
-
-    fn set_state(&self, state: &str) -> Result<(), RedisFilterError> {
-        self.set_fields([("state", state)])
     }
 
     /// Sets metadata fields only if the metadata is still this filter's (same creation id),
     /// atomically: a handle to a filter deleted or recreated meanwhile writes nothing.
-    fn set_fields<'f>(
+    pub(crate) fn set_fields<'f>(
         &self,
         fields: impl IntoIterator<Item = (&'f str, &'f str)>,
     ) -> Result<(), RedisFilterError> {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(GUARDED_HSET)
-            .arg(1)
-            .arg(self.meta_key())
-            .arg(self.creation.hex());
-        for (field, value) in fields {
-            cmd.arg(field).arg(value);
+        let key = self.meta_key();
+        let creation = self.creation.hex();
+        let mut args: Vec<&[u8]> = vec![
+            b"EVAL",
+            GUARDED_HSET.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            creation.as_bytes(),
+        ];
+        let fields: Vec<(&str, &str)> = fields.into_iter().collect();
+        for (field, value) in &fields {
+            args.push(field.as_bytes());
+            args.push(value.as_bytes());
         }
-        self.guarded(&cmd)
+        self.guarded(&args)
     }
 
-    fn guarded(&self, cmd: &Cmd) -> Result<(), RedisFilterError> {
-        match self.conn().query::<i64>(cmd)? {
+    pub(crate) fn guarded(&self, args: &[&[u8]]) -> Result<(), RedisFilterError> {
+        let key = self.meta_key();
+        match int(&self.conn().query(args, Some(key.as_bytes()))?)? {
             n if n >= 0 => Ok(()),
             _ => Err(self.lost(
                 0,
@@ -362,91 +416,7 @@ impl RedisFilter {
         }
     }
 
-    /// Writes every shard: its head marker, zeros (allocated by Redis), and its tail marker.
-    fn allocate_shards(&self) -> Result<(), RedisFilterError> {
-        let tail = MARKER_BYTES + self.shard_bits / 8;
-        let mut conn = self.conn();
-        // Small batches: allocating a shard can take Redis a while.
-        for first in (0..self.shards).step_by(16) {
-            let cmds = (first..self.shards.min(first + 16))
-                .flat_map(|s| {
-                    let key = shard_key(&self.name, s);
-                    let marker = self.markers.bytes(s);
-                    [
-                        redis::cmd("DEL").arg(&key).clone(),
-                        redis::cmd("SETRANGE")
-                            .arg(&key)
-                            .arg(0)
-                            .arg(&marker[..])
-                            .clone(),
-                        redis::cmd("SETRANGE")
-                            .arg(&key)
-                            .arg(tail)
-                            .arg(&marker[..])
-                            .clone(),
-                    ]
-                })
-                .collect();
-            conn.pipeline(cmds)?;
-        }
-        Ok(())
-    }
-
-    /// Checks every shard: present, full size, with this filter's marker.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::LostState`] naming the first shard that is not, or a Redis error.
-    pub fn check_shards(&self) -> Result<(), RedisFilterError> {
-        let expected = i64::try_from(2 * MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
-        let tail = MARKER_BITS + self.shard_bits;
-        let mut conn = self.conn();
-        for first in (0..self.shards).step_by(BATCH) {
-            let range: Vec<u32> = (first..self.shards.min(first + BATCH as u32)).collect();
-            let cmds = range
-                .iter()
-                .flat_map(|&s| {
-                    let key = shard_key(&self.name, s);
-                    [
-                        redis::cmd("STRLEN").arg(&key).clone(),
-                        redis::cmd("BITFIELD_RO")
-                            .arg(&key)
-                            .arg("GET")
-                            .arg("i64")
-                            .arg(0)
-                            .arg("GET")
-                            .arg("i64")
-                            .arg(tail)
-                            .clone(),
-                    ]
-                })
-                .collect();
-            let replies = conn.pipeline(cmds)?;
-            for (&shard, pair) in range.iter().zip(replies.chunks(2)) {
-                let [len, marker] = pair else {
-                    return Err(RedisFilterError::Protocol("a reply is missing".into()));
-                };
-                let len = int(len)?;
-                let markers = ints(marker)?;
-                let own = self.markers.of(shard);
-                let intact = markers.len() == 2 && markers.iter().all(|&m| m == own);
-                if len != expected || !intact {
-                    return Err(self.lost(
-                        shard,
-                        if len == 0 {
-                            "the key is missing".to_owned()
-                        } else if len != expected {
-                            format!("it is {len} bytes, expected {expected}")
-                        } else {
-                            "its markers are not this filter's (another filter, another shard, or edited metadata)".to_owned()
-                        },
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn lost(&self, shard: u32, detail: impl Into<String>) -> RedisFilterError {
+    pub(crate) fn lost(&self, shard: u32, detail: impl Into<String>) -> RedisFilterError {
         RedisFilterError::LostState {
             name: self.name.clone(),
             shard,
@@ -455,528 +425,125 @@ impl RedisFilter {
         }
     }
 
-    /// A key's shard and the Redis bit offsets of its positions in it.
-    fn locate(&self, key: &EncodedKey<'_>) -> (u32, Vec<u64>) {
-        let positions: Vec<u64> = self.config.positions(key).collect();
-        let shard = positions.first().map_or(0, |p| p / self.shard_bits);
-        let offsets = positions
-            .iter()
-            .map(|p| MARKER_BITS + p % self.shard_bits)
-            .collect();
-        (u32::try_from(shard).unwrap_or(u32::MAX), offsets)
+    /// The bytes of a new shard: its marker, zeros, its marker.
+    fn shard_value(&self, shard: u32, zeros: u64) -> Vec<u8> {
+        let marker = self.markers.bytes(shard);
+        let mut value = Vec::with_capacity(usize::try_from(zeros).unwrap_or(0) + 16);
+        value.extend_from_slice(&marker);
+        value.resize(value.len() + usize::try_from(zeros).unwrap_or(0), 0);
+        value
     }
 
-    fn command(&self, key: &EncodedKey<'_>, write: bool) -> (u32, Cmd) {
-        let (shard, offsets) = self.locate(key);
-        let mut cmd = redis::cmd(if write { "BITFIELD" } else { "BITFIELD_RO" });
-        cmd.arg(shard_key(&self.name, shard))
-            .arg("GET")
-            .arg("i64")
-            .arg(0)
-            .arg("GET")
-            .arg("i64")
-            .arg(MARKER_BITS + self.shard_bits);
-        for offset in offsets {
-            if write {
-                cmd.arg("SET").arg("u1").arg(offset).arg(1);
-            } else {
-                cmd.arg("GET").arg("u1").arg(offset);
-            }
-        }
-        (shard, cmd)
-    }
-
-    /// The bit values of a `BITFIELD` reply, after checking both markers.
-    fn bits_of(&self, shard: u32, reply: &Value) -> Result<Vec<i64>, RedisFilterError> {
-        let values = ints(reply)?;
-        let [head, tail, bits @ ..] = values.as_slice() else {
-            return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
-        };
-        let own = self.markers.of(shard);
-        if *head != own || *tail != own {
-            return Err(self.lost(
-                shard,
-                if *head == 0 {
-                    "its marker is gone: the key was deleted or emptied"
-                } else if *tail == 0 {
-                    "its end marker is gone: the key was truncated"
-                } else {
-                    "its marker is not this filter's: recreated, moved, or edited metadata"
-                },
-            ));
-        }
-        Ok(bits.to_vec())
-    }
-
-    /// The next batch of keys as one pipeline of `BITFIELD`s (inserts with `write`): each
-    /// key's shard, and its bits (the old values for an insert), markers checked.
-    fn batch<K: AsRef<[u8]>>(
-        &self,
-        keys: &mut impl Iterator<Item = K>,
-        write: bool,
-    ) -> Result<(Vec<u32>, Vec<Vec<i64>>), RedisFilterError> {
-        let (shards, cmds): (Vec<u32>, Vec<Cmd>) = keys
-            .take(BATCH)
-            .map(|k| self.command(&EncodedKey::from_encoded(k.as_ref()), write))
-            .unzip();
-        let replies = self.conn().pipeline(cmds)?;
-        let bits = shards
-            .iter()
-            .zip(&replies)
-            .map(|(&shard, reply)| self.bits_of(shard, reply))
-            .collect::<Result<_, _>>()?;
-        Ok((shards, bits))
-    }
-
-    /// Inserts a text key (encoded by the filter's encoding); returns whether a bit changed.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::LostState`], [`RedisFilterError::NotAcknowledged`], or a Redis
-    /// error: the key's bits may then not be set, and a caller must not commit the key.
-    pub fn insert(&self, key: &str) -> Result<bool, RedisFilterError> {
-        self.insert_encoded(&self.config.encode_str(key))
-    }
-
-    /// Inserts a byte key.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
-    /// [`RedisFilter::insert`].
-    pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
-        self.insert_encoded(&self.config.encode_bytes(key)?)
-    }
-
-    /// Inserts a key already encoded with the filter's encoding.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::insert`].
-    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
-        Ok(self.insert_all_encoded([key.as_bytes()])? == 1)
-    }
-
-    /// Inserts many encoded keys, pipelined a batch at a time; returns how many changed a bit.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::insert`]; keys of earlier batches are inserted.
-    pub fn insert_all_encoded<K: AsRef<[u8]>>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<u64, RedisFilterError> {
-        let mut keys = keys.into_iter().peekable();
-        let mut changed = 0u64;
-        while keys.peek().is_some() {
-            let (shards, bits) = self.batch(&mut keys, true)?;
-            let batch_changed = bits.iter().filter(|old| old.contains(&0)).count() as u64;
-            if batch_changed > 0 {
-                self.guarded(
-                    redis::cmd("EVAL")
-                        .arg(GUARDED_HINCRBY)
-                        .arg(1)
-                        .arg(self.meta_key())
-                        .arg(self.creation.hex())
-                        .arg(batch_changed),
-                )?;
-            }
-            self.acknowledge(&shards)?;
-            changed += batch_changed;
-        }
-        Ok(changed)
-    }
-
-    fn acknowledge(&self, shards: &[u32]) -> Result<(), RedisFilterError> {
-        let Some((wanted, timeout)) = self.acks else {
-            return Ok(());
-        };
+    /// Writes every shard whole (its head marker, zeros, its tail marker) with `SET`, so that
+    /// Redis allocates it at its size; a shard past [`WHOLE_SHARD_BYTES`] is grown with
+    /// `APPEND`s of at most that much.
+    fn allocate_shards(&self) -> Result<(), RedisFilterError> {
+        let bytes = self.shard_bits / 8;
+        let first_zeros = bytes.min(WHOLE_SHARD_BYTES);
+        let per_pipeline: u32 = if bytes > 1 << 20 { 1 } else { 64 };
         let mut conn = self.conn();
-        let mut seen: Vec<u32> = shards.to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        // On one server a WAIT covers every write of the connection; in a cluster, one per
-        // node, reached through a shard it holds.
-        if !self.target.is_cluster() {
-            seen.truncate(1);
-        }
-        for shard in seen {
-            let acked = conn.wait_for_replicas(&shard_key(&self.name, shard), wanted, timeout)?;
-            if acked < wanted {
-                return Err(RedisFilterError::NotAcknowledged {
-                    wanted,
-                    acked,
-                    timeout,
-                });
+        for first in (0..self.shards).step_by(per_pipeline as usize) {
+            let deadline = self.target.deadline_from_now();
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..self.shards.min(first + per_pipeline) {
+                let key = shard_key(&self.name, s);
+                let mut value = self.shard_value(s, first_zeros);
+                if first_zeros == bytes {
+                    value.extend_from_slice(&self.markers.bytes(s));
+                }
+                commands.push(&[b"SET", key.as_bytes(), &value]);
+                keys.push(key.clone().into_bytes());
+                let mut written = first_zeros;
+                while written < bytes {
+                    let chunk = (bytes - written).min(WHOLE_SHARD_BYTES);
+                    let mut zeros = vec![0u8; usize::try_from(chunk).unwrap_or(0)];
+                    written += chunk;
+                    if written == bytes {
+                        zeros.extend_from_slice(&self.markers.bytes(s));
+                    }
+                    commands.push(&[b"APPEND", key.as_bytes(), &zeros]);
+                    keys.push(key.clone().into_bytes());
+                }
+            }
+            for value in conn.pipeline_by(commands, keys, deadline)?.values {
+                crate::connection::server_error(value)?;
             }
         }
         Ok(())
     }
 
-    /// Whether a text key may have been inserted (`false` is definite).
-    ///
-    /// # Errors
-    /// [`RedisFilterError::LostState`] or a Redis error: never treat the key as absent then.
-    pub fn contains(&self, key: &str) -> Result<bool, RedisFilterError> {
-        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
-        Ok(foreign || self.contains_encoded(&self.config.encode_str(key))?)
-    }
-
-    /// Whether a byte key may have been inserted.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
-    /// [`RedisFilter::contains`].
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
-        let encoded = self.config.encode_bytes(key)?;
-        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
-        Ok(foreign || self.contains_encoded(&encoded)?)
-    }
-
-    /// Whether an encoded key may have been inserted. With Unicode tables other than this
-    /// build's, always *maybe* (as for a local filter).
-    ///
-    /// # Errors
-    /// As [`RedisFilter::contains`].
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
-        Ok(self
-            .contains_each_encoded([key.as_bytes()])?
-            .first()
-            .copied()
-            .unwrap_or(true))
-    }
-
-    /// Whether each encoded key may have been inserted, pipelined a batch at a time.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::contains`]: no answer is returned for any key then.
-    pub fn contains_each_encoded<K: AsRef<[u8]>>(
+    /// Records, for every shard, the node that holds it now (and, with `coverage`, the
+    /// point of the primary store it covers). Only what is known whole may be recorded: a
+    /// new filter, or one whose every key was just added again.
+    pub(crate) fn record_nodes(
         &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<bool>, RedisFilterError> {
-        let foreign = self.config.has_foreign_tables();
-        let mut keys = keys.into_iter().peekable();
-        let mut answers = Vec::new();
-        while keys.peek().is_some() {
-            let (_, bits) = self.batch(&mut keys, false)?;
-            answers.extend(
-                bits.iter()
-                    .map(|bits| foreign || bits.iter().all(|&b| b == 1)),
-            );
-        }
-        Ok(answers)
-    }
-
-    /// The filter's header as its metadata holds it now (generation, binding, items).
-    ///
-    /// # Errors
-    /// As [`RedisFilter::open`] for the metadata.
-    pub fn header(&self) -> Result<Header, RedisFilterError> {
-        let meta = read_meta(&mut self.conn(), &self.name)?;
-        if meta.creation != self.creation {
-            return Err(self.lost(
-                0,
-                "the metadata is another filter's: the filter was recreated",
-            ));
-        }
-        Ok(meta.header)
-    }
-
-    /// Records that the bits cover the primary store up to `generation`, at the history
-    /// point `binding` (as a snapshot header does). Only a caller that knows every key of the
-    /// store up to `generation` has its bits set may say so.
-    ///
-    /// # Errors
-    /// A Redis error, or [`RedisFilterError::LostState`] if the filter was recreated.
-    pub fn set_coverage(
-        &self,
-        generation: DatasetGeneration,
-        binding: Option<StoreBinding>,
+        coverage: Option<(DatasetGeneration, Option<StoreBinding>)>,
     ) -> Result<(), RedisFilterError> {
-        let fields = meta::coverage_fields(generation, binding);
-        // Only if the metadata is still this filter's: a recreated filter never inherits a
-        // coverage record made for the one it replaced.
-        self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
-    }
-
-    /// Set bits and estimates, counted by Redis (`BITCOUNT` per shard).
-    ///
-    /// # Errors
-    /// As [`RedisFilter::check_shards`].
-    pub fn info(&self) -> Result<Info, RedisFilterError> {
-        let header = self.header()?;
-        self.check_shards()?;
-        let mut per_shard = Vec::with_capacity(self.shards as usize);
         let mut conn = self.conn();
-        for first in (0..self.shards).step_by(BATCH) {
-            let cmds = (first..self.shards.min(first + BATCH as u32))
-                .map(|s| {
-                    redis::cmd("BITCOUNT")
-                        .arg(shard_key(&self.name, s))
-                        .arg(MARKER_BYTES)
-                        .arg(MARKER_BYTES + self.shard_bits / 8 - 1)
-                        .clone()
-                })
-                .collect();
-            for value in conn.pipeline(cmds)? {
-                per_shard.push(u64::try_from(int(&value)?).unwrap_or(0));
+        for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.target.deadline_from_now();
+            let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
+            // Who holds each shard: the connection that answers a read of it.
+            let mut probe = Commands::new();
+            let mut keys = Vec::new();
+            for &s in &range {
+                let key = shard_key(&self.name, s);
+                probe.push(&[b"STRLEN", key.as_bytes()]);
+                keys.push(key.into_bytes());
             }
-        }
-        drop(conn);
-        let set_bits: u64 = per_shard.iter().sum();
-        let (m, k) = (self.config.bits(), self.config.hashes());
-        Ok(Info {
-            header,
-            set_bits,
-            estimated_items: estimate::estimated_items(set_bits, m, k),
-            estimated_false_positive_rate: estimate::partitioned_false_positive_rate(
-                per_shard,
-                self.shard_bits,
-                k,
-            ),
-        })
-    }
-
-    /// Writes the filter as a snapshot file (atomically): the header from the metadata, read
-    /// first, then the bits, shard by shard, a megabyte at a time. The snapshot is the one a
-    /// local filter with the same configuration and keys would write.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::LostState`] if a shard is not intact, a Redis error, or a file
-    /// error.
-    pub fn export(&self, path: &Path) -> Result<Header, RedisFilterError> {
-        // The header (generation) first: bits read after it cover at least what it says.
-        let header = self.header()?;
-        self.check_shards()?;
-        let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))?;
-        let mut writer = SnapshotWriter::new(file, header.clone())?;
-        let shard_bytes = self.shard_bits / 8;
-        for shard in 0..self.shards {
-            let key = shard_key(&self.name, shard);
-            let mut at = 0;
-            while at < shard_bytes {
-                let len = COPY_BYTES.min(shard_bytes - at);
-                let start = MARKER_BYTES + at;
-                let mut bytes: Vec<u8> = self.conn().query(
-                    redis::cmd("GETRANGE")
-                        .arg(&key)
-                        .arg(start)
-                        .arg(start + len - 1),
-                )?;
-                if bytes.len() as u64 != len {
-                    return Err(self.lost(shard, "it is shorter than the filter"));
+            let answered = conn.pipeline_by(probe, keys, deadline)?.answered_by;
+            let live = conn.live(deadline)?;
+            for (&s, &serial) in range.iter().zip(&answered) {
+                let node = live
+                    .iter()
+                    .find(|(id, _)| *id == serial)
+                    .map(|(_, node)| node.clone())
+                    .ok_or(RedisFilterError::NodeChanged)?;
+                let record = Record::of(&node);
+                let key = epoch::epoch_key(&self.name, s);
+                let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.into_bytes()];
+                for (field, value) in record.fields() {
+                    args.push(field.as_bytes().to_vec());
+                    args.push(value.as_bytes().to_vec());
                 }
-                for byte in &mut bytes {
-                    *byte = byte.reverse_bits();
-                }
-                writer.write_payload(&bytes)?;
-                at += len;
-            }
-        }
-        // The markers again: a shard lost while it was copied would have been copied empty.
-        self.check_shards()?;
-        let file = writer.finish()?;
-        file.commit()?;
-        Ok(header)
-    }
-
-    /// Loads a snapshot file (of the sharded layout) into a new filter `name`: the metadata
-    /// first (not ready), the bits shard by shard, and the filter is marked ready only after
-    /// the whole payload passed its checksum.
-    ///
-    /// # Errors
-    /// A file error ([`RedisFilterError::Read`]: not a snapshot, damaged, over
-    /// `max_payload_len`), [`RedisFilterError::NotSharded`],
-    /// [`RedisFilterError::AlreadyExists`], or a Redis error.
-    pub fn import(
-        target: &RedisTarget,
-        name: &str,
-        path: &Path,
-        max_payload_len: u64,
-    ) -> Result<Self, RedisFilterError> {
-        let reader =
-            SnapshotReader::open(path, &DecodeOptions::with_max_payload_len(max_payload_len))?;
-        let header = reader.header().clone();
-        let config = config_of(name, &header)?;
-        let filter = Self::create_with_header(target, name, config, header, BUILDING)?;
-        match filter.fill_from(reader, name) {
-            Ok(()) => Ok(filter),
-            Err(e) => {
-                // Nothing half-imported stays behind under the name (best effort: Redis may be
-                // the reason it failed).
-                let _ = Self::delete(target, name, Some(filter.shards));
-                Err(e)
-            }
-        }
-    }
-
-    fn fill_from(
-        &self,
-        reader: SnapshotReader<std::fs::File>,
-        name: &str,
-    ) -> Result<(), RedisFilterError> {
-        let filter = self;
-        let shard_bytes = filter.shard_bits / 8;
-        let mut offset = 0u64;
-        let mut pending: Vec<Cmd> = Vec::new();
-        let flush = |pending: &mut Vec<Cmd>| -> Result<(), RedisFilterError> {
-            filter.conn().pipeline(std::mem::take(pending)).map(|_| ())
-        };
-        reader
-            .read_payload_with(|chunk| {
-                let mut chunk = chunk;
-                while !chunk.is_empty() {
-                    let shard = offset / shard_bytes;
-                    let within = offset % shard_bytes;
-                    let take = usize::try_from((shard_bytes - within).min(chunk.len() as u64))
-                        .unwrap_or(chunk.len());
-                    let (part, rest) = chunk.split_at(take);
-                    // Zero bytes need no write: the shard was allocated zeroed.
-                    if part.iter().any(|&b| b != 0) {
-                        let reversed: Vec<u8> = part.iter().map(|b| b.reverse_bits()).collect();
-                        pending.push(
-                            redis::cmd("SETRANGE")
-                                .arg(shard_key(name, u32::try_from(shard).unwrap_or(u32::MAX)))
-                                .arg(MARKER_BYTES + within)
-                                .arg(reversed)
-                                .clone(),
-                        );
-                        if pending.len() >= 64 {
-                            flush(&mut pending).map_err(ImportError::Redis)?;
-                        }
+                if let Some((generation, binding)) = coverage {
+                    for (field, value) in meta::coverage_fields(generation, binding) {
+                        args.push(field.as_bytes().to_vec());
+                        args.push(value.into_bytes());
                     }
-                    offset += take as u64;
-                    chunk = rest;
                 }
-                Ok::<(), ImportError>(())
-            })
-            .map_err(|e| match e {
-                ImportError::Read(e) => RedisFilterError::Read(e),
-                ImportError::Redis(e) => e,
-            })?;
-        flush(&mut pending)?;
-        filter.check_shards()?;
-        filter.set_state(READY)
-    }
-}
-
-/// `HSET` of `ARGV[2..]` on `KEYS[1]` only if its `creation` is `ARGV[1]`; -1 otherwise.
-const GUARDED_HSET: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
-     return redis.call('HSET', KEYS[1], unpack(ARGV, 2))";
-
-/// `HINCRBY KEYS[1] items ARGV[2]` only if its `creation` is `ARGV[1]`; -1 otherwise.
-const GUARDED_HINCRBY: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
-     return redis.call('HINCRBY', KEYS[1], 'items', ARGV[2])";
-
-/// Refuses a filter that would not fit the server's memory: over what `maxmemory` leaves, or
-/// (without a limit) over half the machine's memory. In a cluster the node reached is
-/// asked, with the shards spread over the masters.
-fn check_memory(
-    conn: &mut Conn,
-    target: &RedisTarget,
-    needed: u64,
-) -> Result<(), RedisFilterError> {
-    // One report per node (a cluster answers INFO from every node).
-    let reports: Vec<String> = match conn.query::<Value>(redis::cmd("INFO").arg("memory"))? {
-        Value::Map(nodes) => nodes.into_iter().filter_map(|(_, v)| text(v)).collect(),
-        other => text(other).into_iter().collect(),
-    };
-    let spare = |info: &str| -> Option<u64> {
-        let field = |name: &str| -> u64 {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0)
-        };
-        let (max, used, total) = (
-            field("maxmemory"),
-            field("used_memory"),
-            field("total_system_memory"),
-        );
-        if max > 0 {
-            Some(max.saturating_sub(used))
-        } else if total > 0 {
-            Some((total / 2).saturating_sub(used))
-        } else {
-            None
+                let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+                crate::connection::server_error(conn.query_on(serial, &args, deadline)?)?;
+                self.verified_set().insert((serial, s));
+            }
         }
-    };
-    let Some(available) = reports.iter().filter_map(|r| spare(r)).min() else {
-        return Ok(());
-    };
-    let share = if target.is_cluster() {
-        let nodes: String = conn.query(redis::cmd("CLUSTER").arg("NODES"))?;
-        let masters = nodes
-            .lines()
-            .filter(|l| l.contains("master"))
-            .count()
-            .max(1);
-        needed.div_ceil(masters as u64)
-    } else {
-        needed
-    };
-    if share > available {
-        return Err(RedisFilterError::TooLarge { needed, available });
+        Ok(())
     }
-    Ok(())
-}
 
-fn text(value: Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
-        Value::SimpleString(s) => Some(s),
-        Value::VerbatimString { text, .. } => Some(text),
-        _ => None,
+    pub(crate) fn verified_set(&self) -> MutexGuard<'_, HashSet<(u64, u32)>> {
+        self.verified.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-enum ImportError {
-    Read(bloom_format::ReadError),
-    Redis(RedisFilterError),
-}
-
-impl From<bloom_format::ReadError> for ImportError {
-    fn from(e: bloom_format::ReadError) -> Self {
-        Self::Read(e)
+    /// Declares the filter whole again after every key it should hold was added again (from
+    /// the keys' source, or the primary store): every shard's epoch record names the node
+    /// that holds it now, so a filter made unverified by a restart or a failover answers
+    /// again. With `coverage`, the records also say which point of the primary store the
+    /// shards cover.
+    ///
+    /// # Errors
+    /// A Redis error.
+    pub fn accept_whole(
+        &self,
+        coverage: Option<(DatasetGeneration, Option<StoreBinding>)>,
+    ) -> Result<(), RedisFilterError> {
+        self.record_nodes(coverage)?;
+        // A filter of an earlier bloom-redis becomes one of this schema.
+        self.set_fields([("schema", meta::SCHEMA)])
     }
-}
 
-fn read_meta(conn: &mut Conn, name: &str) -> Result<meta::Meta, RedisFilterError> {
-    let key = meta_key(name);
-    let map: HashMap<String, String> = conn.query(redis::cmd("HGETALL").arg(&key))?;
-    if map.is_empty() {
-        return Err(RedisFilterError::NotFound {
-            name: name.to_owned(),
-            key,
-        });
-    }
-    let state = map.get("state").cloned().unwrap_or_default();
-    if state != READY && state != BUILDING {
-        return Err(RedisFilterError::NotReady {
-            name: name.to_owned(),
-            state,
-        });
-    }
-    meta::parse(name, &map)
-}
-
-fn config_of(name: &str, header: &Header) -> Result<FilterConfig, RedisFilterError> {
-    FilterConfig::from_header(header).map_err(|source| RedisFilterError::Config {
-        name: name.to_owned(),
-        source,
-    })
-}
-
-fn int(value: &Value) -> Result<i64, RedisFilterError> {
-    match value {
-        Value::Int(n) => Ok(*n),
-        other => Err(RedisFilterError::Protocol(format!(
-            "expected an integer, got {other:?}"
-        ))),
-    }
-}
-
-fn ints(value: &Value) -> Result<Vec<i64>, RedisFilterError> {
-    match value {
-        Value::Array(items) => items.iter().map(int).collect(),
-        other => Err(RedisFilterError::Protocol(format!(
-            "expected an array of integers, got {other:?}"
-        ))),
+    /// The deadline of an operation starting now.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.target.deadline_from_now()
     }
 }

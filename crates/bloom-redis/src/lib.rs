@@ -36,13 +36,21 @@
 
 #![forbid(unsafe_code)]
 
+mod bits;
 mod connection;
+mod copy;
+mod epoch;
 mod error;
 mod filter;
 mod meta;
+mod node;
 mod shared;
+mod transport;
+mod wire;
 
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
+pub use copy::Info;
+pub use epoch::Durability;
 pub use error::RedisFilterError;
-pub use filter::{Info, RedisFilter, meta_key, shard_key};
+pub use filter::{RedisFilter, meta_key, shard_key};
 pub use shared::{SharedError, SharedFilteredStore, SharedOpen};

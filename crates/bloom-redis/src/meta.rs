@@ -12,8 +12,16 @@ use bloom_format::unhex;
 
 use crate::error::RedisFilterError;
 
-/// The schema of the metadata hash; a change gets a new value, refused by older builds.
-pub(crate) const SCHEMA: &str = "bloom-redis/1";
+/// The schema of the metadata hash this build writes; a change gets a new value, refused by
+/// older builds. Version 2 adds the epoch records and the `durability` field: a build of
+/// version 1 would neither wait as the filter asks nor keep the records, so it must not
+/// write.
+pub(crate) const SCHEMA: &str = "bloom-redis/2";
+
+/// The schemas this build reads. A filter of version 1 has no epoch records: it is
+/// unverified until [`RedisFilter::accept_whole`](crate::RedisFilter::accept_whole) records
+/// its nodes (which makes it version 2).
+const READS: [&str; 2] = ["bloom-redis/1", SCHEMA];
 
 /// The state of a filter whose shards are complete and may be answered from.
 pub(crate) const READY: &str = "ready";
@@ -188,8 +196,8 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
         },
         expected: expected.to_owned(),
     };
-    if get("schema") != SCHEMA {
-        return Err(bad("schema", SCHEMA));
+    if !READS.contains(&get("schema")) {
+        return Err(bad("schema", &READS.join(" or ")));
     }
     let creation = Creation::parse(get("creation"))
         .ok_or_else(|| bad("creation", "32 lowercase hex digits, not all zero"))?;

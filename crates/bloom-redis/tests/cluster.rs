@@ -62,7 +62,7 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
     let node = cluster.node_of(&victim);
     cluster.nodes[node].cli(&["DEL", &victim]);
     assert!(matches!(
-        RedisFilter::open(&target, "fleet"),
+        RedisFilter::open(&target, "fleet").and_then(|f| f.check_shards()),
         Err(RedisFilterError::LostState { shard: 5, .. })
     ));
 }

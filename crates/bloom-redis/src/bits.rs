@@ -1,0 +1,477 @@
+//! Inserts and queries of a [`RedisFilter`]: a batch of keys becomes one `BITFIELD` per shard
+//! it touches (both markers read in the same command), pipelined; the nodes that answered are
+//! judged against their shards' epoch records before any answer is given or any insert
+//! acknowledged; then the writes are made durable as the filter asks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use bloom_core::EncodedKey;
+use redis::Value;
+
+use crate::connection::server_error;
+use crate::epoch::{self, Durability, Record, Verdict};
+use crate::error::RedisFilterError;
+use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
+use crate::node::text;
+use crate::wire::Commands;
+
+/// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
+const BATCH: usize = 4096;
+
+/// Per key of a batch its bits, and the connections (by serial) that answered each shard.
+type BatchReplies = (Vec<Vec<i64>>, Vec<(u64, u32)>);
+
+/// The keys of one batch, grouped by shard, with their offsets in the shard.
+struct Batch {
+    /// For each shard touched: the shard, and the batch's indexes of its keys, in order.
+    shards: Vec<(u32, Vec<usize>)>,
+    /// Every key's offsets, `k` per key, in batch order.
+    offsets: Vec<u64>,
+}
+
+impl RedisFilter {
+    fn batch_of<K: AsRef<[u8]>>(&self, keys: &[K]) -> Batch {
+        let k = self.config.hashes() as usize;
+        let mut offsets = Vec::with_capacity(keys.len() * k);
+        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            let positions = self
+                .config
+                .positions(&EncodedKey::from_encoded(key.as_ref()));
+            let positions = positions.as_slice();
+            let shard = positions.first().map_or(0, |p| p / self.shard_bits);
+            by_shard
+                .entry(u32::try_from(shard).unwrap_or(u32::MAX))
+                .or_default()
+                .push(i);
+            offsets.extend(positions.iter().map(|p| MARKER_BITS + p % self.shard_bits));
+        }
+        Batch {
+            shards: by_shard.into_iter().collect(),
+            offsets,
+        }
+    }
+
+    /// The batch as commands: per shard, `BITFIELD` (or `BITFIELD_RO`) reading both markers,
+    /// then setting (or reading) every bit of its keys.
+    fn commands(&self, batch: &Batch, write: bool) -> (Commands, Vec<Vec<u8>>) {
+        let k = self.config.hashes() as usize;
+        let tail = MARKER_BITS + self.shard_bits;
+        let mut commands = Commands::new();
+        let mut routes = Vec::with_capacity(batch.shards.len());
+        for (shard, keys) in &batch.shards {
+            let key = shard_key(&self.name, *shard);
+            let per_bit = if write { 4 } else { 3 };
+            commands.begin(2 + 6 + keys.len() * k * per_bit);
+            commands
+                .arg(if write { b"BITFIELD" } else { b"BITFIELD_RO" })
+                .arg(key.as_bytes())
+                .arg(b"GET")
+                .arg(b"i64")
+                .num(0)
+                .arg(b"GET")
+                .arg(b"i64")
+                .num(tail);
+            for &i in keys {
+                for &offset in batch.offsets.get(i * k..(i + 1) * k).unwrap_or_default() {
+                    if write {
+                        commands.arg(b"SET").arg(b"u1").num(offset).num(1);
+                    } else {
+                        commands.arg(b"GET").arg(b"u1").num(offset);
+                    }
+                }
+            }
+            routes.push(key.into_bytes());
+        }
+        (commands, routes)
+    }
+
+    /// Runs a batch: every shard's `BITFIELD`, markers checked; returns, per key in batch
+    /// order, its bits (the old ones for an insert), and the connections that answered each
+    /// shard.
+    fn run_batch(
+        &self,
+        batch: &Batch,
+        write: bool,
+        deadline: Instant,
+    ) -> Result<BatchReplies, RedisFilterError> {
+        let k = self.config.hashes() as usize;
+        let (commands, routes) = self.commands(batch, write);
+        let replies = self.conn().pipeline_by(commands, routes, deadline)?;
+        let keys = batch
+            .shards
+            .iter()
+            .map(|(_, keys)| keys.len())
+            .sum::<usize>();
+        let mut bits = vec![Vec::new(); keys];
+        let mut answered = Vec::with_capacity(batch.shards.len());
+        for (((shard, indexes), value), serial) in batch
+            .shards
+            .iter()
+            .zip(replies.values)
+            .zip(replies.answered_by)
+        {
+            let values = ints(&server_error(value)?)?;
+            let [head, tail, rest @ ..] = values.as_slice() else {
+                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+            };
+            let own = self.markers.of(*shard);
+            if *head != own || *tail != own {
+                return Err(self.lost(
+                    *shard,
+                    if *head == 0 {
+                        "its marker is gone: the key was deleted or emptied"
+                    } else if *tail == 0 {
+                        "its end marker is gone: the key was truncated"
+                    } else {
+                        "its marker is not this filter's: recreated, moved, or edited metadata"
+                    },
+                ));
+            }
+            if rest.len() != indexes.len() * k {
+                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+            }
+            for (&i, chunk) in indexes.iter().zip(rest.chunks(k)) {
+                if let Some(slot) = bits.get_mut(i) {
+                    *slot = chunk.to_vec();
+                }
+            }
+            answered.push((serial, *shard));
+        }
+        Ok((bits, answered))
+    }
+
+    /// Judges the node of every shard that answered on a connection not judged yet against
+    /// the shard's epoch record; records the node where nothing can have been lost.
+    pub(crate) fn verify_shards(
+        &self,
+        answered: &[(u64, u32)],
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let pending: Vec<(u64, u32)> = {
+            let verified = self.verified_set();
+            let mut pending: Vec<(u64, u32)> = answered
+                .iter()
+                .copied()
+                .filter(|pair| !verified.contains(pair))
+                .collect();
+            pending.sort_unstable();
+            pending.dedup();
+            pending
+        };
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let live: HashMap<u64, crate::node::NodeIdentity> =
+            conn.live(deadline)?.into_iter().collect();
+        let mut cluster_nodes: Option<String> = None;
+        for (serial, shard) in pending {
+            let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+            let key = epoch::epoch_key(&self.name, shard);
+            let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
+            args.extend(epoch::NODE_FIELDS.iter().map(|f| f.as_bytes()));
+            // The record is read from the very connection that answered for the shard.
+            let fields = match server_error(conn.query_on(serial, &args, deadline)?)? {
+                Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
+                other => {
+                    return Err(RedisFilterError::Protocol(format!(
+                        "HMGET gave {}",
+                        kind_of(&other)
+                    )));
+                }
+            };
+            let record = Record::from_fields(&fields);
+            if record.is_some() && node.node_id.is_some() && cluster_nodes.is_none() {
+                cluster_nodes = Some(conn.cluster_nodes(deadline)?);
+            }
+            let healthy = |id: &str| {
+                cluster_nodes
+                    .as_deref()
+                    .is_some_and(|nodes| epoch::is_healthy_master(nodes, id))
+            };
+            match epoch::judge(record.as_ref(), node, self.durability, healthy) {
+                Verdict::Same => {}
+                Verdict::Covered(_) => {
+                    let now = Record::of(node);
+                    let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
+                    for (field, value) in now.fields() {
+                        args.push(field.as_bytes());
+                        args.push(value.as_bytes());
+                    }
+                    server_error(conn.query_on(serial, &args, deadline)?)?;
+                }
+                Verdict::MayHaveLost(why) => {
+                    return Err(RedisFilterError::Unverified {
+                        name: self.name.clone(),
+                        shard,
+                        why,
+                    });
+                }
+            }
+            self.verified_set().insert((serial, shard));
+        }
+        Ok(())
+    }
+
+    /// Makes the writes made on `serials` durable as the filter (and this handle) asks.
+    fn make_durable(&self, serials: &[u64], deadline: Instant) -> Result<(), RedisFilterError> {
+        let mut serials = serials.to_vec();
+        serials.sort_unstable();
+        serials.dedup();
+        let policy = match self.durability {
+            Durability::Replicas {
+                replicas,
+                timeout_ms,
+            } => Some((
+                replicas as usize,
+                std::time::Duration::from_millis(timeout_ms),
+            )),
+            _ => None,
+        };
+        let wanted = [policy, self.acks]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(n, _)| *n);
+        let mut conn = self.conn();
+        let live: HashMap<u64, crate::node::NodeIdentity> =
+            conn.live(deadline)?.into_iter().collect();
+        for &serial in &serials {
+            if let Some((replicas, timeout)) = wanted {
+                // WAIT's own timeout fits in what is left of the operation's deadline.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let ms = u64::try_from(timeout.min(left).as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                let acked = int(&server_error(conn.query_on(
+                    serial,
+                    &[
+                        b"WAIT",
+                        replicas.to_string().as_bytes(),
+                        ms.to_string().as_bytes(),
+                    ],
+                    deadline,
+                )?)?)?;
+                let acked = usize::try_from(acked).unwrap_or(0);
+                if acked < replicas {
+                    return Err(RedisFilterError::NotAcknowledged {
+                        wanted: replicas,
+                        acked,
+                        timeout,
+                    });
+                }
+            }
+            if let Durability::Aof { timeout_ms } = self.durability {
+                let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+                if node.has_waitaof() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let ms = u64::try_from(left.as_millis())
+                        .unwrap_or(u64::MAX)
+                        .min(timeout_ms)
+                        .max(1);
+                    let reply = server_error(conn.query_on(
+                        serial,
+                        &[b"WAITAOF", b"1", b"0", ms.to_string().as_bytes()],
+                        deadline,
+                    )?)?;
+                    let local = match &reply {
+                        Value::Array(items) => items.first().map(int).transpose()?.unwrap_or(0),
+                        _ => 0,
+                    };
+                    if local < 1 {
+                        return Err(RedisFilterError::NotDurable {
+                            why: format!(
+                                "the node did not fsync its AOF within {timeout_ms} ms (is appendonly on?)"
+                            ),
+                        });
+                    }
+                } else if !node.aof_always {
+                    return Err(RedisFilterError::NotDurable {
+                        why: format!(
+                            "the filter asks for AOF durability, and this server (Redis {}.{}.{}) has no WAITAOF (Redis 7.2) and does not run appendonly yes with appendfsync always (or CONFIG GET is refused)",
+                            node.version.0, node.version.1, node.version.2
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts a text key (encoded by the filter's encoding); returns whether a bit changed.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`],
+    /// [`RedisFilterError::NotAcknowledged`], [`RedisFilterError::NotDurable`], or a Redis
+    /// error: the key's bits may then not be set (or not be durable), and a caller must not
+    /// commit the key.
+    pub fn insert(&self, key: &str) -> Result<bool, RedisFilterError> {
+        self.insert_encoded(&self.config.encode_str(key))
+    }
+
+    /// Inserts a byte key.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
+    /// [`RedisFilter::insert`].
+    pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
+        self.insert_encoded(&self.config.encode_bytes(key)?)
+    }
+
+    /// Inserts a key already encoded with the filter's encoding.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert`].
+    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
+        Ok(self.insert_all_encoded([key.as_bytes()])? == 1)
+    }
+
+    /// Inserts many text keys; returns how many changed a bit.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert`].
+    pub fn insert_all<I>(&self, keys: I) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let encoded: Vec<Vec<u8>> = keys
+            .into_iter()
+            .map(|k| self.config.encode_str(k.as_ref()).as_bytes().to_vec())
+            .collect();
+        self.insert_all_encoded(&encoded)
+    }
+
+    /// Inserts many encoded keys, a batch of keys per pipeline, within one deadline; returns
+    /// how many changed a bit. It returns only once every shard written was judged and the
+    /// writes are as durable as the filter asks.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert`]; keys of earlier batches are inserted.
+    pub fn insert_all_encoded<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<u64, RedisFilterError> {
+        let deadline = self.deadline();
+        let keys: Vec<K> = keys.into_iter().collect();
+        let mut changed = 0u64;
+        let mut written = Vec::new();
+        for chunk in keys.chunks(BATCH) {
+            let batch = self.batch_of(chunk);
+            let (bits, answered) = self.run_batch(&batch, true, deadline)?;
+            self.verify_shards(&answered, deadline)?;
+            changed += bits.iter().filter(|old| old.contains(&0)).count() as u64;
+            written.extend(answered.iter().map(|&(serial, _)| serial));
+        }
+        if changed > 0 {
+            let key = self.meta_key();
+            let creation = self.creation.hex();
+            self.guarded(&[
+                b"EVAL",
+                GUARDED_HINCRBY.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                creation.as_bytes(),
+                changed.to_string().as_bytes(),
+            ])?;
+        }
+        self.make_durable(&written, deadline)?;
+        Ok(changed)
+    }
+
+    /// Whether a text key may have been inserted (`false` is definite).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`] or a Redis error:
+    /// never treat the key as absent then.
+    pub fn contains(&self, key: &str) -> Result<bool, RedisFilterError> {
+        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
+        Ok(foreign || self.contains_encoded(&self.config.encode_str(key))?)
+    }
+
+    /// Whether a byte key may have been inserted.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
+    /// [`RedisFilter::contains`].
+    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
+        let encoded = self.config.encode_bytes(key)?;
+        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
+        Ok(foreign || self.contains_encoded(&encoded)?)
+    }
+
+    /// Whether an encoded key may have been inserted. With Unicode tables other than this
+    /// build's, always *maybe* (as for a local filter).
+    ///
+    /// # Errors
+    /// As [`RedisFilter::contains`].
+    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
+        Ok(self
+            .contains_each_encoded([key.as_bytes()])?
+            .first()
+            .copied()
+            .unwrap_or(true))
+    }
+
+    /// Whether each text key may have been inserted.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::contains`]: no answer is returned for any key then.
+    pub fn contains_each<I>(&self, keys: I) -> Result<Vec<bool>, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let foreign: Vec<bool> = keys
+            .iter()
+            .map(|k| self.config.has_foreign_tables() && !k.as_ref().is_ascii())
+            .collect();
+        let encoded: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| self.config.encode_str(k.as_ref()).as_bytes().to_vec())
+            .collect();
+        let answers = self.contains_each_encoded(&encoded)?;
+        Ok(answers
+            .into_iter()
+            .zip(foreign)
+            .map(|(maybe, foreign)| maybe || foreign)
+            .collect())
+    }
+
+    /// Whether each encoded key may have been inserted, a batch per pipeline, within one
+    /// deadline; the answers are given only once every shard that answered was judged.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::contains`]: no answer is returned for any key then.
+    pub fn contains_each_encoded<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<bool>, RedisFilterError> {
+        let deadline = self.deadline();
+        let foreign = self.config.has_foreign_tables();
+        let keys: Vec<K> = keys.into_iter().collect();
+        let mut answers = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH) {
+            let batch = self.batch_of(chunk);
+            let (bits, answered) = self.run_batch(&batch, false, deadline)?;
+            self.verify_shards(&answered, deadline)?;
+            answers.extend(
+                bits.iter()
+                    .map(|bits| foreign || bits.iter().all(|&b| b == 1)),
+            );
+        }
+        Ok(answers)
+    }
+}
+
+pub(crate) fn ints(value: &Value) -> Result<Vec<i64>, RedisFilterError> {
+    match value {
+        Value::Array(items) => items.iter().map(int).collect(),
+        other => Err(RedisFilterError::Protocol(format!(
+            "expected an array of integers, got {}",
+            kind_of(other)
+        ))),
+    }
+}

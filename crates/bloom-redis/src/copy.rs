@@ -1,0 +1,541 @@
+//! Whole-filter operations of a [`RedisFilter`]: checking every shard, its header and
+//! coverage record, info, export to a snapshot file and import from one, and the memory check
+//! before a filter is created.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use bloom_core::estimate;
+use bloom_format::{
+    AtomicFile, DatasetGeneration, DecodeOptions, Header, SnapshotReader, SnapshotWriter,
+    StoreBinding, WriteOptions,
+};
+use redis::Value;
+
+use crate::bits::ints;
+use crate::connection::{Conn, RedisTarget, server_error};
+use crate::epoch::{self, Durability};
+use crate::error::RedisFilterError;
+use crate::filter::{
+    MARKER_BITS, MARKER_BYTES, RedisFilter, SHARDS_PER_PIPELINE, int, meta_key, shard_key,
+};
+use crate::meta::{self, BUILDING, READY};
+use crate::node::text;
+use crate::wire::Commands;
+
+/// Bytes per `GETRANGE`/`SETRANGE` when a shard is copied.
+const COPY_BYTES: u64 = 1 << 20;
+
+/// What [`RedisFilter::info`] reports. Its `Debug` form leaves out the salt.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Info {
+    /// The filter's header, as its metadata holds it.
+    pub header: Header,
+    /// What the filter asks of its writers.
+    pub durability: Durability,
+    /// The bits set, over all shards.
+    pub set_bits: u64,
+    /// The estimated number of keys.
+    pub estimated_items: f64,
+    /// The false-positive rate at the current fill (the mean over shards).
+    pub estimated_false_positive_rate: f64,
+}
+
+impl fmt::Debug for Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Info")
+            .field("bit_count", &self.header.bit_count)
+            .field("hash_count", &self.header.hash_count)
+            .field("position_rule", &self.header.position_rule)
+            .field("salted", &!self.header.salt.is_empty())
+            .field("dataset_generation", &self.header.dataset_generation)
+            .field("durability", &self.durability)
+            .field("set_bits", &self.set_bits)
+            .field("estimated_items", &self.estimated_items)
+            .field(
+                "estimated_false_positive_rate",
+                &self.estimated_false_positive_rate,
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the metadata hash holds.
+pub(crate) struct Meta {
+    pub(crate) header: Header,
+    pub(crate) creation: meta::Creation,
+    pub(crate) state: String,
+    pub(crate) durability: Durability,
+}
+
+pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilterError> {
+    let key = meta_key(name);
+    let value = conn.query(&[b"HGETALL", key.as_bytes()], Some(key.as_bytes()))?;
+    let mut map: HashMap<String, String> = HashMap::new();
+    match value {
+        Value::Map(pairs) => {
+            for (field, value) in pairs {
+                if let (Some(field), Some(value)) = (text(&field), text(&value)) {
+                    map.insert(field, value);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for pair in items.chunks(2) {
+                if let [field, value] = pair
+                    && let (Some(field), Some(value)) = (text(field), text(value))
+                {
+                    map.insert(field, value);
+                }
+            }
+        }
+        _ => {}
+    }
+    if map.is_empty() {
+        return Err(RedisFilterError::NotFound {
+            name: name.to_owned(),
+            key,
+        });
+    }
+    let state = map.get("state").cloned().unwrap_or_default();
+    if state != READY && state != BUILDING {
+        return Err(RedisFilterError::NotReady {
+            name: name.to_owned(),
+            state,
+        });
+    }
+    let durability_field = map.get("durability").cloned().unwrap_or_default();
+    let durability =
+        Durability::parse(&durability_field).ok_or_else(|| RedisFilterError::Metadata {
+            name: name.to_owned(),
+            field: "durability",
+            found: durability_field.clone(),
+            expected: "none, replicas:N:MS or aof:MS".into(),
+        })?;
+    let parsed = meta::parse(name, &map)?;
+    Ok(Meta {
+        header: parsed.header,
+        creation: parsed.creation,
+        state: parsed.state,
+        durability,
+    })
+}
+
+impl RedisFilter {
+    /// Checks every shard (present, full size, with this filter's markers) and judges the
+    /// node of each against its epoch record.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::LostState`] naming the first shard that is not intact,
+    /// [`RedisFilterError::Unverified`], or a Redis error.
+    pub fn check_shards(&self) -> Result<(), RedisFilterError> {
+        let expected = i64::try_from(2 * MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.deadline();
+            let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for &s in &range {
+                let key = shard_key(&self.name, s);
+                commands.push(&[b"STRLEN", key.as_bytes()]);
+                commands.push(&[
+                    b"BITFIELD_RO",
+                    key.as_bytes(),
+                    b"GET",
+                    b"i64",
+                    b"0",
+                    b"GET",
+                    b"i64",
+                    tail.as_bytes(),
+                ]);
+                keys.push(key.clone().into_bytes());
+                keys.push(key.into_bytes());
+            }
+            let replies = self.conn().pipeline_by(commands, keys, deadline)?;
+            let mut answered = Vec::new();
+            for (i, &shard) in range.iter().enumerate() {
+                let (Some(len), Some(marker)) =
+                    (replies.values.get(2 * i), replies.values.get(2 * i + 1))
+                else {
+                    return Err(RedisFilterError::Protocol("a reply is missing".into()));
+                };
+                let len = int(&server_error(len.clone())?)?;
+                let markers = ints(&server_error(marker.clone())?)?;
+                let own = self.markers.of(shard);
+                let intact = markers.len() == 2 && markers.iter().all(|&m| m == own);
+                if len != expected || !intact {
+                    return Err(self.lost(
+                        shard,
+                        if len == 0 {
+                            "the key is missing".to_owned()
+                        } else if len != expected {
+                            format!("it is {len} bytes, expected {expected}")
+                        } else {
+                            "its markers are not this filter's (another filter, another shard, or edited metadata)".to_owned()
+                        },
+                    ));
+                }
+                if let Some(&serial) = replies.answered_by.get(2 * i + 1) {
+                    answered.push((serial, shard));
+                }
+            }
+            self.verify_shards(&answered, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// The filter's header as its metadata holds it now (generation, binding, items).
+    ///
+    /// # Errors
+    /// As [`RedisFilter::open`] for the metadata.
+    pub fn header(&self) -> Result<Header, RedisFilterError> {
+        let meta = read_meta(&mut self.conn(), &self.name)?;
+        if meta.creation != self.creation {
+            return Err(self.lost(
+                0,
+                "the metadata is another filter's: the filter was recreated",
+            ));
+        }
+        Ok(meta.header)
+    }
+
+    /// Records that the bits cover the primary store up to `generation`, at the history
+    /// point `binding` (as a snapshot header does), in the metadata and in every shard's epoch
+    /// record (so that a shard put back from an older copy says how far it covers). Only a
+    /// caller that knows every key of the store up to `generation` has its bits set may say
+    /// so. The nodes recorded are left as they are.
+    ///
+    /// # Errors
+    /// A Redis error, or [`RedisFilterError::LostState`] if the filter was recreated.
+    pub fn set_coverage(
+        &self,
+        generation: DatasetGeneration,
+        binding: Option<StoreBinding>,
+    ) -> Result<(), RedisFilterError> {
+        let fields = meta::coverage_fields(generation, binding);
+        for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.deadline();
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
+                let key = epoch::epoch_key(&self.name, s);
+                let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
+                for (field, value) in &fields {
+                    args.push(field.as_bytes());
+                    args.push(value.as_bytes());
+                }
+                commands.push(&args);
+                keys.push(shard_key(&self.name, s).into_bytes());
+            }
+            for value in self.conn().pipeline_by(commands, keys, deadline)?.values {
+                server_error(value)?;
+            }
+        }
+        // Only if the metadata is still this filter's: a recreated filter never inherits a
+        // coverage record made for the one it replaced.
+        self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
+    }
+
+    /// The oldest coverage the shards' epoch records hold (the point a restored shard covers
+    /// at most), or `None` when a shard records none.
+    ///
+    /// # Errors
+    /// A Redis error.
+    pub fn shard_coverage(
+        &self,
+    ) -> Result<Option<(DatasetGeneration, Option<StoreBinding>)>, RedisFilterError> {
+        let mut oldest: Option<(DatasetGeneration, Option<StoreBinding>)> = None;
+        for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.deadline();
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
+                let key = epoch::epoch_key(&self.name, s);
+                let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
+                args.extend(epoch::COVERAGE_FIELDS.iter().map(|f| f.as_bytes()));
+                commands.push(&args);
+                keys.push(shard_key(&self.name, s).into_bytes());
+            }
+            for value in self.conn().pipeline_by(commands, keys, deadline)?.values {
+                let fields = match server_error(value)? {
+                    Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
+                    _ => return Ok(None),
+                };
+                let Some(coverage) = epoch::coverage_from_fields(&fields) else {
+                    return Ok(None);
+                };
+                if oldest.is_none_or(|(g, _)| coverage.0 < g) {
+                    oldest = Some(coverage);
+                }
+            }
+        }
+        Ok(oldest)
+    }
+
+    /// Set bits and estimates, counted by Redis (`BITCOUNT` per shard).
+    ///
+    /// # Errors
+    /// As [`RedisFilter::check_shards`].
+    pub fn info(&self) -> Result<Info, RedisFilterError> {
+        let header = self.header()?;
+        self.check_shards()?;
+        let mut per_shard = Vec::with_capacity(self.shards as usize);
+        let (from, to) = (
+            MARKER_BYTES.to_string(),
+            (MARKER_BYTES + self.shard_bits / 8 - 1).to_string(),
+        );
+        for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.deadline();
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
+                let key = shard_key(&self.name, s);
+                commands.push(&[b"BITCOUNT", key.as_bytes(), from.as_bytes(), to.as_bytes()]);
+                keys.push(key.into_bytes());
+            }
+            for value in self.conn().pipeline_by(commands, keys, deadline)?.values {
+                per_shard.push(u64::try_from(int(&server_error(value)?)?).unwrap_or(0));
+            }
+        }
+        let set_bits: u64 = per_shard.iter().sum();
+        let (m, k) = (self.config.bits(), self.config.hashes());
+        Ok(Info {
+            header,
+            durability: self.durability,
+            set_bits,
+            estimated_items: estimate::estimated_items(set_bits, m, k),
+            estimated_false_positive_rate: estimate::partitioned_false_positive_rate(
+                per_shard,
+                self.shard_bits,
+                k,
+            ),
+        })
+    }
+
+    /// Writes the filter as a snapshot file (atomically): the header from the metadata, read
+    /// first, then the bits, shard by shard, a megabyte at a time. The snapshot is the one a
+    /// local filter with the same configuration and keys would write. An unverified filter is
+    /// not exported (its snapshot could lack acknowledged keys).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::LostState`] if a shard is not intact,
+    /// [`RedisFilterError::Unverified`], a Redis error, or a file error.
+    pub fn export(&self, path: &Path) -> Result<Header, RedisFilterError> {
+        // The header (generation) first: bits read after it cover at least what it says.
+        let header = self.header()?;
+        self.check_shards()?;
+        let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))?;
+        let mut writer = SnapshotWriter::new(file, header.clone())?;
+        let shard_bytes = self.shard_bits / 8;
+        for shard in 0..self.shards {
+            let key = shard_key(&self.name, shard);
+            let mut at = 0;
+            while at < shard_bytes {
+                let len = COPY_BYTES.min(shard_bytes - at);
+                let start = MARKER_BYTES + at;
+                let value = self.conn().query(
+                    &[
+                        b"GETRANGE",
+                        key.as_bytes(),
+                        start.to_string().as_bytes(),
+                        (start + len - 1).to_string().as_bytes(),
+                    ],
+                    Some(key.as_bytes()),
+                )?;
+                let mut bytes = match value {
+                    Value::BulkString(bytes) => bytes,
+                    _ => Vec::new(),
+                };
+                if bytes.len() as u64 != len {
+                    return Err(self.lost(shard, "it is shorter than the filter"));
+                }
+                for byte in &mut bytes {
+                    *byte = byte.reverse_bits();
+                }
+                writer.write_payload(&bytes)?;
+                at += len;
+            }
+        }
+        // The markers again: a shard lost while it was copied would have been copied empty.
+        self.check_shards()?;
+        let file = writer.finish()?;
+        file.commit()?;
+        Ok(header)
+    }
+
+    /// Loads a snapshot file (of the sharded layout) into a new filter `name` with
+    /// `durability`: the metadata first (not ready), the bits shard by shard, and the filter
+    /// is marked ready only after the whole payload passed its checksum.
+    ///
+    /// # Errors
+    /// A file error ([`RedisFilterError::Read`]: not a snapshot, damaged, over
+    /// `max_payload_len`), [`RedisFilterError::NotSharded`],
+    /// [`RedisFilterError::AlreadyExists`], or a Redis error.
+    pub fn import(
+        target: &RedisTarget,
+        name: &str,
+        path: &Path,
+        max_payload_len: u64,
+    ) -> Result<Self, RedisFilterError> {
+        Self::import_with(target, name, path, max_payload_len, Durability::None)
+    }
+
+    /// [`RedisFilter::import`] with the durability every writer must give each insert.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::import`].
+    pub fn import_with(
+        target: &RedisTarget,
+        name: &str,
+        path: &Path,
+        max_payload_len: u64,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
+        let reader =
+            SnapshotReader::open(path, &DecodeOptions::with_max_payload_len(max_payload_len))?;
+        let header = reader.header().clone();
+        let config = bloom_core::FilterConfig::from_header(&header).map_err(|source| {
+            RedisFilterError::Config {
+                name: name.to_owned(),
+                source,
+            }
+        })?;
+        let filter = Self::create_with_header(target, name, config, header, durability, BUILDING)?;
+        match filter.fill_from(reader, name) {
+            Ok(()) => Ok(filter),
+            Err(e) => {
+                // Nothing half-imported stays behind under the name (best effort: Redis may be
+                // the reason it failed).
+                let _ = Self::delete(target, name, Some(filter.shards));
+                Err(e)
+            }
+        }
+    }
+
+    fn fill_from(
+        &self,
+        reader: SnapshotReader<std::fs::File>,
+        name: &str,
+    ) -> Result<(), RedisFilterError> {
+        let filter = self;
+        let shard_bytes = filter.shard_bits / 8;
+        let mut offset = 0u64;
+        let mut pending = Commands::new();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let flush =
+            |pending: &mut Commands, keys: &mut Vec<Vec<u8>>| -> Result<(), RedisFilterError> {
+                let commands = std::mem::take(pending);
+                let routes = std::mem::take(keys);
+                for value in filter
+                    .conn()
+                    .pipeline_by(commands, routes, filter.deadline())?
+                    .values
+                {
+                    server_error(value)?;
+                }
+                Ok(())
+            };
+        reader
+            .read_payload_with(|chunk| {
+                let mut chunk = chunk;
+                while !chunk.is_empty() {
+                    let shard = offset / shard_bytes;
+                    let within = offset % shard_bytes;
+                    let take = usize::try_from((shard_bytes - within).min(chunk.len() as u64))
+                        .unwrap_or(chunk.len());
+                    let (part, rest) = chunk.split_at(take);
+                    // Zero bytes need no write: the shard was allocated zeroed.
+                    if part.iter().any(|&b| b != 0) {
+                        let reversed: Vec<u8> = part.iter().map(|b| b.reverse_bits()).collect();
+                        let key = shard_key(name, u32::try_from(shard).unwrap_or(u32::MAX));
+                        pending.push(&[
+                            b"SETRANGE",
+                            key.as_bytes(),
+                            (MARKER_BYTES + within).to_string().as_bytes(),
+                            &reversed,
+                        ]);
+                        keys.push(key.into_bytes());
+                        if pending.len() >= 64 {
+                            flush(&mut pending, &mut keys).map_err(ImportError::Redis)?;
+                        }
+                    }
+                    offset += take as u64;
+                    chunk = rest;
+                }
+                Ok::<(), ImportError>(())
+            })
+            .map_err(|e| match e {
+                ImportError::Read(e) => RedisFilterError::Read(e),
+                ImportError::Redis(e) => e,
+            })?;
+        flush(&mut pending, &mut keys)?;
+        filter.check_shards()?;
+        filter.set_fields([("state", READY)])
+    }
+}
+
+enum ImportError {
+    Read(bloom_format::ReadError),
+    Redis(RedisFilterError),
+}
+
+impl From<bloom_format::ReadError> for ImportError {
+    fn from(e: bloom_format::ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+/// Refuses a filter that would not fit the server's memory: over what `maxmemory` leaves, or
+/// (without a limit) over half the machine's memory. In a cluster every master is asked,
+/// with the shards spread over the masters.
+pub(crate) fn check_memory(
+    conn: &mut Conn,
+    target: &RedisTarget,
+    needed: u64,
+) -> Result<(), RedisFilterError> {
+    let deadline = target.deadline_from_now();
+    // The node reached (any master, in a cluster).
+    let (report, _) = conn.query_by(&[b"INFO", b"memory"], None, deadline)?;
+    let report = text(&report).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let (max, used, total) = (
+        field("maxmemory"),
+        field("used_memory"),
+        field("total_system_memory"),
+    );
+    let available = if max > 0 {
+        max.saturating_sub(used)
+    } else if total > 0 {
+        (total / 2).saturating_sub(used)
+    } else {
+        return Ok(());
+    };
+    let share = if target.is_cluster() {
+        let nodes = conn.cluster_nodes(deadline)?;
+        let masters = nodes
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(2)
+                    .is_some_and(|f| f.contains("master"))
+            })
+            .count()
+            .max(1);
+        needed.div_ceil(masters as u64)
+    } else {
+        needed
+    };
+    if share > available {
+        return Err(RedisFilterError::TooLarge { needed, available });
+    }
+    Ok(())
+}

@@ -1,0 +1,618 @@
+//! How commands reach the nodes of a target: one server, a Redis Cluster (its slot map kept
+//! here, `MOVED` and `ASK` followed inside pipelines), or the master a set of Sentinels names.
+//! Every reply comes back with the connection that answered it, so that the filter can check
+//! that node's identity against what its shards recorded.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
+
+use crate::error::RedisFilterError;
+use crate::node::{Node, NodeIdentity, remaining, text};
+use crate::wire::{Commands, slot};
+
+/// How many times one command is sent again after a redirect or a busy cluster before the
+/// operation gives up (its deadline usually ends it first).
+const MAX_ATTEMPTS: u32 = 16;
+
+/// How many times commands are routed again when their node cannot be reached (a cluster or
+/// Sentinel failing over), about a second and a half in all.
+const ROUTE_ATTEMPTS: u32 = 6;
+
+/// Where a target's nodes are found.
+pub(crate) enum Topology {
+    Single(ConnectionInfo),
+    Cluster(Vec<ConnectionInfo>),
+    Sentinel {
+        sentinels: Vec<ConnectionInfo>,
+        master: String,
+        /// How to reach the master once its address is known (credentials, TLS, db).
+        template: ConnectionInfo,
+    },
+}
+
+/// A live connection, named by a serial number that is never reused: a reply says which
+/// connection answered it, and a connection made again (after a failure, to a restarted
+/// server) is another one.
+struct Live {
+    serial: u64,
+    node: Node,
+}
+
+/// The connections of one target.
+pub(crate) struct Transport {
+    topology: Topology,
+    tls_ca: Option<Vec<u8>>,
+    timeout: Duration,
+    /// Connections by `host:port`.
+    nodes: HashMap<String, Live>,
+    /// The master of each cluster slot, by `host:port` (empty outside a cluster).
+    slots: Vec<Option<String>>,
+    next_serial: u64,
+    /// The one node of a single or Sentinel target, by `host:port`.
+    single: Option<String>,
+}
+
+/// The replies of a pipeline, in command order, each with the serial of the connection that
+/// answered it.
+pub(crate) struct Replies {
+    pub(crate) values: Vec<Value>,
+    pub(crate) answered_by: Vec<u64>,
+}
+
+fn addr_of(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `template` pointed at `host:port` (same credentials, TLS and database).
+fn at(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let addr = match template.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host.to_owned(), port),
+    };
+    template.clone().set_addr(addr)
+}
+
+fn split_addr(addr: &str) -> Option<(&str, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    Some((
+        host.trim_start_matches('[').trim_end_matches(']'),
+        port.parse().ok()?,
+    ))
+}
+
+/// Parses target URLs; the error never repeats them (they may carry passwords).
+pub(crate) fn parse_urls(urls: &[String]) -> Result<Vec<ConnectionInfo>, RedisFilterError> {
+    urls.iter()
+        .enumerate()
+        .map(|(i, url)| {
+            url.as_str().into_connection_info().map_err(|e| {
+                RedisFilterError::Protocol(format!(
+                    "URL number {} of the target is not a Redis URL ({})",
+                    i + 1,
+                    e.kind_str()
+                ))
+            })
+        })
+        .collect()
+}
+
+trait KindStr {
+    fn kind_str(&self) -> String;
+}
+
+impl KindStr for redis::RedisError {
+    /// The error's kind, without its detail (which may quote the URL).
+    fn kind_str(&self) -> String {
+        format!("{:?}", self.kind())
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(topology: Topology, tls_ca: Option<Vec<u8>>, timeout: Duration) -> Self {
+        Self {
+            topology,
+            tls_ca,
+            timeout,
+            nodes: HashMap::new(),
+            slots: Vec::new(),
+            next_serial: 1,
+            single: None,
+        }
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.topology, Topology::Cluster(_))
+    }
+
+    fn connect(
+        &mut self,
+        info: ConnectionInfo,
+        deadline: Instant,
+    ) -> Result<String, RedisFilterError> {
+        let addr = addr_of(&info);
+        if self.nodes.contains_key(&addr) {
+            return Ok(addr);
+        }
+        let cluster = self.is_cluster();
+        let node = Node::connect(
+            info,
+            self.tls_ca.as_deref(),
+            deadline,
+            self.timeout,
+            cluster,
+        )?;
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.nodes.insert(addr.clone(), Live { serial, node });
+        Ok(addr)
+    }
+
+    /// Drops a connection that failed: the next command to its node connects again (and
+    /// reads the node's identity again).
+    fn drop_node(&mut self, addr: &str) {
+        self.nodes.remove(addr);
+        if self.single.as_deref() == Some(addr) {
+            self.single = None;
+        }
+    }
+
+    /// The node of a single or Sentinel target, connected.
+    fn single_node(&mut self, deadline: Instant) -> Result<String, RedisFilterError> {
+        if let Some(addr) = &self.single
+            && self.nodes.contains_key(addr)
+        {
+            return Ok(addr.clone());
+        }
+        let info = match &self.topology {
+            Topology::Single(info) => info.clone(),
+            Topology::Sentinel {
+                sentinels,
+                master,
+                template,
+            } => {
+                let (sentinels, master, template) =
+                    (sentinels.clone(), master.clone(), template.clone());
+                self.resolve_master(&sentinels, &master, &template, deadline)?
+            }
+            Topology::Cluster(_) => {
+                return Err(RedisFilterError::Protocol(
+                    "a cluster has no single node".into(),
+                ));
+            }
+        };
+        let addr = self.connect(info, deadline)?;
+        let is_master = self
+            .nodes
+            .get(&addr)
+            .is_some_and(|live| live.node.identity.master);
+        if matches!(self.topology, Topology::Sentinel { .. }) && !is_master {
+            // The Sentinels named a node that is no master (yet): not one to write to.
+            self.drop_node(&addr);
+            return Err(RedisFilterError::Protocol(
+                "the node the Sentinels name as master is not a master (a failover in progress)"
+                    .into(),
+            ));
+        }
+        self.single = Some(addr.clone());
+        Ok(addr)
+    }
+
+    /// Asks each Sentinel in turn for the master's address.
+    fn resolve_master(
+        &self,
+        sentinels: &[ConnectionInfo],
+        master: &str,
+        template: &ConnectionInfo,
+        deadline: Instant,
+    ) -> Result<ConnectionInfo, RedisFilterError> {
+        let mut last = None;
+        for sentinel in sentinels {
+            let asked = (|| {
+                let mut node = Node::connect_plain(
+                    sentinel.clone(),
+                    self.tls_ca.as_deref(),
+                    deadline,
+                    self.timeout,
+                )?;
+                let mut commands = Commands::new();
+                commands.push(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
+                let reply = node.round_trip(&commands, deadline, self.timeout)?;
+                match reply.first() {
+                    Some(Value::Array(parts)) if parts.len() == 2 => {
+                        let host = parts.first().and_then(text).unwrap_or_default();
+                        let port = parts
+                            .get(1)
+                            .and_then(text)
+                            .and_then(|p| p.parse::<u16>().ok())
+                            .unwrap_or(0);
+                        Ok(at(template, &host, port))
+                    }
+                    Some(Value::Nil) => Err(RedisFilterError::Protocol(format!(
+                        "no Sentinel knows a master named {master:?}"
+                    ))),
+                    _ => Err(RedisFilterError::Protocol(
+                        "a Sentinel gave no master address".into(),
+                    )),
+                }
+            })();
+            match asked {
+                Ok(info) => return Ok(info),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| RedisFilterError::Protocol("no Sentinel given".into())))
+    }
+
+    /// Reads the cluster's slot map from the first node that answers.
+    fn refresh_slots(&mut self, deadline: Instant) -> Result<(), RedisFilterError> {
+        let Topology::Cluster(seeds) = &self.topology else {
+            return Ok(());
+        };
+        let template = seeds.first().cloned();
+        let mut candidates: Vec<ConnectionInfo> = seeds.clone();
+        if let Some(template) = &template {
+            for addr in self.nodes.keys() {
+                if let Some((host, port)) = split_addr(addr) {
+                    candidates.insert(0, at(template, host, port));
+                }
+            }
+        }
+        let mut last = None;
+        for info in candidates {
+            let asked_host = match info.addr() {
+                ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+                _ => String::new(),
+            };
+            let addr = match self.connect(info, deadline) {
+                Ok(addr) => addr,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            let mut commands = Commands::new();
+            commands.push(&[b"CLUSTER", b"SLOTS"]);
+            let reply = match self.nodes.get_mut(&addr) {
+                Some(live) => live.node.round_trip(&commands, deadline, self.timeout),
+                None => continue,
+            };
+            match reply {
+                Ok(values) => match values.first() {
+                    Some(Value::Array(ranges)) => {
+                        let mut slots = vec![None; 16384];
+                        for range in ranges {
+                            let Value::Array(parts) = range else { continue };
+                            let (
+                                Some(Value::Int(start)),
+                                Some(Value::Int(end)),
+                                Some(Value::Array(master)),
+                            ) = (parts.first(), parts.get(1), parts.get(2))
+                            else {
+                                continue;
+                            };
+                            let host = master.first().and_then(text).unwrap_or_default();
+                            let host = if host.is_empty() {
+                                asked_host.clone()
+                            } else {
+                                host
+                            };
+                            let Some(Value::Int(port)) = master.get(1) else {
+                                continue;
+                            };
+                            let owner = format!("{host}:{port}");
+                            for s in (*start).max(0)..=(*end).min(16383) {
+                                if let Some(entry) = slots.get_mut(s as usize) {
+                                    *entry = Some(owner.clone());
+                                }
+                            }
+                        }
+                        self.slots = slots;
+                        return Ok(());
+                    }
+                    Some(Value::ServerError(e)) => {
+                        last = Some(RedisFilterError::Protocol(format!(
+                            "CLUSTER SLOTS was refused ({}): is this a cluster?",
+                            e.code()
+                        )));
+                    }
+                    _ => {
+                        last = Some(RedisFilterError::Protocol(
+                            "CLUSTER SLOTS gave no map".into(),
+                        ))
+                    }
+                },
+                Err(e) => {
+                    self.drop_node(&addr);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| RedisFilterError::Protocol("no cluster node given".into())))
+    }
+
+    /// The node that serves `key`, connected.
+    fn node_for(&mut self, key: &[u8], deadline: Instant) -> Result<String, RedisFilterError> {
+        if !self.is_cluster() {
+            return self.single_node(deadline);
+        }
+        if self.slots.is_empty() {
+            self.refresh_slots(deadline)?;
+        }
+        let s = usize::from(slot(key));
+        let owner = match self.slots.get(s).cloned().flatten() {
+            Some(owner) => owner,
+            None => {
+                self.refresh_slots(deadline)?;
+                self.slots.get(s).cloned().flatten().ok_or_else(|| {
+                    RedisFilterError::Protocol(format!("no cluster node serves slot {s}"))
+                })?
+            }
+        };
+        self.connect_addr(&owner, deadline)
+    }
+
+    fn connect_addr(&mut self, addr: &str, deadline: Instant) -> Result<String, RedisFilterError> {
+        if self.nodes.contains_key(addr) {
+            return Ok(addr.to_owned());
+        }
+        let template = match &self.topology {
+            Topology::Cluster(seeds) => seeds.first().cloned(),
+            Topology::Single(info) => Some(info.clone()),
+            Topology::Sentinel { template, .. } => Some(template.clone()),
+        }
+        .ok_or_else(|| RedisFilterError::Protocol("no node given".into()))?;
+        let (host, port) = split_addr(addr)
+            .ok_or_else(|| RedisFilterError::Protocol(format!("bad node address {addr}")))?;
+        self.connect(at(&template, host, port), deadline)
+    }
+
+    /// One command routed by `key` (or to any node for `None`), redirects followed.
+    pub(crate) fn query(
+        &mut self,
+        command: &[&[u8]],
+        key: Option<&[u8]>,
+        deadline: Instant,
+    ) -> Result<(Value, u64), RedisFilterError> {
+        let mut commands = Commands::new();
+        commands.push(command);
+        let keys = [key.unwrap_or(b"")];
+        let replies = self.pipeline(&commands, &keys, deadline)?;
+        let value = replies.values.into_iter().next().unwrap_or(Value::Nil);
+        let serial = replies.answered_by.first().copied().unwrap_or(0);
+        Ok((value, serial))
+    }
+
+    /// One command on the connection `serial` (the one that made earlier writes), if it is
+    /// still live: `WAIT` counts that connection's writes, and a check of what a node
+    /// answered must reach the same node process.
+    pub(crate) fn query_on(
+        &mut self,
+        serial: u64,
+        command: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Value, RedisFilterError> {
+        let timeout = self.timeout;
+        let Some((addr, live)) = self
+            .nodes
+            .iter_mut()
+            .find(|(_, live)| live.serial == serial)
+        else {
+            return Err(RedisFilterError::NodeChanged);
+        };
+        let mut commands = Commands::new();
+        commands.push(command);
+        match live.node.round_trip(&commands, deadline, timeout) {
+            Ok(mut values) => Ok(values.pop().unwrap_or(Value::Nil)),
+            Err(e) => {
+                let addr = addr.clone();
+                self.drop_node(&addr);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends every command (command `i` routed by `keys[i]`), reads every reply, and returns
+    /// them in order. `MOVED` and `ASK` are followed, a busy cluster (`TRYAGAIN`,
+    /// `CLUSTERDOWN`, `LOADING`) and a failed connection are retried, all within `deadline`;
+    /// other error replies are returned as replies.
+    pub(crate) fn pipeline(
+        &mut self,
+        commands: &Commands,
+        keys: &[&[u8]],
+        deadline: Instant,
+    ) -> Result<Replies, RedisFilterError> {
+        let n = commands.len();
+        let mut values: Vec<Option<Value>> = vec![None; n];
+        let mut answered_by = vec![0u64; n];
+        // (command, ASK target) still to send.
+        let mut pending: Vec<(usize, Option<String>)> = (0..n).map(|i| (i, None)).collect();
+        let mut attempts = 0u32;
+        let mut wait = Duration::from_millis(10);
+        while !pending.is_empty() {
+            attempts += 1;
+            if attempts > MAX_ATTEMPTS {
+                return Err(RedisFilterError::Protocol(format!(
+                    "the cluster kept redirecting or refusing the commands after {MAX_ATTEMPTS} attempts"
+                )));
+            }
+            // Route, then send each node its commands in one write.
+            let mut by_node: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
+            let mut failed_route = None;
+            for &(i, ref ask) in &pending {
+                let addr = match ask {
+                    Some(target) => self.connect_addr(target, deadline),
+                    None => self.node_for(keys.get(i).copied().unwrap_or(b""), deadline),
+                };
+                match addr {
+                    Ok(addr) => match by_node.iter_mut().find(|(a, _)| *a == addr) {
+                        Some((_, list)) => list.push((i, ask.is_some())),
+                        None => by_node.push((addr, vec![(i, ask.is_some())])),
+                    },
+                    Err(e) => failed_route = Some(e),
+                }
+            }
+            if let Some(e) = failed_route {
+                // A single server that refuses is down: say so at once. A cluster or a
+                // Sentinel may be failing over: look again a few times, briefly.
+                if !self.can_fail_over()
+                    || attempts >= ROUTE_ATTEMPTS
+                    || remaining(deadline, self.timeout).is_err()
+                {
+                    return Err(e);
+                }
+                self.pause(&mut wait, deadline);
+                self.slots.clear();
+                continue;
+            }
+            let mut retry = Vec::new();
+            let mut busy = false;
+            let mut moved = false;
+            for (addr, list) in by_node {
+                let timeout = self.timeout;
+                let Some(live) = self.nodes.get_mut(&addr) else {
+                    retry.extend(list.iter().map(|&(i, _)| (i, None)));
+                    continue;
+                };
+                let serial = live.serial;
+                let mut bytes = Vec::new();
+                for &(i, asking) in &list {
+                    if asking {
+                        bytes.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
+                    }
+                    bytes.extend_from_slice(commands.get(i));
+                }
+                let exchanged = (|| {
+                    live.node.bound(deadline, timeout)?;
+                    live.node.send(&bytes, timeout)?;
+                    let mut got = Vec::with_capacity(list.len());
+                    for &(_, asking) in &list {
+                        if asking {
+                            live.node.recv(timeout)?;
+                        }
+                        got.push(live.node.recv(timeout)?);
+                    }
+                    Ok::<_, RedisFilterError>(got)
+                })();
+                match exchanged {
+                    Ok(got) => {
+                        for (&(i, _), value) in list.iter().zip(got) {
+                            match redirect(&value) {
+                                Some(Redirect::Moved) => {
+                                    moved = true;
+                                    retry.push((i, None));
+                                }
+                                Some(Redirect::Ask(target)) => retry.push((i, Some(target))),
+                                Some(Redirect::Busy) => {
+                                    busy = true;
+                                    retry.push((i, None));
+                                }
+                                None => {
+                                    if let Some(slot) = values.get_mut(i) {
+                                        *slot = Some(value);
+                                    }
+                                    if let Some(by) = answered_by.get_mut(i) {
+                                        *by = serial;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // The connection is not trusted with anything more: its commands go
+                        // again, to whoever serves their keys now.
+                        self.drop_node(&addr);
+                        if matches!(e, RedisFilterError::Timeout { .. })
+                            || !self.can_fail_over()
+                            || remaining(deadline, self.timeout).is_err()
+                        {
+                            return Err(e);
+                        }
+                        moved = true;
+                        retry.extend(list.iter().map(|&(i, _)| (i, None)));
+                    }
+                }
+            }
+            if moved {
+                self.slots.clear();
+            }
+            if busy || (moved && !retry.is_empty() && attempts > 1) {
+                self.pause(&mut wait, deadline);
+            }
+            pending = retry;
+        }
+        Ok(Replies {
+            values: values
+                .into_iter()
+                .map(|v| v.unwrap_or(Value::Nil))
+                .collect(),
+            answered_by,
+        })
+    }
+
+    /// Whether another node may take over a node that cannot be reached.
+    fn can_fail_over(&self) -> bool {
+        !matches!(self.topology, Topology::Single(_))
+    }
+
+    /// Waits a little before trying again (doubling, within the deadline).
+    fn pause(&self, wait: &mut Duration, deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        std::thread::sleep((*wait).min(left / 2));
+        *wait = (*wait * 2).min(Duration::from_millis(500));
+    }
+
+    /// Every live connection's serial and identity.
+    pub(crate) fn live(&self) -> Vec<(u64, NodeIdentity)> {
+        self.nodes
+            .values()
+            .map(|live| (live.serial, live.node.identity.clone()))
+            .collect()
+    }
+
+    /// The cluster's nodes as `CLUSTER NODES` lists them, from any node.
+    pub(crate) fn cluster_nodes(&mut self, deadline: Instant) -> Result<String, RedisFilterError> {
+        let (value, _) = self.query(&[b"CLUSTER", b"NODES"], None, deadline)?;
+        text(&value).ok_or_else(|| RedisFilterError::Protocol("CLUSTER NODES gave no text".into()))
+    }
+}
+
+enum Redirect {
+    Moved,
+    Ask(String),
+    Busy,
+}
+
+fn redirect(value: &Value) -> Option<Redirect> {
+    let Value::ServerError(error) = value else {
+        return None;
+    };
+    let target = || {
+        error
+            .details()
+            .and_then(|d| d.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    match error.code() {
+        "MOVED" | "READONLY" => Some(Redirect::Moved),
+        "ASK" => target().map(Redirect::Ask),
+        "TRYAGAIN" | "CLUSTERDOWN" | "LOADING" | "MASTERDOWN" => Some(Redirect::Busy),
+        _ => None,
+    }
+}
