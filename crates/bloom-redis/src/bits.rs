@@ -353,16 +353,29 @@ impl RedisFilter {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<u64, RedisFilterError> {
-        let deadline = self.deadline();
         let keys: Vec<K> = keys.into_iter().collect();
+        self.insert_keys(&keys, true).map(|(changed, _)| changed)
+    }
+
+    /// Inserts keys (judging their shards' nodes with `verify`), counts them in the metadata
+    /// and makes the writes durable; returns how many changed a bit and which connection
+    /// took each shard's writes.
+    pub(crate) fn insert_keys<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        verify: bool,
+    ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
+        let deadline = self.deadline();
         let mut changed = 0u64;
         let mut written = Vec::new();
         for chunk in keys.chunks(BATCH) {
             let batch = self.batch_of(chunk);
             let (bits, answered) = self.run_batch(&batch, true, deadline)?;
-            self.verify_shards(&answered, deadline)?;
+            if verify {
+                self.verify_shards(&answered, deadline)?;
+            }
             changed += bits.iter().filter(|old| old.contains(&0)).count() as u64;
-            written.extend(answered.iter().map(|&(serial, _)| serial));
+            written.extend(answered);
         }
         if changed > 0 {
             let key = self.meta_key();
@@ -376,7 +389,34 @@ impl RedisFilter {
                 changed.to_string().as_bytes(),
             ])?;
         }
-        self.make_durable(&written, deadline)?;
+        let serials: Vec<u64> = written.iter().map(|&(serial, _)| serial).collect();
+        self.make_durable(&serials, deadline)?;
+        Ok((changed, written))
+    }
+
+    /// Adds every key the filter should hold, from the keys' source, and declares the filter
+    /// whole: the way back for a filter made unverified by a restart or a failover that may
+    /// have lost writes (or a filter of an earlier bloom-redis, which records no nodes).
+    /// `keys` must be every key ever added (that should be in); then each shard's epoch
+    /// record names the node that took its keys, and the filter answers again. With
+    /// `coverage`, the records also say which point of a primary store the keys cover.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::NodeChanged`] when a shard's node changed between the adds and
+    /// the record (nothing is recorded for it; call again), or as [`RedisFilter::insert`].
+    pub fn restore_whole<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+    ) -> Result<u64, RedisFilterError> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let (changed, written) = self.insert_keys(&keys, false)?;
+        self.record_nodes(coverage, &written)?;
+        // A filter of an earlier bloom-redis becomes one of this schema.
+        self.set_fields([("schema", crate::meta::SCHEMA)])?;
         Ok(changed)
     }
 

@@ -146,7 +146,7 @@ pub enum RedisFilterError {
     /// A node answering for a shard may have lost acknowledged writes since the filter last
     /// knew the shard whole (it restarted, failed over, or was replaced), and the filter's
     /// durability does not cover it: nothing is answered from the filter until every key is
-    /// added again and the filter declared whole ([`RedisFilter::accept_whole`](crate::RedisFilter::accept_whole);
+    /// added again and the filter declared whole ([`RedisFilter::restore_whole`](crate::RedisFilter::restore_whole);
     /// `bloom redis add --complete`), or it is rebuilt.
     #[error(
         "filter {name}: shard {shard} may have lost acknowledged writes: {why}; the filter answers nothing until every key is added again (bloom redis add --complete) or it is rebuilt"

@@ -103,8 +103,8 @@ pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisF
 ///   judged against the shard's epoch record (see the `epoch` module's table): a restart or a
 ///   failover since the filter last knew the shard whole may have lost acknowledged writes,
 ///   and the operation fails with [`RedisFilterError::Unverified`], unless the filter's
-///   [`Durability`] made every write survive it. [`RedisFilter::accept_whole`] records the
-///   nodes again once every key is back in.
+///   [`Durability`] made every write survive it. [`RedisFilter::restore_whole`] adds every
+///   key again and records the nodes.
 /// - **Durability on request**: [`Durability::Replicas`] makes every insert wait for replicas
 ///   (`WAIT`), [`Durability::Aof`] for the AOF's fsync (`WAITAOF`, or `appendfsync always`);
 ///   [`RedisFilter::require_replica_acks`] asks it of one handle.
@@ -257,7 +257,7 @@ impl RedisFilter {
         fields.push(("durability", durability.field()));
         filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
         filter.allocate_shards()?;
-        filter.record_nodes(Some((header.dataset_generation, header.store)))?;
+        filter.record_nodes(Some((header.dataset_generation, header.store)), &[])?;
         if final_state == READY {
             filter.set_fields([("state", READY)])?;
         }
@@ -476,10 +476,19 @@ impl RedisFilter {
     /// Records, for every shard, the node that holds it now (and, with `coverage`, the
     /// point of the primary store it covers). Only what is known whole may be recorded: a
     /// new filter, or one whose every key was just added again.
+    ///
+    /// `written` names the connection that took each shard's keys just before: a shard now
+    /// answered by another connection (its node restarted or failed over meanwhile) is not
+    /// recorded, and the call fails with [`RedisFilterError::NodeChanged`].
     pub(crate) fn record_nodes(
         &self,
         coverage: Option<(DatasetGeneration, Option<StoreBinding>)>,
+        written: &[(u64, u32)],
     ) -> Result<(), RedisFilterError> {
+        let took: std::collections::HashMap<u32, u64> = written
+            .iter()
+            .map(|&(serial, shard)| (shard, serial))
+            .collect();
         let mut conn = self.conn();
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.target.deadline_from_now();
@@ -495,6 +504,9 @@ impl RedisFilter {
             let answered = conn.pipeline_by(probe, keys, deadline)?.answered_by;
             let live = conn.live(deadline)?;
             for (&s, &serial) in range.iter().zip(&answered) {
+                if took.get(&s).is_some_and(|&by| by != serial) {
+                    return Err(RedisFilterError::NodeChanged);
+                }
                 let node = live
                     .iter()
                     .find(|(id, _)| *id == serial)
@@ -523,23 +535,6 @@ impl RedisFilter {
 
     pub(crate) fn verified_set(&self) -> MutexGuard<'_, HashSet<(u64, u32)>> {
         self.verified.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Declares the filter whole again after every key it should hold was added again (from
-    /// the keys' source, or the primary store): every shard's epoch record names the node
-    /// that holds it now, so a filter made unverified by a restart or a failover answers
-    /// again. With `coverage`, the records also say which point of the primary store the
-    /// shards cover.
-    ///
-    /// # Errors
-    /// A Redis error.
-    pub fn accept_whole(
-        &self,
-        coverage: Option<(DatasetGeneration, Option<StoreBinding>)>,
-    ) -> Result<(), RedisFilterError> {
-        self.record_nodes(coverage)?;
-        // A filter of an earlier bloom-redis becomes one of this schema.
-        self.set_fields([("schema", meta::SCHEMA)])
     }
 
     /// The deadline of an operation starting now.

@@ -19,7 +19,7 @@ use crate::error::RedisFilterError;
 pub(crate) const SCHEMA: &str = "bloom-redis/2";
 
 /// The schemas this build reads. A filter of version 1 has no epoch records: it is
-/// unverified until [`RedisFilter::accept_whole`](crate::RedisFilter::accept_whole) records
+/// unverified until [`RedisFilter::restore_whole`](crate::RedisFilter::restore_whole) records
 /// its nodes (which makes it version 2).
 const READS: [&str; 2] = ["bloom-redis/1", SCHEMA];
 

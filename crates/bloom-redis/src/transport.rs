@@ -537,9 +537,12 @@ impl Transport {
                     Err(e) => {
                         // The connection is not trusted with anything more: its commands go
                         // again, to whoever serves their keys now.
+                        // A single server's connection may simply have died with a restart
+                        // of the server: one new connection is tried (it reads the node
+                        // again, so a restart is seen), not more.
                         self.drop_node(&addr);
                         if matches!(e, RedisFilterError::Timeout { .. })
-                            || !self.can_fail_over()
+                            || (!self.can_fail_over() && attempts > 1)
                             || remaining(deadline, self.timeout).is_err()
                         {
                             return Err(e);

@@ -156,6 +156,15 @@ impl RedisServer {
         }
     }
 
+    /// Kills it (SIGKILL) and starts it again on the same port and directory: it comes back
+    /// with what its persistence kept (an RDB saved earlier, its AOF).
+    pub fn restart(&mut self) {
+        self.kill();
+        if let Err(e) = self.spawn() {
+            panic!("redis-server did not restart: {e}");
+        }
+    }
+
     /// Starts it again on the same port, empty (no persistence).
     pub fn restart_empty(&mut self) {
         self.kill();
@@ -183,14 +192,23 @@ impl Drop for RedisServer {
     }
 }
 
-/// Three masters joined into a Redis Cluster (no replicas).
+/// Three masters joined into a Redis Cluster (no replicas, or one each).
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
+        // No test of this cluster fails a node over: a node stalled by a busy machine must
+        // not be taken for a failed one.
+        Self::start_with(0, 15_000)
+    }
+
+    /// Three masters with `replicas` replicas each, failing a master over once it has not
+    /// answered for `node_timeout_ms` (a replica takes over however far it lags).
+    pub fn start_with(replicas: usize, node_timeout_ms: u32) -> Self {
+        let timeout = node_timeout_ms.to_string();
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 RedisServer::start_node(
                     &[
@@ -198,10 +216,10 @@ impl RedisCluster {
                         "yes",
                         "--cluster-config-file",
                         "nodes.conf",
-                        // No test fails a node over: a node stalled by a busy machine must
-                        // not be taken for a failed one.
                         "--cluster-node-timeout",
-                        "15000",
+                        &timeout,
+                        "--cluster-replica-validity-factor",
+                        "0",
                     ],
                     true,
                 )
@@ -214,7 +232,7 @@ impl RedisCluster {
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         create.args(&addresses);
-        create.args(["--cluster-replicas", "0", "--cluster-yes"]);
+        create.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
         let out = create.output().expect(
             "redis-cli must be installed: run the tests with `cargo xtask test`, which installs it",
         );
@@ -239,8 +257,33 @@ impl RedisCluster {
     }
 
     pub fn target(&self) -> RedisTarget {
-        RedisTarget::cluster(self.nodes.iter().take(1).map(RedisServer::url))
+        RedisTarget::cluster(self.nodes.iter().map(RedisServer::url))
             .with_timeout(Duration::from_secs(10))
+    }
+
+    /// The node (index) that is a replica of node `master`, per `CLUSTER NODES`.
+    pub fn replica_of(&self, master: usize) -> Option<usize> {
+        let id = self.nodes[master]
+            .cli(&["CLUSTER", "MYID"])
+            .trim()
+            .to_owned();
+        self.nodes.iter().position(|n| {
+            n.cli(&["CLUSTER", "NODES"]).lines().any(|l| {
+                let parts: Vec<&str> = l.split_whitespace().collect();
+                parts.len() > 3
+                    && parts[2].contains("myself")
+                    && parts[2].contains("slave")
+                    && parts[3] == id
+            })
+        })
+    }
+
+    /// Whether node `i` reports itself a master.
+    pub fn is_master(&self, i: usize) -> bool {
+        self.nodes[i]
+            .cli(&["INFO", "replication"])
+            .lines()
+            .any(|l| l.trim() == "role:master")
     }
 
     /// The node holding `key`.

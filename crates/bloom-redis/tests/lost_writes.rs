@@ -1,0 +1,262 @@
+//! Redis losing acknowledged writes by its own design, against real servers: a restart from
+//! an older save, a failover to a replica that missed writes (one server and a cluster), and
+//! each persistence mode. Whatever happens, an acknowledged key is never answered "absent":
+//! the filter answers "maybe" or refuses (`Unverified`) until it is known whole again.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bloom_core::{FilterConfig, FilterParams, Layout};
+use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
+use rustix::process::Signal;
+use support::{RedisCluster, RedisServer};
+
+fn config(shards: u32, items: u64) -> FilterConfig {
+    FilterConfig::new(
+        FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap(),
+    )
+}
+
+fn keys(prefix: &str, range: std::ops::Range<u32>) -> Vec<String> {
+    range.map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Every acknowledged key is answered "maybe", or the filter refuses: never "absent". Returns
+/// how many answers were refusals.
+fn assert_never_absent(filter: &RedisFilter, acknowledged: &[String]) -> usize {
+    let mut refused = 0;
+    for chunk in acknowledged.chunks(1000) {
+        match filter.contains_each(chunk) {
+            Ok(answers) => {
+                let absent: Vec<&String> = chunk
+                    .iter()
+                    .zip(&answers)
+                    .filter(|(_, maybe)| !**maybe)
+                    .map(|(k, _)| k)
+                    .collect();
+                assert!(
+                    absent.is_empty(),
+                    "{} acknowledged keys answered absent, first {:?}",
+                    absent.len(),
+                    absent.first()
+                );
+            }
+            Err(e) => {
+                assert!(e.is_unverified() || e.is_lost_state(), "{e}");
+                refused += chunk.len();
+            }
+        }
+    }
+    refused
+}
+
+/// Waits for `done`, bounded only against a hang.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `SAVE`, 5,000 more keys acknowledged, SIGKILL, restart from the save: the last 5,000 are
+/// gone from Redis, and the filter says so instead of answering "absent".
+#[test]
+fn a_restart_from_an_older_save_is_never_answered_absent() {
+    let mut server = RedisServer::start();
+    let target = server.target();
+    let filter = RedisFilter::create(&target, "rdb", config(8, 20_000)).unwrap();
+    let first = keys("saved", 0..5000);
+    filter.insert_all(&first).unwrap();
+    assert_eq!(server.cli(&["SAVE"]).trim(), "OK");
+    let second = keys("after-save", 0..5000);
+    filter.insert_all(&second).unwrap();
+    server.restart();
+
+    let reopened = RedisFilter::open(&target, "rdb").unwrap();
+    let acknowledged: Vec<String> = first.iter().chain(&second).cloned().collect();
+    let refused = assert_never_absent(&reopened, &acknowledged);
+    assert_eq!(refused, acknowledged.len(), "every shard's node restarted");
+    // The handle from before the restart reconnects and refuses too.
+    assert_never_absent(&filter, &acknowledged);
+    let e = reopened.contains("saved-1").unwrap_err();
+    assert!(e.to_string().contains("restarted"), "{e}");
+
+    // Adds refuse too (their shards' nodes may have lost writes)...
+    assert!(reopened.insert_all(&second).unwrap_err().is_unverified());
+    // ...and the way out is every key added again, declaring the filter whole.
+    let encoded: Vec<Vec<u8>> = acknowledged
+        .iter()
+        .map(|k| reopened.config().encode_str(k).as_bytes().to_vec())
+        .collect();
+    reopened.restore_whole(&encoded, None).unwrap();
+    assert_eq!(assert_never_absent(&reopened, &acknowledged), 0);
+    reopened.insert("later").unwrap();
+}
+
+/// The same with AOF: `appendfsync everysec` may lose the last second, so a restart makes
+/// the filter unverified; with `appendfsync always` and the `aof` durability a restart
+/// loses nothing, and the filter answers on.
+#[test]
+fn each_persistence_mode_is_judged_by_what_it_keeps() {
+    let mut everysec =
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let target = everysec.target();
+    let filter = RedisFilter::create(&target, "aof1", config(4, 5000)).unwrap();
+    let written = keys("k", 0..2000);
+    filter.insert_all(&written).unwrap();
+    everysec.restart();
+    let reopened = RedisFilter::open(&target, "aof1").unwrap();
+    assert_eq!(assert_never_absent(&reopened, &written), written.len());
+
+    let mut always = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let target = always.target();
+    let durable = Durability::Aof { timeout_ms: 5000 };
+    let filter = RedisFilter::create_with(&target, "aof2", config(4, 5000), durable).unwrap();
+    filter.insert_all(&written).unwrap();
+    always.restart();
+    let reopened = RedisFilter::open(&target, "aof2").unwrap();
+    assert_eq!(reopened.durability(), durable);
+    assert_eq!(
+        assert_never_absent(&reopened, &written),
+        0,
+        "AOF always keeps every write"
+    );
+
+    // The aof durability on a server whose AOF cannot promise it: writes are refused.
+    let plain = RedisServer::start();
+    let filter =
+        RedisFilter::create_with(&plain.target(), "aof3", config(4, 5000), durable).unwrap();
+    assert!(matches!(
+        filter.insert("x"),
+        Err(RedisFilterError::NotDurable { .. })
+    ));
+}
+
+/// A replica that lost its link during the adds is promoted (`REPLICAOF NO ONE`) and the
+/// clients pointed at it: the writes it missed are gone, and the filter refuses instead of
+/// answering "absent". With the `replicas` durability the adds it missed had failed, and the
+/// failover is covered.
+#[test]
+fn a_failover_to_a_replica_that_missed_writes_is_never_answered_absent() {
+    for durability in [
+        Durability::None,
+        Durability::Replicas {
+            replicas: 1,
+            timeout_ms: 300,
+        },
+    ] {
+        let mut primary = RedisServer::start();
+        let replica = RedisServer::start();
+        replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+        wait_for("the replica's first sync", || {
+            primary
+                .cli(&["INFO", "replication"])
+                .contains("state=online")
+        });
+        let filter =
+            RedisFilter::create_with(&primary.target(), "fo", config(8, 20_000), durability)
+                .unwrap();
+        let replicated = keys("replicated", 0..5000);
+        filter.insert_all(&replicated).unwrap();
+        // The replica caught up with those, then stops hearing from its master.
+        let offset = || {
+            primary
+                .cli(&["INFO", "replication"])
+                .lines()
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("master_repl_offset:")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0)
+        };
+        let target_offset = offset();
+        wait_for("the replica to catch up", || {
+            replica
+                .cli(&["INFO", "replication"])
+                .lines()
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix("slave_repl_offset:")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .is_some_and(|o| o >= target_offset)
+        });
+        replica.signal(Signal::STOP);
+        let missed = keys("missed", 0..5000);
+        let acked_missed = filter.insert_all(&missed).is_ok();
+        primary.kill();
+        replica.signal(Signal::CONT);
+        replica.cli(&["REPLICAOF", "NO", "ONE"]);
+
+        let at_replica = RedisFilter::open(&replica.target(), "fo").unwrap();
+        let mut acknowledged = replicated.clone();
+        match durability {
+            Durability::None => {
+                assert!(acked_missed, "without durability the adds are acknowledged");
+                acknowledged.extend(missed.iter().cloned());
+                let refused = assert_never_absent(&at_replica, &acknowledged);
+                assert_eq!(refused, acknowledged.len());
+            }
+            _ => {
+                assert!(!acked_missed, "no replica acknowledged: the adds failed");
+                // The failover is covered: every acknowledged key answers, from the replica.
+                assert_eq!(assert_never_absent(&at_replica, &acknowledged), 0);
+            }
+        }
+        drop(primary);
+    }
+}
+
+/// The same in a cluster of three masters with a replica each, failed over by the cluster
+/// itself: the master of some shards is killed while its replica is stopped (so it misses
+/// the last adds), and the replica is promoted when it comes back.
+#[test]
+fn a_cluster_failover_that_missed_writes_is_never_answered_absent() {
+    let mut cluster = RedisCluster::start_with(1, 3000);
+    let target = cluster.target();
+    let filter = RedisFilter::create(&target, "cfo", config(12, 60_000)).unwrap();
+    let before = keys("before", 0..20_000);
+    filter.insert_all(&before).unwrap();
+    let master = (0..cluster.nodes.len())
+        .find(|&i| cluster.is_master(i))
+        .unwrap();
+    let replica = cluster.replica_of(master).expect("a replica of the master");
+    cluster.nodes[replica].signal(Signal::STOP);
+    let during = keys("during", 0..30_000);
+    filter.insert_all(&during).unwrap();
+    cluster.nodes[master].kill();
+    cluster.nodes[replica].signal(Signal::CONT);
+    wait_for("the replica's promotion", || cluster.is_master(replica));
+    wait_for("the cluster to be whole again", || {
+        cluster.nodes[replica]
+            .cli(&["CLUSTER", "INFO"])
+            .contains("cluster_state:ok")
+    });
+
+    let urls: Vec<String> = (0..cluster.nodes.len())
+        .filter(|&i| i != master)
+        .map(|i| cluster.nodes[i].url())
+        .collect();
+    let survivors = RedisTarget::cluster(urls).with_timeout(Duration::from_secs(10));
+    let reopened = RedisFilter::open(&survivors, "cfo").unwrap();
+    let acknowledged: Vec<String> = before.iter().chain(&during).cloned().collect();
+    let refused = assert_never_absent(&reopened, &acknowledged);
+    assert!(refused > 0, "the failed-over shards refuse");
+    // Key by key, the shards of the other masters still answer.
+    let mut answered = 0;
+    for key in acknowledged.iter().step_by(25) {
+        match reopened.contains(key) {
+            Ok(maybe) => {
+                assert!(maybe, "{key} answered absent");
+                answered += 1;
+            }
+            Err(e) => assert!(e.is_unverified() || e.is_lost_state(), "{e}"),
+        }
+    }
+    assert!(answered > 0, "shards of the other masters still answer");
+}
