@@ -166,14 +166,25 @@ impl RedisFilter {
         let mut conn = self.conn();
         let live: HashMap<u64, crate::node::NodeIdentity> =
             conn.live(deadline)?.into_iter().collect();
-        let mut cluster_nodes: Option<String> = None;
-        for (serial, shard) in pending {
-            let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+        // The records, in one pipeline routed by their keys (a record in the middle of a
+        // reshard is read wherever it is; the node judged is the one that answered for the
+        // shard).
+        let mut reads = Commands::new();
+        let mut routes = Vec::with_capacity(pending.len());
+        for &(_, shard) in &pending {
             let key = epoch::epoch_key(&self.name, shard);
             let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
             args.extend(epoch::NODE_FIELDS.iter().map(|f| f.as_bytes()));
-            // The record is read from the very connection that answered for the shard.
-            let fields = match server_error(conn.query_on(serial, &args, deadline)?)? {
+            reads.push(&args);
+            routes.push(key.into_bytes());
+        }
+        let records = conn.pipeline_by(reads, routes, deadline)?.values;
+        let mut cluster_nodes: Option<String> = None;
+        let mut rewrites = Commands::new();
+        let mut rewrite_routes = Vec::new();
+        for (&(serial, shard), value) in pending.iter().zip(records) {
+            let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+            let fields = match server_error(value)? {
                 Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
                 other => {
                     return Err(RedisFilterError::Protocol(format!(
@@ -183,7 +194,10 @@ impl RedisFilter {
                 }
             };
             let record = Record::from_fields(&fields);
-            if record.is_some() && node.node_id.is_some() && cluster_nodes.is_none() {
+            if record.as_ref().is_some_and(|r| r.run_id != node.run_id)
+                && node.node_id.is_some()
+                && cluster_nodes.is_none()
+            {
                 cluster_nodes = Some(conn.cluster_nodes(deadline)?);
             }
             let healthy = |id: &str| {
@@ -194,13 +208,15 @@ impl RedisFilter {
             match epoch::judge(record.as_ref(), node, self.durability, healthy) {
                 Verdict::Same => {}
                 Verdict::Covered(_) => {
+                    let key = epoch::epoch_key(&self.name, shard);
                     let now = Record::of(node);
                     let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
                     for (field, value) in now.fields() {
                         args.push(field.as_bytes());
                         args.push(value.as_bytes());
                     }
-                    server_error(conn.query_on(serial, &args, deadline)?)?;
+                    rewrites.push(&args);
+                    rewrite_routes.push(key.into_bytes());
                 }
                 Verdict::MayHaveLost(why) => {
                     return Err(RedisFilterError::Unverified {
@@ -210,8 +226,11 @@ impl RedisFilter {
                     });
                 }
             }
-            self.verified_set().insert((serial, shard));
         }
+        for value in conn.pipeline_by(rewrites, rewrite_routes, deadline)?.values {
+            server_error(value)?;
+        }
+        self.verified_set().extend(pending);
         Ok(())
     }
 

@@ -526,7 +526,10 @@ impl RedisFilter {
                     }
                 }
                 let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                crate::connection::server_error(conn.query_on(serial, &args, deadline)?)?;
+                let route = shard_key(&self.name, s);
+                crate::connection::server_error(
+                    conn.query_by(&args, Some(route.as_bytes()), deadline)?.0,
+                )?;
                 self.verified_set().insert((serial, s));
             }
         }
