@@ -433,10 +433,23 @@ impl RedisFilter {
     ) -> Result<u64, RedisFilterError> {
         let keys: Vec<K> = keys.into_iter().collect();
         let (changed, written) = self.insert_keys(&keys, false)?;
-        self.record_nodes(coverage, &written)?;
-        // A filter of an earlier bloom-redis becomes one of this schema.
-        self.set_fields([("schema", crate::meta::SCHEMA)])?;
+        self.restored(coverage, &written)?;
         Ok(changed)
+    }
+
+    /// After every key was added again (by the connections in `written`): records the nodes
+    /// that hold the shards now, and makes a filter of an earlier bloom-redis one of this
+    /// schema.
+    pub(crate) fn restored(
+        &self,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+        written: &[(u64, u32)],
+    ) -> Result<(), RedisFilterError> {
+        self.record_nodes(coverage, written)?;
+        self.set_fields([("schema", crate::meta::SCHEMA)])
     }
 
     /// Whether a text key may have been inserted (`false` is definite).

@@ -273,9 +273,21 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 return Ok(SharedOpen::Bypassed(why));
             }
         };
-        // Keys committed since the recorded point: normally none (writers set bits first).
-        // They go into this very filter, which is installed only afterwards.
-        match self.take_in_since(&filter, from, false) {
+        // Every shard present, and its node one that cannot have lost a write since the
+        // filter was known whole. A node that may have (a restart, a failover) is repaired
+        // from the store: from the oldest point a shard's record covers (a shard put back
+        // from an older copy says how far it covers), or from the start.
+        let (from, restore) = match filter.check_shards() {
+            Ok(()) => (from, false),
+            Err(e) if e.is_unverified() => (self.repair_point(&filter)?.min(from), true),
+            Err(e) => {
+                self.install(Some(filter), false);
+                return Ok(SharedOpen::Bypassed(e.to_string()));
+            }
+        };
+        // Keys committed since that point: normally none (writers set bits first). They go
+        // into this very filter, which is installed only afterwards.
+        match self.take_in_since(&filter, from, restore, restore) {
             Ok((to, caught_up)) => {
                 self.install(Some(filter), true);
                 Ok(SharedOpen::Trusted {
@@ -293,6 +305,29 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 Ok(SharedOpen::Bypassed(e.to_string()))
             }
         }
+    }
+
+    /// The oldest point of this store's history that every shard's epoch record covers, or
+    /// the start when a record is missing or of another history.
+    fn repair_point(
+        &self,
+        filter: &RedisFilter,
+    ) -> Result<DatasetGeneration, SharedError<S::Error>> {
+        let Ok(Some((generation, Some(binding)))) = filter.shard_coverage() else {
+            return Ok(DatasetGeneration::ZERO);
+        };
+        let identity = self.store.identity().map_err(SharedError::Store)?;
+        let digest = self
+            .store
+            .history_at(generation)
+            .map_err(SharedError::Store)?;
+        Ok(
+            if binding.identity == identity && digest == Some(binding.history) {
+                generation
+            } else {
+                DatasetGeneration::ZERO
+            },
+        )
     }
 
     /// The generation the filter covers, if it is bound to this store's history.
@@ -329,21 +364,32 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 
     /// Sets the bits of every key committed after `from` in `filter`; records the new
     /// coverage (always with `record`, otherwise when it moved).
+    ///
+    /// With `restore` the keys are added without judging the shards' nodes (they may be new:
+    /// this is the repair), and once every key since `from` is in, the shards' records name
+    /// the nodes that took them.
     fn take_in_since(
         &self,
         filter: &RedisFilter,
         from: DatasetGeneration,
         record: bool,
+        restore: bool,
     ) -> Result<(DatasetGeneration, u64), CatchUp<S::Error>> {
         // The history point first: the keys visited reach at least it.
         let head = self.store.head().map_err(CatchUp::Store)?;
         let mut batch: Vec<Vec<u8>> = Vec::new();
         let mut failed = None;
         let mut taken = 0u64;
+        let mut written = Vec::new();
         let mut flush = |batch: &mut Vec<Vec<u8>>, failed: &mut Option<RedisFilterError>| {
             if failed.is_none() && !batch.is_empty() {
-                match filter.insert_all_encoded(batch.iter()) {
-                    Ok(_) => taken += batch.len() as u64,
+                match filter.insert_keys(batch, !restore) {
+                    Ok((_, took)) => {
+                        taken += batch.len() as u64;
+                        if restore {
+                            written.extend(took);
+                        }
+                    }
                     Err(e) => *failed = Some(e),
                 }
             }
@@ -363,10 +409,16 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         }
         // Every key up to the head read before the scan now has its bits.
         let to = head.generation;
-        if record || to != from {
-            let identity = self.store.identity().map_err(CatchUp::Store)?;
+        let identity = self.store.identity().map_err(CatchUp::Store)?;
+        let binding = StoreBinding::new(identity, head.digest);
+        if restore {
             filter
-                .set_coverage(to, Some(StoreBinding::new(identity, head.digest)))
+                .restored(Some((to, Some(binding))), &written)
+                .map_err(CatchUp::Filter)?;
+        }
+        if record || to != from {
+            filter
+                .set_coverage(to, Some(binding))
                 .map_err(CatchUp::Filter)?;
         }
         Ok((to, taken))
@@ -392,7 +444,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                     Ok(maybe) => (Some(maybe), None),
                     // Never an answer from a filter that failed: the store decides, and a
                     // lost filter stays untrusted until rebuilt.
-                    Err(e) => (None, e.is_lost_state().then_some(state.epoch)),
+                    Err(e) => (
+                        None,
+                        (e.is_lost_state() || e.is_unverified()).then_some(state.epoch),
+                    ),
                 },
                 _ => (None, None),
             }
@@ -519,8 +574,16 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 filter: config.encoding().to_string(),
             });
         }
-        let filter = match RedisFilter::open(&self.target, &self.name) {
-            Ok(filter) => filter,
+        let opened = RedisFilter::open(&self.target, &self.name).and_then(|filter| {
+            match filter.check_shards() {
+                // Its nodes may have lost writes: every key is added again below, and the
+                // nodes recorded.
+                Err(e) if e.is_unverified() => Ok((filter, true)),
+                checked => checked.map(|()| (filter, false)),
+            }
+        });
+        let (filter, restore) = match opened {
+            Ok(opened) => opened,
             Err(e) if e.is_lost_state() => {
                 // Lost or missing: recreate. Writers fail against the lost shards until they
                 // attach to the new ones, so none commits a key whose bits went nowhere.
@@ -529,11 +592,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 let created = RedisFilter::create(&self.target, &self.name, config)
                     .map_err(SharedError::Rebuild)?;
                 std::thread::sleep(self.grace);
-                created
+                (created, false)
             }
             Err(e) => return Err(SharedError::Rebuild(e)),
         };
-        match self.take_in_since(&filter, DatasetGeneration::ZERO, true) {
+        match self.take_in_since(&filter, DatasetGeneration::ZERO, true, restore) {
             Ok((_, taken)) => {
                 self.install(Some(filter), true);
                 Ok(taken)

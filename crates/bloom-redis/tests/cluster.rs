@@ -78,7 +78,9 @@ fn a_live_reshard_fails_no_call_and_changes_no_answer() {
     let target = cluster.target();
     let params = FilterParams::planned(Layout::sharded(12).unwrap(), 200_000, 0.01, 64).unwrap();
     let filter = RedisFilter::create(&target, "moving", FilterConfig::new(params)).unwrap();
-    filter.insert_all((0..2000).map(|i| format!("k-{i}"))).unwrap();
+    filter
+        .insert_all((0..2000).map(|i| format!("k-{i}")))
+        .unwrap();
     let homes = || -> Vec<usize> {
         (0..12)
             .map(|s| cluster.node_of(&shard_key("moving", s)))
@@ -102,7 +104,10 @@ fn a_live_reshard_fails_no_call_and_changes_no_answer() {
                 match filter.contains_each(&probe) {
                     Ok(answers) => {
                         if let Some(i) = answers.iter().position(|m| !m) {
-                            failures.lock().unwrap().push(format!("{} absent", probe[i]));
+                            failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("{} absent", probe[i]));
                         }
                     }
                     Err(e) => failures.lock().unwrap().push(format!("check: {e}")),
@@ -137,10 +142,19 @@ fn a_live_reshard_fails_no_call_and_changes_no_answer() {
         stop.store(true, Ordering::SeqCst);
         worker.join().unwrap()
     });
-    let moved = before.iter().zip(homes()).filter(|(a, b)| **a != *b).count();
+    let moved = before
+        .iter()
+        .zip(homes())
+        .filter(|(a, b)| **a != *b)
+        .count();
     assert!(moved > 0, "the reshard moved no shard: {before:?}");
     let failures = failures.into_inner().unwrap();
-    assert!(failures.is_empty(), "{} calls failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} calls failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
     let reopened = RedisFilter::open(&cluster.target(), "moving").unwrap();
     let keys: Vec<String> = (0..added).map(|i| format!("k-{i}")).collect();
     assert!(reopened.contains_each(&keys).unwrap().iter().all(|&m| m));

@@ -250,3 +250,119 @@ fn a_filter_lost_between_a_writers_bits_and_its_commit_gets_the_bits_again() {
     let (c, _) = open(&db, &server);
     assert_eq!(c.contains("slow-writer").unwrap(), Lookup::Present);
 }
+
+/// Redis restarted from a save older than the last inserts, under running wrappers: the
+/// committed keys the save lacks are never answered absent (the filter's nodes restarted,
+/// so it is distrusted), and the filter is repaired from the store at the next attach, from
+/// the point its shards' records cover.
+#[test]
+fn a_restart_from_an_older_save_is_repaired_from_the_store() {
+    let mut server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let (a, _) = open(&db, &server);
+    a.rebuild(config()).unwrap();
+    let mut committed = Vec::new();
+    for i in 0..500 {
+        let key = format!("saved-{i}");
+        a.insert(&key).unwrap();
+        committed.push(key);
+    }
+    // The filter records its coverage (a fresh wrapper's attach), then Redis saves.
+    let (b, _) = open(&db, &server);
+    assert!(b.is_trusted());
+    assert_eq!(server.cli(&["SAVE"]).trim(), "OK");
+    for i in 0..500 {
+        let key = format!("after-save-{i}");
+        a.insert(&key).unwrap();
+        committed.push(key);
+    }
+    server.restart();
+    // Both wrappers: every committed key present, none from a filter that lost them.
+    assert_committed_present(&[&a, &b], &committed);
+    assert!(!a.is_trusted());
+    // The next insert attaches again: the filter is repaired and trusted.
+    a.insert("after-restart").unwrap();
+    committed.push("after-restart".to_owned());
+    assert!(a.is_trusted());
+    assert_committed_present(&[&a], &committed);
+    let avoided = a.lookups_avoided();
+    for i in 0..200 {
+        assert_ne!(a.contains(&format!("never-{i}")).unwrap(), Lookup::Present);
+    }
+    assert!(
+        a.lookups_avoided() > avoided + 150,
+        "the filter answers again"
+    );
+    // A new process trusts it at once.
+    let (c, outcome) = open(&db, &server);
+    assert!(matches!(outcome, SharedOpen::Trusted { .. }), "{outcome:?}");
+    assert_committed_present(&[&c], &committed);
+}
+
+/// The shards and metadata put back together from an older copy on a live server (DUMP,
+/// more inserts, RESTORE): Redis cannot see it, but the copy records the point of the store
+/// it covered, and a wrapper that attaches catches up from there.
+#[test]
+fn a_filter_put_back_from_an_older_copy_is_caught_up_from_what_it_records() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let (a, _) = open(&db, &server);
+    a.rebuild(config()).unwrap();
+    for i in 0..300 {
+        a.insert(&format!("early-{i}")).unwrap();
+    }
+    drop(a);
+    // A wrapper's attach records the coverage; then every key of the filter is copied.
+    let (b, _) = open(&db, &server);
+    drop(b);
+    let keys: Vec<String> = server
+        .cli(&["KEYS", "bloom:*"])
+        .lines()
+        .map(str::to_owned)
+        .filter(|k| !k.is_empty())
+        .collect();
+    assert!(keys.len() > 8, "{keys:?}");
+    let dumps: Vec<(String, Vec<u8>)> = {
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        keys.iter()
+            .map(|k| {
+                let dump: Vec<u8> = redis::cmd("DUMP").arg(k).query(&mut conn).unwrap();
+                (k.clone(), dump)
+            })
+            .collect()
+    };
+    let (c, _) = open(&db, &server);
+    let mut committed: Vec<String> = (0..300).map(|i| format!("early-{i}")).collect();
+    for i in 0..300 {
+        let key = format!("late-{i}");
+        c.insert(&key).unwrap();
+        committed.push(key);
+    }
+    drop(c);
+    {
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for (key, dump) in &dumps {
+            let _: () = redis::cmd("RESTORE")
+                .arg(key)
+                .arg(0)
+                .arg(dump.as_slice())
+                .arg("REPLACE")
+                .query(&mut conn)
+                .unwrap();
+        }
+    }
+    let (d, outcome) = open(&db, &server);
+    assert!(
+        matches!(outcome, SharedOpen::Trusted { caught_up, .. } if caught_up >= 300),
+        "{outcome:?}"
+    );
+    assert_committed_present(&[&d], &committed);
+}
