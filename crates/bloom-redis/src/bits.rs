@@ -3,13 +3,13 @@
 //! judged against their shards' epoch records before any answer is given or any insert
 //! acknowledged; then the writes are made durable as the filter asks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use bloom_core::EncodedKey;
 use redis::Value;
 
-use crate::connection::server_error;
+use crate::connection::{PendingPipeline, server_error};
 use crate::epoch::{self, Durability, Record, Verdict};
 use crate::error::RedisFilterError;
 use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
@@ -19,8 +19,9 @@ use crate::wire::Commands;
 /// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
 const BATCH: usize = 4096;
 
-/// Per key of a batch its bits, and the connections (by serial) that answered each shard.
-type BatchReplies = (Vec<Vec<i64>>, Vec<(u64, u32)>);
+/// Per key of a batch whether all its bits were set (before an insert: whether it changed
+/// nothing), and the connections (by serial) that answered each shard.
+type BatchReplies = (Vec<bool>, Vec<(u64, u32)>);
 
 /// The keys of one batch, grouped by shard, with their offsets in the shard.
 struct Batch {
@@ -28,6 +29,16 @@ struct Batch {
     shards: Vec<(u32, Vec<usize>)>,
     /// Every key's offsets, `k` per key, in batch order.
     offsets: Vec<u64>,
+    /// Keys in the batch.
+    keys: usize,
+}
+
+/// A batch on the wire: sent, its replies not read yet.
+struct InFlight {
+    batch: Batch,
+    replies: PendingPipeline,
+    /// Whether the pipeline ends with the count of an earlier batch's new keys.
+    counted: bool,
 }
 
 impl RedisFilter {
@@ -50,16 +61,18 @@ impl RedisFilter {
         Batch {
             shards: by_shard.into_iter().collect(),
             offsets,
+            keys: keys.len(),
         }
     }
 
     /// The batch as commands: per shard, `BITFIELD` (or `BITFIELD_RO`) reading both markers,
-    /// then setting (or reading) every bit of its keys.
-    fn commands(&self, batch: &Batch, write: bool) -> (Commands, Vec<Vec<u8>>) {
+    /// then setting (or reading) every bit of its keys; then, with `count`, the guarded
+    /// `HINCRBY` of the metadata's item count.
+    fn commands(&self, batch: &Batch, write: bool, count: u64) -> (Commands, Vec<Vec<u8>>) {
         let k = self.config.hashes() as usize;
         let tail = MARKER_BITS + self.shard_bits;
         let mut commands = Commands::new();
-        let mut routes = Vec::with_capacity(batch.shards.len());
+        let mut routes = Vec::with_capacity(batch.shards.len() + 1);
         for (shard, keys) in &batch.shards {
             let key = shard_key(&self.name, *shard);
             let per_bit = if write { 4 } else { 3 };
@@ -84,62 +97,152 @@ impl RedisFilter {
             }
             routes.push(key.into_bytes());
         }
+        if count > 0 {
+            let key = self.meta_key();
+            commands.begin(6);
+            commands
+                .arg(b"EVAL")
+                .arg(GUARDED_HINCRBY.as_bytes())
+                .arg(b"1")
+                .arg(key.as_bytes())
+                .arg(self.creation.hex().as_bytes())
+                .num(count);
+            routes.push(key.into_bytes());
+        }
         (commands, routes)
     }
 
-    /// Runs a batch: every shard's `BITFIELD`, markers checked; returns, per key in batch
-    /// order, its bits (the old ones for an insert), and the connections that answered each
-    /// shard.
-    fn run_batch(
+    /// Sends a batch (and the count of an earlier one's new keys) without waiting.
+    fn send_batch(
         &self,
-        batch: &Batch,
+        batch: Batch,
         write: bool,
+        count: u64,
         deadline: Instant,
-    ) -> Result<BatchReplies, RedisFilterError> {
+    ) -> Result<InFlight, RedisFilterError> {
+        let (commands, routes) = self.commands(&batch, write, count);
+        let replies = self.conn().start_pipeline(commands, routes, deadline)?;
+        Ok(InFlight {
+            batch,
+            replies,
+            counted: count > 0,
+        })
+    }
+
+    /// Reads a batch's replies, markers checked; returns, per key in batch order, whether
+    /// all its bits were set (before an insert), and the connections that answered each
+    /// shard.
+    fn read_batch(&self, sent: InFlight) -> Result<BatchReplies, RedisFilterError> {
         let k = self.config.hashes() as usize;
-        let (commands, routes) = self.commands(batch, write);
-        let replies = self.conn().pipeline_by(commands, routes, deadline)?;
-        let keys = batch
-            .shards
-            .iter()
-            .map(|(_, keys)| keys.len())
-            .sum::<usize>();
-        let mut bits = vec![Vec::new(); keys];
+        let InFlight {
+            batch,
+            replies,
+            counted,
+        } = sent;
+        let replies = self.conn().finish_pipeline(replies)?;
+        let mut values = replies.values.into_iter();
+        let mut serials = replies.answered_by.into_iter();
+        let mut all_set = vec![false; batch.keys];
         let mut answered = Vec::with_capacity(batch.shards.len());
-        for (((shard, indexes), value), serial) in batch
-            .shards
-            .iter()
-            .zip(replies.values)
-            .zip(replies.answered_by)
-        {
-            let values = ints(&server_error(value)?)?;
-            let [head, tail, rest @ ..] = values.as_slice() else {
-                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+        for (shard, indexes) in &batch.shards {
+            let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
+                return Err(RedisFilterError::Protocol("a reply is missing".into()));
             };
+            let Value::Array(items) = server_error(value)? else {
+                return Err(RedisFilterError::Protocol(
+                    "BITFIELD gave no array of integers".into(),
+                ));
+            };
+            if items.len() != 2 + indexes.len() * k {
+                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+            }
+            let (head, tail) = (int(&items[0])?, int(&items[1])?);
             let own = self.markers.of(*shard);
-            if *head != own || *tail != own {
+            if head != own || tail != own {
                 return Err(self.lost(
                     *shard,
-                    if *head == 0 {
+                    if head == 0 {
                         "its marker is gone: the key was deleted or emptied"
-                    } else if *tail == 0 {
+                    } else if tail == 0 {
                         "its end marker is gone: the key was truncated"
                     } else {
                         "its marker is not this filter's: recreated, moved, or edited metadata"
                     },
                 ));
             }
-            if rest.len() != indexes.len() * k {
-                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
-            }
-            for (&i, chunk) in indexes.iter().zip(rest.chunks(k)) {
-                if let Some(slot) = bits.get_mut(i) {
-                    *slot = chunk.to_vec();
+            for (&i, bits) in indexes.iter().zip(items[2..].chunks(k)) {
+                let mut set = true;
+                for bit in bits {
+                    match bit {
+                        Value::Int(1) => {}
+                        Value::Int(0) => set = false,
+                        other => {
+                            return Err(RedisFilterError::Protocol(format!(
+                                "BITFIELD gave {} for a bit",
+                                kind_of(other)
+                            )));
+                        }
+                    }
+                }
+                if let Some(slot) = all_set.get_mut(i) {
+                    *slot = set;
                 }
             }
             answered.push((serial, *shard));
         }
-        Ok((bits, answered))
+        if counted {
+            let value = values
+                .next()
+                .ok_or_else(|| RedisFilterError::Protocol("a reply is missing".into()))?;
+            self.check_guarded(&server_error(value)?)?;
+        }
+        Ok((all_set, answered))
+    }
+
+    /// Runs `keys` a batch per pipeline, two batches in flight (the next one is hashed and
+    /// sent while the last one's replies are on their way); `each` gets every batch's
+    /// answers in order, and returns how many keys it counts as new, which the next pipeline
+    /// adds to the metadata's item count (the last one's count goes alone, at the end).
+    fn batches<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        write: bool,
+        deadline: Instant,
+        mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
+    ) -> Result<(), RedisFilterError> {
+        let mut chunks = keys.chunks(BATCH);
+        let mut in_flight: Option<InFlight> = None;
+        let mut uncounted = 0u64;
+        loop {
+            let next = chunks.next().map(|chunk| self.batch_of(chunk));
+            let sent = match next {
+                Some(batch) => {
+                    Some(self.send_batch(batch, write, std::mem::take(&mut uncounted), deadline)?)
+                }
+                None => None,
+            };
+            if let Some(previous) = in_flight.take() {
+                let (all_set, answered) = self.read_batch(previous)?;
+                uncounted += each(&all_set, &answered)?;
+            }
+            match sent {
+                Some(sent) => in_flight = Some(sent),
+                None => break,
+            }
+        }
+        if uncounted > 0 {
+            let key = self.meta_key();
+            let creation = self.creation.hex();
+            self.guarded(&[
+                b"EVAL",
+                GUARDED_HINCRBY.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                creation.as_bytes(),
+                uncounted.to_string().as_bytes(),
+            ])?;
+        }
+        Ok(())
     }
 
     /// Judges the node of every shard that answered on a connection not judged yet against
@@ -386,28 +489,18 @@ impl RedisFilter {
     ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
         let deadline = self.deadline();
         let mut changed = 0u64;
-        let mut written = Vec::new();
-        for chunk in keys.chunks(BATCH) {
-            let batch = self.batch_of(chunk);
-            let (bits, answered) = self.run_batch(&batch, true, deadline)?;
+        let mut written: HashSet<(u64, u32)> = HashSet::new();
+        self.batches(keys, true, deadline, |all_set, answered| {
             if verify {
-                self.verify_shards(&answered, deadline)?;
+                self.verify_shards(answered, deadline)?;
             }
-            changed += bits.iter().filter(|old| old.contains(&0)).count() as u64;
-            written.extend(answered);
-        }
-        if changed > 0 {
-            let key = self.meta_key();
-            let creation = self.creation.hex();
-            self.guarded(&[
-                b"EVAL",
-                GUARDED_HINCRBY.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                creation.as_bytes(),
-                changed.to_string().as_bytes(),
-            ])?;
-        }
+            let new = all_set.iter().filter(|&&set| !set).count() as u64;
+            changed += new;
+            written.extend(answered.iter().copied());
+            Ok(new)
+        })?;
+        let mut written: Vec<(u64, u32)> = written.into_iter().collect();
+        written.sort_unstable();
         let serials: Vec<u64> = written.iter().map(|&(serial, _)| serial).collect();
         self.make_durable(&serials, deadline)?;
         Ok((changed, written))
@@ -525,15 +618,11 @@ impl RedisFilter {
         let foreign = self.config.has_foreign_tables();
         let keys: Vec<K> = keys.into_iter().collect();
         let mut answers = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(BATCH) {
-            let batch = self.batch_of(chunk);
-            let (bits, answered) = self.run_batch(&batch, false, deadline)?;
-            self.verify_shards(&answered, deadline)?;
-            answers.extend(
-                bits.iter()
-                    .map(|bits| foreign || bits.iter().all(|&b| b == 1)),
-            );
-        }
+        self.batches(&keys, false, deadline, |all_set, answered| {
+            self.verify_shards(answered, deadline)?;
+            answers.extend(all_set.iter().map(|&set| foreign || set));
+            Ok(0)
+        })?;
         Ok(answers)
     }
 }

@@ -188,6 +188,7 @@ impl RedisTarget {
         let mut conn = Conn {
             target: self.clone(),
             worker: None,
+            workers: 0,
         };
         conn.ensure_worker()?;
         // Reach a node now, so that a target with nothing behind it fails at once.
@@ -203,10 +204,12 @@ type Job = Box<dyn FnOnce(&mut Transport) + Send>;
 /// with its socket's own timeouts).
 struct Worker {
     jobs: mpsc::Sender<Job>,
+    /// Which worker of its connection this is (each new one counts up).
+    generation: u64,
 }
 
 impl Worker {
-    fn start(target: &RedisTarget) -> Result<Self, RedisFilterError> {
+    fn start(target: &RedisTarget, generation: u64) -> Result<Self, RedisFilterError> {
         let mut transport =
             Transport::new(target.topology()?, target.tls_ca.clone(), target.timeout);
         let (jobs, queue) = mpsc::channel::<Job>();
@@ -218,7 +221,36 @@ impl Worker {
                 }
             })
             .map_err(|e| RedisFilterError::Protocol(format!("cannot start a thread: {e}")))?;
-        Ok(Self { jobs })
+        Ok(Self { jobs, generation })
+    }
+}
+
+/// An operation on its way: its reply, and the deadline it must come by.
+pub(crate) struct Pending<T> {
+    reply: mpsc::Receiver<Result<T, RedisFilterError>>,
+    deadline: Instant,
+}
+
+/// A pipeline sent, its replies not read yet. Dropped unfinished, its replies are read and
+/// dropped by the worker.
+pub(crate) struct PendingPipeline {
+    id: Option<mpsc::Receiver<u64>>,
+    jobs: mpsc::Sender<Job>,
+    /// The worker that began it.
+    generation: u64,
+    deadline: Instant,
+}
+
+impl Drop for PendingPipeline {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let job: Job = Box::new(move |transport| {
+                if let Ok(id) = id.try_recv() {
+                    transport.abandon(id);
+                }
+            });
+            let _ = self.jobs.send(job);
+        }
     }
 }
 
@@ -226,12 +258,15 @@ impl Worker {
 pub(crate) struct Conn {
     target: RedisTarget,
     worker: Option<Worker>,
+    /// Workers started so far.
+    workers: u64,
 }
 
 impl Conn {
     fn ensure_worker(&mut self) -> Result<(), RedisFilterError> {
         if self.worker.is_none() {
-            self.worker = Some(Worker::start(&self.target)?);
+            self.workers += 1;
+            self.worker = Some(Worker::start(&self.target, self.workers)?);
         }
         Ok(())
     }
@@ -242,7 +277,18 @@ impl Conn {
         deadline: Instant,
         operation: impl FnOnce(&mut Transport, Instant) -> Result<T, RedisFilterError> + Send + 'static,
     ) -> Result<T, RedisFilterError> {
-        let timeout = self.target.timeout;
+        let pending = self.start(deadline, operation)?;
+        self.finish(pending)
+    }
+
+    /// Hands `operation` to the worker and returns at once: the caller prepares its next
+    /// batch while this one is on the wire, then [`Conn::finish`]es it. Operations run in
+    /// the order they were started.
+    pub(crate) fn start<T: Send + 'static>(
+        &mut self,
+        deadline: Instant,
+        operation: impl FnOnce(&mut Transport, Instant) -> Result<T, RedisFilterError> + Send + 'static,
+    ) -> Result<Pending<T>, RedisFilterError> {
         self.ensure_worker()?;
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |transport| {
@@ -258,8 +304,17 @@ impl Conn {
                 "the connection ended; the next operation reconnects".into(),
             ));
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        match reply_rx.recv_timeout(left) {
+        Ok(Pending {
+            reply: reply_rx,
+            deadline,
+        })
+    }
+
+    /// Waits for an operation [`Conn::start`]ed, by its deadline.
+    pub(crate) fn finish<T>(&mut self, pending: Pending<T>) -> Result<T, RedisFilterError> {
+        let timeout = self.target.timeout;
+        let left = pending.deadline.saturating_duration_since(Instant::now());
+        match pending.reply.recv_timeout(left) {
             Ok(result) => {
                 if matches!(result, Err(RedisFilterError::Timeout { .. })) {
                     // Its sockets may hold half an exchange: start afresh.
@@ -273,6 +328,59 @@ impl Conn {
                 Err(RedisFilterError::Timeout { timeout })
             }
         }
+    }
+
+    /// Sends a pipeline (command `i` routed by `keys[i]`) and returns before its replies are
+    /// read: the caller prepares the next batch, sends it too, then
+    /// [`Conn::finish_pipeline`]s this one, so that the server always has work queued.
+    pub(crate) fn start_pipeline(
+        &mut self,
+        commands: Commands,
+        keys: Vec<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<PendingPipeline, RedisFilterError> {
+        let (id_tx, id) = mpsc::sync_channel(1);
+        let started = self.start(deadline, move |transport, deadline| {
+            let _ = id_tx.send(transport.begin(commands, keys, deadline));
+            Ok(())
+        })?;
+        let (jobs, generation) = self
+            .worker
+            .as_ref()
+            .map(|worker| (worker.jobs.clone(), worker.generation))
+            .ok_or_else(|| RedisFilterError::Protocol("the connection ended".into()))?;
+        drop(started);
+        Ok(PendingPipeline {
+            id: Some(id),
+            jobs,
+            generation,
+            deadline,
+        })
+    }
+
+    /// The replies of a pipeline [`Conn::start_pipeline`]ed, by its deadline.
+    pub(crate) fn finish_pipeline(
+        &mut self,
+        mut pending: PendingPipeline,
+    ) -> Result<Replies, RedisFilterError> {
+        let id = pending.id.take();
+        let deadline = pending.deadline;
+        // Not on the worker that began it (it was dropped after a timeout): nothing to read.
+        let same_worker = self
+            .worker
+            .as_ref()
+            .is_some_and(|worker| worker.generation == pending.generation);
+        if !same_worker {
+            return Err(RedisFilterError::Timeout {
+                timeout: self.target.timeout,
+            });
+        }
+        self.run(deadline, move |transport, _| {
+            let id = id
+                .and_then(|id| id.try_recv().ok())
+                .ok_or_else(|| RedisFilterError::Protocol("a pipeline was lost".into()))?;
+            transport.end(id)
+        })
     }
 
     /// One command (routed by `key`, or to any node), within one operation's deadline.
@@ -315,8 +423,7 @@ impl Conn {
             });
         }
         self.run(deadline, move |transport, deadline| {
-            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-            transport.pipeline(&commands, &keys, deadline)
+            transport.pipeline(commands, keys, deadline)
         })
     }
 

@@ -407,7 +407,13 @@ impl RedisFilter {
 
     pub(crate) fn guarded(&self, args: &[&[u8]]) -> Result<(), RedisFilterError> {
         let key = self.meta_key();
-        match int(&self.conn().query(args, Some(key.as_bytes()))?)? {
+        let reply = self.conn().query(args, Some(key.as_bytes()))?;
+        self.check_guarded(&reply)
+    }
+
+    /// The reply of a guarded script: -1 says the metadata is gone or another filter's.
+    pub(crate) fn check_guarded(&self, reply: &Value) -> Result<(), RedisFilterError> {
+        match int(reply)? {
             n if n >= 0 => Ok(()),
             _ => Err(self.lost(
                 0,

@@ -52,6 +52,59 @@ pub(crate) struct Transport {
     next_serial: u64,
     /// The one node of a single or Sentinel target, by `host:port`.
     single: Option<String>,
+    /// Pipelines begun and not ended, in the order they began.
+    flights: Vec<(u64, Flight)>,
+    next_flight: u64,
+}
+
+/// A pipeline on its way: its commands, the replies read so far, and what was sent and not
+/// read yet.
+pub(crate) struct Flight {
+    commands: Commands,
+    keys: Vec<Vec<u8>>,
+    deadline: Instant,
+    values: Vec<Option<Value>>,
+    answered_by: Vec<u64>,
+    /// (command, ASK target) still to send.
+    pending: Vec<(usize, Option<String>)>,
+    /// Sent, replies not read.
+    exchanges: Vec<Exchange>,
+    attempts: u32,
+    wait: Duration,
+    /// Why the pipeline failed (returned when it is ended).
+    failed: Option<RedisFilterError>,
+}
+
+/// Commands sent to one node in one write.
+struct Exchange {
+    addr: String,
+    /// The connection they went on.
+    serial: u64,
+    /// (command, sent after `ASKING`).
+    list: Vec<(usize, bool)>,
+    sent: Result<(), RedisFilterError>,
+}
+
+impl Flight {
+    fn new(commands: Commands, keys: Vec<Vec<u8>>, deadline: Instant) -> Self {
+        let n = commands.len();
+        Self {
+            commands,
+            keys,
+            deadline,
+            values: vec![None; n],
+            answered_by: vec![0; n],
+            pending: (0..n).map(|i| (i, None)).collect(),
+            exchanges: Vec::new(),
+            attempts: 0,
+            wait: Duration::from_millis(10),
+            failed: None,
+        }
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        self.keys.get(i).map_or(b"", Vec::as_slice)
+    }
 }
 
 /// The replies of a pipeline, in command order, each with the serial of the connection that
@@ -134,6 +187,8 @@ impl Transport {
             slots: Vec::new(),
             next_serial: 1,
             single: None,
+            flights: Vec::new(),
+            next_flight: 1,
         }
     }
 
@@ -392,8 +447,8 @@ impl Transport {
     ) -> Result<(Value, u64), RedisFilterError> {
         let mut commands = Commands::new();
         commands.push(command);
-        let keys = [key.unwrap_or(b"")];
-        let replies = self.pipeline(&commands, &keys, deadline)?;
+        let keys = vec![key.unwrap_or(b"").to_vec()];
+        let replies = self.pipeline(commands, keys, deadline)?;
         let value = replies.values.into_iter().next().unwrap_or(Value::Nil);
         let serial = replies.answered_by.first().copied().unwrap_or(0);
         Ok((value, serial))
@@ -408,6 +463,7 @@ impl Transport {
         command: &[&[u8]],
         deadline: Instant,
     ) -> Result<Value, RedisFilterError> {
+        self.settle();
         let timeout = self.timeout;
         let Some((addr, live)) = self
             .nodes
@@ -434,139 +490,278 @@ impl Transport {
     /// other error replies are returned as replies.
     pub(crate) fn pipeline(
         &mut self,
-        commands: &Commands,
-        keys: &[&[u8]],
+        commands: Commands,
+        keys: Vec<Vec<u8>>,
         deadline: Instant,
     ) -> Result<Replies, RedisFilterError> {
-        let n = commands.len();
-        let mut values: Vec<Option<Value>> = vec![None; n];
-        let mut answered_by = vec![0u64; n];
-        // (command, ASK target) still to send.
-        let mut pending: Vec<(usize, Option<String>)> = (0..n).map(|i| (i, None)).collect();
-        let mut attempts = 0u32;
-        let mut wait = Duration::from_millis(10);
-        while !pending.is_empty() {
-            attempts += 1;
-            if attempts > MAX_ATTEMPTS {
-                return Err(RedisFilterError::Protocol(format!(
-                    "the cluster kept redirecting or refusing the commands after {MAX_ATTEMPTS} attempts"
-                )));
+        self.settle();
+        let mut flight = Flight::new(commands, keys, deadline);
+        self.send_round(&mut flight);
+        self.complete(flight)
+    }
+
+    /// Sends a pipeline and returns before its replies are read, so that the next one can be
+    /// on the wire while the server works on this one: [`Transport::end`] reads them. Any
+    /// other use of the transport reads the replies of every pipeline begun first (each
+    /// connection's replies come back in the order its commands went out).
+    pub(crate) fn begin(
+        &mut self,
+        commands: Commands,
+        keys: Vec<Vec<u8>>,
+        deadline: Instant,
+    ) -> u64 {
+        let mut flight = Flight::new(commands, keys, deadline);
+        // Routing may need a round trip of its own (the slot map, a new connection): the
+        // replies of earlier pipelines are read first then.
+        let cached = flight
+            .pending
+            .iter()
+            .all(|&(i, _)| self.cached_route(flight.key(i)).is_some());
+        if !cached {
+            self.settle();
+        }
+        self.send_round(&mut flight);
+        let id = self.next_flight;
+        self.next_flight += 1;
+        self.flights.push((id, flight));
+        id
+    }
+
+    /// The replies of a pipeline [`Transport::begin`]: every reply read, redirects and
+    /// retries followed.
+    pub(crate) fn end(&mut self, id: u64) -> Result<Replies, RedisFilterError> {
+        let at = self
+            .flights
+            .iter()
+            .position(|(own, _)| *own == id)
+            .ok_or_else(|| RedisFilterError::Protocol("a pipeline was lost".into()))?;
+        // The replies of this pipeline and of those begun before it, not of later ones: they
+        // are still being worked on.
+        let mut flights = std::mem::take(&mut self.flights);
+        for (_, flight) in flights.iter_mut().take(at + 1) {
+            self.read_round(flight);
+        }
+        let (_, flight) = flights.remove(at);
+        self.flights = flights;
+        if !flight.pending.is_empty() && flight.failed.is_none() {
+            // Commands to send again: no connection may have replies waiting then.
+            self.settle();
+        }
+        self.complete(flight)
+    }
+
+    /// Forgets a pipeline begun and never ended (its caller gave up): its replies are read
+    /// and dropped.
+    pub(crate) fn abandon(&mut self, id: u64) {
+        self.settle();
+        self.flights.retain(|(own, _)| *own != id);
+    }
+
+    /// Reads the replies of every pipeline begun and not read yet, in the order they began:
+    /// afterwards no connection has a reply waiting.
+    fn settle(&mut self) {
+        let mut flights = std::mem::take(&mut self.flights);
+        for (_, flight) in &mut flights {
+            self.read_round(flight);
+        }
+        self.flights = flights;
+    }
+
+    /// The node that serves `key` when that is known without asking and it is connected.
+    fn cached_route(&self, key: &[u8]) -> Option<&str> {
+        let addr = if self.is_cluster() {
+            self.slots.get(usize::from(slot(key)))?.as_deref()?
+        } else {
+            self.single.as_deref()?
+        };
+        self.nodes.contains_key(addr).then_some(addr)
+    }
+
+    /// Reads what a flight has sent, then sends (and reads) whatever must go again, until
+    /// every command has its reply.
+    fn complete(&mut self, mut flight: Flight) -> Result<Replies, RedisFilterError> {
+        loop {
+            self.read_round(&mut flight);
+            if let Some(e) = flight.failed.take() {
+                return Err(e);
             }
-            // Route, then send each node its commands in one write.
-            let mut by_node: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
-            let mut failed_route = None;
-            for &(i, ref ask) in &pending {
-                let addr = match ask {
-                    Some(target) => self.connect_addr(target, deadline),
-                    None => self.node_for(keys.get(i).copied().unwrap_or(b""), deadline),
-                };
-                match addr {
-                    Ok(addr) => match by_node.iter_mut().find(|(a, _)| *a == addr) {
-                        Some((_, list)) => list.push((i, ask.is_some())),
-                        None => by_node.push((addr, vec![(i, ask.is_some())])),
-                    },
-                    Err(e) => failed_route = Some(e),
-                }
+            if flight.pending.is_empty() {
+                break;
             }
-            if let Some(e) = failed_route {
-                // A single server that refuses is down: say so at once. A cluster or a
-                // Sentinel may be failing over: look again a few times, briefly.
-                if !self.can_fail_over()
-                    || attempts >= ROUTE_ATTEMPTS
-                    || remaining(deadline, self.timeout).is_err()
-                {
-                    return Err(e);
-                }
-                self.pause(&mut wait, deadline);
+            self.send_round(&mut flight);
+        }
+        Ok(Replies {
+            values: flight
+                .values
+                .into_iter()
+                .map(|v| v.unwrap_or(Value::Nil))
+                .collect(),
+            answered_by: flight.answered_by,
+        })
+    }
+
+    /// Routes the flight's pending commands and sends each node its share in one write (all
+    /// nodes first, so that a cluster's nodes work at the same time). A failure is kept in
+    /// the flight.
+    fn send_round(&mut self, flight: &mut Flight) {
+        if flight.failed.is_some() || flight.pending.is_empty() {
+            return;
+        }
+        flight.attempts += 1;
+        if flight.attempts > MAX_ATTEMPTS {
+            flight.failed = Some(RedisFilterError::Protocol(format!(
+                "the cluster kept redirecting or refusing the commands after {MAX_ATTEMPTS} attempts"
+            )));
+            return;
+        }
+        let deadline = flight.deadline;
+        let mut by_node: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
+        let mut failed_route = None;
+        for &(i, ref ask) in &flight.pending {
+            let addr = match ask {
+                Some(target) => self.connect_addr(target, deadline),
+                None => self.node_for(flight.key(i), deadline),
+            };
+            match addr {
+                Ok(addr) => match by_node.iter_mut().find(|(a, _)| *a == addr) {
+                    Some((_, list)) => list.push((i, ask.is_some())),
+                    None => by_node.push((addr, vec![(i, ask.is_some())])),
+                },
+                Err(e) => failed_route = Some(e),
+            }
+        }
+        if let Some(e) = failed_route {
+            // A single server that refuses is down: say so at once. A cluster or a Sentinel
+            // may be failing over: look again a few times, briefly.
+            if !self.can_fail_over()
+                || flight.attempts >= ROUTE_ATTEMPTS
+                || remaining(deadline, self.timeout).is_err()
+            {
+                flight.failed = Some(e);
+            } else {
+                self.pause(&mut flight.wait, deadline);
                 self.slots.clear();
-                continue;
             }
-            let mut retry = Vec::new();
-            let mut busy = false;
-            let mut moved = false;
-            for (addr, list) in by_node {
-                let timeout = self.timeout;
-                let Some(live) = self.nodes.get_mut(&addr) else {
-                    retry.extend(list.iter().map(|&(i, _)| (i, None)));
-                    continue;
-                };
-                let serial = live.serial;
-                let mut bytes = Vec::new();
-                for &(i, asking) in &list {
-                    if asking {
-                        bytes.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
-                    }
-                    bytes.extend_from_slice(commands.get(i));
+            return;
+        }
+        flight.pending.clear();
+        let timeout = self.timeout;
+        for (addr, list) in by_node {
+            let Some(live) = self.nodes.get_mut(&addr) else {
+                flight.pending.extend(list.iter().map(|&(i, _)| (i, None)));
+                continue;
+            };
+            let mut bytes = Vec::new();
+            for &(i, asking) in &list {
+                if asking {
+                    bytes.extend_from_slice(b"*1\r\n$6\r\nASKING\r\n");
                 }
-                let exchanged = (|| {
-                    live.node.bound(deadline, timeout)?;
-                    live.node.send(&bytes, timeout)?;
-                    let mut got = Vec::with_capacity(list.len());
-                    for &(_, asking) in &list {
-                        if asking {
-                            live.node.recv(timeout)?;
-                        }
-                        got.push(live.node.recv(timeout)?);
+                bytes.extend_from_slice(flight.commands.get(i));
+            }
+            let sent = live
+                .node
+                .bound(deadline, timeout)
+                .and_then(|()| live.node.send(&bytes, timeout));
+            flight.exchanges.push(Exchange {
+                addr,
+                serial: live.serial,
+                list,
+                sent,
+            });
+        }
+    }
+
+    /// Reads the replies of what a flight sent: a reply is kept, a redirect or a busy node
+    /// puts its command back to be sent again, a failed connection is dropped and its
+    /// commands go again to whoever serves their keys now.
+    fn read_round(&mut self, flight: &mut Flight) {
+        let deadline = flight.deadline;
+        let timeout = self.timeout;
+        let mut busy = false;
+        let mut moved = false;
+        for exchange in std::mem::take(&mut flight.exchanges) {
+            let Exchange {
+                addr,
+                serial,
+                list,
+                sent,
+            } = exchange;
+            let again = |flight: &mut Flight| {
+                flight.pending.extend(list.iter().map(|&(i, _)| (i, None)));
+            };
+            // The connection failed (or was remade) since these commands went out.
+            let Some(live) = self
+                .nodes
+                .get_mut(&addr)
+                .filter(|live| live.serial == serial)
+            else {
+                moved = true;
+                again(flight);
+                continue;
+            };
+            let exchanged = sent.and_then(|()| {
+                live.node.bound(deadline, timeout)?;
+                let mut got = Vec::with_capacity(list.len());
+                for &(_, asking) in &list {
+                    if asking {
+                        live.node.recv(timeout)?;
                     }
-                    Ok::<_, RedisFilterError>(got)
-                })();
-                match exchanged {
-                    Ok(got) => {
-                        for (&(i, _), value) in list.iter().zip(got) {
-                            match redirect(&value) {
-                                Some(Redirect::Moved) => {
-                                    moved = true;
-                                    retry.push((i, None));
+                    got.push(live.node.recv(timeout)?);
+                }
+                Ok::<_, RedisFilterError>(got)
+            });
+            match exchanged {
+                Ok(got) => {
+                    for (&(i, _), value) in list.iter().zip(got) {
+                        match redirect(&value) {
+                            Some(Redirect::Moved) => {
+                                moved = true;
+                                flight.pending.push((i, None));
+                            }
+                            Some(Redirect::Ask(target)) => flight.pending.push((i, Some(target))),
+                            Some(Redirect::Busy) => {
+                                busy = true;
+                                flight.pending.push((i, None));
+                            }
+                            None => {
+                                if let Some(slot) = flight.values.get_mut(i) {
+                                    *slot = Some(value);
                                 }
-                                Some(Redirect::Ask(target)) => retry.push((i, Some(target))),
-                                Some(Redirect::Busy) => {
-                                    busy = true;
-                                    retry.push((i, None));
-                                }
-                                None => {
-                                    if let Some(slot) = values.get_mut(i) {
-                                        *slot = Some(value);
-                                    }
-                                    if let Some(by) = answered_by.get_mut(i) {
-                                        *by = serial;
-                                    }
+                                if let Some(by) = flight.answered_by.get_mut(i) {
+                                    *by = serial;
                                 }
                             }
                         }
                     }
-                    Err(e) => {
-                        // The connection is not trusted with anything more: its commands go
-                        // again, to whoever serves their keys now.
-                        // A single server's connection may simply have died with a restart
-                        // of the server: one new connection is tried (it reads the node
-                        // again, so a restart is seen), not more.
-                        self.drop_node(&addr);
-                        if matches!(e, RedisFilterError::Timeout { .. })
-                            || (!self.can_fail_over() && attempts > 1)
-                            || remaining(deadline, self.timeout).is_err()
-                        {
-                            return Err(e);
+                }
+                Err(e) => {
+                    // The connection is not trusted with anything more. A single server's
+                    // connection may simply have died with a restart of the server: one new
+                    // connection is tried (it reads the node again, so a restart is seen),
+                    // not more.
+                    self.drop_node(&addr);
+                    if matches!(e, RedisFilterError::Timeout { .. })
+                        || (!self.can_fail_over() && flight.attempts > 1)
+                        || remaining(deadline, self.timeout).is_err()
+                    {
+                        if flight.failed.is_none() {
+                            flight.failed = Some(e);
                         }
+                    } else {
                         moved = true;
-                        retry.extend(list.iter().map(|&(i, _)| (i, None)));
                     }
+                    again(flight);
                 }
             }
-            if moved {
-                self.slots.clear();
-            }
-            if busy || (moved && !retry.is_empty() && attempts > 1) {
-                self.pause(&mut wait, deadline);
-            }
-            pending = retry;
         }
-        Ok(Replies {
-            values: values
-                .into_iter()
-                .map(|v| v.unwrap_or(Value::Nil))
-                .collect(),
-            answered_by,
-        })
+        if moved {
+            self.slots.clear();
+        }
+        if flight.failed.is_none()
+            && (busy || (moved && !flight.pending.is_empty() && flight.attempts > 1))
+        {
+            self.pause(&mut flight.wait, deadline);
+        }
     }
 
     /// Whether another node may take over a node that cannot be reached.

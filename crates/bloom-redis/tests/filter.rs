@@ -515,3 +515,57 @@ fn every_operation_has_one_deadline() {
     }
     assert!(answered.is_ok(), "{answered:?}");
 }
+
+/// Batches are sent ahead of their replies (two in flight). A batch that fails leaves the
+/// next one on the wire: its replies must be read and dropped, never taken for the replies of
+/// the handle's next command.
+#[test]
+fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let filter = RedisFilter::create(&target, "inflight", config(16, 100_000)).unwrap();
+    let keys: Vec<Vec<u8>> = keys("inflight", 40_000)
+        .iter()
+        .map(|k| filter.config().encode_str(k).as_bytes().to_vec())
+        .collect();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut raw = client.get_connection().unwrap();
+    let shard = shard_key("inflight", 3);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg(&shard).query(&mut raw).unwrap();
+    let _: i64 = redis::cmd("DEL").arg(&shard).query(&mut raw).unwrap();
+    for _ in 0..3 {
+        let error = filter.insert_all_encoded(&keys).unwrap_err();
+        assert!(
+            matches!(error, RedisFilterError::LostState { shard: 3, .. }),
+            "{error:?}"
+        );
+        let error = filter.contains_each_encoded(&keys).unwrap_err();
+        assert!(
+            matches!(error, RedisFilterError::LostState { shard: 3, .. }),
+            "{error:?}"
+        );
+    }
+    // (The inserts' BITFIELD made the shard again, zeroed and without its markers.)
+    let _: () = redis::cmd("RESTORE")
+        .arg(&shard)
+        .arg(0)
+        .arg(dump)
+        .arg("REPLACE")
+        .query(&mut raw)
+        .unwrap();
+    // The same handle, its connection reused: every reply is its own.
+    filter.insert_all_encoded(&keys).unwrap();
+    assert!(
+        filter
+            .contains_each_encoded(&keys)
+            .unwrap()
+            .iter()
+            .all(|&m| m)
+    );
+    filter.check_shards().unwrap();
+    let strangers: Vec<Vec<u8>> = (0..40_000)
+        .map(|i| format!("stranger-{i}").into_bytes())
+        .collect();
+    let maybe = filter.contains_each_encoded(&strangers).unwrap();
+    assert!(maybe.iter().filter(|&&m| m).count() < 40_000 / 20);
+}
