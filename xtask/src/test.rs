@@ -39,6 +39,18 @@ const REQUIREMENTS: &[Requirement] = &[
         package: "redis-tools",
         used_by: "the Redis Cluster tests (redis-cli --cluster create)",
     },
+    Requirement {
+        program: "redis-sentinel",
+        extra_dirs: no_extra_dirs,
+        package: "redis-sentinel",
+        used_by: "the Redis Sentinel failover tests",
+    },
+    Requirement {
+        program: "openssl",
+        extra_dirs: no_extra_dirs,
+        package: "openssl",
+        used_by: "the Redis TLS tests (a throwaway certificate authority)",
+    },
 ];
 
 /// Whether `program` can be found on `PATH` or in `extra`.

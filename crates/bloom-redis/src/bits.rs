@@ -331,7 +331,14 @@ impl RedisFilter {
             }
         }
         for value in conn.pipeline_by(rewrites, rewrite_routes, deadline)?.values {
-            server_error(value)?;
+            match server_error(value) {
+                // A reader without HSET: the verdict stands, it is just not recorded (the
+                // next process judges the node again).
+                Err(RedisFilterError::Server { code, .. }) if code == "NOPERM" => {}
+                other => {
+                    other?;
+                }
+            }
         }
         self.verified_set().extend(pending);
         Ok(())
@@ -512,6 +519,7 @@ impl RedisFilter {
     /// `keys` must be every key ever added (that should be in); then each shard's epoch
     /// record names the node that took its keys, and the filter answers again. With
     /// `coverage`, the records also say which point of a primary store the keys cover.
+    /// [`RedisFilter::restore`] does the same for keys that come in batches.
     ///
     /// # Errors
     /// [`RedisFilterError::NodeChanged`] when a shard's node changed between the adds and
@@ -524,10 +532,21 @@ impl RedisFilter {
             Option<bloom_format::StoreBinding>,
         )>,
     ) -> Result<u64, RedisFilterError> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        let (changed, written) = self.insert_keys(&keys, false)?;
-        self.restored(coverage, &written)?;
-        Ok(changed)
+        let mut restore = self.restore();
+        restore.add_encoded(keys)?;
+        restore.finish(coverage)
+    }
+
+    /// Starts adding every key again, a batch at a time ([`Restore::add_encoded`]), to
+    /// declare the filter whole at the end ([`Restore::finish`]), as
+    /// [`RedisFilter::restore_whole`] does. Until then the filter stays as it was (an
+    /// unverified filter answers nothing); a restore dropped unfinished declares nothing.
+    pub fn restore(&self) -> Restore<'_> {
+        Restore {
+            filter: self,
+            written: HashSet::new(),
+            changed: 0,
+        }
     }
 
     /// After every key was added again (by the connections in `written`): records the nodes
@@ -624,6 +643,62 @@ impl RedisFilter {
             Ok(0)
         })?;
         Ok(answers)
+    }
+}
+
+/// Every key of a filter added again, to declare it whole: [`RedisFilter::restore`].
+#[must_use = "a restore declares nothing until it is finished"]
+pub struct Restore<'f> {
+    filter: &'f RedisFilter,
+    /// The connection that took each shard's keys (a shard over two connections is never
+    /// declared whole).
+    written: HashSet<(u64, u32)>,
+    changed: u64,
+}
+
+impl std::fmt::Debug for Restore<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Restore")
+            .field("filter", &self.filter.name())
+            .field("changed", &self.changed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Restore<'_> {
+    /// Adds encoded keys (each shard's node is not judged: the filter is being made whole);
+    /// returns how many changed a bit.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert`], [`RedisFilterError::Unverified`] aside.
+    pub fn add_encoded<K: AsRef<[u8]>>(
+        &mut self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<u64, RedisFilterError> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let (changed, written) = self.filter.insert_keys(&keys, false)?;
+        self.written.extend(written);
+        self.changed += changed;
+        Ok(changed)
+    }
+
+    /// Declares the filter whole: each shard's epoch record names the node that took its
+    /// keys, with `coverage` (the point of a primary store the keys cover) when given; returns
+    /// how many keys changed a bit in all.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::NodeChanged`] when a shard's keys went to more than one
+    /// connection, or its node changed before the record (start again), or a Redis error.
+    pub fn finish(
+        self,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+    ) -> Result<u64, RedisFilterError> {
+        let written: Vec<(u64, u32)> = self.written.into_iter().collect();
+        self.filter.restored(coverage, &written)?;
+        Ok(self.changed)
     }
 }
 

@@ -491,10 +491,16 @@ impl RedisFilter {
         coverage: Option<(DatasetGeneration, Option<StoreBinding>)>,
         written: &[(u64, u32)],
     ) -> Result<(), RedisFilterError> {
-        let took: std::collections::HashMap<u32, u64> = written
-            .iter()
-            .map(|&(serial, shard)| (shard, serial))
-            .collect();
+        // The connection that took each shard's keys; `None` when its keys went over more
+        // than one (a reconnect between batches: the node may have restarted in between).
+        let mut took: std::collections::HashMap<u32, Option<u64>> =
+            std::collections::HashMap::new();
+        for &(serial, shard) in written {
+            let entry = took.entry(shard).or_insert(Some(serial));
+            if *entry != Some(serial) {
+                *entry = None;
+            }
+        }
         let mut conn = self.conn();
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.target.deadline_from_now();
@@ -509,8 +515,10 @@ impl RedisFilter {
             }
             let answered = conn.pipeline_by(probe, keys, deadline)?.answered_by;
             let live = conn.live(deadline)?;
+            let mut records = Commands::new();
+            let mut routes = Vec::with_capacity(range.len());
             for (&s, &serial) in range.iter().zip(&answered) {
-                if took.get(&s).is_some_and(|&by| by != serial) {
+                if took.get(&s).is_some_and(|&by| by != Some(serial)) {
                     return Err(RedisFilterError::NodeChanged);
                 }
                 let node = live
@@ -520,7 +528,7 @@ impl RedisFilter {
                     .ok_or(RedisFilterError::NodeChanged)?;
                 let record = Record::of(&node);
                 let key = epoch::epoch_key(&self.name, s);
-                let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.into_bytes()];
+                let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.clone().into_bytes()];
                 for (field, value) in record.fields() {
                     args.push(field.as_bytes().to_vec());
                     args.push(value.as_bytes().to_vec());
@@ -532,11 +540,21 @@ impl RedisFilter {
                     }
                 }
                 let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                let route = shard_key(&self.name, s);
-                crate::connection::server_error(
-                    conn.query_by(&args, Some(route.as_bytes()), deadline)?.0,
-                )?;
-                self.verified_set().insert((serial, s));
+                records.push(&args);
+                routes.push(key.into_bytes());
+            }
+            let replies = conn.pipeline_by(records, routes, deadline)?;
+            for ((&s, value), (&probed, &wrote)) in range
+                .iter()
+                .zip(replies.values)
+                .zip(answered.iter().zip(&replies.answered_by))
+            {
+                crate::connection::server_error(value)?;
+                // The record went to the node it names (not one that took over meanwhile).
+                if probed != wrote {
+                    return Err(RedisFilterError::NodeChanged);
+                }
+                self.verified_set().insert((probed, s));
             }
         }
         Ok(())

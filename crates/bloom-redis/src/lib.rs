@@ -48,6 +48,7 @@ mod shared;
 mod transport;
 mod wire;
 
+pub use bits::Restore;
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
 pub use copy::Info;
 pub use epoch::Durability;

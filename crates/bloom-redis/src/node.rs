@@ -38,6 +38,23 @@ impl NodeIdentity {
     }
 }
 
+/// `INFO replication`, sent after every node's share of a pipeline: its reply says whether
+/// the node still serves the history it served when the connection was made.
+pub(crate) const PROBE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
+
+impl NodeIdentity {
+    /// Whether an `INFO replication` reply (the [`PROBE`]) shows the same node as this
+    /// identity: the same role and replication history. A server demoted or promoted on a
+    /// live connection (`REPLICAOF`, a Sentinel's failover) shows another `master_replid`.
+    pub(crate) fn unchanged_in(&self, reply: &Value) -> bool {
+        let Some(info) = text(reply) else {
+            return false;
+        };
+        info_field(&info, "master_replid") == Some(self.replid.as_str())
+            && (info_field(&info, "role") == Some("master")) == self.master
+    }
+}
+
 /// A connection to one node.
 pub(crate) struct Node {
     conn: redis::Connection,
@@ -160,10 +177,13 @@ impl Node {
         let replies = self.round_trip(&commands, deadline, timeout)?;
         let info = |i: usize| -> Result<String, RedisFilterError> {
             match replies.get(i) {
-                Some(Value::ServerError(e)) => Err(RedisFilterError::Protocol(format!(
-                    "the node refused INFO ({}): the filter needs it to tell a restart or a failover",
-                    e.code()
-                ))),
+                Some(Value::ServerError(e)) => Err(RedisFilterError::Server {
+                    code: e.code().to_owned(),
+                    detail: format!(
+                        "INFO was refused ({}): the filter needs INFO to tell a restart or a failover",
+                        e.details().unwrap_or("")
+                    ),
+                }),
                 Some(value) => text(value).ok_or_else(|| {
                     RedisFilterError::Protocol("INFO did not answer with text".into())
                 }),

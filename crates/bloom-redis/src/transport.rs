@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
 
 use crate::error::RedisFilterError;
-use crate::node::{Node, NodeIdentity, remaining, text};
+use crate::node::{Node, NodeIdentity, PROBE, remaining, text};
 use crate::wire::{Commands, slot};
 
 /// How many times one command is sent again after a redirect or a busy cluster before the
@@ -658,6 +658,7 @@ impl Transport {
                 }
                 bytes.extend_from_slice(flight.commands.get(i));
             }
+            bytes.extend_from_slice(PROBE);
             let sent = live
                 .node
                 .bound(deadline, timeout)
@@ -679,6 +680,8 @@ impl Transport {
         let timeout = self.timeout;
         let mut busy = false;
         let mut moved = false;
+        // A Sentinel's master that is one no more: the Sentinels are asked again.
+        let mut demoted = false;
         for exchange in std::mem::take(&mut flight.exchanges) {
             let Exchange {
                 addr,
@@ -708,14 +711,36 @@ impl Transport {
                     }
                     got.push(live.node.recv(timeout)?);
                 }
-                Ok::<_, RedisFilterError>(got)
+                let probe = live.node.recv(timeout)?;
+                Ok::<_, RedisFilterError>((got, live.node.identity.unchanged_in(&probe)))
             });
             match exchanged {
-                Ok(got) => {
+                Ok((_, false)) => {
+                    // The node changed role or history under the connection (a failover on
+                    // a live server): nothing it answered is kept. A new connection reads
+                    // who it is now, and the filter judges that.
+                    self.drop_node(&addr);
+                    moved = true;
+                    again(flight);
+                }
+                Ok((got, true)) => {
                     for (&(i, _), value) in list.iter().zip(got) {
                         match redirect(&value) {
+                            // One server that became a replica: an error to report, not a
+                            // place to go.
+                            Some(Redirect::Moved)
+                                if matches!(self.topology, Topology::Single(_)) =>
+                            {
+                                if let Some(slot) = flight.values.get_mut(i) {
+                                    *slot = Some(value);
+                                }
+                                if let Some(by) = flight.answered_by.get_mut(i) {
+                                    *by = serial;
+                                }
+                            }
                             Some(Redirect::Moved) => {
                                 moved = true;
+                                demoted = demoted || !self.is_cluster();
                                 flight.pending.push((i, None));
                             }
                             Some(Redirect::Ask(target)) => flight.pending.push((i, Some(target))),
@@ -756,6 +781,9 @@ impl Transport {
         }
         if moved {
             self.slots.clear();
+        }
+        if demoted && let Some(addr) = self.single.clone() {
+            self.drop_node(&addr);
         }
         if flight.failed.is_none()
             && (busy || (moved && !flight.pending.is_empty() && flight.attempts > 1))

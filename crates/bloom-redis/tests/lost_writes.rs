@@ -260,3 +260,52 @@ fn a_cluster_failover_that_missed_writes_is_never_answered_absent() {
     }
     assert!(answered > 0, "shards of the other masters still answer");
 }
+
+/// A master demoted under a live connection: it resyncs from a replica that had split off
+/// before the last adds (so it drops them), and the handle that made those adds never
+/// reconnects. The probe that ends each node's share of a pipeline sees the new history; the
+/// reply is not used, and the node as it is now is judged.
+#[test]
+fn a_master_demoted_under_a_live_connection_is_never_answered_from() {
+    let primary = RedisServer::start();
+    let other = RedisServer::start();
+    other.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+    wait_for("the replica's first sync", || {
+        primary
+            .cli(&["INFO", "replication"])
+            .contains("state=online")
+    });
+    let filter = RedisFilter::create(&primary.target(), "demoted", config(8, 20_000)).unwrap();
+    let before = keys("before", 0..5000);
+    filter.insert_all(&before).unwrap();
+    let offset = |server: &RedisServer, field: &str| {
+        server
+            .cli(&["INFO", "replication"])
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(field)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let target_offset = offset(&primary, "master_repl_offset:");
+    wait_for("the replica to catch up", || {
+        offset(&other, "slave_repl_offset:") >= target_offset
+    });
+    // The replica splits off; the master acknowledges 5,000 more it never sees.
+    other.cli(&["REPLICAOF", "NO", "ONE"]);
+    let missed = keys("missed", 0..5000);
+    filter.insert_all(&missed).unwrap();
+    // The master follows the split-off replica and resyncs from it: the 5,000 are gone.
+    primary.cli(&["REPLICAOF", "127.0.0.1", &other.port.to_string()]);
+    wait_for("the demoted master to resync", || {
+        primary
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    });
+    let mut acknowledged = before;
+    acknowledged.extend(missed);
+    let refused = assert_never_absent(&filter, &acknowledged);
+    assert_eq!(
+        refused,
+        acknowledged.len(),
+        "answered from a demoted master"
+    );
+}

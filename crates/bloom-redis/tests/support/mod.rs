@@ -311,3 +311,175 @@ impl RedisCluster {
         panic!("no node owns slot {slot}: {slots}");
     }
 }
+
+/// A throwaway certificate authority and a certificate it signed for 127.0.0.1 and
+/// localhost, made by `openssl` in a temporary directory.
+pub struct Certificates {
+    dir: tempfile::TempDir,
+}
+
+impl Certificates {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .expect("openssl must be installed: run the tests with `cargo xtask test`");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=bloom test CA"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        run(&ca);
+        let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
+        csr.extend(ec);
+        csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
+        run(&csr);
+        std::fs::write(
+            dir.path().join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-extfile",
+            "server.ext",
+        ]);
+        Self { dir }
+    }
+
+    /// The CA's certificate (PEM).
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+}
+
+/// A server that also listens with TLS (on the returned port; the plain port stays for the
+/// test's own commands), its certificate signed by `certs`' CA.
+pub fn tls_server(certs: &Certificates) -> (RedisServer, u16) {
+    let tls_port = free_port(false);
+    let server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &certs.file("server.crt"),
+        "--tls-key-file",
+        &certs.file("server.key"),
+        "--tls-ca-cert-file",
+        &certs.file("ca.crt"),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    (server, tls_port)
+}
+
+/// A Redis Sentinel watching the master at `master_port` as `name` (quorum 1), started on a
+/// random port; it is ready once it knows the master and `replicas` replicas of it.
+pub struct Sentinel {
+    pub port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Sentinel {
+    pub fn start(name: &str, master_port: u16, replicas: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port(false);
+        let conf = dir.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {name} 127.0.0.1 {master_port} 1\nsentinel down-after-milliseconds {name} 5000\nsentinel failover-timeout {name} 60000\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("redis-sentinel")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-sentinel must be installed: run the tests with `cargo xtask test`");
+        let sentinel = Self {
+            port,
+            child,
+            _dir: dir,
+        };
+        // Ready: an event (it lists the replicas it found); the deadline bounds a hang.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let listed = redis_cli(port, &["SENTINEL", "REPLICAS", name]).unwrap_or_default();
+            if listed.matches("flags").count() >= replicas
+                && !listed.contains("disconnected")
+                && redis_cli(port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name])
+                    .is_some_and(|a| a.contains(&master_port.to_string()))
+            {
+                return sentinel;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Sentinel did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The port of the master it names now.
+    pub fn master_port(&self, name: &str) -> Option<u16> {
+        let out = redis_cli(self.port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name])?;
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args).unwrap_or_default()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,163 @@
+//! A filter on the master that Redis Sentinel names, through a failover: the Sentinels are
+//! asked again when the master stops being one, and the filter's durability decides whether
+//! the promoted replica is trusted.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bloom_core::{FilterConfig, FilterParams, Layout};
+use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
+use support::{RedisServer, Sentinel};
+
+const MASTER: &str = "fleet";
+
+fn config() -> FilterConfig {
+    FilterConfig::new(FilterParams::planned(Layout::sharded(8).unwrap(), 50_000, 0.01, 64).unwrap())
+}
+
+fn encoded(filter: &RedisFilter, prefix: &str, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            filter
+                .config()
+                .encode_str(&format!("{prefix}-{i}"))
+                .as_bytes()
+                .to_vec()
+        })
+        .collect()
+}
+
+/// A master, a replica in sync with it, and a Sentinel that knows both.
+fn watched() -> (RedisServer, RedisServer, Sentinel) {
+    let master = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sentinel = Sentinel::start(MASTER, master.port, 1);
+    (master, replica, sentinel)
+}
+
+/// Asks the Sentinel to fail over, and waits until it names the replica, the replica is a
+/// master and the old master follows it (events; the deadline bounds a hang).
+fn fail_over(sentinel: &Sentinel, master: &RedisServer, replica: &RedisServer) {
+    let reply = sentinel.cli(&["SENTINEL", "FAILOVER", MASTER]);
+    assert!(reply.contains("OK"), "SENTINEL FAILOVER: {reply}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while sentinel.master_port(MASTER) != Some(replica.port)
+        || !replica
+            .cli(&["INFO", "replication"])
+            .contains("role:master")
+        || !master.cli(&["INFO", "replication"]).contains("role:slave")
+    {
+        assert!(Instant::now() < deadline, "the failover did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn target(sentinel: &Sentinel) -> RedisTarget {
+    RedisTarget::sentinel([sentinel.url()], MASTER).with_timeout(Duration::from_secs(20))
+}
+
+#[test]
+fn a_failover_with_replica_acknowledged_writes_keeps_every_key_and_the_filter_verified() {
+    let (master, replica, sentinel) = watched();
+    let target = target(&sentinel);
+    let filter = RedisFilter::create_with(
+        &target,
+        "orders",
+        config(),
+        Durability::Replicas {
+            replicas: 1,
+            timeout_ms: 10_000,
+        },
+    )
+    .unwrap();
+    let before = encoded(&filter, "before", 5_000);
+    filter.insert_all_encoded(&before).unwrap();
+
+    fail_over(&sentinel, &master, &replica);
+
+    // The same handle finds the new master through the Sentinel (its old connection was
+    // closed, or its writes are refused as READONLY): every acknowledged key is there, and
+    // the filter answers (the promoted replica had every write, WAIT said so).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answers = loop {
+        match filter.contains_each_encoded(&before) {
+            Ok(answers) => break answers,
+            Err(e) if !e.is_unverified() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(answers.iter().all(|&maybe| maybe));
+    // Writes go to the new master (a write in flight when the Sentinel closed the old
+    // connections fails, and is made again, as a caller would), and a fresh process opens
+    // the filter there.
+    let after = encoded(&filter, "after", 2_000);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = filter.insert_all_encoded(&after) {
+        assert!(!e.is_unverified() && Instant::now() < deadline, "{e}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reopened = RedisFilter::open(&target, "orders").unwrap();
+    let all: Vec<Vec<u8>> = before.iter().chain(&after).cloned().collect();
+    assert!(
+        reopened
+            .contains_each_encoded(&all)
+            .unwrap()
+            .iter()
+            .all(|&m| m)
+    );
+    assert_eq!(
+        replica.cli(&["EXISTS", "bloom:{orders}:meta"]).trim(),
+        "1",
+        "the filter lives on the promoted replica"
+    );
+}
+
+#[test]
+fn a_failover_without_durability_makes_the_filter_unverified_until_restored() {
+    let (master, replica, sentinel) = watched();
+    let target = target(&sentinel);
+    let filter = RedisFilter::create(&target, "events", config()).unwrap();
+    let keys = encoded(&filter, "event", 5_000);
+    filter.insert_all_encoded(&keys).unwrap();
+
+    fail_over(&sentinel, &master, &replica);
+
+    // Nothing said the replica had every write: the filter answers nothing.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let error = loop {
+        match filter.contains_each_encoded(&keys) {
+            Err(e) if e.is_unverified() => break e,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(answers) => panic!(
+                "answered ({} of {} maybe) from a filter a failover may have cut short",
+                answers.iter().filter(|&&m| m).count(),
+                answers.len()
+            ),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(
+        matches!(error, RedisFilterError::Unverified { .. }),
+        "{error:?}"
+    );
+    // Every key added again: whole, and answering.
+    filter.restore_whole(&keys, None).unwrap();
+    assert!(
+        filter
+            .contains_each_encoded(&keys)
+            .unwrap()
+            .iter()
+            .all(|&m| m)
+    );
+}
