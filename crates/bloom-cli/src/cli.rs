@@ -15,8 +15,12 @@ Exit codes:
   1    bad input: a damaged or invalid snapshot, an invalid key or key file
   2    usage error: flags or values that do not make sense
   3    environment failure: a file or standard output could not be written, a lock could
-       not be taken, memory could not be allocated
+       not be taken, memory could not be allocated, Redis could not be reached, refused a
+       command, or did not finish within --timeout
   4    `check --exit-status`: at least one key is absent
+  5    a Redis filter is unverified: Redis may have lost writes it acknowledged (a restart
+       from an older save, a failover to a replica that missed writes); nothing is answered
+       from it until `bloom redis add --complete` adds every key again, or it is rebuilt
   129  interrupted by SIGHUP, 130 by SIGINT, 143 by SIGTERM (a snapshot being written is
        left unchanged, and no temporary file is left behind)
 A closed standard output (`bloom check ... | head`) ends the command quietly.
@@ -82,8 +86,8 @@ pub(crate) enum Command {
 pub(crate) enum RedisCommand {
     /// Create a filter in Redis (sized like `build`; sharded layout).
     Create(RedisCreateArgs),
-    /// Insert keys (pipelined; one command per key on one node).
-    Add(RedisKeysArgs),
+    /// Insert keys (pipelined: one BITFIELD per shard per batch).
+    Add(RedisAddArgs),
     /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, as `bloom check` does.
     Check(RedisCheckArgs),
     /// Write the filter as a snapshot file, byte-identical to a local filter's.
@@ -99,19 +103,56 @@ pub(crate) enum RedisCommand {
 /// Where the filter lives.
 #[derive(Args)]
 pub(crate) struct RedisAt {
-    /// Redis URL (`redis://[:password@]host:port/db`); with --cluster, any node of the
-    /// cluster (repeat for more seed nodes). Never printed.
-    #[arg(long, required = true, value_name = "URL")]
+    /// Redis URL: `redis://[[user]:password@]host:port/db`, or `rediss://` for TLS. With
+    /// --cluster, any node of the cluster; with --sentinel, a Sentinel (repeat for more).
+    /// Never printed, but visible to anyone who can list processes: a URL with a password
+    /// belongs in --url-env or --url-file. Without any of the three, $BLOOM_REDIS_URL.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["url_env", "url_file"])]
     pub(crate) url: Vec<String>,
+    /// Read the URL from this environment variable (several URLs separated by spaces).
+    #[arg(long, value_name = "VAR", conflicts_with = "url_file")]
+    pub(crate) url_env: Option<String>,
+    /// Read the URL from this file: one URL per line, blank lines and `#` comments skipped
+    /// (at most 64 KiB; keep it readable by its owner only).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) url_file: Option<PathBuf>,
     /// The URLs are nodes of a Redis Cluster.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sentinel")]
     pub(crate) cluster: bool,
+    /// The URLs are Redis Sentinels; the filter lives on the master they call MASTER (found
+    /// again after a failover). The master is reached with the first URL's credentials,
+    /// TLS and database.
+    #[arg(long, value_name = "MASTER")]
+    pub(crate) sentinel: Option<String>,
+    /// Verify `rediss://` servers with this certificate authority (PEM) instead of the
+    /// system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
     /// The filter's name: 1 to 200 of A-Z a-z 0-9 . _ -
     #[arg(long, value_name = "NAME")]
     pub(crate) name: String,
-    /// Seconds to wait for a connection or a reply before failing.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = parse_timeout)]
-    pub(crate) timeout: f64,
+    /// Seconds the whole command may take, everything included (connecting, every batch,
+    /// retries, redirects, reconnects): past it the command stops with exit 3. Without it,
+    /// no single wait on Redis lasts more than 5 seconds.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub(crate) timeout: Option<f64>,
+}
+
+/// What a filter asks of every writer (`redis create`, `redis import`).
+#[derive(Args)]
+pub(crate) struct DurabilityArgs {
+    /// Every add waits (WAIT) until this many replicas have its writes, and fails
+    /// otherwise; a failover to such a replica then loses nothing. Recorded in the filter.
+    #[arg(long, value_name = "N", conflicts_with = "aof", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) replicas: Option<u32>,
+    /// Every add waits until its writes are in the server's append-only file on disk
+    /// (WAITAOF on Redis 7.2+; before, the server must run `appendfsync always`); a restart
+    /// then loses nothing. Recorded in the filter.
+    #[arg(long)]
+    pub(crate) aof: bool,
+    /// How long an add waits for replicas or the disk, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_timeout)]
+    pub(crate) durable_timeout: f64,
 }
 
 #[derive(Args)]
@@ -136,6 +177,8 @@ pub(crate) struct RedisCreateArgs {
     #[arg(long, default_value = "none", value_parser = parse_salt)]
     pub(crate) salt: Salt,
     #[command(flatten)]
+    pub(crate) durability: DurabilityArgs,
+    #[command(flatten)]
     pub(crate) limit: SizeLimit,
 }
 
@@ -147,6 +190,22 @@ pub(crate) struct RedisKeysArgs {
     pub(crate) keys: Vec<String>,
     #[command(flatten)]
     pub(crate) input: KeyInput,
+}
+
+#[derive(Args)]
+pub(crate) struct RedisAddArgs {
+    #[command(flatten)]
+    pub(crate) keys: RedisKeysArgs,
+    /// These are every key the filter should hold: add them, then declare the filter whole
+    /// again. The way back for a filter Redis may have lost writes of (exit 5).
+    #[arg(long)]
+    pub(crate) complete: bool,
+    /// Besides what the filter asks, wait (WAIT) until this many replicas have each batch.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) replicas: Option<u32>,
+    /// How long to wait for the replicas of --replicas, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_timeout, requires = "replicas")]
+    pub(crate) replicas_timeout: f64,
 }
 
 #[derive(Args)]
@@ -176,6 +235,8 @@ pub(crate) struct RedisImportArgs {
     pub(crate) snapshot: PathBuf,
     #[command(flatten)]
     pub(crate) at: RedisAt,
+    #[command(flatten)]
+    pub(crate) durability: DurabilityArgs,
     #[command(flatten)]
     pub(crate) limit: SizeLimit,
 }

@@ -14,6 +14,8 @@ pub(crate) enum Exit {
     Environment = 3,
     /// `check --exit-status`: at least one key is absent.
     Absent = 4,
+    /// A Redis filter is unverified: Redis may have lost acknowledged writes.
+    Unverified = 5,
 }
 
 /// A failure to report: one line on standard error, and an exit code.
@@ -39,6 +41,13 @@ impl Failure {
     pub(crate) fn usage(message: impl fmt::Display) -> Self {
         Self::Report {
             exit: Exit::Usage,
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn unverified(message: impl fmt::Display) -> Self {
+        Self::Report {
+            exit: Exit::Unverified,
             message: message.to_string(),
         }
     }

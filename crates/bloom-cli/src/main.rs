@@ -1,8 +1,8 @@
 //! `bloom`: build, query, inspect, verify, import and measure Bloom filter snapshots.
 //!
 //! Exit codes: 0 success, 1 bad input, 2 usage error, 3 environment failure (writing,
-//! locking, memory), 4 `check --exit-status` found an absent key, 128 + signal when
-//! interrupted. Errors are one line on stderr: what went wrong, where, and what to do.
+//! locking, memory, Redis unreachable or too slow), 4 `check --exit-status` found an absent
+//! key, 5 a Redis filter is unverified, 128 + signal when interrupted. Errors are one line on stderr: what went wrong, where, and what to do.
 
 mod cli;
 mod commands;

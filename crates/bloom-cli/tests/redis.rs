@@ -121,12 +121,12 @@ fn errors_name_their_cause_and_never_answer() {
         .arg("k"));
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert!(err.contains("shard 2") && err.contains("lost"), "{err}");
-    // Nothing listening.
+    // Nothing listening: the environment failed (exit 3).
     let (code, out, err) = run(bloom()
         .args(["redis", "check", "--timeout", "30"])
         .args(at("redis://127.0.0.1:1/", "f"))
         .arg("k"));
-    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
     assert!(err.to_lowercase().contains("refused"), "{err}");
     // Usage errors.
     for args in [

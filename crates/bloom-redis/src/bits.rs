@@ -345,7 +345,11 @@ impl RedisFilter {
     }
 
     /// Makes the writes made on `serials` durable as the filter (and this handle) asks.
-    fn make_durable(&self, serials: &[u64], deadline: Instant) -> Result<(), RedisFilterError> {
+    pub(crate) fn make_durable(
+        &self,
+        serials: &[u64],
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
         let mut serials = serials.to_vec();
         serials.sort_unstable();
         serials.dedup();
@@ -368,9 +372,9 @@ impl RedisFilter {
             conn.live(deadline)?.into_iter().collect();
         for &serial in &serials {
             if let Some((replicas, timeout)) = wanted {
-                // WAIT's own timeout fits in what is left of the operation's deadline.
-                let left = deadline.saturating_duration_since(Instant::now());
-                let ms = u64::try_from(timeout.min(left).as_millis())
+                // WAIT's own timeout ends before the operation's deadline, so that its
+                // count (not a timeout) is what the caller hears.
+                let ms = u64::try_from(timeout.min(wait_budget(deadline)).as_millis())
                     .unwrap_or(u64::MAX)
                     .max(1);
                 let acked = int(&server_error(conn.query_on(
@@ -394,8 +398,7 @@ impl RedisFilter {
             if let Durability::Aof { timeout_ms } = self.durability {
                 let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
                 if node.has_waitaof() {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let ms = u64::try_from(left.as_millis())
+                    let ms = u64::try_from(wait_budget(deadline).as_millis())
                         .unwrap_or(u64::MAX)
                         .min(timeout_ms)
                         .max(1);
@@ -700,6 +703,13 @@ impl Restore<'_> {
         self.filter.restored(coverage, &written)?;
         Ok(self.changed)
     }
+}
+
+/// How long a server-side wait (`WAIT`, `WAITAOF`) may take within `deadline`: what is left,
+/// less a quarter of it (at most half a second) for its reply to come back.
+fn wait_budget(deadline: Instant) -> std::time::Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    left.saturating_sub((left / 4).min(std::time::Duration::from_millis(500)))
 }
 
 pub(crate) fn ints(value: &Value) -> Result<Vec<i64>, RedisFilterError> {

@@ -221,7 +221,11 @@ pub(crate) fn judge(
         return Verdict::Covered("a reshard moved it to another master");
     }
     match durability {
-        Durability::Aof { .. } => Verdict::Covered("a restart from an AOF that holds every acknowledged write"),
+        // Every write waited for the AOF's fsync; a server that came back without AOF on
+        // loaded something else (an RDB, nothing).
+        Durability::Aof { .. } if node.aof_enabled => {
+            Verdict::Covered("a restart from an AOF that holds every acknowledged write")
+        }
         _ => Verdict::MayHaveLost(
             "its node restarted (or was replaced) since the filter last knew it whole, and may have come back without acknowledged writes".into(),
         ),
@@ -253,6 +257,7 @@ mod tests {
             master: true,
             version: (7, 0, 15),
             aof_always: false,
+            aof_enabled: false,
             node_id: id.map(Into::into),
         }
     }
@@ -314,8 +319,18 @@ mod tests {
             judge(Some(&rec), &restarted, replicas, any),
             Verdict::MayHaveLost(_)
         ));
+        // With AOF durability, a restart that loaded the AOF loses nothing; one that came
+        // back without AOF on loaded something else.
         assert!(matches!(
             judge(Some(&rec), &restarted, aof, any),
+            Verdict::MayHaveLost(_)
+        ));
+        let with_aof = NodeIdentity {
+            aof_enabled: true,
+            ..restarted.clone()
+        };
+        assert!(matches!(
+            judge(Some(&rec), &with_aof, aof, any),
             Verdict::Covered(_)
         ));
         // A reshard: another master, the recorded one still healthy.

@@ -257,6 +257,20 @@ impl RedisFilter {
         fields.push(("durability", durability.field()));
         filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
         filter.allocate_shards()?;
+        // What the filter will ask of every insert holds for its creation too: a server that
+        // cannot give it fails the creation, not the first insert.
+        let deadline = filter.deadline();
+        let serials: Vec<u64> = filter
+            .conn()
+            .live(deadline)?
+            .into_iter()
+            .map(|(serial, _)| serial)
+            .collect();
+        if let Err(e) = filter.make_durable(&serials, deadline) {
+            // Nothing half-made stays behind under the name (best effort).
+            let _ = Self::delete(target, name, Some(shards));
+            return Err(e);
+        }
         filter.record_nodes(Some((header.dataset_generation, header.store)), &[])?;
         if final_state == READY {
             filter.set_fields([("state", READY)])?;

@@ -26,6 +26,8 @@ pub(crate) struct NodeIdentity {
     pub(crate) version: (u32, u32, u32),
     /// AOF on, with `appendfsync always`: a write it acknowledged survives its restart.
     pub(crate) aof_always: bool,
+    /// AOF on (`aof_enabled`): a server that restarted with it loaded its AOF.
+    pub(crate) aof_enabled: bool,
     /// Its cluster node id (`CLUSTER MYID`), kept across its restarts; `None` outside a
     /// cluster.
     pub(crate) node_id: Option<String>,
@@ -125,6 +127,7 @@ impl Node {
                 master: true,
                 version: (0, 0, 0),
                 aof_always: false,
+                aof_enabled: false,
                 node_id: None,
             },
         };
@@ -155,6 +158,7 @@ impl Node {
                 master: false,
                 version: (0, 0, 0),
                 aof_always: false,
+                aof_enabled: false,
                 node_id: None,
             },
         })
@@ -227,6 +231,7 @@ impl Node {
                 version.get(2).copied().unwrap_or(0),
             ),
             aof_always: field(&persistence, "aof_enabled") == "1" && fsync_always,
+            aof_enabled: field(&persistence, "aof_enabled") == "1",
             node_id,
         })
     }

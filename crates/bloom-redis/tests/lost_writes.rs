@@ -124,14 +124,43 @@ fn each_persistence_mode_is_judged_by_what_it_keeps() {
         "AOF always keeps every write"
     );
 
-    // The aof durability on a server whose AOF cannot promise it: writes are refused.
+    // The aof durability on a server whose AOF cannot promise it: the creation is refused
+    // (and leaves nothing behind); so are the writes of a filter made while it could.
     let plain = RedisServer::start();
+    let made = RedisFilter::create_with(&plain.target(), "aof3", config(4, 5000), durable);
+    assert!(
+        matches!(made, Err(RedisFilterError::NotDurable { .. })),
+        "{made:?}"
+    );
+    assert_eq!(plain.cli(&["DBSIZE"]).trim(), "0");
+    plain.cli(&["CONFIG", "SET", "appendonly", "yes"]);
+    plain.cli(&["CONFIG", "SET", "appendfsync", "always"]);
     let filter =
         RedisFilter::create_with(&plain.target(), "aof3", config(4, 5000), durable).unwrap();
+    plain.cli(&["CONFIG", "SET", "appendfsync", "everysec"]);
+    let fresh = RedisFilter::open(&plain.target(), "aof3").unwrap();
     assert!(matches!(
-        filter.insert("x"),
+        fresh.insert("x"),
         Err(RedisFilterError::NotDurable { .. })
     ));
+    drop(filter);
+
+    // A server restarted without its AOF (from an older RDB): the aof durability does not
+    // cover it.
+    let mut switched = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let target = switched.target();
+    let filter = RedisFilter::create_with(&target, "aof4", config(4, 5000), durable).unwrap();
+    filter.insert_all(&written[..1000]).unwrap();
+    switched.cli(&["SAVE"]);
+    filter.insert_all(&written[1000..]).unwrap();
+    switched.cli(&["CONFIG", "SET", "appendonly", "no"]);
+    switched.restart_with(&["--appendonly", "no"]);
+    let reopened = RedisFilter::open(&target, "aof4").unwrap();
+    assert_eq!(
+        assert_never_absent(&reopened, &written),
+        written.len(),
+        "a restart without the AOF is not covered by it"
+    );
 }
 
 /// A replica that lost its link during the adds is promoted (`REPLICAOF NO ONE`) and the

@@ -39,9 +39,20 @@ pub(crate) fn key_batches(
     config: &FilterConfig,
     keys: &[String],
     input: &KeyInput,
+    each: impl FnMut(&Batch, &Batch) -> CmdResult,
+) -> CmdResult {
+    key_batches_of(Batch::KEYS, config, keys, input, each)
+}
+
+/// [`key_batches`] with batches of `size` keys.
+pub(crate) fn key_batches_of(
+    size: usize,
+    config: &FilterConfig,
+    keys: &[String],
+    input: &KeyInput,
     mut each: impl FnMut(&Batch, &Batch) -> CmdResult,
 ) -> CmdResult {
-    let (mut originals, mut encoded) = (Batch::new(), Batch::new());
+    let (mut originals, mut encoded) = (Batch::with_size(size), Batch::with_size(size));
     let mut push =
         |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
             let bytes = config.encode_bytes(key).map_err(|e| match line {
@@ -77,16 +88,25 @@ pub(crate) fn key_batches(
 pub(crate) struct Batch {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    size: usize,
 }
 
 impl Batch {
     /// Keys per batch.
     pub(crate) const KEYS: usize = 256;
+    /// Key bytes past which a batch is full, whatever its number of keys (long keys).
+    pub(crate) const MAX_BYTES: usize = 16 << 20;
 
     pub(crate) fn new() -> Self {
+        Self::with_size(Self::KEYS)
+    }
+
+    /// A batch of `size` keys.
+    pub(crate) fn with_size(size: usize) -> Self {
         Self {
             bytes: Vec::new(),
-            ends: Vec::with_capacity(Self::KEYS),
+            ends: Vec::with_capacity(size),
+            size,
         }
     }
 
@@ -96,7 +116,7 @@ impl Batch {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.ends.len() >= Self::KEYS
+        self.ends.len() >= self.size || self.bytes.len() >= Self::MAX_BYTES
     }
 
     /// The keys, in order.

@@ -1,26 +1,40 @@
-//! `bloom redis`: a filter held in Redis or Redis Cluster. Redis errors (unreachable, lost
-//! shards, metadata that does not check) are bad input for the command: exit 1, naming the
-//! cause; never an answer.
+//! `bloom redis`: a filter held in Redis, Redis Cluster or a Sentinel-managed master.
+//! Redis errors are never an answer: a damaged or lost filter is exit 1, Redis unreachable,
+//! refusing or too slow is exit 3, a filter Redis may have lost writes of is exit 5 (with
+//! the way out in the message).
 
-use std::time::Duration;
+use std::io::Read as _;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use bloom_core::{FilterConfig, FilterParams, Layout, PositionRule};
-use bloom_redis::{RedisFilter, RedisFilterError, RedisTarget};
+use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
 use serde_json::json;
 
 use crate::cli::{
-    RedisAt, RedisCheckArgs, RedisCommand, RedisCreateArgs, RedisDeleteArgs, RedisExportArgs,
-    RedisImportArgs, RedisInfoArgs, RedisKeysArgs, Size,
+    DurabilityArgs, RedisAddArgs, RedisAt, RedisCheckArgs, RedisCommand, RedisCreateArgs,
+    RedisDeleteArgs, RedisExportArgs, RedisImportArgs, RedisInfoArgs, Size,
 };
-use crate::commands::{key_batches, require_keys};
+use crate::commands::{key_batches_of, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::output::{Answers, Out, number, show};
 
 /// Shards when none are asked for: 16, or enough to keep each under 256 MiB.
 const DEFAULT_SHARDS: u32 = 16;
 const PREFERRED_SHARD_BYTES: u64 = 256 << 20;
+/// Keys per call to the filter: it pipelines them 4096 to a batch, two batches in flight.
+const KEYS_PER_CALL: usize = 1 << 16;
+/// The environment variable read when no URL is given.
+const URL_VARIABLE: &str = "BLOOM_REDIS_URL";
+/// The longest URL file read.
+const MAX_URL_FILE: u64 = 64 << 10;
+
+/// When the command started: `--timeout` counts from here.
+static STARTED: OnceLock<Instant> = OnceLock::new();
 
 pub(crate) fn run(command: &RedisCommand) -> CmdResult<u8> {
+    STARTED.get_or_init(Instant::now);
     let done = |r: CmdResult| r.map(|()| 0);
     match command {
         RedisCommand::Create(args) => done(create(args)),
@@ -33,32 +47,148 @@ pub(crate) fn run(command: &RedisCommand) -> CmdResult<u8> {
     }
 }
 
-fn target(at: &RedisAt) -> RedisTarget {
-    let target = if at.cluster {
-        RedisTarget::cluster(at.url.iter().cloned())
-    } else {
-        RedisTarget::single(at.url.first().cloned().unwrap_or_default())
+/// The URLs: --url, --url-env, --url-file, or $BLOOM_REDIS_URL. No message repeats them.
+fn urls(at: &RedisAt) -> CmdResult<Vec<String>> {
+    let split = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .flat_map(str::split_whitespace)
+            .map(str::to_owned)
+            .collect()
     };
-    target.with_timeout(Duration::from_secs_f64(at.timeout))
+    let (urls, from) = if !at.url.is_empty() {
+        (at.url.clone(), "--url".to_owned())
+    } else if let Some(var) = &at.url_env {
+        let value = std::env::var(var).map_err(|e| {
+            Failure::usage(format!(
+                "--url-env {var}: the variable is {}",
+                match e {
+                    std::env::VarError::NotPresent => "not set",
+                    std::env::VarError::NotUnicode(_) => "not UTF-8",
+                }
+            ))
+        })?;
+        (split(&value), format!("--url-env {var}"))
+    } else if let Some(path) = &at.url_file {
+        (
+            split(&read_url_file(path)?),
+            format!("--url-file {}", path.display()),
+        )
+    } else if let Ok(value) = std::env::var(URL_VARIABLE) {
+        (split(&value), format!("${URL_VARIABLE}"))
+    } else {
+        return Err(Failure::usage(format!(
+            "where is the filter? give --url URL, --url-env VAR or --url-file PATH (or set {URL_VARIABLE})"
+        )));
+    };
+    if urls.is_empty() {
+        return Err(Failure::usage(format!("{from} holds no URL")));
+    }
+    if urls.len() > 1 && !at.cluster && at.sentinel.is_none() {
+        return Err(Failure::usage(format!(
+            "{from} gives {} URLs: several are for --cluster (nodes) or --sentinel MASTER (Sentinels)",
+            urls.len()
+        )));
+    }
+    Ok(urls)
 }
 
-fn failure(name: &str, error: &RedisFilterError) -> Failure {
+/// A URL file: a regular file (or a pipe) of at most 64 KiB of UTF-8.
+fn read_url_file(path: &Path) -> CmdResult<String> {
+    let name = path.display();
+    let file = std::fs::File::open(path)
+        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
+    if meta.is_dir() {
+        return Err(Failure::usage(format!("--url-file {name} is a directory")));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_URL_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
+    if bytes.len() as u64 > MAX_URL_FILE {
+        return Err(Failure::usage(format!(
+            "--url-file {name} is over 64 KiB: not a URL file"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| Failure::usage(format!("--url-file {name} is not UTF-8")))
+}
+
+fn target(at: &RedisAt) -> CmdResult<RedisTarget> {
+    let urls = urls(at)?;
+    let target = match &at.sentinel {
+        Some(master) => RedisTarget::sentinel(urls, master.clone()),
+        None if at.cluster => RedisTarget::cluster(urls),
+        None => RedisTarget::single(urls.into_iter().next().unwrap_or_default()),
+    };
+    let target = match at.timeout {
+        Some(seconds) => {
+            let timeout = Duration::from_secs_f64(seconds);
+            let started = *STARTED.get_or_init(Instant::now);
+            target
+                .with_timeout(timeout)
+                .with_deadline(started + timeout)
+        }
+        None => target.with_timeout(bloom_redis::DEFAULT_TIMEOUT),
+    };
+    match &at.tls_ca {
+        Some(path) => target
+            .with_tls_ca_file(path)
+            .map_err(|e| Failure::environment(format!("--tls-ca: {e}"))),
+        None => Ok(target),
+    }
+}
+
+fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
+    let name = &at.name;
     match error {
         RedisFilterError::InvalidName { .. }
         | RedisFilterError::NotSharded { .. }
-        | RedisFilterError::ShardTooLarge { .. } => Failure::usage(error),
-        // These carry no name of their own.
+        | RedisFilterError::ShardTooLarge { .. }
+        | RedisFilterError::TlsUnavailable => Failure::usage(error),
+        RedisFilterError::Unverified { .. } => Failure::unverified(error),
+        RedisFilterError::Timeout { .. } => Failure::environment(match at.timeout {
+            Some(seconds) => format!(
+                "redis filter {name}: the command did not finish within --timeout {seconds} s (Redis is slow, stopped or unreachable); nothing was answered"
+            ),
+            None => format!(
+                "redis filter {name}: {error} (Redis is slow, stopped or unreachable; --timeout SECONDS gives the whole command longer)"
+            ),
+        }),
         RedisFilterError::Redis(_)
-        | RedisFilterError::Timeout { .. }
-        | RedisFilterError::Protocol(_)
+        | RedisFilterError::Server { .. }
         | RedisFilterError::NotAcknowledged { .. }
-        | RedisFilterError::Key(_) => Failure::input(format!("redis filter {name}: {error}")),
+        | RedisFilterError::NotDurable { .. }
+        | RedisFilterError::NodeChanged
+        | RedisFilterError::TooLarge { .. }
+        | RedisFilterError::TlsCa(_) => {
+            Failure::environment(format!("redis filter {name}: {error}"))
+        }
+        // These carry no name of their own.
+        RedisFilterError::Protocol(_) | RedisFilterError::Key(_) => {
+            Failure::input(format!("redis filter {name}: {error}"))
+        }
         _ => Failure::input(error),
     }
 }
 
 fn open(at: &RedisAt) -> CmdResult<RedisFilter> {
-    RedisFilter::open(&target(at), &at.name).map_err(|e| failure(&at.name, &e))
+    RedisFilter::open(&target(at)?, &at.name).map_err(|e| failure(at, &e))
+}
+
+fn durability(args: &DurabilityArgs) -> Durability {
+    let timeout_ms = (args.durable_timeout * 1000.0).ceil() as u64;
+    match (args.replicas, args.aof) {
+        (Some(replicas), _) => Durability::Replicas {
+            replicas,
+            timeout_ms,
+        },
+        (None, true) => Durability::Aof { timeout_ms },
+        (None, false) => Durability::None,
+    }
 }
 
 fn create(args: &RedisCreateArgs) -> CmdResult {
@@ -99,32 +229,85 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
         .with_salt(args.salt.clone())
         .and_then(|c| c.with_rule(rule))
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
-    let filter = RedisFilter::create(&target(&args.at), &args.at.name, config)
-        .map_err(|e| failure(&args.at.name, &e))?;
+    let filter = RedisFilter::create_with(
+        &target(&args.at)?,
+        &args.at.name,
+        config,
+        durability(&args.durability),
+    )
+    .map_err(|e| failure(&args.at, &e))?;
     let c = filter.config();
     crate::warn(&format!(
-        "created redis filter {}: m = {}, k = {}, {}, {}, {}",
+        "created redis filter {}: m = {}, k = {}, {}, {}, {}, durability {}",
         args.at.name,
         c.bits(),
         c.hashes(),
         c.layout(),
         c.rule(),
-        c.encoding()
+        c.encoding(),
+        durability_text(filter.durability()),
     ));
     Ok(())
 }
 
-fn add(args: &RedisKeysArgs) -> CmdResult {
-    require_keys(&args.keys, &args.input)?;
-    let filter = open(&args.at)?;
-    let name = &args.at.name;
+fn durability_text(durability: Durability) -> String {
+    match durability {
+        Durability::Replicas {
+            replicas,
+            timeout_ms,
+        } => format!("{replicas} replicas (WAIT, {timeout_ms} ms)"),
+        Durability::Aof { timeout_ms } => {
+            format!("aof (WAITAOF or appendfsync always, {timeout_ms} ms)")
+        }
+        _ => "none".to_owned(),
+    }
+}
+
+fn add(args: &RedisAddArgs) -> CmdResult {
+    let keys = &args.keys;
+    require_keys(&keys.keys, &keys.input)?;
+    let mut filter = open(&keys.at)?;
+    if let Some(replicas) = args.replicas {
+        filter.require_replica_acks(
+            replicas as usize,
+            Duration::from_secs_f64(args.replicas_timeout),
+        );
+    }
+    let at = &keys.at;
     let mut changed = 0u64;
-    key_batches(filter.config(), &args.keys, &args.input, |_, encoded| {
-        changed += filter
-            .insert_all_encoded(encoded.keys())
-            .map_err(|e| failure(name, &e))?;
-        Ok(())
-    })?;
+    if args.complete {
+        let mut restore = filter.restore();
+        key_batches_of(
+            KEYS_PER_CALL,
+            filter.config(),
+            &keys.keys,
+            &keys.input,
+            |_, encoded| {
+                changed += restore
+                    .add_encoded(encoded.keys())
+                    .map_err(|e| failure(at, &e))?;
+                Ok(())
+            },
+        )?;
+        restore.finish(None).map_err(|e| failure(at, &e))?;
+        crate::warn(&format!(
+            "{changed} keys changed the filter; redis filter {} is declared whole",
+            at.name
+        ));
+        return Ok(());
+    }
+    key_batches_of(
+        KEYS_PER_CALL,
+        filter.config(),
+        &keys.keys,
+        &keys.input,
+        |_, encoded| {
+            changed += filter
+                .insert_all_encoded(encoded.keys())
+                .map_err(|e| failure(at, &e))?;
+            Ok(())
+        },
+    )?;
     crate::warn(&format!("{changed} keys changed the filter"));
     Ok(())
 }
@@ -133,16 +316,17 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
     let keys = &args.keys;
     require_keys(&keys.keys, &keys.input)?;
     let filter = open(&keys.at)?;
-    let name = &keys.at.name;
+    let at = &keys.at;
     let mut answers = Answers::new(args.json);
-    key_batches(
+    key_batches_of(
+        KEYS_PER_CALL,
         filter.config(),
         &keys.keys,
         &keys.input,
         |originals, encoded| {
             let maybe = filter
                 .contains_each_encoded(encoded.keys())
-                .map_err(|e| failure(name, &e))?;
+                .map_err(|e| failure(at, &e))?;
             for (key, maybe) in originals.keys().zip(maybe) {
                 answers.answer(key, maybe)?;
             }
@@ -163,28 +347,29 @@ fn export(args: &RedisExportArgs) -> CmdResult {
         .export(&args.output)
         .map_err(|e| match e {
             RedisFilterError::Write(e) => Failure::environment(e),
-            other => failure(&args.at.name, &other),
+            other => failure(&args.at, &other),
         })
         .map(|_| ())
 }
 
 fn import(args: &RedisImportArgs) -> CmdResult {
-    RedisFilter::import(
-        &target(&args.at),
+    RedisFilter::import_with(
+        &target(&args.at)?,
         &args.at.name,
         &args.snapshot,
         args.limit.max_bytes,
+        durability(&args.durability),
     )
     .map_err(|e| match e {
         RedisFilterError::Read(e) => crate::files::read_failure(&args.snapshot, &e),
-        other => failure(&args.at.name, &other),
+        other => failure(&args.at, &other),
     })
     .map(|_| ())
 }
 
 fn info(args: &RedisInfoArgs) -> CmdResult {
     let filter = open(&args.at)?;
-    let info = filter.info().map_err(|e| failure(&args.at.name, &e))?;
+    let info = filter.info().map_err(|e| failure(&args.at, &e))?;
     let h = &info.header;
     let c = filter.config();
     let mut out = Out::new();
@@ -205,12 +390,13 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             "set_bits": info.set_bits,
             "estimated_items": number(info.estimated_items),
             "estimated_false_positive_rate": number(info.estimated_false_positive_rate),
+            "durability": durability_json(info.durability),
             "shards_intact": true,
         });
         out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&format!(
-            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nset bits: {}\nestimated items: {}\nestimated false-positive rate: {}\nshards: intact\n",
+            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nset bits: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
             args.at.name,
             h.bit_count,
             h.hash_count,
@@ -225,14 +411,15 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             info.set_bits,
             show(info.estimated_items),
             show(info.estimated_false_positive_rate),
+            durability_text(info.durability),
         ))?;
     }
     out.flush()
 }
 
 fn delete(args: &RedisDeleteArgs) -> CmdResult {
-    let existed = RedisFilter::delete(&target(&args.at), &args.at.name, args.shards)
-        .map_err(|e| failure(&args.at.name, &e))?;
+    let existed = RedisFilter::delete(&target(&args.at)?, &args.at.name, args.shards)
+        .map_err(|e| failure(&args.at, &e))?;
     if !existed {
         return Err(Failure::input(format!(
             "no redis filter named {} (nothing deleted); if its creation was interrupted before its metadata was written, pass --shards S",
@@ -240,4 +427,15 @@ fn delete(args: &RedisDeleteArgs) -> CmdResult {
         )));
     }
     Ok(())
+}
+
+fn durability_json(durability: Durability) -> serde_json::Value {
+    match durability {
+        Durability::Replicas {
+            replicas,
+            timeout_ms,
+        } => json!({"mode": "replicas", "replicas": replicas, "timeout_ms": timeout_ms}),
+        Durability::Aof { timeout_ms } => json!({"mode": "aof", "timeout_ms": timeout_ms}),
+        _ => json!({"mode": "none"}),
+    }
 }

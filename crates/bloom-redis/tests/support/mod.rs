@@ -40,7 +40,16 @@ fn free_port(cluster: bool) -> u16 {
 }
 
 fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
+    redis_cli_as(port, None, args)
+}
+
+/// `redis-cli` with the server's password (given through the environment, not argv).
+fn redis_cli_as(port: u16, password: Option<&str>, args: &[&str]) -> Option<String> {
+    let mut cli = Command::new("redis-cli");
+    if let Some(password) = password {
+        cli.env("REDISCLI_AUTH", password);
+    }
+    let out = cli
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)
         .output()
@@ -119,7 +128,7 @@ impl RedisServer {
                     self.port
                 ));
             }
-            if redis_cli(self.port, &["INFO", "server"])
+            if redis_cli_as(self.port, self.password(), &["INFO", "server"])
                 .is_some_and(|info| info.lines().any(|l| l.trim() == pid))
             {
                 self.child = Some(child);
@@ -145,7 +154,13 @@ impl RedisServer {
     }
 
     pub fn cli(&self, args: &[&str]) -> String {
-        redis_cli(self.port, args).unwrap_or_default()
+        redis_cli_as(self.port, self.password(), args).unwrap_or_default()
+    }
+
+    /// The `--requirepass` it was started with.
+    fn password(&self) -> Option<&str> {
+        let at = self.extra.iter().position(|a| a == "--requirepass")?;
+        self.extra.get(at + 1).map(String::as_str)
     }
 
     /// Kills the server with SIGKILL (no shutdown, no save).
@@ -160,6 +175,16 @@ impl RedisServer {
     /// with what its persistence kept (an RDB saved earlier, its AOF).
     pub fn restart(&mut self) {
         self.kill();
+        if let Err(e) = self.spawn() {
+            panic!("redis-server did not restart: {e}");
+        }
+    }
+
+    /// Kills it (SIGKILL) and starts it again on the same port and directory with other
+    /// extra arguments.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.kill();
+        self.extra = extra.iter().map(|s| (*s).to_owned()).collect();
         if let Err(e) = self.spawn() {
             panic!("redis-server did not restart: {e}");
         }
