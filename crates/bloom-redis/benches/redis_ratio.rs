@@ -124,8 +124,10 @@ fn shard_command(config: &FilterConfig, name: &str, write: bool) -> Vec<String> 
 fn main() {
     let server = support::RedisServer::start();
     let target = server.target();
-    let params =
-        FilterParams::planned(Layout::sharded(SHARDS).unwrap(), KEYS as u64, 0.01, 64).unwrap();
+    // Planned as `bloom redis create --items --fpr` plans: each shard fills its allocation.
+    let params = bloom_redis::fit_to_allocator(
+        FilterParams::planned(Layout::sharded(SHARDS).unwrap(), KEYS as u64, 0.01, 64).unwrap(),
+    );
     let keys: Vec<Vec<u8>> = (0..KEYS)
         .map(|i| format!("key-{i:012}").into_bytes())
         .collect();

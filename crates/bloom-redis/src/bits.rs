@@ -18,6 +18,9 @@ use crate::wire::Commands;
 
 /// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
 const BATCH: usize = 4096;
+/// Batches sent before the oldest one's replies are read: the server always has one queued
+/// while the client reads and hashes.
+const IN_FLIGHT: usize = 3;
 
 /// Per key of a batch whether all its bits were set (before an insert: whether it changed
 /// nothing), and the connections (by serial) that answered each shard.
@@ -211,23 +214,26 @@ impl RedisFilter {
         mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
     ) -> Result<(), RedisFilterError> {
         let mut chunks = keys.chunks(BATCH);
-        let mut in_flight: Option<InFlight> = None;
+        let mut in_flight: std::collections::VecDeque<InFlight> =
+            std::collections::VecDeque::with_capacity(IN_FLIGHT);
         let mut uncounted = 0u64;
         loop {
             let next = chunks.next().map(|chunk| self.batch_of(chunk));
-            let sent = match next {
-                Some(batch) => {
-                    Some(self.send_batch(batch, write, std::mem::take(&mut uncounted), deadline)?)
-                }
-                None => None,
-            };
-            if let Some(previous) = in_flight.take() {
-                let (all_set, answered) = self.read_batch(previous)?;
-                uncounted += each(&all_set, &answered)?;
+            let more = next.is_some();
+            if let Some(batch) = next {
+                in_flight.push_back(self.send_batch(
+                    batch,
+                    write,
+                    std::mem::take(&mut uncounted),
+                    deadline,
+                )?);
             }
-            match sent {
-                Some(sent) => in_flight = Some(sent),
-                None => break,
+            if in_flight.len() >= IN_FLIGHT || !more {
+                let Some(oldest) = in_flight.pop_front() else {
+                    break;
+                };
+                let (all_set, answered) = self.read_batch(oldest)?;
+                uncounted += each(&all_set, &answered)?;
             }
         }
         if uncounted > 0 {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use bloom_core::{FilterConfig, Layout, PositionRule};
+use bloom_core::{FilterConfig, FilterParams, Layout, PositionRule};
 use bloom_format::{DatasetGeneration, Header, StoreBinding};
 use redis::Value;
 
@@ -41,6 +41,44 @@ pub fn meta_key(name: &str) -> String {
 #[must_use]
 pub fn shard_key(name: &str, shard: u32) -> String {
     format!("bloom:{{{name}:{shard}}}")
+}
+
+/// The size of the allocation jemalloc (Redis's allocator) makes for `n` bytes: four size
+/// classes per power of two.
+fn allocation(n: u64) -> u64 {
+    if n <= 16 {
+        return n.max(8).next_power_of_two();
+    }
+    let step = 1u64 << ((63 - (n - 1).leading_zeros()).saturating_sub(2));
+    n.div_ceil(step) * step
+}
+
+/// Bytes of a shard's allocation that are not its value: the string header and its NUL, and
+/// the two bytes a value sent in one piece keeps from the request buffer.
+const STRING_OVERHEAD: u64 = 9 + 1 + 2;
+
+/// `params` with every shard grown to fill the allocation Redis makes for it anyway (jemalloc
+/// rounds a string up to one of four sizes per power of two, so a shard can waste up to a
+/// fifth of its memory): more bits, the same `k`, a lower false-positive rate, and Redis
+/// memory within a few bytes per shard of the bits. Shards over 8 MiB (grown by `APPEND`,
+/// whose own rounding differs) and plans that cannot grow are returned unchanged.
+#[must_use]
+pub fn fit_to_allocator(params: FilterParams) -> FilterParams {
+    let Layout::Sharded { shards } = params.layout() else {
+        return params;
+    };
+    let shard_bytes = params.bits() / u64::from(shards) / 8;
+    let value = shard_bytes + 2 * MARKER_BYTES;
+    if value > WHOLE_SHARD_BYTES {
+        return params;
+    }
+    let room = allocation(value + STRING_OVERHEAD) - STRING_OVERHEAD - 2 * MARKER_BYTES;
+    // Shards hold a multiple of 64 bits (the layout's granularity).
+    let fitted = (room / 8) * 64 * u64::from(shards);
+    if fitted <= params.bits() {
+        return params;
+    }
+    FilterParams::with_layout(params.layout(), fitted, params.hashes()).unwrap_or(params)
 }
 
 fn check_name(name: &str) -> Result<(), RedisFilterError> {
@@ -581,5 +619,53 @@ impl RedisFilter {
     /// The deadline of an operation starting now.
     pub(crate) fn deadline(&self) -> Instant {
         self.target.deadline_from_now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_follow_jemallocs_size_classes() {
+        for (n, class) in [
+            (1, 8),
+            (9, 16),
+            (17, 20),
+            (100, 112),
+            (4097, 5120),
+            (65_536, 65_536),
+            (65_537, 81_920),
+            (74_916, 81_920),
+            (81_921, 98_304),
+        ] {
+            assert_eq!(allocation(n), class, "{n}");
+        }
+    }
+
+    #[test]
+    fn fitted_shards_fill_their_allocation_and_only_grow() {
+        for (items, shards) in [(1_000_000, 16), (10_000, 16), (123_457, 7), (5_000_000, 64)] {
+            let planned =
+                FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap();
+            let fitted = fit_to_allocator(planned);
+            assert!(fitted.bits() >= planned.bits());
+            assert_eq!(fitted.hashes(), planned.hashes());
+            assert_eq!(fitted.bits() % (64 * u64::from(shards)), 0);
+            let value = fitted.bits() / u64::from(shards) / 8 + 2 * MARKER_BYTES;
+            let used = allocation(value + STRING_OVERHEAD);
+            // The allocation is what the planned shard got anyway, and the bits fill it.
+            assert_eq!(
+                used,
+                allocation(
+                    planned.bits() / u64::from(shards) / 8 + 2 * MARKER_BYTES + STRING_OVERHEAD
+                )
+            );
+            assert!(used - value - STRING_OVERHEAD < 8, "{items} {shards}");
+            assert!(
+                fitted.predicted_false_positive_rate(items)
+                    <= planned.predicted_false_positive_rate(items)
+            );
+        }
     }
 }

@@ -53,5 +53,5 @@ pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
 pub use copy::Info;
 pub use epoch::Durability;
 pub use error::RedisFilterError;
-pub use filter::{RedisFilter, meta_key, shard_key};
+pub use filter::{RedisFilter, fit_to_allocator, meta_key, shard_key};
 pub use shared::{SharedError, SharedFilteredStore, SharedOpen};

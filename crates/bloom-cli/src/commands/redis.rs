@@ -210,7 +210,9 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
         Size::Planned { items, fpr } => {
             let rough = FilterParams::for_false_positive_rate(items, fpr)
                 .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
+            // Each shard grown to the allocation Redis makes for it anyway.
             FilterParams::planned(layout_for(rough.bits())?, items, fpr, rule.max_hashes())
+                .map(bloom_redis::fit_to_allocator)
         }
         Size::Explicit { bits, hashes } => {
             FilterParams::with_layout(layout_for(bits)?, bits, hashes)
