@@ -9,7 +9,7 @@ use bloom_core::{
     BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
 };
 use bloom_format::{DecodeOptions, Snapshot};
-use bloom_redis::{RedisFilter, RedisFilterError, shard_key};
+use bloom_redis::{RedisFilter, RedisFilterError, RedisTarget, shard_key};
 #[cfg(unix)]
 use rustix::process::Signal;
 use support::RedisServer;
@@ -568,4 +568,134 @@ fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
         .collect();
     let maybe = filter.contains_each_encoded(&strangers).unwrap();
     assert!(maybe.iter().filter(|&&m| m).count() < 40_000 / 20);
+}
+
+#[test]
+fn a_password_never_reaches_a_message_or_debug() {
+    const GOOD: &str = "G00d-pa55-qrs";
+    const WRONG: &str = "Wr0ng-pa55-tuv";
+    let server = RedisServer::start_with(&["--requirepass", GOOD]);
+    let url = |password: &str| format!("redis://:{password}@127.0.0.1:{}/", server.port);
+    let shown = |text: &str| text.contains(GOOD) || text.contains(WRONG);
+
+    let good = RedisTarget::single(url(GOOD));
+    let filter = RedisFilter::create(&good, "secret", config(2, 100)).unwrap();
+    filter.insert("k").unwrap();
+    for target in [
+        RedisTarget::single(url(GOOD)),
+        RedisTarget::cluster([url(GOOD), url(WRONG)]),
+        RedisTarget::sentinel([url(WRONG)], "m"),
+    ] {
+        assert!(!shown(&format!("{target:?} {target:#?}")), "{target:?}");
+    }
+    assert!(!shown(&format!("{filter:?}")), "{filter:?}");
+
+    // A refused password, an unreachable server with a password, a Sentinel that is not one:
+    // each is an error whose message and `Debug` name no password.
+    let unreachable = format!("redis://:{WRONG}@127.0.0.1:1/");
+    for target in [
+        RedisTarget::single(url(WRONG)),
+        RedisTarget::single(unreachable.clone()),
+        RedisTarget::cluster([unreachable.clone()]),
+        RedisTarget::sentinel([url(GOOD)], "m"),
+    ]
+    .map(|t| t.with_timeout(Duration::from_secs(5)))
+    {
+        let err = RedisFilter::open(&target, "secret").unwrap_err();
+        let text = format!("{err} {err:?} {err:#?}");
+        assert!(!shown(&text), "{text}");
+        let mut source = std::error::Error::source(&err);
+        while let Some(inner) = source {
+            assert!(!shown(&format!("{inner} {inner:?}")), "{inner:?}");
+            source = inner.source();
+        }
+    }
+}
+
+/// Reads one RESP command (an array of bulk strings) from `reader`, `None` at its end.
+fn read_command(reader: &mut impl std::io::BufRead) -> Option<Vec<Vec<u8>>> {
+    let mut line = String::new();
+    let mut header = |reader: &mut dyn std::io::BufRead, sigil: char| -> Option<usize> {
+        line.clear();
+        reader.read_line(&mut line).ok()?;
+        line.trim_end().strip_prefix(sigil)?.parse().ok()
+    };
+    let count = header(reader, '*')?;
+    let mut parts = Vec::with_capacity(count.min(64));
+    for _ in 0..count {
+        let len = header(reader, '$')?;
+        let mut part = vec![0; len.min(1 << 20) + 2];
+        reader.read_exact(&mut part).ok()?;
+        part.truncate(len);
+        parts.push(part);
+    }
+    Some(parts)
+}
+
+/// A cluster whose one node claims every slot and answers every other command with a redirect
+/// to itself (a slot map that never settles, as in a reshard gone wrong): the open ends by its
+/// deadline or its bound on attempts, with an error, never a loop.
+#[test]
+fn a_cluster_that_redirects_forever_ends_by_the_deadline() {
+    use std::io::Write;
+    for redirect in ["MOVED", "ASK", "TRYAGAIN"] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = served.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = std::io::BufReader::new(stream);
+                    while let Some(command) = read_command(&mut reader) {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let name = String::from_utf8_lossy(&command[0]).to_ascii_uppercase();
+                        let sub = command
+                            .get(1)
+                            .map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
+                        let reply = match (name.as_str(), sub.as_deref()) {
+                            ("CLUSTER", Some("SLOTS")) => format!(
+                                "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:{port}\r\n"
+                            ),
+                            ("INFO", _) => {
+                                let info = "redis_version:7.0.15\r\nrun_id:fake\r\n\
+                                            role:master\r\nmaster_replid:r1\r\n\
+                                            master_replid2:0\r\naof_enabled:0\r\n";
+                                format!("${}\r\n{info}\r\n", info.len())
+                            }
+                            ("CONFIG", _) => "*0\r\n".to_owned(),
+                            _ if redirect == "TRYAGAIN" => {
+                                "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+                                    .to_owned()
+                            }
+                            _ => format!("-{redirect} 0 127.0.0.1:{port}\r\n"),
+                        };
+                        if writer.write_all(reply.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let target = RedisTarget::cluster([format!("redis://127.0.0.1:{port}/")])
+            .with_timeout(Duration::from_secs(2));
+        let started = Instant::now();
+        let result = RedisFilter::open(&target, "loop");
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(
+                result,
+                Err(RedisFilterError::Timeout { .. } | RedisFilterError::Protocol(_))
+            ),
+            "{redirect}: {result:?}"
+        );
+        assert!(
+            served.load(std::sync::atomic::Ordering::SeqCst) > 1,
+            "{redirect}: the fake was never asked"
+        );
+        // Far below a hang, whatever the load (the deadline is 2 s).
+        assert!(elapsed < Duration::from_secs(30), "{redirect}: {elapsed:?}");
+    }
 }
