@@ -154,7 +154,7 @@ impl AtomicBloomFilter {
     fn insert_hash(&self, key: &EncodedKey<'_>) -> bool {
         let changed = (&*self.words).insert_key(&self.hasher, self.hasher.hash(key));
         if changed {
-            self.items.fetch_add(1, Ordering::Relaxed);
+            self.count_items(1);
         }
         changed
     }
@@ -193,14 +193,14 @@ impl AtomicBloomFilter {
     {
         let inserted = (&*self.words).set_each::<EncodedKeys, _>(self.hashing(), keys.into_iter());
         self.note_table_sensitive(inserted.table_sensitive);
-        self.items.fetch_add(inserted.changed, Ordering::Relaxed);
+        self.count_items(inserted.changed);
         inserted.changed
     }
 
     fn insert_batched<F: KeyForm<K>, K>(&self, keys: impl Iterator<Item = K>) -> u64 {
         let inserted = (&*self.words).insert_each::<F, K>(self.hashing(), keys);
         self.note_table_sensitive(inserted.table_sensitive);
-        self.items.fetch_add(inserted.changed, Ordering::Relaxed);
+        self.count_items(inserted.changed);
         inserted.changed
     }
 
@@ -280,6 +280,20 @@ impl AtomicBloomFilter {
             words,
             self.items_inserted(),
         ))
+    }
+
+    /// Adds `changed` to the item count, saturating at `u64::MAX` as [`BloomFilter`]'s does
+    /// (a count loaded from a snapshot may already be near it).
+    fn count_items(&self, changed: u64) {
+        if changed == 0 {
+            return;
+        }
+        // `fetch_update` retries only when another thread changed the count meanwhile.
+        let _ = self
+            .items
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(changed))
+            });
     }
 
     /// The number of inserts that set at least one bit.

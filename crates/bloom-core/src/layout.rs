@@ -241,6 +241,21 @@ fn partitioned_rate(per_key: f64, hashes: u32, block: f64) -> f64 {
     // (1 - 1/B)^k: a bit stays unset by one key's k positions; to the power i for i keys.
     let unset_per_key = (-1.0 / block).ln_1p() * f64::from(hashes);
     let term = |i: f64, pmf: f64| pmf * (-(unset_per_key * i).exp_m1()).powi(k);
+    if lambda > NORMAL_LOADS {
+        // Past a million keys per part the recurrence below would take millions of steps
+        // (and stops advancing at 2^53, where i + 1 = i). The load is then normal to far
+        // better than the formula's own accuracy: a fixed quadrature over ±9 standard
+        // deviations, normalised by its weights.
+        let deviation = lambda.sqrt();
+        let (mut sum, mut weights) = (0.0, 0.0);
+        for j in 0..=QUADRATURE_STEPS {
+            let z = -9.0 + 18.0 * f64::from(j) / f64::from(QUADRATURE_STEPS);
+            let weight = (-0.5 * z * z).exp();
+            sum += term((lambda + z * deviation).max(0.0), weight);
+            weights += weight;
+        }
+        return (sum / weights).min(1.0);
+    }
     // The Poisson weights by their recurrence, outward from the mode, until they are below
     // 1e-16 of the largest: pmf(i + 1) = pmf(i) λ / (i + 1).
     let mode = lambda.floor();
@@ -260,6 +275,12 @@ fn partitioned_rate(per_key: f64, hashes: u32, block: f64) -> f64 {
     }
     sum.min(1.0)
 }
+
+/// Keys per part above which the part loads are taken as normal (see [`partitioned_rate`]).
+const NORMAL_LOADS: f64 = 1e6;
+
+/// Intervals of the normal quadrature in [`partitioned_rate`].
+const QUADRATURE_STEPS: u32 = 2048;
 
 /// `ln(i!)` by Stirling's series (exact enough for the Poisson weights above), exactly for
 /// small `i`.
@@ -353,6 +374,33 @@ mod tests {
         assert!("sharded-0".parse::<Layout>().is_err());
         assert!("sharded-65537".parse::<Layout>().is_err());
         assert!("sharded".parse::<Layout>().is_err());
+    }
+
+    #[test]
+    fn huge_loads_are_predicted_at_once_and_agree_with_the_sum_at_the_switch() {
+        // 2^60 keys in one 512-bit part or 256 shards: the sum stopped advancing at 2^53
+        // keys per part. Every answer is a rate, full for loads that fill the bits.
+        let blocked = Layout::Blocked512;
+        let sharded = Layout::sharded(256).unwrap();
+        for (layout, bits, items) in [
+            (blocked, 512, 1u64 << 60),
+            (blocked, 512, u64::MAX),
+            (sharded, 256 * 64, 1 << 60),
+            (sharded, 256 << 40, 256 << 40),
+        ] {
+            let rate = layout.false_positive_rate(bits, 1, items);
+            assert!((0.0..=1.0).contains(&rate), "{layout} {items}: {rate}");
+        }
+        // 2^40 bits per shard, one bit per key at k = 1: the standard rate, 1 - e^-1.
+        let rate = sharded.false_positive_rate(256 << 40, 1, 256 << 40);
+        assert!((rate - (1.0 - (-1.0f64).exp())).abs() < 1e-9, "{rate}");
+        // Either side of the switch to the normal quadrature, the two ways agree.
+        for (per_key, k) in [(4.0, 3), (9.6, 7), (20.0, 14)] {
+            let block = NORMAL_LOADS * per_key;
+            let below = partitioned_rate(per_key * (1.0 + 1e-9), k, block);
+            let above = partitioned_rate(per_key * (1.0 - 1e-9), k, block);
+            assert!((below / above - 1.0).abs() < 1e-6, "{below} {above}");
+        }
     }
 
     #[test]

@@ -160,8 +160,9 @@ impl FilterParams {
     /// which the layout's formula ([`Layout::false_positive_rate`]) gives at most `fpr`, and
     /// the `k` that achieves it.
     ///
-    /// For the standard layout and `max_hashes` at least the optimum this is
-    /// [`FilterParams::for_false_positive_rate`].
+    /// Unlike [`FilterParams::for_false_positive_rate`] (the textbook closed form, whose
+    /// whole `k` can leave the rate a little above `fpr`), the plan always meets its target:
+    /// `params.predicted_false_positive_rate(items) <= fpr`.
     ///
     /// # Errors
     /// As [`FilterParams::for_false_positive_rate`].
@@ -181,14 +182,41 @@ impl FilterParams {
                 max_hashes,
             });
         }
-        // Uncapped, the standard plan is the closed form (kept bit for bit).
-        let closed_form_k = (-fpr.ln() / LN_2).round();
-        if layout == Layout::Standard && closed_form_k <= f64::from(max_hashes) {
-            return Self::for_false_positive_rate(items, fpr);
-        }
         let granule = layout.granule() as f64;
         let bits = ((items as f64 * per_key) / granule).ceil() * granule;
-        Self::with_layout(layout, bits_within_limit(bits.max(granule))?, hashes)
+        let params = Self::with_layout(layout, bits_within_limit(bits.max(granule))?, hashes)?;
+        if params.predicted_false_positive_rate(items) <= fpr {
+            return Ok(params);
+        }
+        // The closed forms miss the formula a little: a whole k off the optimum (standard),
+        // or uneven loads when shards hold few keys each (shards are planned as standard
+        // filters). The fewest whole granules that meet it: doubled until one does, then
+        // halved back.
+        let granule = layout.granule();
+        let most = MAX_BITS / granule;
+        let meets =
+            |granules: u64| layout.false_positive_rate(granules * granule, hashes, items) <= fpr;
+        let mut low = params.bits / granule;
+        let mut high = low.saturating_mul(2).min(most);
+        while !meets(high) {
+            if high == most {
+                return Err(ParamsError::TooManyBits {
+                    found: u128::from(most) * u128::from(granule) + 1,
+                    max: MAX_BITS,
+                });
+            }
+            low = high;
+            high = high.saturating_mul(2).min(most);
+        }
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if meets(mid) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Self::with_layout(layout, high * granule, hashes)
     }
 
     /// Plans for `items` keys at a target false-positive rate `fpr`:
@@ -374,6 +402,53 @@ mod tests {
         assert_eq!(p.hashes(), 10);
     }
 
+    proptest::proptest! {
+        /// Every plan meets its target by its layout's formula, whatever the keys per shard
+        /// or block, and is the fewest whole granules that do.
+        #[test]
+        fn every_plan_meets_its_own_target(
+            items in 1u64..5_000_000,
+            exponent in 0.05f64..12.0,
+            layout in proptest::sample::select(vec![
+                Layout::Standard,
+                Layout::Blocked512,
+                Layout::sharded(2).unwrap(),
+                Layout::sharded(16).unwrap(),
+                Layout::sharded(256).unwrap(),
+                Layout::sharded(4096).unwrap(),
+            ]),
+            max_hashes in 1u32..=64,
+        ) {
+            let fpr = 10f64.powf(-exponent);
+            let Ok(plan) = FilterParams::planned(layout, items, fpr, max_hashes) else {
+                // Only a plan past MAX_BITS or an unreachable k is refused.
+                return Ok(());
+            };
+            let rate = plan.predicted_false_positive_rate(items);
+            proptest::prop_assert!(rate <= fpr, "{layout} n={items} p={fpr}: {rate}");
+            if plan.bits() > layout.granule() && layout != Layout::Blocked512 {
+                let fewer = layout.false_positive_rate(
+                    plan.bits() - layout.granule(),
+                    plan.hashes(),
+                    items,
+                );
+                proptest::prop_assert!(fewer > fpr * 0.999, "{layout} n={items} p={fpr}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sharded_plan_with_few_keys_per_shard_meets_its_target() {
+        // The fuzzer's case: 256 shards, about 4 keys each, planned as a standard filter
+        // predicted 4.7e-3 for a target of 1e-3.
+        let layout = Layout::sharded(256).unwrap();
+        let plan = FilterParams::planned(layout, 1000, 1e-3, 64).unwrap();
+        let rate = plan.predicted_false_positive_rate(1000);
+        assert!(rate <= 1e-3, "{rate}");
+        let standard = FilterParams::planned(Layout::Standard, 1_000_000, 0.01, 64).unwrap();
+        assert!(standard.predicted_false_positive_rate(1_000_000) <= 0.01);
+    }
+
     #[test]
     fn tiny_plans_keep_at_least_one_bit_and_one_hash() {
         let p = FilterParams::for_false_positive_rate(1, 0.999_999).unwrap();
@@ -463,10 +538,13 @@ mod tests {
         }
         let standard =
             FilterParams::planned(Layout::Standard, 1_000_000, 0.01, MAX_HASHES).unwrap();
-        assert_eq!(
-            standard,
-            FilterParams::for_false_positive_rate(1_000_000, 0.01).unwrap()
-        );
+        // The closed form's whole k = 7 leaves its rate at 1.004e-2: the plan takes the few
+        // bits more that meet 1e-2.
+        let closed = FilterParams::for_false_positive_rate(1_000_000, 0.01).unwrap();
+        assert!(closed.predicted_false_positive_rate(1_000_000) > 0.01);
+        assert_eq!(standard.hashes(), closed.hashes());
+        assert!(standard.bits() > closed.bits() && standard.bits() < closed.bits() + 10_000);
+        assert!(standard.predicted_false_positive_rate(1_000_000) <= 0.01);
         // A capped k plans the bits the cap needs.
         let capped = FilterParams::planned(Layout::Standard, 10_000, 1e-6, 4).unwrap();
         assert_eq!(capped.hashes(), 4);

@@ -71,3 +71,41 @@ fn conversion_round_trips_and_copies_taken_during_inserts_hold_finished_keys() {
     assert_eq!(back.to_filter().unwrap(), copy);
     assert_eq!(back.count_ones(), copy.count_ones());
 }
+
+/// A count loaded at `u64::MAX` (a snapshot may record it) saturates, as `BloomFilter`'s
+/// does, for one insert, a batch, and threads inserting at once.
+#[test]
+fn the_item_count_saturates_and_never_wraps() {
+    let config = bloom_core::FilterConfig::planned(1000, 0.01).unwrap();
+    let bytes = vec![0u8; usize::try_from(config.params().byte_len()).unwrap()];
+    let load = |items: u64| {
+        AtomicBloomFilter::from_payload::<bloom_core::BitsError>(config.clone(), items, |sink| {
+            sink(&bytes);
+            Ok(())
+        })
+        .unwrap()
+    };
+    let full = load(u64::MAX);
+    assert!(full.insert("one"));
+    assert_eq!(full.items_inserted(), u64::MAX);
+    assert_eq!(full.insert_all(["two", "three"]), 2);
+    assert_eq!(full.items_inserted(), u64::MAX);
+    assert_eq!(full.to_filter().unwrap().items_inserted(), u64::MAX);
+
+    let near = load(u64::MAX - 100);
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let near = &near;
+            scope.spawn(move || {
+                for i in 0..200 {
+                    near.insert(&format!("{t}-{i}"));
+                }
+            });
+        }
+    });
+    assert_eq!(near.items_inserted(), u64::MAX);
+    // The plain filter agrees.
+    let mut plain = full.to_filter().unwrap();
+    plain.insert("four");
+    assert_eq!(plain.items_inserted(), u64::MAX);
+}

@@ -737,6 +737,15 @@ fn validate_unicode(spec: KeyEncodingSpec, version: FormatVersion) -> Result<(),
                 format!("at least 1.0.0 for the {} encoding", spec.id),
             );
         }
+        // Version 1 recorded a real Unicode version (1.0.0 or later) whenever it used the
+        // tables: 0.x.y is no Unicode version at all.
+        Some(found) if uses_normalization && version == FormatVersion::V1 && found.major == 0 => {
+            return bad(
+                "normalization",
+                Some(found),
+                format!("at least 1.0.0 for the {} encoding", spec.id),
+            );
+        }
         Some(found) if !uses_normalization => {
             return bad(
                 "normalization",

@@ -254,6 +254,23 @@ fn resealed_header_corruptions_fail_field_validation() {
             expected: "at least 1.0.0 for the nfc-trim-lower encoding".into()
         }
     );
+    // 0.0.1 and 0.1.0 (or any 0.x.y) are no Unicode version: refused as 0.0.0 is.
+    for version in [[0, 0, 1], [0, 1, 0], [0, 255, 255]] {
+        assert_eq!(
+            resealed(&v1, 36, &version).unwrap_err(),
+            DecodeError::InvalidUnicodeVersion {
+                table: "normalization",
+                found: UnicodeVersion::new(version[0], version[1], version[2]),
+                expected: "at least 1.0.0 for the nfc-trim-lower encoding".into()
+            }
+        );
+    }
+    // 1.0.0 itself is a version: read, and the reader answers non-ASCII keys "maybe".
+    let oldest = resealed(&v1, 36, &[1, 0, 0]).unwrap();
+    assert_eq!(
+        oldest.header().key_encoding.normalization_unicode,
+        Some(UnicodeVersion::new(1, 0, 0))
+    );
 }
 
 fn resealed_corruptions_of_shared_fields(bytes: &[u8]) {
