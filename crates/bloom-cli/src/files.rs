@@ -57,9 +57,17 @@ pub(crate) fn open(
         None => DecodeOptions::unlimited(),
     };
     let reader = SnapshotReader::open(path, &options).map_err(|e| read_failure(path, &e))?;
-    let config = FilterConfig::from_any_header(reader.header())
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    Ok((reader, config))
+    match FilterConfig::from_any_header(reader.header()) {
+        Ok(config) => Ok((reader, config)),
+        // The checks after decoding are for a valid snapshot (docs/format.md): a damaged
+        // payload is reported as that, before any parameter this build cannot use.
+        Err(e) => {
+            reader
+                .read_payload_with(|_| Ok::<(), bloom_format::ReadError>(()))
+                .map_err(|e| read_failure(path, &e))?;
+            Err(Failure::input(format!("{}: {e}", path.display())))
+        }
+    }
 }
 
 /// A filter as a command holds it: plain, or counting (layout `counting-4bit`).

@@ -266,3 +266,46 @@ fn output_targets_links_devices_and_standard_output() {
     assert_eq!(common::answers(&piped, &["x", "y"]), ["maybe", "maybe"]);
     assert_eq!(stdout(bloom().arg("verify").arg(&piped)).lines().count(), 1);
 }
+
+/// A valid header this build cannot use (k = 65, past `MAX_HASHES`) over a damaged payload:
+/// every command that reads the file reports the damage first, as `verify` does (the checks
+/// after decoding are for a valid snapshot), and the parameter only over an intact payload.
+#[test]
+fn a_damaged_payload_is_reported_before_an_unusable_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fixtures("v2").join("large-k.bloom")).unwrap();
+    let salt = usize::from(u16::from_le_bytes([bytes[68], bytes[69]]));
+    let crc_at = 144 + salt;
+    bytes[24..28].copy_from_slice(&65u32.to_le_bytes());
+    let seal = |bytes: &mut Vec<u8>| {
+        let crc = crc32fast::hash(&bytes[..crc_at]);
+        bytes[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    };
+    seal(&mut bytes);
+    let intact = dir.path().join("k65.bloom");
+    std::fs::write(&intact, &bytes).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    let damaged = dir.path().join("k65-damaged.bloom");
+    std::fs::write(&damaged, &bytes).unwrap();
+
+    let (code, verify, err) = run(bloom().arg("verify").arg(&damaged));
+    assert_eq!(code, 1, "{verify} {err}");
+    assert!(verify.contains("checksum"), "{verify}");
+    for (command, extra) in [
+        ("check", &["key"][..]),
+        ("inspect", &[][..]),
+        ("add", &["key"][..]),
+    ] {
+        let (code, _, err) = run(bloom().arg(command).arg(&damaged).args(extra));
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(err.contains("checksum"), "{command}: {err}");
+        assert!(!err.contains("positions per key"), "{command}: {err}");
+        let (code, _, err) = run(bloom().arg(command).arg(&intact).args(extra));
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(err.contains("65 positions per key"), "{command}: {err}");
+        assert!(!err.contains("checksum"), "{command}: {err}");
+    }
+    // The damaged file is left as it was.
+    assert_eq!(std::fs::read(&damaged).unwrap(), bytes);
+}

@@ -121,6 +121,19 @@ fn errors_name_their_cause_and_never_answer() {
         .arg("k"));
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert!(err.contains("shard 2") && err.contains("lost"), "{err}");
+    // Metadata claiming shards past what Redis holds per key (1 GiB each): a damaged filter
+    // (exit 1), never a usage error with advice on how many shards to create.
+    server.cli(&["HSET", "bloom:{f}:meta", "bits", "34359738368"]);
+    let (code, out, err) = run(bloom()
+        .args(["redis", "check"])
+        .args(at(&url, "f"))
+        .arg("k"));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("damaged") && !err.contains("use at least"),
+        "{err}"
+    );
+    server.cli(&["HSET", "bloom:{f}:meta", "bits", "8192"]);
     // Nothing listening: the environment failed (exit 3).
     let (code, out, err) = run(bloom()
         .args(["redis", "check", "--timeout", "30"])

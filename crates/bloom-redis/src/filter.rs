@@ -339,7 +339,25 @@ impl RedisFilter {
                 name: name.to_owned(),
                 source,
             })?;
-        let (shards, shard_bits) = shard_geometry(&config)?;
+        // Metadata that no creation could have written (shards past Redis's string limit, a
+        // rule Redis filters are never built with) is a damaged filter, not a usage error.
+        let (shards, shard_bits) = shard_geometry(&config).map_err(|e| match e {
+            RedisFilterError::ShardTooLarge { shard_bits, .. } => RedisFilterError::Metadata {
+                name: name.to_owned(),
+                field: "bits",
+                found: meta.header.bit_count.to_string(),
+                expected: format!(
+                    "shards Redis can hold (these would be {shard_bits} bits each, past its 512 MiB per key): the metadata is damaged"
+                ),
+            },
+            RedisFilterError::NotSharded { rule, .. } => RedisFilterError::Metadata {
+                name: name.to_owned(),
+                field: "rule",
+                found: rule,
+                expected: "sha256-double or xxh3-128: the metadata is damaged".into(),
+            },
+            other => other,
+        })?;
         Ok(Self {
             target: target.clone(),
             conn: Mutex::new(conn),

@@ -120,6 +120,11 @@ fn metadata_is_checked_and_never_guessed() {
     let meta = bloom_redis::meta_key("f");
     for (field, value, expected) in [
         ("bits", "12345", "Invalid"),
+        // Shards of 1 GiB: past what Redis holds per key, so no creation wrote it; a damaged
+        // filter (exit 1 in the CLI), not a usage error.
+        ("bits", "34359738368", "Metadata"),
+        ("rule", "guava-mitz64", "Invalid"),
+        ("rule", "sha256-split4", "Config"),
         ("rule", "sha512", "Metadata"),
         ("schema", "bloom-redis/9", "Metadata"),
         ("shards", "0", "Invalid"),
