@@ -26,6 +26,15 @@ pub enum StoreError<E> {
     /// The snapshot could not be written; the previous snapshot file is unchanged.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// Another `FilteredStore` holds the store ([`PrimaryStore::claim_wrapper`]), in this
+    /// process or another: one wrapper per store, or the second would answer "absent" for
+    /// the first one's keys.
+    ///
+    /// [`PrimaryStore::claim_wrapper`]: crate::PrimaryStore::claim_wrapper
+    #[error(
+        "another FilteredStore has this store open (in this process or another): one wrapper per store; close it first, or share one filter between processes with bloom-redis"
+    )]
+    InUse,
     /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
     #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
     NotTrusted(#[source] BypassReason),

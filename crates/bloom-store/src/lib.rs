@@ -76,7 +76,12 @@
 //! options match it.
 //!
 //! **Backups and restores.** Back up the database as you normally would; the snapshot need
-//! not be backed up (it is rebuilt from the database when it does not match). After restoring
+//! not be backed up (it is rebuilt from the database when it does not match). A SQLite
+//! database is in WAL mode: while it is open, recent commits live in `keys.sqlite-wal`, so a
+//! copy of `keys.sqlite` alone misses them. Back up a live database with SQLite's backup API
+//! (`sqlite3 keys.sqlite ".backup copy.sqlite"`, rusqlite's `backup` module) or
+//! `VACUUM INTO 'copy.sqlite'`, or copy the file only after every handle closed: closing a
+//! [`SqliteStore`] checkpoints the log into the file and truncates it. After restoring
 //! the database, start the application as usual: the snapshot no longer matches the
 //! restored history and is replaced by a rebuild. Restoring a snapshot file together with the
 //! database it was saved from is fine too: they match, and the snapshot is trusted.
@@ -90,8 +95,12 @@
 //!
 //! **Writes behind the wrapper's back.** Every write must go through
 //! [`FilteredStore::insert`] and [`FilteredStore::remove`]: a key written by another program
-//! is not in the filter until the next save or rebuild takes it in. Several processes each
-//! running their own `FilteredStore` over one database are such a case. Saved snapshots stay
+//! is not in the filter until the next save or rebuild takes it in. **One wrapper per
+//! database**: a second `FilteredStore` over a store another one holds, in this process or
+//! another, is refused with [`StoreError::InUse`] ([`PrimaryStore::claim_wrapper`]: for
+//! SQLite an exclusive lock on `DATABASE-bloom.lock`, freed when the wrapper is dropped or
+//! its process dies), since it would answer "absent" for the first one's keys. Processes
+//! that share one database share one filter through `bloom-redis` instead. Saved snapshots stay
 //! correct regardless: a save first takes in every change committed since the filter last
 //! caught up with the store (for a counting filter, exactly the changes it did not make
 //! itself, removals included). A counting filter asked to remove a key it never counted (one
@@ -154,6 +163,6 @@ pub use outcome::{
     BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError,
     SnapshotRefresh,
 };
-pub use primary::PrimaryStore;
+pub use primary::{PrimaryStore, StoreClaim};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{LegacyKeys, SqliteStore, SqliteStoreError};

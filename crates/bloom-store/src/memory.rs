@@ -22,6 +22,7 @@ pub struct MemoryStore {
     identity: StoreIdentity,
     inner: Mutex<MemoryInner>,
     failing: AtomicBool,
+    claimed: crate::primary::ClaimFlag,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -71,6 +72,7 @@ impl MemoryStore {
             identity,
             inner: Mutex::new(MemoryInner::default()),
             failing: AtomicBool::new(false),
+            claimed: crate::primary::ClaimFlag::default(),
         }
     }
 
@@ -170,6 +172,8 @@ impl Clone for MemoryStore {
             identity: self.identity,
             inner: Mutex::new(self.lock().clone()),
             failing: AtomicBool::new(self.failing.load(Ordering::SeqCst)),
+            // An independent copy: not claimed by the original's wrapper.
+            claimed: crate::primary::ClaimFlag::default(),
         }
     }
 }
@@ -317,6 +321,11 @@ impl PrimaryStore for MemoryStore {
             generation,
             inserted_at: DatasetGeneration::new(inserted_at),
         }))
+    }
+
+    fn claim_wrapper(&self) -> Result<Option<crate::StoreClaim>, MemoryStoreError> {
+        self.check()?;
+        Ok(self.claimed.claim())
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, MemoryStoreError> {

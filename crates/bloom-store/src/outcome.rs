@@ -101,11 +101,25 @@ pub enum BypassReason {
     /// covers: commits were lost and others made since, the store was restored from an
     /// older copy and written to, or it is a copy that went its own way.
     #[error(
-        "the store's history at generation {generation} differs from the snapshot's: it was rolled back, restored or copied since"
+        "the store's history up to generation {generation} differs from the one the filter covers: it was rolled back, restored or copied since"
     )]
     HistoryDiverged {
-        /// The snapshot's generation.
+        /// The generation at which the filter's history was checked (the snapshot's, or
+        /// the last point a save, open or rebuild verified): the histories part at or before
+        /// it.
         generation: DatasetGeneration,
+    },
+    /// The store went back behind what the filter holds, under an open wrapper: its newest
+    /// commits were lost (a power loss, a restore, a failover to a replica that lagged).
+    /// Found by a save.
+    #[error(
+        "the store is at generation {store}, behind generation {holds} that the filter holds: its newest commits were lost (rolled back, restored or failed over); rebuild"
+    )]
+    RolledBack {
+        /// The generation the filter holds every change up to.
+        holds: DatasetGeneration,
+        /// The store's generation.
+        store: DatasetGeneration,
     },
     /// Catching up from the store at open failed.
     #[error("catch-up from the store failed: {0}")]

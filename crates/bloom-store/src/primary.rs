@@ -153,6 +153,27 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error.
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error>;
 
+    /// Claims the store for one [`FilteredStore`](crate::FilteredStore), for as long as the
+    /// returned claim is held; `None` when another wrapper holds it (in this process or
+    /// another). A wrapper answers "absent" only for keys its own filter lacks, so a second
+    /// wrapper over the same store would answer "absent" for the first one's keys (and,
+    /// counting, could take back a count the first one's insert stood for): `open` refuses
+    /// it with [`StoreError::InUse`](crate::StoreError::InUse).
+    ///
+    /// Implement it for any store more than one process can open: [`SqliteStore`] holds an
+    /// exclusive lock on a file beside the database, [`MemoryStore`] a flag. The default
+    /// claims nothing ([`StoreClaim::unenforced`]): right only for a store that one
+    /// wrapper alone can reach.
+    ///
+    /// [`SqliteStore`]: crate::SqliteStore
+    /// [`MemoryStore`]: crate::MemoryStore
+    ///
+    /// # Errors
+    /// The store's error (the claim could not be made, or checked).
+    fn claim_wrapper(&self) -> Result<Option<StoreClaim>, Self::Error> {
+        Ok(Some(StoreClaim::unenforced()))
+    }
+
     /// The current generation: [`PrimaryStore::head`]'s.
     ///
     /// # Errors
@@ -219,8 +240,73 @@ macro_rules! forward_primary_store {
             fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
                 (**self).claim_key_encoding(proposed)
             }
+            fn claim_wrapper(&self) -> Result<Option<StoreClaim>, Self::Error> {
+                (**self).claim_wrapper()
+            }
         }
     )+};
 }
 
 forward_primary_store!(&S, Arc<S>, Box<S>);
+
+/// A store claimed by one wrapper ([`PrimaryStore::claim_wrapper`]): released when dropped
+/// (and by the operating system when the process ends, for a lock on a file).
+pub struct StoreClaim {
+    held: Option<Box<dyn Send + Sync>>,
+}
+
+impl StoreClaim {
+    /// A claim that holds `held` (a locked file, a guard that clears a flag on drop) until it
+    /// is dropped.
+    #[must_use]
+    pub fn holding(held: impl Send + Sync + 'static) -> Self {
+        Self {
+            held: Some(Box::new(held)),
+        }
+    }
+
+    /// A claim that holds nothing: the store cannot tell wrappers apart.
+    #[must_use]
+    pub fn unenforced() -> Self {
+        Self { held: None }
+    }
+
+    /// Whether the claim holds anything (`false` for [`StoreClaim::unenforced`]).
+    #[must_use]
+    pub fn is_enforced(&self) -> bool {
+        self.held.is_some()
+    }
+}
+
+impl std::fmt::Debug for StoreClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreClaim")
+            .field("enforced", &self.is_enforced())
+            .finish()
+    }
+}
+
+/// A claim flag for a store that lives in one process (a `MemoryStore`, an in-memory
+/// database): set while a wrapper holds the claim.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl ClaimFlag {
+    /// The claim, or `None` while another holds it.
+    pub(crate) fn claim(&self) -> Option<StoreClaim> {
+        use std::sync::atomic::Ordering;
+        self.0
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        Some(StoreClaim::holding(Release(Arc::clone(&self.0))))
+    }
+}
+
+/// Clears the flag when the claim is dropped.
+struct Release(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}

@@ -152,31 +152,95 @@ proptest! {
     }
 }
 
-/// Two wrappers over one database (two processes, say), with counting filters: a key one of
-/// them inserts that the other had already committed is reported present by both, and its
-/// count stands for that insert exactly once (no stale count after its removal, no missing
-/// one before).
+/// One wrapper per database. A second wrapper would answer "absent" for the first one's keys
+/// (and, counting, take back a count the first one's insert stood for), so it is refused,
+/// typed, while the first lives, whether it comes through the same path, a symbolic link to
+/// the file, or the other store kinds; once the first is dropped the next opens, and finds
+/// every key the first committed.
 #[test]
-fn a_key_another_wrapper_committed_is_present_after_an_insert() {
+fn a_second_wrapper_on_one_database_is_refused_until_the_first_is_dropped() {
     let h = support::Sqlite::new();
     let counting = options().with_counting(true);
     let (a, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
-    let (b, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
     assert_eq!(a.insert_all(["k1", "k2"]).unwrap(), [true, true]);
-    assert_eq!(b.insert_all(["k1"]).unwrap(), [false]);
-    assert!(!b.insert("k2").unwrap());
+    let link = h.db().with_extension("link");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(h.db(), &link).unwrap();
+    #[cfg(not(unix))]
+    let link = h.db().to_path_buf();
+    for options in [counting.clone(), options()] {
+        for store in [h.open(), bloom_store::SqliteStore::open(&link).unwrap()] {
+            assert!(matches!(
+                FilteredStore::open(store, options.clone(), None),
+                Err(StoreError::InUse)
+            ));
+        }
+    }
+    let err = FilteredStore::open(h.open(), options(), None).unwrap_err();
+    assert!(err.to_string().contains("one wrapper per store"), "{err}");
+    a.save_snapshot(h.snapshot()).unwrap();
+    drop(a);
+    let (b, _) = FilteredStore::open(h.open(), counting.clone(), Some(h.snapshot())).unwrap();
+    assert!(!b.insert("k1").unwrap());
     for key in ["k1", "k2"] {
         assert_eq!(b.contains(key).unwrap(), Lookup::Present, "{key}");
-        assert_eq!(a.contains(key).unwrap(), Lookup::Present, "{key}");
     }
-    // b's save takes in what it did not count itself: nothing here, k1 and k2 stand.
-    b.save_snapshot(h.snapshot()).unwrap();
-    assert!(b.remove("k1").unwrap());
-    assert!(b.remove("k2").unwrap());
-    assert_eq!(b.filter_copy().unwrap().count_ones(), 0);
-    drop((a, b));
-    let (c, _) = FilteredStore::open(h.open(), counting, Some(h.snapshot())).unwrap();
-    assert_eq!(assert_every_committed_key_present(&c), 0);
+    drop(b);
+
+    // A memory store and an in-memory database, shared by reference.
+    let memory = MemoryStore::new();
+    let first = FilteredStore::open(&memory, options(), None).unwrap();
+    assert!(matches!(
+        FilteredStore::open(&memory, options(), None),
+        Err(StoreError::InUse)
+    ));
+    // A copy (a backup) is another store.
+    let copy = memory.clone();
+    assert!(FilteredStore::open(&copy, options(), None).is_ok());
+    drop(first);
+    assert!(FilteredStore::open(&memory, options(), None).is_ok());
+    let in_memory = bloom_store::SqliteStore::open_in_memory().unwrap();
+    let first = FilteredStore::open(&in_memory, options(), None).unwrap();
+    assert!(matches!(
+        FilteredStore::open(&in_memory, options(), None),
+        Err(StoreError::InUse)
+    ));
+    drop(first);
+    assert!(FilteredStore::open(&in_memory, options(), None).is_ok());
+}
+
+/// The claim is a lock another process can hold: `flock(1)` holding the lock file keeps
+/// every wrapper out, and killing it (a crashed process) frees the database at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_claim_held_by_another_process_is_refused_and_freed_by_its_death() {
+    use std::io::BufRead;
+    let h = support::Sqlite::new();
+    drop(h.open()); // the database exists
+    let mut lock = std::fs::canonicalize(h.db()).unwrap().into_os_string();
+    lock.push("-bloom.lock");
+    // --no-fork: the process killed below is the one holding the lock.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&lock)
+        .args(["-c", "echo held; exec cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "held\n");
+    assert!(matches!(
+        FilteredStore::open(h.open(), options(), None),
+        Err(StoreError::InUse)
+    ));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    assert!(w.insert("after").unwrap());
 }
 
 /// Already-encoded keys are checked against the encoding before anything is inserted: bytes

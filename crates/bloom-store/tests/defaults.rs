@@ -44,6 +44,7 @@ fn a_snapshot_of_another_layout_and_rule_is_trusted_when_they_are_not_pinned() {
     for i in 0..100 {
         assert_eq!(store.contains(&format!("k{i}")).unwrap(), Lookup::Present);
     }
+    drop(store);
     // Pinned to the new default, the same snapshot is rebuilt instead.
     let pinned = FilterOptions::new(1000, 0.01).with_layout(Layout::Blocked512);
     let (_, outcome) = FilteredStore::open(Arc::clone(&memory), pinned, Some(&path)).unwrap();

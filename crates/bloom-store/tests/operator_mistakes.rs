@@ -43,17 +43,18 @@ fn a_snapshot_path_naming_the_database_never_overwrites_it() {
 #[test]
 fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
     let h = support::Sqlite::new();
-    // Two processes' wrappers over one database: one writes, the other only saves.
+    // The wrapper writes; another program writes the same database on its own connection,
+    // and one key goes straight in through `store()`.
     let (writer, _) =
         FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
-    let (saver, _) =
-        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
-    insert_all(&writer, &named("by-writer", 0..50));
-    saver.save_snapshot(h.snapshot()).unwrap();
-    // And one key straight into the store, through `store()`.
+    let other_program = h.open();
+    for key in named("behind", 0..40) {
+        bloom_store::PrimaryStore::insert(&other_program, key.as_bytes()).unwrap();
+    }
+    insert_all(&writer, &named("by-writer", 0..10));
     writer.store().insert(b"straight-in").unwrap();
     writer.save_snapshot(h.snapshot()).unwrap();
-    drop((writer, saver));
+    drop((writer, other_program));
     let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { .. }),
@@ -373,4 +374,31 @@ fn read_only_and_misshapen_databases_get_typed_errors() {
         SqliteStore::open(&odd),
         Err(SqliteStoreError::Damaged { .. })
     ));
+}
+
+/// A copy of the database file alone, taken after a clean close (the way a backup script or
+/// a user copies `keys.sqlite`), holds every committed key: closing checkpoints the
+/// write-ahead log into the file and truncates it.
+#[test]
+fn a_copy_of_a_closed_database_file_alone_holds_every_key() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    insert_all(&w, &named("k", 0..500));
+    // A reader connection open too (lookups use them), closed with the store.
+    assert_eq!(assert_every_committed_key_present(&w), 500);
+    drop(w);
+    let mut wal = h.db().as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_len = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert_eq!(wal_len, 0, "the log was left with {wal_len} bytes");
+    let copy_dir = tempfile::tempdir().unwrap();
+    let copy = copy_dir.path().join("copy.sqlite");
+    std::fs::copy(h.db(), &copy).unwrap();
+    let copied = SqliteStore::open(&copy).unwrap();
+    assert_eq!(copied.key_count().unwrap(), 500);
+    // The copy keeps the identity: a snapshot of the original is the copy's too.
+    assert_eq!(
+        bloom_store::PrimaryStore::identity(&copied).unwrap(),
+        bloom_store::PrimaryStore::identity(&h.open()).unwrap()
+    );
 }

@@ -481,6 +481,55 @@ fn a_store_that_loses_commits_under_an_open_wrapper_is_caught_by_the_next_save()
     }
 }
 
+/// A store rolled back behind what the filter holds, under a wrapper that never saved (the
+/// last point it verified is generation 0). A counting filter's counts no longer describe
+/// the store: the save refuses, and says where the store is and what the filter holds, not
+/// "generation 0". A plain filter's bits are a superset of the store's keys: its save is
+/// a correct snapshot at the store's generation.
+#[test]
+fn a_save_after_a_rollback_names_the_generations_it_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("s.bloom");
+    let plain = FilterOptions::new(2_000, 0.01);
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), plain.clone(), None).unwrap();
+    insert_all(&w, &named("x", 0..50));
+    w.store().rollback_to(DatasetGeneration::new(20));
+    assert_eq!(w.save_snapshot(&snapshot).unwrap().get(), 20);
+    let store = w.store().clone();
+    drop(w);
+    let (w, outcome) = FilteredStore::open(store, plain, Some(&snapshot)).unwrap();
+    assert!(outcome.is_trusted(), "{outcome:?}");
+    assert_eq!(assert_every_committed_key_present(&w), 20);
+
+    {
+        let counting = true;
+        let snapshot = dir.path().join("c.bloom");
+        let options = FilterOptions::new(2_000, 0.01).with_counting(counting);
+        let (w, _) =
+            FilteredStore::open_and_recover(MemoryStore::new(), options.clone(), None).unwrap();
+        insert_all(&w, &named("x", 0..50));
+        w.store().rollback_to(DatasetGeneration::new(20));
+        let err = w.save_snapshot(&snapshot).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                bloom_store::StoreError::NotTrusted(BypassReason::RolledBack { holds, store })
+                    if holds.get() == 50 && store.get() == 20
+            ),
+            "counting: {counting}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("generation 20") && message.contains("generation 50"),
+            "{message}"
+        );
+        assert!(!message.contains("generation 0"), "{message}");
+        assert!(!w.mode().is_trusted());
+        assert_eq!(assert_every_committed_key_present(&w), 20);
+        assert!(!snapshot.exists());
+    }
+}
+
 /// A removal that triggers a rebuild of a plain filter succeeds even when the rebuild fails:
 /// the key is gone from the store, so the caller must hear `Ok(true)`.
 #[test]

@@ -21,7 +21,7 @@ use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{
     BypassReason, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError, SnapshotRefresh,
 };
-use crate::primary::PrimaryStore;
+use crate::primary::{PrimaryStore, StoreClaim};
 
 #[derive(Default)]
 struct Counters {
@@ -178,8 +178,9 @@ struct State {
 ///   newer than the store, another history) stays untrusted forever, since the store's
 ///   history can only move away from it.
 ///
-/// All writes to the primary store must go through this wrapper: a key written behind its
-/// back (by another program, another process's wrapper, or [`FilteredStore::store`]'s
+/// One wrapper per store ([`FilteredStore::open`] refuses a second with
+/// [`StoreError::InUse`]). All writes to the primary store must go through it: a key written
+/// behind its back (by another program, or [`FilteredStore::store`]'s
 /// `insert`) is not in the filter, and may be reported absent until the next
 /// [`FilteredStore::save_snapshot`] or [`FilteredStore::rebuild`] takes it in. A snapshot
 /// never claims such a key without its bits: saving catches up with the store first.
@@ -203,6 +204,10 @@ pub struct FilteredStore<S> {
     flights: Flights,
     applied: Mutex<Applied>,
     counters: Counters,
+    /// This wrapper's claim on the store ([`PrimaryStore::claim_wrapper`]). The last field,
+    /// so the last dropped: the store's connections are closed (and, for SQLite, the log
+    /// checkpointed) before another wrapper can claim it.
+    _claim: StoreClaim,
 }
 
 /// Shows the options (the salt redacted), the mode and the filter's size; never the bits.
@@ -235,14 +240,24 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// The snapshot path may be a symbolic link; anything that is not a regular file (a
     /// named pipe, a directory, a device) is refused without being read.
     ///
+    /// One wrapper per store: the store is claimed first ([`PrimaryStore::claim_wrapper`];
+    /// for [`SqliteStore`](crate::SqliteStore) a lock beside the database file), and a
+    /// second wrapper over it, in this process or another, is refused with
+    /// [`StoreError::InUse`] until the first is dropped (or its process ends).
+    ///
     /// # Errors
-    /// Invalid options, or the store failing to report its identity or history.
+    /// Invalid options, [`StoreError::InUse`], or the store failing to report its identity
+    /// or history.
     pub fn open(
         store: S,
         options: FilterOptions,
         snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
         options.validate()?;
+        let claim = store
+            .claim_wrapper()
+            .map_err(StoreError::Store)?
+            .ok_or(StoreError::InUse)?;
         let configured = options.encoding_label();
         let recorded = store
             .claim_key_encoding(&configured)
@@ -315,6 +330,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 ..Applied::default()
             }),
             counters,
+            _claim: claim,
         };
         Ok((wrapper, outcome))
     }
@@ -917,18 +933,22 @@ impl<S: PrimaryStore> FilteredStore<S> {
         head: HistoryPoint,
         holds: DatasetGeneration,
     ) -> Result<(), StoreError<S::Error>> {
-        let same = head.generation >= verified.generation
-            && head.generation >= holds
-            && self
-                .store
-                .history_at(verified.generation)
-                .map_err(StoreError::Store)?
-                == Some(verified.digest);
-        if same {
+        let reason = if head.generation < holds.max(verified.generation) {
+            BypassReason::RolledBack {
+                holds: holds.max(verified.generation),
+                store: head.generation,
+            }
+        } else if self
+            .store
+            .history_at(verified.generation)
+            .map_err(StoreError::Store)?
+            != Some(verified.digest)
+        {
+            BypassReason::HistoryDiverged {
+                generation: verified.generation,
+            }
+        } else {
             return Ok(());
-        }
-        let reason = BypassReason::HistoryDiverged {
-            generation: verified.generation,
         };
         let mut state = self.write();
         if Arc::ptr_eq(&state.active, filter) {

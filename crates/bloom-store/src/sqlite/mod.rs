@@ -91,6 +91,16 @@ pub enum SqliteStoreError {
     /// No identity could be made for a new database.
     #[error(transparent)]
     Identity(#[from] IdentityError),
+    /// The lock file beside the database (`PATH-bloom.lock`) that claims it for one
+    /// `FilteredStore` could not be made or locked.
+    #[error("cannot lock {path} (the claim of one FilteredStore on the database): {source}")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The database is read-only and needs an upgrade that writes.
     #[error("the database is read-only and must first be opened once with write access ({0})")]
     ReadOnly(String),
@@ -138,6 +148,9 @@ pub struct SqliteStore {
     path: Option<PathBuf>,
     readers: Mutex<Vec<Connection>>,
     identity: StoreIdentity,
+    /// The wrapper claim of an in-memory database (a file database is claimed by a lock
+    /// beside it).
+    claimed: crate::primary::ClaimFlag,
 }
 
 fn blob16(what: &'static str, bytes: &[u8]) -> Result<[u8; 16], SqliteStoreError> {
@@ -145,6 +158,27 @@ fn blob16(what: &'static str, bytes: &[u8]) -> Result<[u8; 16], SqliteStoreError
         what,
         detail: format!("{} bytes, expected 16", bytes.len()),
     })
+}
+
+/// Closing: the read connections first, then the writer checkpoints the write-ahead log into
+/// the database file and truncates it, so that the file alone (a copy of `keys.sqlite`
+/// without its `-wal`) holds every commit. A checkpoint that cannot run (another process
+/// still reading, a read-only database) leaves the log, which SQLite replays on the next
+/// open as always.
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.readers
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        if self.path.is_some() {
+            let conn = self
+                .writer
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+    }
 }
 
 impl SqliteStore {
@@ -273,6 +307,7 @@ impl SqliteStore {
             path,
             readers: Mutex::new(Vec::new()),
             identity,
+            claimed: crate::primary::ClaimFlag::default(),
         })
     }
 
@@ -612,6 +647,58 @@ impl PrimaryStore for SqliteStore {
 
     fn remove(&self, key: &[u8]) -> Result<Option<Removal>, SqliteStoreError> {
         self.remove_one(key)
+    }
+
+    /// A file database is claimed by an exclusive lock on `PATH-bloom.lock` beside it (the
+    /// path with links resolved, so two paths to one file share it), released when the
+    /// claim is dropped or the process ends; an in-memory one by a flag.
+    fn claim_wrapper(&self) -> Result<Option<crate::StoreClaim>, SqliteStoreError> {
+        // The file SQLite opened (a `file:` URI or a relative path resolved), links resolved.
+        let (file, read_only) = {
+            let conn = self.writer();
+            let file = conn.path().filter(|p| !p.is_empty()).map(PathBuf::from);
+            (file, conn.is_readonly(rusqlite::MAIN_DB)?)
+        };
+        let Some(file) = file.filter(|_| self.path.is_some()) else {
+            return Ok(self.claimed.claim());
+        };
+        let resolved = std::fs::canonicalize(&file).unwrap_or(file);
+        let mut name = resolved.into_os_string();
+        name.push("-bloom.lock");
+        let lock = PathBuf::from(name);
+        let failed = |source| SqliteStoreError::Lock {
+            path: lock.clone(),
+            source,
+        };
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .or_else(|e| {
+                // A read-only database in a directory this process cannot write: the lock a
+                // writer made is locked through a read-only handle.
+                if read_only {
+                    std::fs::File::open(&lock).map_err(|_| e)
+                } else {
+                    Err(e)
+                }
+            });
+        let file = match opened {
+            Ok(file) => file,
+            // No writer has made a lock there either (it could not have written beside the
+            // database without making one): nothing to share the database with.
+            Err(e) if read_only && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Ok(Some(crate::StoreClaim::unenforced()));
+            }
+            Err(e) => return Err(failed(e)),
+        };
+        match file.try_lock() {
+            Ok(()) => Ok(Some(crate::StoreClaim::holding(file))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(failed(e)),
+        }
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, SqliteStoreError> {
