@@ -202,7 +202,7 @@ impl RedisFilter {
         Ok((all_set, answered))
     }
 
-    /// Runs `keys` a batch per pipeline, two batches in flight (the next one is hashed and
+    /// Runs `keys` a batch per pipeline, up to three batches in flight (the next one is hashed and
     /// sent while the last one's replies are on their way); `each` gets every batch's
     /// answers in order, and returns how many keys it counts as new, which the next pipeline
     /// adds to the metadata's item count (the last one's count goes alone, at the end).

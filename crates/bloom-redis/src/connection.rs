@@ -172,7 +172,8 @@ impl RedisTarget {
             ),
             Kind::Cluster => Topology::Cluster(infos),
             Kind::Sentinel { master } => {
-                // The Sentinels themselves take no credentials of the master, nor its db.
+                // The Sentinels are reached with each URL's credentials and TLS (not its db:
+                // a Sentinel has none); the master with the first URL's, db included.
                 let template = infos[0].clone();
                 Topology::Sentinel {
                     sentinels: infos,

@@ -473,6 +473,16 @@ impl RedisFilter {
             })?;
         flush(&mut pending, &mut keys)?;
         filter.check_shards()?;
+        // The bits are durable as the filter asks (`WAIT`, `WAITAOF`) before it is ready:
+        // the creation's wait covered only the empty shards.
+        let deadline = filter.deadline();
+        let serials: Vec<u64> = filter
+            .conn()
+            .live(deadline)?
+            .into_iter()
+            .map(|(serial, _)| serial)
+            .collect();
+        filter.make_durable(&serials, deadline)?;
         filter.set_fields([("state", READY)])
     }
 }
@@ -489,8 +499,9 @@ impl From<bloom_format::ReadError> for ImportError {
 }
 
 /// Refuses a filter that would not fit the server's memory: over what `maxmemory` leaves, or
-/// (without a limit) over half the machine's memory. In a cluster every master is asked,
-/// with the shards spread over the masters.
+/// (without a limit) over half the machine's memory. In a cluster the node reached is asked,
+/// for its even share of the shards (the whole filter over the masters): a check against
+/// the obvious mistake, not a reservation; masters of unequal memory are not each asked.
 pub(crate) fn check_memory(
     conn: &mut Conn,
     target: &RedisTarget,

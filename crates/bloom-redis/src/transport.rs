@@ -280,8 +280,11 @@ impl Transport {
         let mut last = None;
         for sentinel in sentinels {
             let asked = (|| {
+                // A Sentinel has no databases: the URL's db is the master's, never SELECTed
+                // on a Sentinel (its credentials are kept: Sentinels often share them).
+                let settings = sentinel.redis_settings().clone().set_db(0);
                 let mut node = Node::connect_plain(
-                    sentinel.clone(),
+                    sentinel.clone().set_redis_settings(settings),
                     self.tls_ca.as_deref(),
                     deadline,
                     self.timeout,

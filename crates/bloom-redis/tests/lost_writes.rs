@@ -338,3 +338,63 @@ fn a_master_demoted_under_a_live_connection_is_never_answered_from() {
         "answered from a demoted master"
     );
 }
+
+/// An import with the `replicas` durability waits for the replicas after it wrote the
+/// snapshot's bits, before the filter is ready: the server's own order of commands
+/// (`MONITOR`) shows a `WAIT` after the last `SETRANGE` and before the `ready` state.
+#[test]
+fn an_import_waits_for_its_durability_after_writing_the_bits() {
+    use std::io::BufRead;
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+    wait_for("the replica's first sync", || {
+        primary
+            .cli(&["INFO", "replication"])
+            .contains("state=online")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("s.bloom");
+    let local = RedisFilter::create(&primary.target(), "source", config(4, 5000)).unwrap();
+    local.insert_all(keys("k", 0..5000)).unwrap();
+    local.export(&snapshot).unwrap();
+
+    let mut monitor = std::process::Command::new("redis-cli")
+        .args(["-p", &primary.port.to_string(), "MONITOR"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(monitor.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "OK");
+    let durable = Durability::Replicas {
+        replicas: 1,
+        timeout_ms: 5000,
+    };
+    let imported =
+        RedisFilter::import_with(&primary.target(), "imp", &snapshot, 1 << 30, durable).unwrap();
+    // A marker command after the import: the stream is read up to it.
+    primary.cli(&["ECHO", "import-returned"]);
+    let mut seen = Vec::new();
+    for line in lines {
+        let line = line.unwrap();
+        if line.contains("\"import-returned\"") {
+            break;
+        }
+        seen.push(line);
+    }
+    monitor.kill().unwrap();
+    monitor.wait().unwrap();
+    let position = |what: &str| seen.iter().rposition(|l| l.contains(what));
+    let last_bits = position("\"SETRANGE\" \"bloom:{imp:").expect("no SETRANGE seen");
+    let ready = seen
+        .iter()
+        .rposition(|l| l.contains("\"ready\""))
+        .expect("no ready state seen");
+    assert!(
+        seen[last_bits..ready]
+            .iter()
+            .any(|l| l.contains("\"WAIT\" \"1\"")),
+        "no WAIT between the last SETRANGE and ready"
+    );
+    assert_eq!(assert_never_absent(&imported, &keys("k", 0..5000)), 0);
+}

@@ -161,3 +161,18 @@ fn a_failover_without_durability_makes_the_filter_unverified_until_restored() {
             .all(|&m| m)
     );
 }
+
+/// The URL's database is the master's: the Sentinel (which has none) is never sent `SELECT`,
+/// and the filter lives in that database of the master.
+#[test]
+fn the_urls_database_is_the_masters_not_the_sentinels() {
+    let (master, _replica, sentinel) = watched();
+    let url = format!("{}3", sentinel.url());
+    let target = RedisTarget::sentinel([url], MASTER).with_timeout(Duration::from_secs(20));
+    let filter = RedisFilter::create(&target, "in-db-3", config()).unwrap();
+    filter.insert("k").unwrap();
+    assert!(filter.contains("k").unwrap());
+    let meta = bloom_redis::meta_key("in-db-3");
+    assert_eq!(master.cli(&["-n", "3", "EXISTS", &meta]).trim(), "1");
+    assert_eq!(master.cli(&["EXISTS", &meta]).trim(), "0");
+}

@@ -23,7 +23,7 @@ use crate::output::{Answers, Out, number, show};
 /// Shards when none are asked for: 16, or enough to keep each under 256 MiB.
 const DEFAULT_SHARDS: u32 = 16;
 const PREFERRED_SHARD_BYTES: u64 = 256 << 20;
-/// Keys per call to the filter: it pipelines them 4096 to a batch, two batches in flight.
+/// Keys per call to the filter: it pipelines them 4096 to a batch, up to three batches in flight.
 const KEYS_PER_CALL: usize = 1 << 16;
 /// The environment variable read when no URL is given.
 const URL_VARIABLE: &str = "BLOOM_REDIS_URL";
