@@ -237,7 +237,7 @@ pub(crate) fn output(path: &Path, wait: bool) -> CmdResult<Output> {
     }
 }
 
-fn write_failure(error: WriteError) -> Failure {
+pub(crate) fn write_failure(error: WriteError) -> Failure {
     match &error {
         WriteError::NotARegularFile { .. } | WriteError::NotASnapshot { .. } => {
             Failure::usage(error)

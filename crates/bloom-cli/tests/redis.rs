@@ -166,6 +166,16 @@ fn errors_name_their_cause_and_never_answer() {
         let (code, _, err) = run(bloom().args(&args));
         assert_eq!(code, 2, "{args:?}: {err}");
     }
+    // A URL that is not one is a usage error, and its password is not shown.
+    let (code, out, err) = run(bloom()
+        .args(["redis", "check"])
+        .args(at("redis://:s3cret-pw@127.0.0.1:notaport/", "f"))
+        .arg("k"));
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(
+        err.contains("not a Redis URL") && !err.contains("s3cret-pw"),
+        "{err}"
+    );
     // The password in a URL is never printed.
     let (_, _, err) = run(bloom()
         .args(["redis", "check", "--timeout", "30"])

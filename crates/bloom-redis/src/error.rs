@@ -188,6 +188,20 @@ pub enum RedisFilterError {
     /// A reply had an unexpected shape.
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
+    /// A URL of the target is not a Redis URL (the URL itself is never shown: it may carry a
+    /// password).
+    #[error("URL number {index} of the target is not a Redis URL ({reason})")]
+    InvalidUrl {
+        /// Which URL, from 1.
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The target cannot serve the filter now: no Sentinel knows the master, the node named
+    /// master is not one (a failover in progress), no node serves a slot, or the cluster kept
+    /// redirecting the commands. Nothing was answered; try again later.
+    #[error("Redis cannot serve the filter now: {0}")]
+    Unavailable(String),
     /// A snapshot file could not be read.
     #[error(transparent)]
     Read(#[from] bloom_format::ReadError),

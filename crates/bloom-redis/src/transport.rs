@@ -155,13 +155,12 @@ pub(crate) fn parse_urls(urls: &[String]) -> Result<Vec<ConnectionInfo>, RedisFi
     urls.iter()
         .enumerate()
         .map(|(i, url)| {
-            url.as_str().into_connection_info().map_err(|e| {
-                RedisFilterError::Protocol(format!(
-                    "URL number {} of the target is not a Redis URL ({})",
-                    i + 1,
-                    e.kind_str()
-                ))
-            })
+            url.as_str()
+                .into_connection_info()
+                .map_err(|e| RedisFilterError::InvalidUrl {
+                    index: i + 1,
+                    reason: e.kind_str(),
+                })
         })
         .collect()
 }
@@ -260,7 +259,7 @@ impl Transport {
         if matches!(self.topology, Topology::Sentinel { .. }) && !is_master {
             // The Sentinels named a node that is no master (yet): not one to write to.
             self.drop_node(&addr);
-            return Err(RedisFilterError::Protocol(
+            return Err(RedisFilterError::Unavailable(
                 "the node the Sentinels name as master is not a master (a failover in progress)"
                     .into(),
             ));
@@ -302,7 +301,7 @@ impl Transport {
                             .unwrap_or(0);
                         Ok(at(template, &host, port))
                     }
-                    Some(Value::Nil) => Err(RedisFilterError::Protocol(format!(
+                    Some(Value::Nil) => Err(RedisFilterError::Unavailable(format!(
                         "no Sentinel knows a master named {master:?}"
                     ))),
                     _ => Err(RedisFilterError::Protocol(
@@ -419,7 +418,7 @@ impl Transport {
             None => {
                 self.refresh_slots(deadline)?;
                 self.slots.get(s).cloned().flatten().ok_or_else(|| {
-                    RedisFilterError::Protocol(format!("no cluster node serves slot {s}"))
+                    RedisFilterError::Unavailable(format!("no cluster node serves slot {s}"))
                 })?
             }
         };
@@ -612,7 +611,7 @@ impl Transport {
         }
         flight.attempts += 1;
         if flight.attempts > MAX_ATTEMPTS {
-            flight.failed = Some(RedisFilterError::Protocol(format!(
+            flight.failed = Some(RedisFilterError::Unavailable(format!(
                 "the cluster kept redirecting or refusing the commands after {MAX_ATTEMPTS} attempts"
             )));
             return;

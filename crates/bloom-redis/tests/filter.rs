@@ -692,7 +692,7 @@ fn a_cluster_that_redirects_forever_ends_by_the_deadline() {
         assert!(
             matches!(
                 result,
-                Err(RedisFilterError::Timeout { .. } | RedisFilterError::Protocol(_))
+                Err(RedisFilterError::Timeout { .. } | RedisFilterError::Unavailable(_))
             ),
             "{redirect}: {result:?}"
         );

@@ -175,4 +175,11 @@ fn the_urls_database_is_the_masters_not_the_sentinels() {
     let meta = bloom_redis::meta_key("in-db-3");
     assert_eq!(master.cli(&["-n", "3", "EXISTS", &meta]).trim(), "1");
     assert_eq!(master.cli(&["EXISTS", &meta]).trim(), "0");
+    // A master no Sentinel knows: the target cannot serve now (exit 3 in the CLI), typed.
+    let unknown =
+        RedisTarget::sentinel([sentinel.url()], "nobody").with_timeout(Duration::from_secs(20));
+    assert!(matches!(
+        RedisFilter::open(&unknown, "in-db-3"),
+        Err(RedisFilterError::Unavailable(_))
+    ));
 }

@@ -148,6 +148,7 @@ fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
         RedisFilterError::InvalidName { .. }
         | RedisFilterError::NotSharded { .. }
         | RedisFilterError::ShardTooLarge { .. }
+        | RedisFilterError::InvalidUrl { .. }
         | RedisFilterError::TlsUnavailable => Failure::usage(error),
         RedisFilterError::Unverified { .. } => Failure::unverified(error),
         RedisFilterError::Timeout { .. } => Failure::environment(match at.timeout {
@@ -164,6 +165,7 @@ fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
         | RedisFilterError::NotDurable { .. }
         | RedisFilterError::NodeChanged
         | RedisFilterError::TooLarge { .. }
+        | RedisFilterError::Unavailable(_)
         | RedisFilterError::TlsCa(_) => {
             Failure::environment(format!("redis filter {name}: {error}"))
         }
@@ -348,7 +350,7 @@ fn export(args: &RedisExportArgs) -> CmdResult {
     filter
         .export(&args.output)
         .map_err(|e| match e {
-            RedisFilterError::Write(e) => Failure::environment(e),
+            RedisFilterError::Write(e) => crate::files::write_failure(e),
             other => failure(&args.at, &other),
         })
         .map(|_| ())
