@@ -34,11 +34,17 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            if e.use_stderr() {
+                // A usage error may quote an argument: a URL with a password, given where a
+                // flag's value was expected, is shown without it.
+                warn(redact_urls(&e.render().to_string()).trim_end());
+                return ExitCode::from(2);
+            }
             // --help and --version print to standard output: failing to is exit 3.
-            if e.print().is_err() && !e.use_stderr() {
+            if e.print().is_err() {
                 return ExitCode::from(3);
             }
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     let signals = Signals::install();
@@ -56,6 +62,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// `text` with the user information of every URL in it (`scheme://user:password@`) replaced
+/// by `***`.
+fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        // The authority ends at the first '/', whitespace or quote; user information is what
+        // comes before its last '@'.
+        let end = after
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '\'' || c == '"')
+            .unwrap_or(after.len());
+        match after[..end].rfind('@') {
+            Some(userinfo) => {
+                out.push_str("***");
+                rest = &after[userinfo..];
+            }
+            None => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
     let done = |r: CmdResult| r.map(|()| 0);
     match command {
@@ -70,5 +101,21 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Export(args) => done(export::run(args, signals)),
         Command::Measure(args) => done(measure::run(args)),
         Command::Redis(command) => redis::run(command),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_lose_their_user_information() {
+        assert_eq!(
+            super::redact_urls("unexpected argument 'redis://:pw@127.0.0.1:6379/0' found"),
+            "unexpected argument 'redis://***@127.0.0.1:6379/0' found"
+        );
+        assert_eq!(
+            super::redact_urls("a rediss://user:p@ss@h:1 and redis://h:2/ b"),
+            "a rediss://***@h:1 and redis://h:2/ b"
+        );
+        assert_eq!(super::redact_urls("no url"), "no url");
     }
 }

@@ -134,6 +134,21 @@ fn errors_name_their_cause_and_never_answer() {
         "{err}"
     );
     server.cli(&["HSET", "bloom:{f}:meta", "bits", "8192"]);
+    // Shards retyped by hand: damaged (exit 1), not Redis failing.
+    for s in 0..4 {
+        let shard = format!("bloom:{{f:{s}}}");
+        server.cli(&["DEL", &shard]);
+        server.cli(&["LPUSH", &shard, "x"]);
+    }
+    let (code, out, err) = run(bloom()
+        .args(["redis", "add"])
+        .args(at(&url, "f"))
+        .args(["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"]));
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("another type") && err.contains("damaged"),
+        "{err}"
+    );
     // Nothing listening: the environment failed (exit 3).
     let (code, out, err) = run(bloom()
         .args(["redis", "check", "--timeout", "30"])
@@ -174,6 +189,20 @@ fn errors_name_their_cause_and_never_answer() {
     assert_eq!((code, out.as_str()), (2, ""), "{err}");
     assert!(
         err.contains("not a Redis URL") && !err.contains("s3cret-pw"),
+        "{err}"
+    );
+    // A URL given where no argument is expected: a usage error that quotes it without its
+    // password.
+    let (code, _, err) = run(bloom().args([
+        "redis",
+        "info",
+        "--name",
+        "f",
+        "redis://:s3cret-pw@127.0.0.1:1/",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("redis://***@127.0.0.1:1/") && !err.contains("s3cret-pw"),
         "{err}"
     );
     // The password in a URL is never printed.

@@ -219,6 +219,9 @@ impl RedisFilter {
         let mut uncounted = 0u64;
         loop {
             let next = chunks.next().map(|chunk| self.batch_of(chunk));
+            if write && let Some(batch) = &next {
+                self.check_markers_before_writing(batch, deadline)?;
+            }
             let more = next.is_some();
             if let Some(batch) = next {
                 in_flight.push_back(self.send_batch(
@@ -248,6 +251,70 @@ impl RedisFilter {
                 uncounted.to_string().as_bytes(),
             ])?;
         }
+        Ok(())
+    }
+
+    /// Reads both markers of every shard `batch` writes to that this handle has not checked
+    /// yet, before any write: `BITFIELD ... SET` past a shard's end grows the key, and one on
+    /// a missing key creates it, so a shard whose markers are not the filter's (edited
+    /// metadata, a deleted, truncated or replaced key) is reported lost and left alone. One
+    /// round trip for the first batches of a handle; none after.
+    fn check_markers_before_writing(
+        &self,
+        batch: &Batch,
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let unchecked: Vec<u32> = {
+            let marked = self
+                .marked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            batch
+                .shards
+                .iter()
+                .map(|(shard, _)| *shard)
+                .filter(|shard| !marked.contains(shard))
+                .collect()
+        };
+        if unchecked.is_empty() {
+            return Ok(());
+        }
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        let mut commands = Commands::new();
+        let mut routes = Vec::with_capacity(unchecked.len());
+        for &shard in &unchecked {
+            let key = shard_key(&self.name, shard);
+            commands.push(&[
+                b"BITFIELD_RO",
+                key.as_bytes(),
+                b"GET",
+                b"i64",
+                b"0",
+                b"GET",
+                b"i64",
+                tail.as_bytes(),
+            ]);
+            routes.push(key.into_bytes());
+        }
+        let replies = self.conn().pipeline_by(commands, routes, deadline)?;
+        for (&shard, value) in unchecked.iter().zip(replies.values) {
+            let markers = ints(&server_error(value)?)?;
+            let own = self.markers.of(shard);
+            if markers.len() != 2 || markers.iter().any(|&m| m != own) {
+                return Err(self.lost(
+                    shard,
+                    if markers.iter().all(|&m| m == 0) {
+                        "its markers are gone (the key is missing, emptied or shorter than the metadata says); nothing was written to it".to_owned()
+                    } else {
+                        "its markers are not this filter's (another filter's key, or edited metadata); nothing was written to it".to_owned()
+                    },
+                ));
+            }
+        }
+        self.marked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(unchecked);
         Ok(())
     }
 

@@ -198,11 +198,11 @@ pub(crate) fn judge(
     if record.run_id == node.run_id && record.replid == node.replid {
         return Verdict::Same;
     }
-    // Promoted: the history it served before is the recorded one (or the very process that
-    // was recorded took a new history, as a promotion gives one). A master that kept the
-    // recorded history under another process restarted, which a replica does not cover.
-    let same_lineage = (!record.replid.is_empty() && node.replid2 == record.replid)
-        || node.run_id == record.run_id;
+    // Promoted: the history it served before is the recorded one. The same process under a
+    // new history is not enough: it may have followed another server (and taken its data)
+    // before it was promoted again. A master that kept the recorded history under another
+    // process restarted, which a replica does not cover.
+    let same_lineage = !record.replid.is_empty() && node.replid2 == record.replid;
     if same_lineage {
         return match durability {
             Durability::Replicas { .. } => {
@@ -308,6 +308,13 @@ mod tests {
         assert!(matches!(
             judge(Some(&rec), &promoted, replicas, any),
             Verdict::Covered(_)
+        ));
+        // The recorded process under a new history it did not have before (it followed
+        // another server, took its data, and was promoted again): not covered by replicas.
+        let refollowed = node("r1", "p9", "p8", Some("n1"));
+        assert!(matches!(
+            judge(Some(&rec), &refollowed, replicas, any),
+            Verdict::MayHaveLost(_)
         ));
         // A restart: new process, new history, same cluster node.
         let restarted = node("r3", "p3", "", Some("n1"));

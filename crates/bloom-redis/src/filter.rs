@@ -165,6 +165,10 @@ pub struct RedisFilter {
     pub(crate) acks: Option<(usize, Duration)>,
     /// The shards whose node was judged on the connection that answered (by serial).
     pub(crate) verified: Mutex<HashSet<(u64, u32)>>,
+    /// The shards this handle has read both markers of (`BITFIELD_RO`) before its first
+    /// write to them: a write to a shard whose markers are not the filter's (edited
+    /// metadata, a deleted or replaced key) would grow or recreate the key.
+    pub(crate) marked: Mutex<HashSet<u32>>,
 }
 
 /// Names the filter and its size; never its salt, URLs or bits.
@@ -290,6 +294,7 @@ impl RedisFilter {
             durability,
             acks: None,
             verified: Mutex::new(HashSet::new()),
+            marked: Mutex::new(HashSet::new()),
         };
         let mut fields = meta::fields(&header, creation, BUILDING);
         fields.push(("durability", durability.field()));
@@ -370,6 +375,7 @@ impl RedisFilter {
             durability: meta.durability,
             acks: None,
             verified: Mutex::new(HashSet::new()),
+            marked: Mutex::new(HashSet::new()),
         })
     }
 

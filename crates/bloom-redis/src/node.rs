@@ -26,7 +26,10 @@ pub(crate) struct NodeIdentity {
     pub(crate) version: (u32, u32, u32),
     /// AOF on, with `appendfsync always`: a write it acknowledged survives its restart.
     pub(crate) aof_always: bool,
-    /// AOF on (`aof_enabled`): a server that restarted with it loaded its AOF.
+    /// AOF on since the process started (`aof_enabled:1` and no AOF rewrite yet,
+    /// `aof_last_rewrite_time_sec:-1`): a server that restarted with it loaded its AOF. AOF
+    /// turned on at run time (`CONFIG SET appendonly yes`) starts with a rewrite of whatever
+    /// the server loaded, which is not that.
     pub(crate) aof_enabled: bool,
     /// Its cluster node id (`CLUSTER MYID`), kept across its restarts; `None` outside a
     /// cluster.
@@ -231,7 +234,8 @@ impl Node {
                 version.get(2).copied().unwrap_or(0),
             ),
             aof_always: field(&persistence, "aof_enabled") == "1" && fsync_always,
-            aof_enabled: field(&persistence, "aof_enabled") == "1",
+            aof_enabled: field(&persistence, "aof_enabled") == "1"
+                && field(&persistence, "aof_last_rewrite_time_sec") == "-1",
             node_id,
         })
     }

@@ -125,6 +125,37 @@ fn addr_of(info: &ConnectionInfo) -> String {
 }
 
 /// `template` pointed at `host:port` (same credentials, TLS and database).
+/// Asks one Sentinel for `master`'s address.
+fn ask_sentinel(
+    info: ConnectionInfo,
+    tls_ca: Option<&[u8]>,
+    master: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(String, u16), RedisFilterError> {
+    let mut node = Node::connect_plain(info, tls_ca, deadline, timeout)?;
+    let mut commands = Commands::new();
+    commands.push(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
+    let reply = node.round_trip(&commands, deadline, timeout)?;
+    match reply.first() {
+        Some(Value::Array(parts)) if parts.len() == 2 => {
+            let host = parts.first().and_then(text).unwrap_or_default();
+            let port = parts
+                .get(1)
+                .and_then(text)
+                .and_then(|p| p.parse::<u16>().ok())
+                .unwrap_or(0);
+            Ok((host, port))
+        }
+        Some(Value::Nil) => Err(RedisFilterError::Unavailable(format!(
+            "no Sentinel knows a master named {master:?}"
+        ))),
+        _ => Err(RedisFilterError::Protocol(
+            "a Sentinel gave no master address".into(),
+        )),
+    }
+}
+
 fn at(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
     let addr = match template.addr() {
         ConnectionAddr::TcpTls {
@@ -277,40 +308,39 @@ impl Transport {
         deadline: Instant,
     ) -> Result<ConnectionInfo, RedisFilterError> {
         let mut last = None;
-        for sentinel in sentinels {
-            let asked = (|| {
-                // A Sentinel has no databases: the URL's db is the master's, never SELECTed
-                // on a Sentinel (its credentials are kept: Sentinels often share them).
-                let settings = sentinel.redis_settings().clone().set_db(0);
-                let mut node = Node::connect_plain(
-                    sentinel.clone().set_redis_settings(settings),
-                    self.tls_ca.as_deref(),
-                    deadline,
-                    self.timeout,
-                )?;
-                let mut commands = Commands::new();
-                commands.push(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]);
-                let reply = node.round_trip(&commands, deadline, self.timeout)?;
-                match reply.first() {
-                    Some(Value::Array(parts)) if parts.len() == 2 => {
-                        let host = parts.first().and_then(text).unwrap_or_default();
-                        let port = parts
-                            .get(1)
-                            .and_then(text)
-                            .and_then(|p| p.parse::<u16>().ok())
-                            .unwrap_or(0);
-                        Ok(at(template, &host, port))
-                    }
-                    Some(Value::Nil) => Err(RedisFilterError::Unavailable(format!(
-                        "no Sentinel knows a master named {master:?}"
-                    ))),
-                    _ => Err(RedisFilterError::Protocol(
-                        "a Sentinel gave no master address".into(),
-                    )),
-                }
-            })();
+        for (i, sentinel) in sentinels.iter().enumerate() {
+            // Each Sentinel gets its share of what is left, so that one that hangs (stopped,
+            // or a black hole) leaves time to ask the others; the last gets all that is left.
+            // The question runs on a thread of its own, given up on at its share's end (a
+            // connection's setup is not always bounded by its timeout).
+            let left = u32::try_from(sentinels.len() - i)
+                .unwrap_or(u32::MAX)
+                .max(1);
+            let now = Instant::now();
+            let share = deadline.saturating_duration_since(now) / left;
+            let own_deadline = now + share;
+            // A Sentinel has no databases: the URL's db is the master's, never SELECTed on a
+            // Sentinel (its credentials are kept: Sentinels often share them).
+            let settings = sentinel.redis_settings().clone().set_db(0);
+            let info = sentinel.clone().set_redis_settings(settings);
+            let (tls_ca, timeout, master_name) =
+                (self.tls_ca.clone(), self.timeout, master.to_owned());
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(ask_sentinel(
+                    info,
+                    tls_ca.as_deref(),
+                    &master_name,
+                    own_deadline,
+                    timeout,
+                ));
+            });
+            let asked = match rx.recv_timeout(share) {
+                Ok(answer) => answer,
+                Err(_) => Err(RedisFilterError::Timeout { timeout }),
+            };
             match asked {
-                Ok(info) => return Ok(info),
+                Ok((host, port)) => return Ok(at(template, &host, port)),
                 Err(e) => last = Some(e),
             }
         }
@@ -332,7 +362,13 @@ impl Transport {
             }
         }
         let mut last = None;
-        for info in candidates {
+        let count = candidates.len();
+        for (i, info) in candidates.into_iter().enumerate() {
+            // Each candidate gets its share of what is left (the last all of it): a seed that
+            // hangs leaves time to ask the others.
+            let left = u32::try_from(count - i).unwrap_or(u32::MAX).max(1);
+            let now = Instant::now();
+            let deadline = now + deadline.saturating_duration_since(now) / left;
             let asked_host = match info.addr() {
                 ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
                 _ => String::new(),

@@ -704,3 +704,44 @@ fn a_cluster_that_redirects_forever_ends_by_the_deadline() {
         assert!(elapsed < Duration::from_secs(30), "{redirect}: {elapsed:?}");
     }
 }
+
+/// An insert reads a shard's markers before its first write to it: metadata edited to claim
+/// larger shards, or a deleted shard, gives `LostState` and leaves Redis as it was (no key
+/// grown to the claimed size, no key created without markers).
+#[test]
+fn an_insert_never_writes_to_a_shard_whose_markers_are_not_the_filters() {
+    let server = RedisServer::start();
+    let target = server.target();
+    RedisFilter::create(&target, "grow", config(4, 1000)).unwrap();
+    let meta = bloom_redis::meta_key("grow");
+    let lengths = || -> Vec<String> {
+        (0..4)
+            .map(|s| {
+                server
+                    .cli(&["STRLEN", &shard_key("grow", s)])
+                    .trim()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let before = lengths();
+    let bits = server.cli(&["HGET", &meta, "bits"]).trim().to_owned();
+    // 4 shards of 2^32 - 256 bits each: valid-looking, and 512 MiB per shard if written.
+    server.cli(&["HSET", &meta, "bits", "17179865088"]);
+    let edited = RedisFilter::open(&target, "grow").unwrap();
+    let keys = keys("k", 64);
+    assert!(matches!(
+        edited.insert_all(&keys),
+        Err(RedisFilterError::LostState { .. })
+    ));
+    assert_eq!(lengths(), before, "a shard grew");
+    server.cli(&["HSET", &meta, "bits", &bits]);
+    // A deleted shard is not created again by an insert.
+    server.cli(&["DEL", &shard_key("grow", 2)]);
+    let filter = RedisFilter::open(&target, "grow").unwrap();
+    assert!(matches!(
+        filter.insert_all(&keys),
+        Err(RedisFilterError::LostState { shard: 2, .. })
+    ));
+    assert_eq!(server.cli(&["EXISTS", &shard_key("grow", 2)]).trim(), "0");
+}

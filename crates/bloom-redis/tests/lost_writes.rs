@@ -161,6 +161,22 @@ fn each_persistence_mode_is_judged_by_what_it_keeps() {
         written.len(),
         "a restart without the AOF is not covered by it"
     );
+    // AOF turned on after such a restart is a rewrite of what the server loaded (the old
+    // save): still not covered, for this handle and for a new one.
+    switched.cli(&["CONFIG", "SET", "appendonly", "yes"]);
+    wait_for("the AOF rewrite", || {
+        let info = switched.cli(&["INFO", "persistence"]);
+        info.contains("aof_enabled:1")
+            && info.contains("aof_rewrite_in_progress:0")
+            && !info.contains("aof_rewrite_scheduled:1")
+    });
+    for filter in [&reopened, &RedisFilter::open(&target, "aof4").unwrap()] {
+        assert_eq!(
+            assert_never_absent(filter, &written),
+            written.len(),
+            "AOF turned on at run time covers nothing"
+        );
+    }
 }
 
 /// A replica that lost its link during the adds is promoted (`REPLICAOF NO ONE`) and the

@@ -175,6 +175,24 @@ fn the_urls_database_is_the_masters_not_the_sentinels() {
     let meta = bloom_redis::meta_key("in-db-3");
     assert_eq!(master.cli(&["-n", "3", "EXISTS", &meta]).trim(), "1");
     assert_eq!(master.cli(&["EXISTS", &meta]).trim(), "0");
+    // A Sentinel that accepts and never answers, listed first: it gets its share of the
+    // deadline, and the next Sentinel answers within the rest.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!(
+        "redis://127.0.0.1:{}/3",
+        silent.local_addr().unwrap().port()
+    );
+    let _held = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let behind_a_silent_one =
+        RedisTarget::sentinel([silent_url, format!("{}3", sentinel.url())], MASTER)
+            .with_timeout(Duration::from_secs(20));
+    let through = RedisFilter::open(&behind_a_silent_one, "in-db-3").unwrap();
+    assert!(through.contains("k").unwrap());
     // A master no Sentinel knows: the target cannot serve now (exit 3 in the CLI), typed.
     let unknown =
         RedisTarget::sentinel([sentinel.url()], "nobody").with_timeout(Duration::from_secs(20));

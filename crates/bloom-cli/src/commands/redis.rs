@@ -151,6 +151,11 @@ fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
         | RedisFilterError::InvalidUrl { .. }
         | RedisFilterError::TlsUnavailable => Failure::usage(error),
         RedisFilterError::Unverified { .. } => Failure::unverified(error),
+        // A key of the filter holding another type: retyped by hand or by another program,
+        // so the filter is damaged (as a lost shard is), not Redis failing.
+        RedisFilterError::Server { code, .. } if code == "WRONGTYPE" => Failure::input(format!(
+            "redis filter {name}: {error}: a key of the filter holds another type (the filter is damaged; delete it and create it again)"
+        )),
         RedisFilterError::Timeout { .. } => Failure::environment(match at.timeout {
             Some(seconds) => format!(
                 "redis filter {name}: the command did not finish within --timeout {seconds} s (Redis is slow, stopped or unreachable); nothing was answered"
