@@ -402,3 +402,73 @@ fn a_copy_of_a_closed_database_file_alone_holds_every_key() {
         bloom_store::PrimaryStore::identity(&h.open()).unwrap()
     );
 }
+
+/// A database file damaged on disk (here a page of the index `bloom_keys` overwritten, as a
+/// flipped sector would): SQLite could answer "not there" for a key the table holds, so the
+/// store refuses to open instead of being trusted. The fuzzer found such a file.
+#[test]
+fn a_database_file_damaged_on_disk_is_refused() {
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    insert_all(&w, &named("k", 0..3000));
+    drop(w);
+    let conn = rusqlite::Connection::open(h.db()).unwrap();
+    let (root, page_size): (i64, i64) = (
+        conn.query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'bloom_keys'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap(),
+        conn.query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap(),
+    );
+    drop(conn);
+    let mut bytes = std::fs::read(h.db()).unwrap();
+    let start = usize::try_from((root - 1) * page_size).unwrap();
+    for byte in &mut bytes[start + 8..start + 64] {
+        *byte = 0xff;
+    }
+    std::fs::write(h.db(), &bytes).unwrap();
+    let Err(err) = SqliteStore::open(h.db()) else {
+        panic!("a damaged file opened");
+    };
+    assert!(
+        matches!(
+            err,
+            SqliteStoreError::Damaged {
+                what: "database file",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("database file"), "{err}");
+    // Without the check the damage goes unseen: it is the check that refuses.
+    assert!(SqliteStore::open_without_check(h.db()).is_ok());
+    // The file is left as it was, for the operator to restore.
+    assert_eq!(std::fs::read(h.db()).unwrap(), bytes);
+
+    // One byte of one key changed where it is stored twice (its row, and its index entry),
+    // the pages still well formed: the index no longer matches the table, and a lookup
+    // through it could miss the key. Refused too.
+    let h = support::Sqlite::new();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    insert_all(&w, &named("k", 0..3000));
+    drop(w);
+    let mut bytes = std::fs::read(h.db()).unwrap();
+    let needle = b"k-1234";
+    let at = bytes
+        .windows(needle.len())
+        .rposition(|w| w == needle)
+        .expect("the key is in the file");
+    bytes[at + needle.len() - 1] = b'9';
+    std::fs::write(h.db(), &bytes).unwrap();
+    assert!(matches!(
+        SqliteStore::open(h.db()),
+        Err(SqliteStoreError::Damaged {
+            what: "database file",
+            ..
+        })
+    ));
+}
