@@ -87,6 +87,28 @@ fn the_url_can_come_from_the_environment_or_a_file_and_its_password_is_never_sho
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("redis.url");
     std::fs::write(&file, format!("# the fleet's filter\n\n{good}\n")).unwrap();
+    // A named pipe nobody writes to, as the URL file or the CA file: the command ends by its
+    // deadline with exit 3, instead of waiting forever to open it.
+    let fifo = dir.path().join("nobody-writes");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for flag in ["--url-file", "--tls-ca"] {
+        let mut cmd = bloom();
+        cmd.args(["redis", "check", "--name", "f", "--timeout", "1", flag])
+            .arg(&fifo)
+            .arg("k");
+        if flag == "--tls-ca" {
+            cmd.env("BLOOM_REDIS_URL", &good);
+        }
+        let (code, out, err) = run(&mut cmd);
+        assert_eq!((code, out.as_str()), (3, ""), "{flag}: {err}");
+        assert!(err.contains("nothing to read within 1 s"), "{flag}: {err}");
+    }
 
     let (code, _, err) = run(bloom()
         .args(["redis", "create", "--url-env", "FLEET_REDIS", "--name", "f"])

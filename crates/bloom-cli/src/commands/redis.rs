@@ -72,7 +72,7 @@ fn urls(at: &RedisAt) -> CmdResult<Vec<String>> {
         (split(&value), format!("--url-env {var}"))
     } else if let Some(path) = &at.url_file {
         (
-            split(&read_url_file(path)?),
+            split(&read_url_file(at, path)?),
             format!("--url-file {}", path.display()),
         )
     } else if let Ok(value) = std::env::var(URL_VARIABLE) {
@@ -95,26 +95,54 @@ fn urls(at: &RedisAt) -> CmdResult<Vec<String>> {
 }
 
 /// A URL file: a regular file (or a pipe) of at most 64 KiB of UTF-8.
-fn read_url_file(path: &Path) -> CmdResult<String> {
+fn read_url_file(at: &RedisAt, path: &Path) -> CmdResult<String> {
     let name = path.display();
-    let file = std::fs::File::open(path)
-        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
-    if meta.is_dir() {
-        return Err(Failure::usage(format!("--url-file {name} is a directory")));
+    let bytes = read_small_file(at, path, MAX_URL_FILE, "--url-file")?;
+    String::from_utf8(bytes).map_err(|_| Failure::usage(format!("--url-file {name} is not UTF-8")))
+}
+
+/// Reads a small file given by `flag` (a URL file, a CA file): at most `limit` bytes, within
+/// the command's deadline (its `--timeout`, or the default wait on Redis), so that a named pipe
+/// nobody writes to, or a slow one, ends the command instead of hanging it. A directory or
+/// a file over the limit is a usage error.
+fn read_small_file(at: &RedisAt, path: &Path, limit: u64, flag: &str) -> CmdResult<Vec<u8>> {
+    let name = path.display().to_string();
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(Failure::usage(format!("{flag} {name} is a directory")));
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_URL_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Failure::environment(format!("--url-file {name}: {e}")))?;
-    if bytes.len() as u64 > MAX_URL_FILE {
+    let wait = at
+        .timeout
+        .map_or(bloom_redis::DEFAULT_TIMEOUT, Duration::from_secs_f64);
+    let started = *STARTED.get_or_init(Instant::now);
+    let left = (started + wait).saturating_duration_since(Instant::now());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_path_buf();
+    // On a thread of its own: opening a named pipe blocks until a writer comes. Given up on
+    // at the deadline (the process then ends, and the thread with it).
+    std::thread::spawn(move || {
+        let read = std::fs::File::open(&owned).and_then(|file| {
+            let mut bytes = Vec::new();
+            file.take(limit + 1).read_to_end(&mut bytes).map(|_| bytes)
+        });
+        let _ = tx.send(read);
+    });
+    let bytes = match rx.recv_timeout(left) {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(Failure::environment(format!("{flag} {name}: {e}"))),
+        Err(_) => {
+            return Err(Failure::environment(format!(
+                "{flag} {name}: nothing to read within {} s (a named pipe nobody writes to?)",
+                wait.as_secs_f64()
+            )));
+        }
+    };
+    if bytes.len() as u64 > limit {
         return Err(Failure::usage(format!(
-            "--url-file {name} is over 64 KiB: not a URL file"
+            "{flag} {name} is over {} KiB: not such a file",
+            limit >> 10
         )));
     }
-    String::from_utf8(bytes).map_err(|_| Failure::usage(format!("--url-file {name} is not UTF-8")))
+    Ok(bytes)
 }
 
 fn target(at: &RedisAt) -> CmdResult<RedisTarget> {
@@ -135,9 +163,7 @@ fn target(at: &RedisAt) -> CmdResult<RedisTarget> {
         None => target.with_timeout(bloom_redis::DEFAULT_TIMEOUT),
     };
     match &at.tls_ca {
-        Some(path) => target
-            .with_tls_ca_file(path)
-            .map_err(|e| Failure::environment(format!("--tls-ca: {e}"))),
+        Some(path) => Ok(target.with_tls_ca(read_small_file(at, path, 1 << 20, "--tls-ca")?)),
         None => Ok(target),
     }
 }
@@ -158,7 +184,7 @@ fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
         )),
         RedisFilterError::Timeout { .. } => Failure::environment(match at.timeout {
             Some(seconds) => format!(
-                "redis filter {name}: the command did not finish within --timeout {seconds} s (Redis is slow, stopped or unreachable); nothing was answered"
+                "redis filter {name}: the command did not finish within --timeout {seconds} s (Redis is slow, stopped or unreachable, or the keys came slowly); nothing more was answered"
             ),
             None => format!(
                 "redis filter {name}: {error} (Redis is slow, stopped or unreachable; --timeout SECONDS gives the whole command longer)"
