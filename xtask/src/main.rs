@@ -9,10 +9,14 @@
 //! - `cargo xtask test [ARGS...]` is the README's test command: it installs the servers the
 //!   tests start by themselves (Debian's packages, when missing and run as root; otherwise it
 //!   says what to run), then runs `cargo test --workspace --locked --no-fail-fast [ARGS...]`.
+//! - `cargo xtask fuzz [--time SECONDS] [TARGET...]` builds the libFuzzer targets of `fuzz/`
+//!   on the stable toolchain, seeds their corpora from `fixtures/`, and runs each for the given
+//!   time (30 s by default); a crash, an allocation over 2 GiB or a hang fails it. CI runs it.
 //! - `cargo xtask guava-fixtures` regenerates `fixtures/guava/` with real Guava (Java and
 //!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
 mod fixtures;
+mod fuzz;
 mod guava;
 mod test;
 
@@ -26,9 +30,10 @@ fn main() -> ExitCode {
         ["fixtures", "--check"] => fixtures::run(fixtures::Mode::Check),
         ["guava-fixtures"] => guava::generate(),
         ["test", extra @ ..] => test::run(extra),
+        ["fuzz", extra @ ..] => fuzz::run(extra),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask guava-fixtures"
+                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask guava-fixtures"
             );
             ExitCode::from(2)
         }
