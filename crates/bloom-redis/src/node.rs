@@ -4,9 +4,11 @@
 //! the connection is made: a restart or a failover ends the connection, and the next one reads
 //! the node again.
 
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, Value};
 
 use crate::error::RedisFilterError;
 
@@ -60,10 +62,211 @@ impl NodeIdentity {
     }
 }
 
-/// A connection to one node.
+/// The most bytes one reply may take on the wire. The largest the filter asks for are an
+/// export's 1 MiB `GETRANGE` and a batch's `BITFIELD` (4,096 keys of at most 64 positions:
+/// about 1 MiB); a reply that runs past this is not one the filter asked for, and the
+/// connection is dropped before it can hold more memory.
+pub(crate) const MAX_REPLY_BYTES: usize = 4 << 20;
+
+/// The byte stream to one node.
+enum Stream {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(std::os::unix::net::UnixStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn set_timeouts(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s
+                .set_read_timeout(timeout)
+                .and(s.set_write_timeout(timeout)),
+            #[cfg(unix)]
+            Self::Unix(s) => s
+                .set_read_timeout(timeout)
+                .and(s.set_write_timeout(timeout)),
+            #[cfg(feature = "tls")]
+            Self::Tls(s) => s
+                .get_ref()
+                .set_read_timeout(timeout)
+                .and(s.get_ref().set_write_timeout(timeout)),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.read(buf),
+            #[cfg(unix)]
+            Self::Unix(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Self::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write(buf),
+            #[cfg(unix)]
+            Self::Unix(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Self::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.flush(),
+            #[cfg(unix)]
+            Self::Unix(s) => s.flush(),
+            #[cfg(feature = "tls")]
+            Self::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// The stream, giving at most `left` more bytes to the reply being parsed.
+struct Capped<'a> {
+    stream: &'a mut Stream,
+    left: usize,
+}
+
+impl Read for Capped<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            return Err(io::Error::other("reply over the size limit"));
+        }
+        let n = buf.len().min(self.left);
+        let read = self.stream.read(&mut buf[..n])?;
+        self.left -= read;
+        Ok(read)
+    }
+}
+
+/// A connection to one node: the stream, and the parser that keeps what it read past a reply.
 pub(crate) struct Node {
-    conn: redis::Connection,
+    stream: Stream,
+    parser: redis::Parser,
     pub(crate) identity: NodeIdentity,
+}
+
+/// An I/O error as a filter error: timeouts named as such.
+fn io_error(error: io::Error, timeout: Duration) -> RedisFilterError {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    ) {
+        RedisFilterError::Timeout { timeout }
+    } else {
+        RedisFilterError::Redis(redis::RedisError::from(error))
+    }
+}
+
+/// Opens the stream to the node `info` names, by `deadline`, and authenticates and selects the
+/// database as its URL says.
+fn open_stream(
+    info: &ConnectionInfo,
+    tls_ca: Option<&[u8]>,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Stream, RedisFilterError> {
+    let tcp = |host: &str, port: u16| -> Result<TcpStream, RedisFilterError> {
+        let mut last = None;
+        let addrs = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| io_error(e, timeout))?;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, remaining(deadline, timeout)?) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(io_error(
+            last.unwrap_or_else(|| io::Error::other(format!("{host} has no address"))),
+            timeout,
+        ))
+    };
+    let stream = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => Stream::Tcp(tcp(host, *port)?),
+        ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+            ..
+        } => {
+            if *insecure {
+                return Err(RedisFilterError::TlsCa(
+                    "#insecure is refused: certificates are always verified (--tls-ca FILE adds an authority)".into(),
+                ));
+            }
+            tls_stream(host, tcp(host, *port)?, tls_ca)?
+        }
+        #[cfg(unix)]
+        ConnectionAddr::Unix(path) => Stream::Unix(
+            std::os::unix::net::UnixStream::connect(path).map_err(|e| io_error(e, timeout))?,
+        ),
+        #[allow(
+            unreachable_patterns,
+            reason = "the address kinds depend on redis's features"
+        )]
+        _ => {
+            return Err(RedisFilterError::Protocol(
+                "an address kind this build cannot reach".into(),
+            ));
+        }
+    };
+    Ok(stream)
+}
+
+#[cfg(feature = "tls")]
+fn tls_stream(
+    host: &str,
+    tcp: TcpStream,
+    tls_ca: Option<&[u8]>,
+) -> Result<Stream, RedisFilterError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(pem) = tls_ca {
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert =
+                cert.map_err(|e| RedisFilterError::TlsCa(format!("not a PEM certificate: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| RedisFilterError::TlsCa(format!("not a usable authority: {e}")))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(RedisFilterError::TlsCa("holds no PEM certificate".into()));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| RedisFilterError::TlsCa(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| RedisFilterError::TlsCa(format!("{host} is not a server name: {e}")))?;
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| RedisFilterError::TlsCa(e.to_string()))?;
+    Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp))))
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_stream(_: &str, _: TcpStream, _: Option<&[u8]>) -> Result<Stream, RedisFilterError> {
+    Err(RedisFilterError::TlsUnavailable)
 }
 
 /// A Redis error as a filter error: timeouts named as such.
@@ -114,46 +317,23 @@ impl Node {
         timeout: Duration,
         cluster: bool,
     ) -> Result<Self, RedisFilterError> {
-        let client = match tls_ca {
-            Some(ca) => tls_client(info, ca)?,
-            None => redis::Client::open(info).map_err(RedisFilterError::Redis)?,
-        };
-        let conn = client
-            .get_connection_with_timeout(remaining(deadline, timeout)?)
-            .map_err(|e| redis_error(e, timeout))?;
-        let mut node = Self {
-            conn,
-            identity: NodeIdentity {
-                run_id: String::new(),
-                replid: String::new(),
-                replid2: String::new(),
-                master: true,
-                version: (0, 0, 0),
-                aof_always: false,
-                aof_enabled: false,
-                node_id: None,
-            },
-        };
+        let mut node = Self::connect_plain(info, tls_ca, deadline, timeout)?;
         node.identity = node.read_identity(deadline, timeout, cluster)?;
         Ok(node)
     }
 
-    /// Connects without reading who the node is (a Sentinel, asked for its master only).
+    /// Connects without reading who the node is (a Sentinel, asked for its master only):
+    /// the stream, then `AUTH` and `SELECT` as the URL says.
     pub(crate) fn connect_plain(
         info: ConnectionInfo,
         tls_ca: Option<&[u8]>,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Self, RedisFilterError> {
-        let client = match tls_ca {
-            Some(ca) => tls_client(info, ca)?,
-            None => redis::Client::open(info).map_err(RedisFilterError::Redis)?,
-        };
-        let conn = client
-            .get_connection_with_timeout(remaining(deadline, timeout)?)
-            .map_err(|e| redis_error(e, timeout))?;
-        Ok(Self {
-            conn,
+        let stream = open_stream(&info, tls_ca, deadline, timeout)?;
+        let mut node = Self {
+            stream,
+            parser: redis::Parser::new(),
             identity: NodeIdentity {
                 run_id: String::new(),
                 replid: String::new(),
@@ -164,7 +344,32 @@ impl Node {
                 aof_enabled: false,
                 node_id: None,
             },
-        })
+        };
+        let settings = info.redis_settings();
+        let mut hello = crate::wire::Commands::new();
+        let db = settings.db().to_string();
+        match (settings.username(), settings.password()) {
+            (Some(user), Some(password)) => {
+                hello.push(&[b"AUTH", user.as_bytes(), password.as_bytes()]);
+            }
+            (None, Some(password)) => hello.push(&[b"AUTH", password.as_bytes()]),
+            _ => {}
+        }
+        if settings.db() != 0 {
+            hello.push(&[b"SELECT", db.as_bytes()]);
+        }
+        if hello.len() > 0 {
+            for reply in node.round_trip(&hello, deadline, timeout)? {
+                if let Value::ServerError(e) = reply {
+                    // The server's words (WRONGPASS, NOPERM, ...), never what was sent.
+                    return Err(RedisFilterError::Server {
+                        code: e.code().to_owned(),
+                        detail: e.details().unwrap_or_default().to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(node)
     }
 
     fn read_identity(
@@ -247,24 +452,34 @@ impl Node {
         timeout: Duration,
     ) -> Result<(), RedisFilterError> {
         let left = remaining(deadline, timeout)?;
-        self.conn
-            .set_read_timeout(Some(left))
-            .and_then(|()| self.conn.set_write_timeout(Some(left)))
-            .map_err(|e| redis_error(e, timeout))
+        self.stream
+            .set_timeouts(Some(left))
+            .map_err(|e| io_error(e, timeout))
     }
 
     /// Sends encoded commands (no reply read).
     pub(crate) fn send(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), RedisFilterError> {
-        self.conn
-            .send_packed_command(bytes)
-            .map_err(|e| redis_error(e, timeout))
+        self.stream
+            .write_all(bytes)
+            .and_then(|()| self.stream.flush())
+            .map_err(|e| io_error(e, timeout))
     }
 
-    /// Reads one reply (a server error is a reply, not an error).
+    /// Reads one reply (a server error is a reply, not an error), of at most
+    /// [`MAX_REPLY_BYTES`] on the wire.
     pub(crate) fn recv(&mut self, timeout: Duration) -> Result<Value, RedisFilterError> {
-        self.conn
-            .recv_response()
-            .map_err(|e| redis_error(e, timeout))
+        let mut capped = Capped {
+            stream: &mut self.stream,
+            left: MAX_REPLY_BYTES,
+        };
+        let parsed = self.parser.parse_value(&mut capped);
+        if capped.left == 0 && parsed.is_err() {
+            return Err(RedisFilterError::Protocol(format!(
+                "a reply over {} MiB, which no command of the filter asks for",
+                MAX_REPLY_BYTES >> 20
+            )));
+        }
+        parsed.map_err(|e| redis_error(e, timeout))
     }
 
     /// Sends every command of `commands` and reads their replies, in order.
@@ -282,23 +497,6 @@ impl Node {
         self.send(&all, timeout)?;
         (0..commands.len()).map(|_| self.recv(timeout)).collect()
     }
-}
-
-#[cfg(feature = "tls")]
-fn tls_client(info: ConnectionInfo, ca: &[u8]) -> Result<redis::Client, RedisFilterError> {
-    redis::Client::build_with_tls(
-        info,
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(ca.to_vec()),
-        },
-    )
-    .map_err(RedisFilterError::Redis)
-}
-
-#[cfg(not(feature = "tls"))]
-fn tls_client(_: ConnectionInfo, _: &[u8]) -> Result<redis::Client, RedisFilterError> {
-    Err(RedisFilterError::TlsUnavailable)
 }
 
 #[cfg(test)]

@@ -745,3 +745,44 @@ fn an_insert_never_writes_to_a_shard_whose_markers_are_not_the_filters() {
     ));
     assert_eq!(server.cli(&["EXISTS", &shard_key("grow", 2)]).trim(), "0");
 }
+
+/// A server that announces a reply of 10 GB and keeps sending, or an array without end: the
+/// client gives a reply at most 4 MiB of the wire and drops the connection, long before the
+/// deadline, instead of holding what the server sends until time runs out.
+#[test]
+fn a_reply_without_end_is_cut_off_at_its_size_limit() {
+    use std::io::Write;
+    for (announce, filler) in [
+        (&b"$9999999999\r\n"[..], &b"x"[..]),
+        (&b"*9999999999\r\n"[..], &b":1\r\n"[..]),
+    ] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut stream = stream;
+                    let chunk: Vec<u8> = filler.iter().copied().cycle().take(1 << 16).collect();
+                    if stream.write_all(announce).is_err() {
+                        return;
+                    }
+                    while stream.write_all(&chunk).is_ok() {}
+                });
+            }
+        });
+        let target = RedisTarget::single(format!("redis://127.0.0.1:{port}/"))
+            .with_timeout(Duration::from_secs(600));
+        let started = Instant::now();
+        let result = RedisFilter::open(&target, "endless");
+        assert!(
+            matches!(&result, Err(RedisFilterError::Protocol(m)) if m.contains("over 4 MiB")),
+            "{result:?}"
+        );
+        // Cut off by size, not by the (ten-minute) deadline.
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
