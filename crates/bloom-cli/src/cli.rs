@@ -625,7 +625,7 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s <= 86_400.0 => Ok(s),
         _ => Err(format!(
-            "{text} is not a number of seconds between 0 and 86400"
+            "{text} is not a number of seconds above 0 and at most 86400 (a day)"
         )),
     }
 }
