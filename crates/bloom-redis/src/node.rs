@@ -66,7 +66,7 @@ impl NodeIdentity {
 /// export's 1 MiB `GETRANGE` and a batch's `BITFIELD` (4,096 keys of at most 64 positions:
 /// about 1 MiB); a reply that runs past this is not one the filter asked for, and the
 /// connection is dropped before it can hold more memory.
-pub(crate) const MAX_REPLY_BYTES: usize = 4 << 20;
+pub(crate) const MAX_REPLY_BYTES: usize = 2 << 20;
 
 /// The byte stream to one node.
 enum Stream {
@@ -233,9 +233,12 @@ fn tls_stream(
 ) -> Result<Stream, RedisFilterError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
+    // `--tls-ca` pins the authority: its certificates instead of the system's roots.
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
+    if tls_ca.is_none() {
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
     }
     if let Some(pem) = tls_ca {
         let mut added = 0;

@@ -472,3 +472,38 @@ fn a_database_file_damaged_on_disk_is_refused() {
         })
     ));
 }
+
+/// The table or its index redefined through `writable_schema` (well-formed pages, so the
+/// integrity check passes): without `STRICT` a key can be stored as text, which no lookup by
+/// blob finds; an index no longer unique or partial misleads every lookup. Refused.
+#[test]
+fn a_redefined_table_or_index_is_refused() {
+    for (name, from, to) in [
+        ("bloom_changes", ") STRICT", ")"),
+        ("bloom_keys", "UNIQUE INDEX", "INDEX"),
+        ("bloom_keys", "AND removed_at IS NULL", ""),
+    ] {
+        let h = support::Sqlite::new();
+        let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+        insert_all(&w, &named("k", 0..10));
+        drop(w);
+        let conn = rusqlite::Connection::open(h.db()).unwrap();
+        conn.execute_batch("PRAGMA writable_schema = ON").unwrap();
+        let changed = conn
+            .execute(
+                "UPDATE sqlite_master SET sql = replace(sql, ?1, ?2) WHERE name = ?3",
+                [from, to, name],
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "{name}");
+        conn.execute_batch("PRAGMA writable_schema = OFF").unwrap();
+        drop(conn);
+        let Err(err) = SqliteStore::open(h.db()) else {
+            panic!("{name} redefined ({from:?} -> {to:?}) opened");
+        };
+        assert!(
+            matches!(&err, SqliteStoreError::Damaged { what, .. } if *what == name),
+            "{err:?}"
+        );
+    }
+}

@@ -176,6 +176,9 @@ impl Drop for SqliteStore {
                 .writer
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner);
+            // Without waiting: while another connection reads or writes, the checkpoint
+            // gives up at once (the last to close checkpoints), never stalling the others.
+            let _ = conn.busy_timeout(Duration::ZERO);
             let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
     }
@@ -189,8 +192,8 @@ impl SqliteStore {
     /// Opens (or creates) the database at `path`, which may hold other tables, and sets WAL
     /// journal mode with `synchronous = NORMAL`.
     ///
-    /// The store's tables are checked first (`PRAGMA integrity_check` of `bloom_changes`
-    /// with its index, and of `bloom_store_meta`): a file damaged on disk (a flipped bit, a
+    /// The file is checked first (`PRAGMA integrity_check`: every table and index, and the
+    /// free-page list): a file damaged on disk (a flipped bit, a
     /// torn page, a truncation) can make SQLite answer "not there" for a key its table holds,
     /// through an index entry that no longer matches its row, so it is refused with
     /// [`SqliteStoreError::Damaged`] instead of being trusted. The check reads the store's
@@ -214,22 +217,19 @@ impl SqliteStore {
         Self::open_unchecked(path.as_ref(), LegacyKeys::Refuse)
     }
 
-    /// `PRAGMA integrity_check` of the store's tables and index: a page structure that does
-    /// not hold together, or an index entry that is not its row's, is
+    /// `PRAGMA integrity_check` of the file: a page structure that does not hold together,
+    /// a free-page list that does not, or an index entry that is not its row's, is
     /// [`SqliteStoreError::Damaged`].
     fn check_pages(&self) -> Result<(), SqliteStoreError> {
+        // The whole file: a check of some tables skips the free-page list and pages two trees
+        // share, and a damaged free list breaks the store's next writes.
         let conn = self.writer();
-        for table in ["bloom_store_meta", "bloom_changes"] {
-            let verdict: String =
-                conn.query_row(&format!("PRAGMA integrity_check({table})"), [], |r| {
-                    r.get(0)
-                })?;
-            if verdict != "ok" {
-                return Err(SqliteStoreError::Damaged {
-                    what: "database file",
-                    detail: verdict.lines().take(3).collect::<Vec<_>>().join("; "),
-                });
-            }
+        let verdict: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        if verdict != "ok" {
+            return Err(SqliteStoreError::Damaged {
+                what: "database file",
+                detail: verdict.lines().take(3).collect::<Vec<_>>().join("; "),
+            });
         }
         Ok(())
     }

@@ -174,6 +174,15 @@ pub(super) struct SchemaState {
     /// Whether something is named `bloom_changes_v2`, the name schema 2's log takes while
     /// it is migrated.
     v2_name_taken: bool,
+    /// The `CREATE` statements of `bloom_changes` and `bloom_keys` as stored, normalized.
+    changes_sql: Option<String>,
+    index_sql: Option<String>,
+}
+
+/// The statement `sql` (one of this schema's `CREATE ... IF NOT EXISTS main.NAME`) as SQLite
+/// stores it, normalized: without `IF NOT EXISTS` and the schema name.
+fn stored_form(sql: &str) -> String {
+    normalized_sql(&sql.replace("IF NOT EXISTS main.", "").replace(';', ""))
 }
 
 impl SchemaState {
@@ -275,6 +284,9 @@ pub(super) fn read_schema_state(conn: &Connection) -> Result<SchemaState, rusqli
         changes_columns: columns(conn, "bloom_changes")?,
         has_index: schema_object_sql(conn, "index", "bloom_keys")?.is_some(),
         foreign: foreign_object(conn)?,
+        changes_sql: schema_object_sql(conn, "table", "bloom_changes")?
+            .map(|sql| normalized_sql(&sql)),
+        index_sql: schema_object_sql(conn, "index", "bloom_keys")?.map(|sql| normalized_sql(&sql)),
     })
 }
 
@@ -337,6 +349,29 @@ pub(super) fn check_schema(
         CHANGES_COLUMNS
     };
     expect("bloom_changes", &state.changes_columns, changes_wanted)?;
+    // At this schema, the table and its index are exactly as this build makes them: a table
+    // edited through `writable_schema` to drop `STRICT` (so a key can be stored as text, which
+    // no lookup by blob finds), or an index no longer unique or partial as it must be, is not
+    // the store's.
+    if state.version == Some(SCHEMA_VERSION) {
+        let table = TABLES
+            .split_inclusive(';')
+            .find(|statement| statement.contains("bloom_changes"))
+            .map(stored_form);
+        for (what, found, wanted) in [
+            ("bloom_changes", &state.changes_sql, table),
+            ("bloom_keys", &state.index_sql, Some(stored_form(INDEX))),
+        ] {
+            if let (Some(found), Some(wanted)) = (found, wanted)
+                && *found != wanted
+            {
+                return Err(SqliteStoreError::Damaged {
+                    what,
+                    detail: format!("its definition is not this schema's: {found}"),
+                });
+            }
+        }
+    }
     if owns_old_keys(state) {
         expect("keys", &state.old_keys_columns, OLD_KEYS_COLUMNS)?;
     }
