@@ -265,3 +265,58 @@ fn encoded_keys_not_in_the_encoding_are_refused() {
     );
     assert_eq!(w.contains("zo\u{308}e").unwrap(), Lookup::Present);
 }
+
+/// The lock beside the database must be a regular file: a symbolic link there (dangling, or
+/// to a device every store could share), a named pipe or a directory is refused with a typed
+/// error, and nothing is created where a link points.
+#[cfg(unix)]
+#[test]
+fn a_lock_path_that_is_not_a_regular_file_is_refused() {
+    let h = support::Sqlite::new();
+    drop(h.open());
+    let mut lock = std::fs::canonicalize(h.db()).unwrap().into_os_string();
+    lock.push("-bloom.lock");
+    let lock = std::path::PathBuf::from(lock);
+    let elsewhere = h.db().with_extension("elsewhere");
+    type Make<'a> = &'a dyn Fn(&std::path::Path);
+    let make: [(&str, Make<'_>); 4] = [
+        ("a dangling link", &|p| {
+            std::os::unix::fs::symlink(&elsewhere, p).unwrap()
+        }),
+        ("a link to /dev/null", &|p| {
+            std::os::unix::fs::symlink("/dev/null", p).unwrap()
+        }),
+        ("a named pipe", &|p| {
+            assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(p)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }),
+        ("a directory", &|p| std::fs::create_dir(p).unwrap()),
+    ];
+    for (what, make) in make {
+        make(&lock);
+        let result = FilteredStore::open(h.open(), options(), None);
+        assert!(
+            matches!(
+                &result,
+                Err(StoreError::Store(
+                    bloom_store::SqliteStoreError::Lock { .. }
+                ))
+            ),
+            "{what}: {:?}",
+            result.as_ref().err()
+        );
+        assert!(!elsewhere.exists(), "{what}: the link's target was created");
+        if lock.is_dir() && !lock.is_symlink() {
+            std::fs::remove_dir(&lock).unwrap();
+        } else {
+            std::fs::remove_file(&lock).unwrap();
+        }
+    }
+    // A regular file (or none) is a lock again.
+    assert!(FilteredStore::open(h.open(), options(), None).is_ok());
+}

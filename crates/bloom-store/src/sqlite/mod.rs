@@ -713,6 +713,18 @@ impl PrimaryStore for SqliteStore {
             path: lock.clone(),
             source,
         };
+        // Only a regular file (or none yet) is a lock: a symbolic link there could make the
+        // claim create a file elsewhere or share one lock with every store linked the same
+        // way, and a pipe or a device locks nothing.
+        let not_a_file = || {
+            failed(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a link, a pipe, a directory or a device); remove it",
+            ))
+        };
+        if std::fs::symlink_metadata(&lock).is_ok_and(|m| !m.file_type().is_file()) {
+            return Err(not_a_file());
+        }
         let opened = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -737,6 +749,9 @@ impl PrimaryStore for SqliteStore {
             }
             Err(e) => return Err(failed(e)),
         };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(not_a_file());
+        }
         match file.try_lock() {
             Ok(()) => Ok(Some(crate::StoreClaim::holding(file))),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
