@@ -279,28 +279,15 @@ impl RedisFilter {
         if unchecked.is_empty() {
             return Ok(());
         }
-        let tail = (MARKER_BITS + self.shard_bits).to_string();
         let mut commands = Commands::new();
         let mut routes = Vec::with_capacity(unchecked.len());
         for &shard in &unchecked {
-            let key = shard_key(&self.name, shard);
-            commands.push(&[
-                b"BITFIELD_RO",
-                key.as_bytes(),
-                b"GET",
-                b"i64",
-                b"0",
-                b"GET",
-                b"i64",
-                tail.as_bytes(),
-            ]);
-            routes.push(key.into_bytes());
+            routes.push(self.push_marker_read(&mut commands, shard));
         }
         let replies = self.conn().pipeline_by(commands, routes, deadline)?;
         for (&shard, value) in unchecked.iter().zip(replies.values) {
             let markers = ints(&server_error(value)?)?;
-            let own = self.markers.of(shard);
-            if markers.len() != 2 || markers.iter().any(|&m| m != own) {
+            if !self.markers_intact(shard, &markers) {
                 return Err(self.lost(
                     shard,
                     if markers.iter().all(|&m| m == 0) {
@@ -415,6 +402,44 @@ impl RedisFilter {
         }
         self.verified_set().extend(pending);
         Ok(())
+    }
+
+    /// Pushes the read of shard `shard`'s two markers (`BITFIELD_RO key GET i64 0 GET i64
+    /// (64 + B)`) and returns its routing key.
+    pub(crate) fn push_marker_read(&self, commands: &mut Commands, shard: u32) -> Vec<u8> {
+        let key = shard_key(&self.name, shard);
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        commands.push(&[
+            b"BITFIELD_RO",
+            key.as_bytes(),
+            b"GET",
+            b"i64",
+            b"0",
+            b"GET",
+            b"i64",
+            tail.as_bytes(),
+        ]);
+        key.into_bytes()
+    }
+
+    /// Whether `markers` (the replies of [`RedisFilter::push_marker_read`]) are both shard
+    /// `shard`'s own.
+    pub(crate) fn markers_intact(&self, shard: u32, markers: &[i64]) -> bool {
+        let own = self.markers.of(shard);
+        markers.len() == 2 && markers.iter().all(|&m| m == own)
+    }
+
+    /// Makes every write made so far durable as the filter asks, on every live connection
+    /// (a creation's, an import's).
+    pub(crate) fn make_live_durable(&self) -> Result<(), RedisFilterError> {
+        let deadline = self.deadline();
+        let serials: Vec<u64> = self
+            .conn()
+            .live(deadline)?
+            .into_iter()
+            .map(|(serial, _)| serial)
+            .collect();
+        self.make_durable(&serials, deadline)
     }
 
     /// Makes the writes made on `serials` durable as the filter (and this handle) asks.

@@ -17,9 +17,7 @@ use crate::bits::ints;
 use crate::connection::{Conn, RedisTarget, server_error};
 use crate::epoch::{self, Durability};
 use crate::error::RedisFilterError;
-use crate::filter::{
-    MARKER_BITS, MARKER_BYTES, RedisFilter, SHARDS_PER_PIPELINE, int, meta_key, shard_key,
-};
+use crate::filter::{MARKER_BYTES, RedisFilter, SHARDS_PER_PIPELINE, int, meta_key, shard_key};
 use crate::meta::{self, BUILDING, READY};
 use crate::node::text;
 use crate::wire::Commands;
@@ -132,7 +130,6 @@ impl RedisFilter {
     /// [`RedisFilterError::Unverified`], or a Redis error.
     pub fn check_shards(&self) -> Result<(), RedisFilterError> {
         let expected = i64::try_from(2 * MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
-        let tail = (MARKER_BITS + self.shard_bits).to_string();
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.deadline();
             let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
@@ -141,18 +138,8 @@ impl RedisFilter {
             for &s in &range {
                 let key = shard_key(&self.name, s);
                 commands.push(&[b"STRLEN", key.as_bytes()]);
-                commands.push(&[
-                    b"BITFIELD_RO",
-                    key.as_bytes(),
-                    b"GET",
-                    b"i64",
-                    b"0",
-                    b"GET",
-                    b"i64",
-                    tail.as_bytes(),
-                ]);
-                keys.push(key.clone().into_bytes());
                 keys.push(key.into_bytes());
+                keys.push(self.push_marker_read(&mut commands, s));
             }
             let replies = self.conn().pipeline_by(commands, keys, deadline)?;
             let mut answered = Vec::new();
@@ -164,9 +151,7 @@ impl RedisFilter {
                 };
                 let len = int(&server_error(len.clone())?)?;
                 let markers = ints(&server_error(marker.clone())?)?;
-                let own = self.markers.of(shard);
-                let intact = markers.len() == 2 && markers.iter().all(|&m| m == own);
-                if len != expected || !intact {
+                if len != expected || !self.markers_intact(shard, &markers) {
                     return Err(self.lost(
                         shard,
                         if len == 0 {
@@ -475,14 +460,7 @@ impl RedisFilter {
         filter.check_shards()?;
         // The bits are durable as the filter asks (`WAIT`, `WAITAOF`) before it is ready:
         // the creation's wait covered only the empty shards.
-        let deadline = filter.deadline();
-        let serials: Vec<u64> = filter
-            .conn()
-            .live(deadline)?
-            .into_iter()
-            .map(|(serial, _)| serial)
-            .collect();
-        filter.make_durable(&serials, deadline)?;
+        filter.make_live_durable()?;
         filter.set_fields([("state", READY)])
     }
 }

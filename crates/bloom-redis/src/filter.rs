@@ -302,14 +302,7 @@ impl RedisFilter {
         filter.allocate_shards()?;
         // What the filter will ask of every insert holds for its creation too: a server that
         // cannot give it fails the creation, not the first insert.
-        let deadline = filter.deadline();
-        let serials: Vec<u64> = filter
-            .conn()
-            .live(deadline)?
-            .into_iter()
-            .map(|(serial, _)| serial)
-            .collect();
-        if let Err(e) = filter.make_durable(&serials, deadline) {
+        if let Err(e) = filter.make_live_durable() {
             // Nothing half-made stays behind under the name (best effort).
             let _ = Self::delete(target, name, Some(shards));
             return Err(e);

@@ -125,6 +125,14 @@ fn addr_of(info: &ConnectionInfo) -> String {
 }
 
 /// `template` pointed at `host:port` (same credentials, TLS and database).
+/// The deadline of one of `left` candidates asked in turn before `deadline`: an equal share
+/// of what is left (the last gets all of it), so one that hangs leaves time for the others.
+fn share_of(deadline: Instant, left: usize) -> Instant {
+    let left = u32::try_from(left).unwrap_or(u32::MAX).max(1);
+    let now = Instant::now();
+    now + deadline.saturating_duration_since(now) / left
+}
+
 /// Asks one Sentinel for `master`'s address.
 fn ask_sentinel(
     info: ConnectionInfo,
@@ -313,12 +321,8 @@ impl Transport {
             // or a black hole) leaves time to ask the others; the last gets all that is left.
             // The question runs on a thread of its own, given up on at its share's end (a
             // connection's setup is not always bounded by its timeout).
-            let left = u32::try_from(sentinels.len() - i)
-                .unwrap_or(u32::MAX)
-                .max(1);
-            let now = Instant::now();
-            let share = deadline.saturating_duration_since(now) / left;
-            let own_deadline = now + share;
+            let own_deadline = share_of(deadline, sentinels.len() - i);
+            let share = own_deadline.saturating_duration_since(Instant::now());
             // A Sentinel has no databases: the URL's db is the master's, never SELECTed on a
             // Sentinel (its credentials are kept: Sentinels often share them).
             let settings = sentinel.redis_settings().clone().set_db(0);
@@ -366,9 +370,7 @@ impl Transport {
         for (i, info) in candidates.into_iter().enumerate() {
             // Each candidate gets its share of what is left (the last all of it): a seed that
             // hangs leaves time to ask the others.
-            let left = u32::try_from(count - i).unwrap_or(u32::MAX).max(1);
-            let now = Instant::now();
-            let deadline = now + deadline.saturating_duration_since(now) / left;
+            let deadline = share_of(deadline, count - i);
             let asked_host = match info.addr() {
                 ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
                 _ => String::new(),

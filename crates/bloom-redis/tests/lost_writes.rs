@@ -60,6 +60,36 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A master and a replica of it, in sync.
+fn replicated_pair() -> (RedisServer, RedisServer) {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
+    wait_for("the replica's first sync", || {
+        primary
+            .cli(&["INFO", "replication"])
+            .contains("state=online")
+    });
+    (primary, replica)
+}
+
+/// A `*_repl_offset:` field of a server's `INFO replication`.
+fn repl_offset(server: &RedisServer, field: &str) -> u64 {
+    server
+        .cli(&["INFO", "replication"])
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(field)?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `replica` has every write `primary` has made so far.
+fn wait_caught_up(primary: &RedisServer, replica: &RedisServer) {
+    let target = repl_offset(primary, "master_repl_offset:");
+    wait_for("the replica to catch up", || {
+        repl_offset(replica, "slave_repl_offset:") >= target
+    });
+}
+
 /// `SAVE`, 5,000 more keys acknowledged, SIGKILL, restart from the save: the last 5,000 are
 /// gone from Redis, and the filter says so instead of answering "absent".
 #[test]
@@ -192,45 +222,14 @@ fn a_failover_to_a_replica_that_missed_writes_is_never_answered_absent() {
             timeout_ms: 300,
         },
     ] {
-        let mut primary = RedisServer::start();
-        let replica = RedisServer::start();
-        replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
-        wait_for("the replica's first sync", || {
-            primary
-                .cli(&["INFO", "replication"])
-                .contains("state=online")
-        });
+        let (mut primary, replica) = replicated_pair();
         let filter =
             RedisFilter::create_with(&primary.target(), "fo", config(8, 20_000), durability)
                 .unwrap();
         let replicated = keys("replicated", 0..5000);
         filter.insert_all(&replicated).unwrap();
         // The replica caught up with those, then stops hearing from its master.
-        let offset = || {
-            primary
-                .cli(&["INFO", "replication"])
-                .lines()
-                .find_map(|l| {
-                    l.trim()
-                        .strip_prefix("master_repl_offset:")?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .unwrap_or(0)
-        };
-        let target_offset = offset();
-        wait_for("the replica to catch up", || {
-            replica
-                .cli(&["INFO", "replication"])
-                .lines()
-                .find_map(|l| {
-                    l.trim()
-                        .strip_prefix("slave_repl_offset:")?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .is_some_and(|o| o >= target_offset)
-        });
+        wait_caught_up(&primary, &replica);
         replica.signal(Signal::STOP);
         let missed = keys("missed", 0..5000);
         let acked_missed = filter.insert_all(&missed).is_ok();
@@ -312,28 +311,11 @@ fn a_cluster_failover_that_missed_writes_is_never_answered_absent() {
 /// reply is not used, and the node as it is now is judged.
 #[test]
 fn a_master_demoted_under_a_live_connection_is_never_answered_from() {
-    let primary = RedisServer::start();
-    let other = RedisServer::start();
-    other.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
-    wait_for("the replica's first sync", || {
-        primary
-            .cli(&["INFO", "replication"])
-            .contains("state=online")
-    });
+    let (primary, other) = replicated_pair();
     let filter = RedisFilter::create(&primary.target(), "demoted", config(8, 20_000)).unwrap();
     let before = keys("before", 0..5000);
     filter.insert_all(&before).unwrap();
-    let offset = |server: &RedisServer, field: &str| {
-        server
-            .cli(&["INFO", "replication"])
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(field)?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let target_offset = offset(&primary, "master_repl_offset:");
-    wait_for("the replica to catch up", || {
-        offset(&other, "slave_repl_offset:") >= target_offset
-    });
+    wait_caught_up(&primary, &other);
     // The replica splits off; the master acknowledges 5,000 more it never sees.
     other.cli(&["REPLICAOF", "NO", "ONE"]);
     let missed = keys("missed", 0..5000);
@@ -361,14 +343,7 @@ fn a_master_demoted_under_a_live_connection_is_never_answered_from() {
 #[test]
 fn an_import_waits_for_its_durability_after_writing_the_bits() {
     use std::io::BufRead;
-    let primary = RedisServer::start();
-    let replica = RedisServer::start();
-    replica.cli(&["REPLICAOF", "127.0.0.1", &primary.port.to_string()]);
-    wait_for("the replica's first sync", || {
-        primary
-            .cli(&["INFO", "replication"])
-            .contains("state=online")
-    });
+    let (primary, _replica) = replicated_pair();
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("s.bloom");
     let local = RedisFilter::create(&primary.target(), "source", config(4, 5000)).unwrap();

@@ -310,40 +310,33 @@ fn add(args: &RedisAddArgs) -> CmdResult {
     }
     let at = &keys.at;
     let mut changed = 0u64;
-    if args.complete {
-        let mut restore = filter.restore();
-        key_batches_of(
-            KEYS_PER_CALL,
-            filter.config(),
-            &keys.keys,
-            &keys.input,
-            |_, encoded| {
-                changed += restore
-                    .add_encoded(encoded.keys())
-                    .map_err(|e| failure(at, &e))?;
-                Ok(())
-            },
-        )?;
-        restore.finish(None).map_err(|e| failure(at, &e))?;
-        crate::warn(&format!(
-            "{changed} keys changed the filter; redis filter {} is declared whole",
-            at.name
-        ));
-        return Ok(());
-    }
+    // `--complete` adds every key again through a restore, which then declares the filter
+    // whole; otherwise the keys are inserted.
+    let mut restore = args.complete.then(|| filter.restore());
     key_batches_of(
         KEYS_PER_CALL,
         filter.config(),
         &keys.keys,
         &keys.input,
         |_, encoded| {
-            changed += filter
-                .insert_all_encoded(encoded.keys())
-                .map_err(|e| failure(at, &e))?;
+            changed += match &mut restore {
+                Some(restore) => restore.add_encoded(encoded.keys()),
+                None => filter.insert_all_encoded(encoded.keys()),
+            }
+            .map_err(|e| failure(at, &e))?;
             Ok(())
         },
     )?;
-    crate::warn(&format!("{changed} keys changed the filter"));
+    match restore {
+        Some(restore) => {
+            restore.finish(None).map_err(|e| failure(at, &e))?;
+            crate::warn(&format!(
+                "{changed} keys changed the filter; redis filter {} is declared whole",
+                at.name
+            ));
+        }
+        None => crate::warn(&format!("{changed} keys changed the filter")),
+    }
     Ok(())
 }
 
