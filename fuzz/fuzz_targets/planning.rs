@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use bloom_core::{FilterParams, Layout, estimate};
+use bloom_core::{FilterParams, Layout, PositionRule, estimate};
 use libfuzzer_sys::fuzz_target;
 
 fn take<const N: usize>(data: &mut &[u8]) -> [u8; N] {
@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
     let mut data = data;
     let items = u64::from_le_bytes(take(&mut data));
     let fpr = f64::from_bits(u64::from_le_bytes(take(&mut data)));
-    let max_hashes = u32::from_le_bytes(take(&mut data));
+    // The rule caps k: 64 positions, or 4 for sha256-split4.
+    let rule = match u32::from_le_bytes(take(&mut data)) % 2 {
+        0 => PositionRule::Xxh3_128,
+        _ => PositionRule::Sha256Split4,
+    };
     let [selector] = take::<1>(&mut data);
     let shards = u16::from_le_bytes(take(&mut data));
     let bits = u64::from_le_bytes(take(&mut data));
@@ -33,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
         },
     };
     let rate_ok = |rate: f64| (0.0..=1.0).contains(&rate);
-    if let Ok(plan) = FilterParams::planned(layout, items, fpr, max_hashes) {
+    if let Ok(plan) = FilterParams::planned_for(rule, layout, items, fpr) {
         let predicted = plan.predicted_false_positive_rate(items);
         assert!(predicted <= fpr, "{layout} {items} {fpr}: {predicted}");
         assert!(rate_ok(predicted));

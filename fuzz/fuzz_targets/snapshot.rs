@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let header = snapshot.header();
     if header.layout == LayoutId::Counting4 {
         if let Ok(filter) = CountingBloomFilter::from_snapshot(&snapshot) {
-            let again = filter.to_snapshot(header.dataset_generation);
+            let again = filter.to_snapshot_at(header.dataset_generation);
             assert_eq!(again.payload(), snapshot.payload());
             let rate = filter.estimated_false_positive_rate();
             assert!(!rate.is_nan() && !filter.estimated_items().is_nan());
@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(filter) = BloomFilter::from_snapshot(&snapshot) else {
         return;
     };
-    let again = filter.to_snapshot(header.dataset_generation);
+    let again = filter.to_snapshot_at(header.dataset_generation);
     assert_eq!(again.payload(), snapshot.payload());
     assert_eq!(again.header().bit_count, header.bit_count);
     assert_eq!(again.header().hash_count, header.hash_count);

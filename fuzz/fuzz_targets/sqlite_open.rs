@@ -31,13 +31,13 @@ fuzz_target!(|data: &[u8]| {
     let _ = store.changes_since(DatasetGeneration::ZERO, &mut |_| {});
     let _ = store.head();
     let Ok((wrapper, _)) =
-        FilteredStore::open_and_recover(&store, FilterOptions::new(1000, 0.01), None)
+        FilteredStore::open_and_recover(&store, FilterOptions::new(1000, 0.01))
     else {
         return;
     };
     for key in &keys {
         let key = bloom_core::EncodedKey::from_encoded(key);
-        if let Ok(lookup) = wrapper.contains_encoded(&key) {
+        if let Ok(lookup) = wrapper.contains(&key) {
             assert_eq!(lookup, Lookup::Present);
         }
     }

@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         let options = FilterOptions::new(1000, 0.01)
             .with_counting(counting)
             .with_max_snapshot_bytes(1 << 24);
-        let (wrapper, _) = FilteredStore::open(&store, options, Some(&path)).unwrap();
+        let (wrapper, _) = FilteredStore::open(&store, options.with_snapshot(&path)).unwrap();
         for key in &committed {
             let lookup = wrapper.contains(key).unwrap();
             assert_eq!(lookup, Lookup::Present, "{key}");

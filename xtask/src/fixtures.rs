@@ -362,7 +362,7 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
                 let mut filter =
                     BloomFilter::new(fixture.config).expect("small fixture filters allocate");
                 filter.insert_all(&fixture.keys);
-                (filter.to_header(generation), filter.to_bytes())
+                (filter.to_header_at(generation), filter.to_bytes())
             }
             Some(removed) => {
                 let mut filter = CountingBloomFilter::new(fixture.config)
@@ -371,7 +371,7 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
                 for key in removed {
                     filter.remove(key).expect("an inserted key is removable");
                 }
-                (filter.to_header(generation), filter.to_bytes())
+                (filter.to_header_at(generation), filter.to_bytes())
             }
         };
         header.store = fixture.store;

@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
-use bloom_format::DatasetGeneration;
 
 use crate::fixtures::{sha256_hex, workspace_root};
 
@@ -103,10 +102,10 @@ fn build_stream(case: &RustCase, keys: &str) -> Result<Vec<u8>, String> {
     let mut filter = BloomFilter::new(config).map_err(|e| e.to_string())?;
     for line in keys.lines() {
         filter
-            .insert_bytes(&key_bytes(case.funnel, line)?)
+            .insert(&key_bytes(case.funnel, line)?)
             .map_err(|e| e.to_string())?;
     }
-    let snapshot = filter.to_snapshot(DatasetGeneration::new(0));
+    let snapshot = filter.to_snapshot();
     let mut stream = Vec::new();
     bloom_format::export_guava(&snapshot, &mut stream).map_err(|e| e.to_string())?;
     Ok(stream)

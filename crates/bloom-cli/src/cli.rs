@@ -655,8 +655,7 @@ pub(crate) fn plan_params(
         }
         return FilterParams::for_guava(items, fpr).map_err(|e| e.to_string());
     }
-    FilterParams::planned(layout_for(layout, rule), items, fpr, rule.max_hashes())
-        .map_err(|e| e.to_string())
+    FilterParams::planned_for(rule, layout_for(layout, rule), items, fpr).map_err(|e| e.to_string())
 }
 
 /// The layout asked for, or the default for `rule`: blocked-512 where the rule works with it.

@@ -86,21 +86,19 @@ impl AnyFilter {
 
     pub(crate) fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
         match self {
-            Self::Plain(f) => f.insert_bytes(key),
-            Self::Counting(f) => f.insert_bytes(key),
+            Self::Plain(f) => f.insert(key),
+            Self::Counting(f) => f.insert(key),
         }
     }
 
     /// Inserts keys already encoded with the filter's encoding.
-    pub(crate) fn insert_all_encoded<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
+    pub(crate) fn insert_all<'k>(&mut self, keys: impl Iterator<Item = EncodedKey<'k>>) {
         match self {
             Self::Plain(f) => {
-                f.insert_all_encoded(keys);
+                f.insert_all(keys);
             }
             Self::Counting(f) => {
-                for key in keys {
-                    f.insert_encoded(&EncodedKey::from_encoded(key));
-                }
+                f.insert_all(keys);
             }
         }
     }
@@ -108,8 +106,8 @@ impl AnyFilter {
     /// The header of a snapshot of the filter.
     pub(crate) fn to_header(&self, generation: bloom_format::DatasetGeneration) -> Header {
         match self {
-            Self::Plain(f) => f.to_header(generation),
-            Self::Counting(f) => f.to_header(generation),
+            Self::Plain(f) => f.to_header_at(generation),
+            Self::Counting(f) => f.to_header_at(generation),
         }
     }
 

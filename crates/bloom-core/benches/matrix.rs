@@ -55,7 +55,7 @@ impl Ours {
         batched: bool,
         n: usize,
     ) -> Self {
-        let params = FilterParams::planned(layout, n as u64, FPR, rule.max_hashes()).unwrap();
+        let params = FilterParams::planned_for(rule, layout, n as u64, FPR).unwrap();
         let config = FilterConfig::new(params)
             .with_encoding(encoding)
             .with_rule(rule)

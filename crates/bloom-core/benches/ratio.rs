@@ -293,7 +293,7 @@ fn main() {
 
 /// A `blocked-512` filter planned for `n` keys.
 fn blocked(rule: PositionRule, n: usize, encoding: KeyEncoding) -> BloomFilter {
-    let params = FilterParams::planned(Layout::Blocked512, n as u64, FPR, 64).unwrap();
+    let params = FilterParams::planned(Layout::Blocked512, n as u64, FPR).unwrap();
     let config = FilterConfig::new(params)
         .with_encoding(encoding)
         .with_rule(rule)

@@ -2,12 +2,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, EncodedKeys, KeyForm, KeyHashing, TextKeys};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::FilterConfig;
-use crate::encoding::{EncodedKey, KeyError, UnicodeTables};
+use crate::encoding::UnicodeTables;
 use crate::estimate;
 use crate::filter::BloomFilter;
+use crate::key::{self, Key};
 use crate::position::PositionHasher;
 
 /// A Bloom filter that many threads can insert into and query at once.
@@ -125,137 +126,82 @@ impl AtomicBloomFilter {
         &self.config
     }
 
-    /// Inserts a text key; returns whether this call set any bit.
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]); returns whether this call
+    /// set any bit. A byte key is answered with a `Result`, as in [`BloomFilter::insert`].
     #[inline]
-    pub fn insert(&self, key: &str) -> bool {
-        self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
-        self.insert_hash(&self.config.encode_str(key))
+    pub fn insert<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+        K::answer(
+            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
+                |(encoded, sensitive)| {
+                    self.note_table_sensitive(sensitive);
+                    let changed =
+                        (&*self.words).insert_key(&self.hasher, self.hasher.hash(&encoded));
+                    if changed {
+                        self.count_items(1);
+                    }
+                    changed
+                },
+            ),
+        )
     }
 
-    /// Inserts a byte key.
+    /// Inserts every key; returns how many of them this call changed a bit for.
     ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    #[inline]
-    pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        self.note_table_sensitive(self.foreign_tables && !key.is_ascii());
-        Ok(self.insert_hash(&encoded))
-    }
-
-    /// Inserts an already-encoded key; returns whether this call set any bit.
-    #[inline]
-    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.note_table_sensitive(self.foreign_tables);
-        self.insert_hash(key)
-    }
-
-    #[inline]
-    fn insert_hash(&self, key: &EncodedKey<'_>) -> bool {
-        let changed = (&*self.words).insert_key(&self.hasher, self.hasher.hash(key));
-        if changed {
-            self.count_items(1);
-        }
-        changed
-    }
-
-    /// Inserts every text key; returns how many of them this call changed a bit for.
-    ///
-    /// Faster per key than `insert` in a loop, as [`BloomFilter::insert_all`] is.
-    pub fn insert_all<I>(&self, keys: I) -> u64
+    /// Faster per key than `insert` in a loop, as [`BloomFilter::insert_all`] is, and stops
+    /// at a refused byte key as it does.
+    pub fn insert_all<I>(&self, keys: I) -> <I::Item as Key>::Answer<u64>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
-        self.insert_batched::<TextKeys, _>(keys.into_iter())
-    }
-
-    /// Inserts every already-encoded key, a batch at a time, as
-    /// [`BloomFilter::insert_all_encoded`].
-    pub fn insert_all_encoded<I>(&self, keys: I) -> u64
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.insert_batched::<EncodedKeys, _>(keys.into_iter())
-    }
-
-    /// Sets the bits of every already-encoded key with one locked write per position, without
-    /// probing them first; returns how many keys changed a bit. Faster than
-    /// [`AtomicBloomFilter::insert_all_encoded`] for keys that are new, such as keys a lookup
-    /// just found absent (a probe of a new key finds a bit missing and is wasted); for keys
-    /// that may be in already, `insert_all_encoded` writes nothing for those and keeps their
-    /// cache lines clean.
-    pub fn set_all_encoded<I>(&self, keys: I) -> u64
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        let inserted = (&*self.words).set_each::<EncodedKeys, _>(self.hashing(), keys.into_iter());
+        let mut inserted = Inserted::default();
+        let outcome = (&*self.words).insert_each(self.hashing(), keys.into_iter(), &mut inserted);
         self.note_table_sensitive(inserted.table_sensitive);
         self.count_items(inserted.changed);
-        inserted.changed
+        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
     }
 
-    fn insert_batched<F: KeyForm<K>, K>(&self, keys: impl Iterator<Item = K>) -> u64 {
-        let inserted = (&*self.words).insert_each::<F, K>(self.hashing(), keys);
+    /// Sets the bits of every key with one locked write per position, without probing them
+    /// first; returns how many keys changed a bit. Faster than
+    /// [`AtomicBloomFilter::insert_all`] for keys that are new, such as keys a lookup just
+    /// found absent (a probe of a new key finds a bit missing and is wasted); for keys that
+    /// may be in already, `insert_all` writes nothing for those and keeps their cache lines
+    /// clean. Stops at a refused byte key as `insert_all` does.
+    pub fn set_all<I>(&self, keys: I) -> <I::Item as Key>::Answer<u64>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let mut inserted = Inserted::default();
+        let outcome = (&*self.words).set_each(self.hashing(), keys.into_iter(), &mut inserted);
         self.note_table_sensitive(inserted.table_sensitive);
         self.count_items(inserted.changed);
-        inserted.changed
+        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
     }
 
-    /// Whether a text key may have been inserted. `false` is definite for every insert that
-    /// finished before this call started.
+    /// Whether a key may have been inserted. `false` is definite for every insert that
+    /// finished before this call started. Answers as [`BloomFilter::contains`] does.
     #[must_use]
     #[inline]
-    pub fn contains(&self, key: &str) -> bool {
-        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+        K::answer(
+            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
+                |(encoded, sensitive)| {
+                    sensitive
+                        || BitsRef::Atomic(&self.words)
+                            .contains(&self.hasher, self.hasher.hash(&encoded))
+                },
+            ),
+        )
     }
 
-    /// Whether a byte key may have been inserted.
-    ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    #[inline]
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
-    }
-
-    /// Whether an already-encoded key may have been inserted; always *maybe* with foreign
-    /// Unicode tables, as [`BloomFilter::contains_encoded`].
-    #[must_use]
-    #[inline]
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.foreign_tables || self.probe(key)
-    }
-
-    #[inline]
-    fn probe(&self, key: &EncodedKey<'_>) -> bool {
-        BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(key))
-    }
-
-    /// Whether each text key may have been inserted: one answer per key, in order, exactly
-    /// those of `contains`, computed a batch of keys at a time as in
+    /// Whether each key may have been inserted: one answer per key, in order, exactly those
+    /// of `contains`, computed a batch of keys at a time as in
     /// [`BloomFilter::contains_each`].
     pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        ContainsEach::new(
-            BitsRef::Atomic(&self.words),
-            self.hashing(),
-            keys.into_iter(),
-        )
-    }
-
-    /// [`AtomicBloomFilter::contains_each`] for keys already encoded with this filter's
-    /// encoding.
-    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter, EncodedKeys>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
+        I::Item: Key,
     {
         ContainsEach::new(
             BitsRef::Atomic(&self.words),

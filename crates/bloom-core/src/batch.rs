@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
 use crate::encoding::{EncodedKey, KeyEncoding};
+use crate::key::{self, Key};
 use crate::position::{Block, KeyHash, PositionHasher};
 
 /// Keys hashed before any of their bits is touched.
@@ -50,68 +51,25 @@ pub(crate) struct HashBatch {
     len: usize,
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::TextKeys {}
-    impl Sealed for super::EncodedKeys {}
-}
-
-/// The form the keys of a many-key call come in, which fixes how each key becomes the bytes
-/// the filter hashes: [`TextKeys`] or [`EncodedKeys`]. A type parameter rather than a value,
-/// so that every key's encoding and hash compile into the caller's loop. Sealed.
-pub trait KeyForm<K>: sealed::Sealed {
-    /// The key as the filter hashes it, and whether a filter with foreign Unicode tables
-    /// cannot answer for it exactly (see
-    /// [`FilterConfig::has_foreign_tables`](crate::FilterConfig::has_foreign_tables)).
-    #[doc(hidden)]
-    fn encode(encoding: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool);
-}
-
-/// Text keys (`AsRef<str>`), encoded by the filter's key encoding: the keys of
-/// [`BloomFilter::contains_each`](crate::BloomFilter::contains_each).
-#[derive(Clone, Copy, Debug)]
-pub enum TextKeys {}
-
-/// Keys already encoded with the filter's key encoding (`AsRef<[u8]>`), hashed as they are:
-/// the keys of [`BloomFilter::contains_each_encoded`](crate::BloomFilter::contains_each_encoded).
-#[derive(Clone, Copy, Debug)]
-pub enum EncodedKeys {}
-
-impl<K: AsRef<str>> KeyForm<K> for TextKeys {
-    #[inline(always)]
-    fn encode(encoding: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool) {
-        let key = key.as_ref();
-        (encoding.encode_str(key), foreign_tables && !key.is_ascii())
-    }
-}
-
-/// With foreign tables no answer for an already-encoded key is exact: this build cannot
-/// tell how it was encoded.
-impl<K: AsRef<[u8]>> KeyForm<K> for EncodedKeys {
-    #[inline(always)]
-    fn encode(_: KeyEncoding, foreign_tables: bool, key: &K) -> (EncodedKey<'_>, bool) {
-        (EncodedKey::from_encoded(key.as_ref()), foreign_tables)
-    }
-}
-
 impl KeyHashing<'_> {
     /// One key of a many-key call: its hash, and whether this build cannot answer for it
     /// exactly.
     #[inline(always)]
-    fn prepare<F: KeyForm<K>, K>(&self, key: &K) -> (KeyHash, bool) {
-        let (encoded, sensitive) = F::encode(self.encoding, self.foreign_tables, key);
-        (self.hasher.hash(&encoded), sensitive)
+    pub(crate) fn prepare<K: Key + ?Sized>(&self, key: &K) -> Result<(KeyHash, bool), K::Error> {
+        let (encoded, sensitive) = key::prepare(key, self.encoding, self.foreign_tables)?;
+        Ok((self.hasher.hash(&encoded), sensitive))
     }
 }
 
 impl HashBatch {
-    /// Replaces the batch with the hashes of the next keys, at most [`BATCH_KEYS`] of them.
-    /// Returns how many keys were taken: 0 once `keys` is exhausted.
-    fn fill<F: KeyForm<K>, K>(
+    /// Replaces the batch with the hashes of the next keys, at most [`BATCH_KEYS`] of them, up
+    /// to the first key the encoding refuses. Returns how many keys were taken (0 once `keys`
+    /// is exhausted) and the refusal that stopped the batch, if one did.
+    fn fill<K: Key>(
         &mut self,
         hashing: KeyHashing<'_>,
         keys: &mut impl Iterator<Item = K>,
-    ) -> usize {
+    ) -> (usize, Option<K::Error>) {
         self.len = 0;
         for ((slot, sensitive), key) in self
             .hashes
@@ -119,10 +77,13 @@ impl HashBatch {
             .zip(&mut self.table_sensitive)
             .zip(keys)
         {
-            (*slot, *sensitive) = hashing.prepare::<F, K>(&key);
+            match hashing.prepare(&key) {
+                Ok(prepared) => (*slot, *sensitive) = prepared,
+                Err(refused) => return (self.len, Some(refused)),
+            }
             self.len += 1;
         }
-        self.len
+        (self.len, None)
     }
 
     fn hashes(&self) -> &[KeyHash] {
@@ -384,46 +345,52 @@ pub(crate) trait BitsMut {
     }
 
     /// Sets every key's bits without probing them first (keys that are new gain nothing from
-    /// a probe); returns how many keys changed a bit.
-    fn set_each<F: KeyForm<K>, K>(
+    /// a probe), up to the first key the encoding refuses; counts the keys that changed a bit
+    /// in `inserted`.
+    fn set_each<K: Key>(
         &mut self,
         hashing: KeyHashing<'_>,
         keys: impl Iterator<Item = K>,
-    ) -> Inserted {
-        let mut inserted = Inserted::default();
+        inserted: &mut Inserted,
+    ) -> Result<(), K::Error> {
         for key in keys {
-            let (hash, sensitive) = hashing.prepare::<F, K>(&key);
+            let (hash, sensitive) = hashing.prepare(&key)?;
             inserted.table_sensitive |= sensitive;
             if self.set(hashing.hasher, hash) {
                 inserted.changed += 1;
             }
         }
-        inserted
+        Ok(())
     }
 
-    /// Inserts every key, a batch at a time; returns how many keys changed a bit, exactly as
-    /// many as single inserts in the same order would have.
-    fn insert_each<F: KeyForm<K>, K>(
+    /// Inserts every key, a batch at a time, up to the first key the encoding refuses; counts
+    /// in `inserted` the keys that changed a bit, exactly as many as single inserts in the
+    /// same order would have. Every key before a refused one is inserted.
+    fn insert_each<K: Key>(
         &mut self,
         hashing: KeyHashing<'_>,
         keys: impl Iterator<Item = K>,
-    ) -> Inserted {
+        inserted: &mut Inserted,
+    ) -> Result<(), K::Error> {
         let hasher = hashing.hasher;
         let mut keys = keys;
-        let mut inserted = Inserted::default();
         if fits_in_cache(self.bits().len()) {
             for key in keys {
-                let (hash, sensitive) = hashing.prepare::<F, K>(&key);
+                let (hash, sensitive) = hashing.prepare(&key)?;
                 inserted.table_sensitive |= sensitive;
                 if self.insert_key(hasher, hash) {
                     inserted.changed += 1;
                 }
             }
-            return inserted;
+            return Ok(());
         }
         let mut batch = HashBatch::default();
         let mut present = [false; BATCH_KEYS];
-        while batch.fill::<F, K>(hashing, &mut keys) > 0 {
+        loop {
+            let (taken, refused) = batch.fill(hashing, &mut keys);
+            if taken == 0 && refused.is_none() {
+                return Ok(());
+            }
             inserted.table_sensitive |= batch.table_sensitive().contains(&true);
             self.bits().touch(hasher, batch.hashes());
             // Every probe of the batch first, as overlapping loads...
@@ -438,8 +405,10 @@ pub(crate) trait BitsMut {
                     inserted.changed += 1;
                 }
             }
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
         }
-        inserted
     }
 }
 
@@ -505,45 +474,75 @@ impl BitsMut for &[AtomicU64] {
 }
 
 /// The answers of [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) and
-/// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one `bool`
-/// per key, in order, computed a batch of keys at a time.
+/// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one answer
+/// per key, in order, computed a batch of keys at a time. An answer is a `bool` for text and
+/// encoded keys and a `Result<bool, KeyError>` for byte keys ([`Key::Answer`]); a refused
+/// byte key is answered with its error and the keys after it are answered as usual.
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
 /// only as answers are needed, a batch at a time, so a stream of any length is answered in
 /// constant memory.
-#[derive(Clone)]
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
-pub struct ContainsEach<'a, I: Iterator, F = TextKeys> {
+pub struct ContainsEach<'a, I: Iterator>
+where
+    I::Item: Key,
+{
     bits: BitsRef<'a>,
     hashing: KeyHashing<'a>,
-    form: std::marker::PhantomData<fn() -> F>,
     keys: I,
     batch: HashBatch,
     /// The answers for the keys of `batch`; those before `next` were returned.
     answers: [bool; BATCH_KEYS],
     next: usize,
+    /// The key that stopped the batch, answered after the batch's keys.
+    refused: Option<<I::Item as Key>::Error>,
     /// The bits fit in cache: one key at a time, nothing buffered.
     direct: bool,
 }
 
-impl<'a, I: Iterator, F: KeyForm<I::Item>> ContainsEach<'a, I, F> {
+impl<'a, I: Iterator> ContainsEach<'a, I>
+where
+    I::Item: Key,
+{
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
         Self {
             direct: fits_in_cache(bits.len()),
             bits,
             hashing,
-            form: std::marker::PhantomData,
             keys,
             batch: HashBatch::default(),
             answers: [false; BATCH_KEYS],
             next: 0,
+            refused: None,
+        }
+    }
+}
+
+impl<I: Iterator + Clone> Clone for ContainsEach<'_, I>
+where
+    I::Item: Key,
+    <I::Item as Key>::Error: Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            bits: self.bits,
+            hashing: self.hashing,
+            keys: self.keys.clone(),
+            batch: self.batch.clone(),
+            answers: self.answers,
+            next: self.next,
+            refused: self.refused.clone(),
+            direct: self.direct,
         }
     }
 }
 
 /// Shows how many answers are buffered; never the bits, the keys' hashes or the hasher's
 /// salted state.
-impl<I: Iterator, F> std::fmt::Debug for ContainsEach<'_, I, F> {
+impl<I: Iterator> std::fmt::Debug for ContainsEach<'_, I>
+where
+    I::Item: Key,
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
             .field("one_at_a_time", &self.direct)
@@ -552,19 +551,32 @@ impl<I: Iterator, F> std::fmt::Debug for ContainsEach<'_, I, F> {
     }
 }
 
-impl<I: Iterator, F: KeyForm<I::Item>> Iterator for ContainsEach<'_, I, F> {
-    type Item = bool;
+impl<I: Iterator> Iterator for ContainsEach<'_, I>
+where
+    I::Item: Key,
+{
+    type Item = <I::Item as Key>::Answer<bool>;
 
     #[inline]
-    fn next(&mut self) -> Option<bool> {
+    fn next(&mut self) -> Option<Self::Item> {
+        type Of<I> = <I as Iterator>::Item;
         if self.direct {
             let key = self.keys.next()?;
-            let (hash, sensitive) = self.hashing.prepare::<F, _>(&key);
-            return Some(self.bits.contains(self.hashing.hasher, hash) || sensitive);
+            let answer = self.hashing.prepare(&key).map(|(hash, sensitive)| {
+                self.bits.contains(self.hashing.hasher, hash) || sensitive
+            });
+            return Some(<Of<I> as Key>::answer(answer));
         }
         if self.next == self.batch.hashes().len() {
-            self.batch.fill::<F, _>(self.hashing, &mut self.keys);
+            if let Some(refused) = self.refused.take() {
+                return Some(<Of<I> as Key>::answer(Err(refused)));
+            }
+            let (taken, refused) = self.batch.fill(self.hashing, &mut self.keys);
             self.next = 0;
+            if taken == 0 {
+                return refused.map(|refused| <Of<I> as Key>::answer(Err(refused)));
+            }
+            self.refused = refused;
             self.bits.touch(self.hashing.hasher, self.batch.hashes());
             for ((answer, &hash), &sensitive) in self
                 .answers
@@ -581,11 +593,11 @@ impl<I: Iterator, F: KeyForm<I::Item>> Iterator for ContainsEach<'_, I, F> {
             .first()
             .copied()?;
         self.next += 1;
-        Some(answer)
+        Some(<Of<I> as Key>::answer(Ok(answer)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.batch.hashes().len() - self.next;
+        let buffered = self.batch.hashes().len() - self.next + usize::from(self.refused.is_some());
         let (low, high) = self.keys.size_hint();
         (
             low.saturating_add(buffered),
@@ -594,7 +606,5 @@ impl<I: Iterator, F: KeyForm<I::Item>> Iterator for ContainsEach<'_, I, F> {
     }
 }
 
-impl<I: std::iter::FusedIterator, F: KeyForm<I::Item>> std::iter::FusedIterator
-    for ContainsEach<'_, I, F>
-{
-}
+impl<I: std::iter::FusedIterator> std::iter::FusedIterator for ContainsEach<'_, I> where I::Item: Key
+{}

@@ -101,8 +101,7 @@ impl FilterConfig {
     /// As [`FilterParams::planned`].
     pub fn planned(items: u64, fpr: f64) -> Result<Self, ParamsError> {
         let rule = PositionRule::default();
-        let params =
-            FilterParams::planned(crate::Layout::Blocked512, items, fpr, rule.max_hashes())?;
+        let params = FilterParams::planned_for(rule, crate::Layout::Blocked512, items, fpr)?;
         Ok(Self::new(params))
     }
 
@@ -311,7 +310,11 @@ impl FilterConfig {
     }
 
     /// The first difference that makes two configurations incompatible, if any.
-    pub(crate) fn mismatch(&self, other: &Self) -> Option<Mismatch> {
+    /// The first part in which `other` differs from this configuration (layout, bits,
+    /// positions per key, rule, encoding, salt), or `None` when filters of the two answer
+    /// alike and can be combined.
+    #[must_use]
+    pub fn mismatch(&self, other: &Self) -> Option<Mismatch> {
         if self.params.layout() != other.params.layout() {
             Some(Mismatch::Layout)
         } else if self.bits() != other.bits() {

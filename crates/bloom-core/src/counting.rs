@@ -7,6 +7,7 @@ use crate::config::{FilterConfig, IncompatibleFilters};
 use crate::encoding::{EncodedKey, KeyError};
 use crate::estimate;
 use crate::filter::BloomFilter;
+use crate::key::{self, Key};
 use crate::layout::Layout;
 use crate::position::PositionHasher;
 use crate::snapshot::SnapshotError;
@@ -199,45 +200,35 @@ impl CountingBloomFilter {
         set_counter(&mut self.words, i, value);
     }
 
-    /// Inserts a text key: each of its counters goes up by one (staying at 15 once there).
-    /// Returns whether the key was absent before, as `BloomFilter::insert` does.
-    pub fn insert(&mut self, key: &str) -> bool {
-        if self.foreign_tables && !key.is_ascii() {
-            self.mark_tables_mixed();
-        }
-        let key = self.config.encode_str(key);
-        self.insert_hash(&key)
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]): each of its counters
+    /// goes up by one (staying at 15 once there). Returns whether the key was absent before,
+    /// as [`BloomFilter::insert`] does, and answers a byte key with a `Result` as it does.
+    pub fn insert<K: Key + ?Sized>(&mut self, key: &K) -> K::Answer<bool> {
+        K::answer(self.insert_key(key))
     }
 
-    /// Inserts a byte key.
-    ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        if self.foreign_tables && !key.is_ascii() {
+    fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        let (encoded, sensitive) = key::prepare(key, self.config.encoding(), self.foreign_tables)?;
+        if sensitive {
             self.mark_tables_mixed();
         }
         Ok(self.insert_hash(&encoded))
     }
 
-    /// Inserts a key already encoded with this filter's encoding (by this build).
-    pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
-        if self.foreign_tables {
-            self.mark_tables_mixed();
-        }
-        self.insert_hash(key)
-    }
-
-    /// Inserts every text key; returns how many were absent before their insert.
-    pub fn insert_all<I>(&mut self, keys: I) -> u64
+    /// Inserts every key; returns how many were absent before their insert. Stops at a
+    /// refused byte key, after every key before it was inserted, as
+    /// [`BloomFilter::insert_all`] does.
+    pub fn insert_all<I>(&mut self, keys: I) -> <I::Item as Key>::Answer<u64>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
-        keys.into_iter()
-            .map(|key| u64::from(self.insert(key.as_ref())))
-            .sum()
+        let mut absent = 0;
+        let outcome = keys.into_iter().try_for_each(|key| {
+            absent += u64::from(self.insert_key(&key)?);
+            Ok(())
+        });
+        <I::Item as Key>::answer(outcome.map(|()| absent))
     }
 
     fn mark_tables_mixed(&mut self) {
@@ -258,26 +249,14 @@ impl CountingBloomFilter {
         was_absent
     }
 
-    /// Whether a text key may be in the filter. `false` is definite.
+    /// Whether a key may be in the filter. `false` is definite. Answers as
+    /// [`BloomFilter::contains`] does.
     #[must_use]
-    pub fn contains(&self, key: &str) -> bool {
-        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
-    }
-
-    /// Whether a byte key may be in the filter.
-    ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
-    }
-
-    /// Whether an already-encoded key may be in the filter (always *maybe* with foreign
-    /// Unicode tables).
-    #[must_use]
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.foreign_tables || self.probe(key)
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+        K::answer(
+            key::prepare(key, self.config.encoding(), self.foreign_tables)
+                .map(|(encoded, sensitive)| sensitive || self.probe(&encoded)),
+        )
     }
 
     fn probe(&self, key: &EncodedKey<'_>) -> bool {
@@ -287,43 +266,21 @@ impl CountingBloomFilter {
         all
     }
 
-    /// Removes one insertion of a text key: each of its counters below 15 goes down by one.
+    /// Removes one insertion of a key: each of its counters below 15 goes down by one.
     ///
     /// # Errors
-    /// [`RemoveError::Absent`] when the filter says the key is absent, and
-    /// [`RemoveError::ForeignTables`] for a key outside ASCII in a filter with other Unicode
-    /// tables; the filter is then unchanged. See the type's documentation for removing keys
-    /// that were never inserted.
-    pub fn remove(&mut self, key: &str) -> Result<(), RemoveError> {
-        if self.foreign_tables && !key.is_ascii() {
-            return Err(RemoveError::ForeignTables);
-        }
-        let key = self.config.encode_str(key);
-        self.remove_hash(&key)
-    }
-
-    /// Removes one insertion of a byte key; see [`CountingBloomFilter::remove`].
-    ///
-    /// # Errors
-    /// As `remove`, and [`RemoveError::Key`] for non-UTF-8 bytes under a text encoding.
-    pub fn remove_bytes(&mut self, key: &[u8]) -> Result<(), RemoveError> {
-        let encoded = self.config.encode_bytes(key)?;
-        if self.foreign_tables && !key.is_ascii() {
+    /// [`RemoveError::Absent`] when the filter says the key is absent;
+    /// [`RemoveError::ForeignTables`] for a key outside ASCII (and every already-encoded key)
+    /// in a filter with other Unicode tables, whose positions this build cannot know;
+    /// [`RemoveError::Key`] for a byte key a text encoding refuses. The filter is then
+    /// unchanged. See the type's documentation for removing keys that were never inserted.
+    pub fn remove<K: Key + ?Sized>(&mut self, key: &K) -> Result<(), RemoveError> {
+        let (encoded, sensitive) =
+            key::prepare(key, self.config.encoding(), self.foreign_tables).map_err(Into::into)?;
+        if sensitive {
             return Err(RemoveError::ForeignTables);
         }
         self.remove_hash(&encoded)
-    }
-
-    /// Removes one insertion of an already-encoded key; see [`CountingBloomFilter::remove`].
-    ///
-    /// # Errors
-    /// As `remove`; with foreign Unicode tables every key is refused with
-    /// [`RemoveError::ForeignTables`], since this build cannot tell how it was encoded.
-    pub fn remove_encoded(&mut self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
-        if self.foreign_tables {
-            return Err(RemoveError::ForeignTables);
-        }
-        self.remove_hash(key)
     }
 
     fn remove_hash(&mut self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
@@ -458,10 +415,26 @@ impl CountingBloomFilter {
         ))
     }
 
+    /// The header of a snapshot of a filter tied to no primary store: dataset generation 0.
+    /// A filter that covers a store records the store's generation with
+    /// [`CountingBloomFilter::to_header_at`].
+    #[must_use]
+    pub fn to_header(&self) -> Header {
+        self.to_header_at(DatasetGeneration::ZERO)
+    }
+
+    /// A snapshot in memory (a copy of the bits) of a filter tied to no primary store:
+    /// dataset generation 0. A filter that covers a store records the store's generation with
+    /// [`CountingBloomFilter::to_snapshot_at`].
+    #[must_use]
+    pub fn to_snapshot(&self) -> Snapshot {
+        self.to_snapshot_at(DatasetGeneration::ZERO)
+    }
+
     /// The header of a snapshot of this filter ([`LayoutId::Counting4`]), recording
     /// `dataset_generation`.
     #[must_use]
-    pub fn to_header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
         let mut header = self.config.to_header(dataset_generation.into(), self.items);
         header.layout = LayoutId::Counting4;
         header
@@ -493,8 +466,8 @@ impl CountingBloomFilter {
 
     /// A snapshot of this filter in memory, recording `dataset_generation`.
     #[must_use]
-    pub fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
-        Snapshot::new(self.to_header(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
+    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+        Snapshot::new(self.to_header_at(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
             unreachable!("a counting filter's own header and counters are always a valid snapshot")
         })
     }
@@ -622,7 +595,7 @@ mod tests {
 
     #[test]
     fn other_layouts_and_guava_rules_are_refused() {
-        let blocked = FilterParams::planned(Layout::Blocked512, 1000, 0.01, 64).unwrap();
+        let blocked = FilterParams::planned(Layout::Blocked512, 1000, 0.01).unwrap();
         assert!(matches!(
             CountingBloomFilter::new(FilterConfig::new(blocked)),
             Err(CountingError::Layout(Layout::Blocked512))

@@ -148,6 +148,12 @@ impl<'a> EncodedKey<'a> {
     }
 }
 
+impl AsRef<[u8]> for EncodedKey<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl KeyEncoding {
     /// Every rule, in id order.
     pub const ALL: [Self; 5] = [

@@ -1,12 +1,12 @@
 //! [`BloomFilter`]: the single-owner filter.
 
-use crate::batch::{
-    BitsMut, BitsRef, ContainsEach, EncodedKeys, Kernel, KeyForm, KeyHashing, TextKeys,
-};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, Kernel, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
-use crate::encoding::{EncodedKey, KeyError};
+#[cfg(doc)]
+use crate::encoding::KeyError;
 use crate::estimate;
+use crate::key::{self, Key};
 use crate::position::PositionHasher;
 
 /// A Bloom filter whose answers are the same in every process, on every machine and in every
@@ -100,128 +100,87 @@ impl BloomFilter {
         &self.config
     }
 
-    /// Inserts a text key. Returns whether any bit changed, so that before the call
-    /// `insert(k) == !contains(k)`.
-    #[inline]
-    pub fn insert(&mut self, key: &str) -> bool {
-        if self.foreign_tables && !key.is_ascii() {
-            self.mark_tables_mixed();
-        }
-        let key = self.config.encode_str(key);
-        self.insert_hash(&key)
-    }
-
-    /// Inserts a byte key.
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]). Returns whether any bit
+    /// changed, so that before the call `insert(k) == !contains(k)`.
     ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
+    /// A byte key is answered with a `Result`: [`KeyError::InvalidUtf8`] for bytes that are
+    /// not UTF-8 under a text encoding, and then nothing is inserted.
     #[inline]
-    pub fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        if self.foreign_tables && !key.is_ascii() {
-            self.mark_tables_mixed();
-        }
-        Ok(self.insert_hash(&encoded))
-    }
-
-    /// Inserts a key that was already encoded with this filter's encoding (by this build).
-    #[inline]
-    pub fn insert_encoded(&mut self, key: &EncodedKey<'_>) -> bool {
-        if self.foreign_tables {
-            self.mark_tables_mixed();
-        }
-        self.insert_hash(key)
+    pub fn insert<K: Key + ?Sized>(&mut self, key: &K) -> K::Answer<bool> {
+        K::answer(self.insert_key(key))
     }
 
     #[inline]
-    fn insert_hash(&mut self, key: &EncodedKey<'_>) -> bool {
-        let changed = self.kernel.insert(&self.hasher, &mut self.words, key);
+    fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        let (encoded, sensitive) = key::prepare(key, self.config.encoding(), self.foreign_tables)?;
+        if sensitive {
+            self.mark_tables_mixed();
+        }
+        let changed = self.kernel.insert(&self.hasher, &mut self.words, &encoded);
         if changed {
             self.items = self.items.saturating_add(1);
         }
-        changed
+        Ok(changed)
     }
 
     /// Inserts every key; returns how many changed a bit, which is how many `insert` calls
-    /// would have returned `true`.
+    /// would have returned `true` (Guava's `putAll`).
     ///
     /// Faster per key than `insert` in a loop: keys are hashed a batch at a time before their
-    /// bits are touched, so the cache misses of a whole batch overlap.
-    pub fn insert_all<I>(&mut self, keys: I) -> u64
+    /// bits are touched, so the cache misses of a whole batch overlap. Byte keys are answered
+    /// with a `Result`: the first key a text encoding refuses stops the call, after every key
+    /// before it was inserted.
+    pub fn insert_all<I>(&mut self, keys: I) -> <I::Item as Key>::Answer<u64>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
-        self.insert_batched::<TextKeys, _>(keys.into_iter())
-    }
-
-    /// Inserts every key that is already encoded with this filter's encoding (such as keys
-    /// read back from a primary store), a batch at a time; returns how many changed a bit.
-    pub fn insert_all_encoded<I>(&mut self, keys: I) -> u64
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        self.insert_batched::<EncodedKeys, _>(keys.into_iter())
-    }
-
-    fn insert_batched<F: KeyForm<K>, K>(&mut self, keys: impl Iterator<Item = K>) -> u64 {
+        let mut inserted = Inserted::default();
         let hashing = KeyHashing {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
         };
-        let inserted = self.words.insert_each::<F, K>(hashing, keys);
+        let outcome = self
+            .words
+            .insert_each(hashing, keys.into_iter(), &mut inserted);
         if inserted.table_sensitive {
             self.mark_tables_mixed();
         }
         self.items = self.items.saturating_add(inserted.changed);
-        inserted.changed
+        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
     }
 
-    /// Whether a text key may have been inserted. `false` is definite.
-    #[must_use]
-    #[inline]
-    pub fn contains(&self, key: &str) -> bool {
-        (self.foreign_tables && !key.is_ascii()) || self.probe(&self.config.encode_str(key))
-    }
-
-    /// Whether a byte key may have been inserted.
+    /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been inserted
+    /// (Guava's `mightContain`). `false` is definite.
     ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    #[inline]
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, KeyError> {
-        let encoded = self.config.encode_bytes(key)?;
-        Ok((self.foreign_tables && !key.is_ascii()) || self.probe(&encoded))
-    }
-
-    /// Whether an already-encoded key may have been inserted. With foreign Unicode tables
-    /// ([`FilterConfig::has_foreign_tables`]) the answer is always *maybe*: this build cannot
-    /// tell how the key was encoded.
+    /// With foreign Unicode tables ([`FilterConfig::has_foreign_tables`]) a key outside ASCII,
+    /// and every already-encoded key, is answered *maybe*: this build cannot tell where the
+    /// other tables put it. A byte key is answered with a `Result`, as in
+    /// [`BloomFilter::insert`].
     #[must_use]
     #[inline]
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
-        self.foreign_tables || self.probe(key)
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+        K::answer(
+            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
+                |(encoded, sensitive)| {
+                    sensitive || self.kernel.contains(&self.hasher, &self.words, &encoded)
+                },
+            ),
+        )
     }
 
-    #[inline]
-    fn probe(&self, key: &EncodedKey<'_>) -> bool {
-        self.kernel.contains(&self.hasher, &self.words, key)
-    }
-
-    /// Whether each text key may have been inserted: one answer per key, in order, exactly
-    /// those of `contains`.
+    /// Whether each key may have been inserted: one answer per key, in order, exactly those
+    /// of `contains`.
     ///
     /// Faster per key than `contains` in a loop: keys are hashed a batch at a time before
     /// their bits are probed, so the cache misses of a whole batch overlap. Keys are taken
     /// lazily, a batch at a time, so a stream of any length is answered in constant memory.
     ///
     /// ```
-    /// use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+    /// use bloom_core::BloomFilter;
     ///
-    /// let params = FilterParams::for_false_positive_rate(1_000, 0.01)?;
-    /// let mut filter = BloomFilter::new(FilterConfig::new(params))?;
+    /// let mut filter = BloomFilter::with_capacity(1_000, 0.01)?;
     /// assert_eq!(filter.insert_all(["a", "b", "a"]), 2); // the second "a" changes nothing
     /// let answers: Vec<bool> = filter.contains_each(["a", "b"]).collect();
     /// assert_eq!(answers, [true, true]);
@@ -230,20 +189,7 @@ impl BloomFilter {
     pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        ContainsEach::new(
-            BitsRef::Plain(&self.words),
-            self.hashing(),
-            keys.into_iter(),
-        )
-    }
-
-    /// [`BloomFilter::contains_each`] for keys already encoded with this filter's encoding.
-    pub fn contains_each_encoded<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter, EncodedKeys>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
+        I::Item: Key,
     {
         ContainsEach::new(
             BitsRef::Plain(&self.words),
@@ -257,6 +203,13 @@ impl BloomFilter {
     pub fn clear(&mut self) {
         self.words.fill(0);
         self.items = 0;
+    }
+
+    /// Whether [`BloomFilter::union`] and [`BloomFilter::intersect`] accept `other`: the same
+    /// configuration in every way (Guava's `isCompatible`).
+    #[must_use]
+    pub fn is_compatible(&self, other: &Self) -> bool {
+        self.config.mismatch(&other.config).is_none()
     }
 
     /// Adds every key of `other` (bitwise OR).

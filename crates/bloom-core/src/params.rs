@@ -156,7 +156,7 @@ impl FilterParams {
     }
 
     /// Plans for `items` keys at a target false-positive rate `fpr` in `layout`, with at
-    /// most `max_hashes` positions per key: the fewest bits (rounded up to whole blocks) for
+    /// most [`MAX_HASHES`] positions per key: the fewest bits (rounded up to whole blocks) for
     /// which the layout's formula ([`Layout::false_positive_rate`]) gives at most `fpr`, and
     /// the `k` that achieves it.
     ///
@@ -164,9 +164,37 @@ impl FilterParams {
     /// whole `k` can leave the rate a little above `fpr`), the plan always meets its target:
     /// `params.predicted_false_positive_rate(items) <= fpr`.
     ///
+    /// ```
+    /// use bloom_core::{FilterParams, Layout};
+    ///
+    /// let params = FilterParams::planned(Layout::Standard, 1_000_000, 0.01)?;
+    /// assert!(params.predicted_false_positive_rate(1_000_000) <= 0.01);
+    /// # Ok::<(), bloom_core::ParamsError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`FilterParams::for_false_positive_rate`].
-    pub fn planned(
+    pub fn planned(layout: Layout, items: u64, fpr: f64) -> Result<Self, ParamsError> {
+        Self::planned_for(crate::PositionRule::Xxh3_128, layout, items, fpr)
+    }
+
+    /// [`FilterParams::planned`] with at most as many positions per key as `rule` computes
+    /// ([`PositionRule::max_hashes`](crate::PositionRule::max_hashes)): the plan for a filter
+    /// of that rule.
+    ///
+    /// # Errors
+    /// As [`FilterParams::for_false_positive_rate`].
+    pub fn planned_for(
+        rule: crate::PositionRule,
+        layout: Layout,
+        items: u64,
+        fpr: f64,
+    ) -> Result<Self, ParamsError> {
+        Self::plan(layout, items, fpr, rule.max_hashes())
+    }
+
+    /// The plan with at most `max_hashes` positions per key.
+    pub(crate) fn plan(
         layout: Layout,
         items: u64,
         fpr: f64,
@@ -420,7 +448,7 @@ mod tests {
             max_hashes in 1u32..=64,
         ) {
             let fpr = 10f64.powf(-exponent);
-            let Ok(plan) = FilterParams::planned(layout, items, fpr, max_hashes) else {
+            let Ok(plan) = FilterParams::plan(layout, items, fpr, max_hashes) else {
                 // Only a plan past MAX_BITS or an unreachable k is refused.
                 return Ok(());
             };
@@ -442,10 +470,10 @@ mod tests {
         // The fuzzer's case: 256 shards, about 4 keys each, planned as a standard filter
         // predicted 4.7e-3 for a target of 1e-3.
         let layout = Layout::sharded(256).unwrap();
-        let plan = FilterParams::planned(layout, 1000, 1e-3, 64).unwrap();
+        let plan = FilterParams::planned(layout, 1000, 1e-3).unwrap();
         let rate = plan.predicted_false_positive_rate(1000);
         assert!(rate <= 1e-3, "{rate}");
-        let standard = FilterParams::planned(Layout::Standard, 1_000_000, 0.01, 64).unwrap();
+        let standard = FilterParams::planned(Layout::Standard, 1_000_000, 0.01).unwrap();
         assert!(standard.predicted_false_positive_rate(1_000_000) <= 0.01);
     }
 
@@ -528,7 +556,7 @@ mod tests {
     #[test]
     fn blocked_plans_are_whole_blocks_that_meet_the_target() {
         for (items, fpr) in [(1_000_000u64, 0.01), (100_000, 0.001), (10, 0.5), (1, 1e-9)] {
-            let p = FilterParams::planned(Layout::Blocked512, items, fpr, MAX_HASHES).unwrap();
+            let p = FilterParams::planned(Layout::Blocked512, items, fpr).unwrap();
             assert_eq!(p.layout(), Layout::Blocked512);
             assert_eq!(p.bits() % 512, 0);
             assert!(
@@ -536,8 +564,7 @@ mod tests {
                 "{items} {fpr} {p:?}"
             );
         }
-        let standard =
-            FilterParams::planned(Layout::Standard, 1_000_000, 0.01, MAX_HASHES).unwrap();
+        let standard = FilterParams::planned(Layout::Standard, 1_000_000, 0.01).unwrap();
         // The closed form's whole k = 7 leaves its rate at 1.004e-2: the plan takes the few
         // bits more that meet 1e-2.
         let closed = FilterParams::for_false_positive_rate(1_000_000, 0.01).unwrap();
@@ -546,7 +573,13 @@ mod tests {
         assert!(standard.bits() > closed.bits() && standard.bits() < closed.bits() + 10_000);
         assert!(standard.predicted_false_positive_rate(1_000_000) <= 0.01);
         // A capped k plans the bits the cap needs.
-        let capped = FilterParams::planned(Layout::Standard, 10_000, 1e-6, 4).unwrap();
+        let capped = FilterParams::planned_for(
+            crate::PositionRule::Sha256Split4,
+            Layout::Standard,
+            10_000,
+            1e-6,
+        )
+        .unwrap();
         assert_eq!(capped.hashes(), 4);
         assert!(capped.predicted_false_positive_rate(10_000) <= 1.0001e-6);
         assert_eq!(

@@ -141,11 +141,27 @@ impl FilterConfig {
 }
 
 impl BloomFilter {
+    /// The header of a snapshot of a filter tied to no primary store: dataset generation 0.
+    /// A filter that covers a store records the store's generation with
+    /// [`BloomFilter::to_header_at`].
+    #[must_use]
+    pub fn to_header(&self) -> Header {
+        self.to_header_at(DatasetGeneration::ZERO)
+    }
+
+    /// A snapshot in memory (a copy of the bits) of a filter tied to no primary store:
+    /// dataset generation 0. A filter that covers a store records the store's generation with
+    /// [`BloomFilter::to_snapshot_at`].
+    #[must_use]
+    pub fn to_snapshot(&self) -> Snapshot {
+        self.to_snapshot_at(DatasetGeneration::ZERO)
+    }
+
     /// The header of a snapshot of this filter, recording `dataset_generation`: the
     /// generation of the primary store that these bits fully cover (0 when the filter is not
     /// tied to a store).
     #[must_use]
-    pub fn to_header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
         self.config()
             .to_header(dataset_generation.into(), self.items_inserted())
     }
@@ -155,10 +171,10 @@ impl BloomFilter {
     /// [`BloomFilter::to_header`] and [`BloomFilter::for_each_payload_chunk`] to a
     /// `bloom_format::SnapshotWriter`.
     #[must_use]
-    pub fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
         // The header comes from a valid configuration and the payload from its bit array, so
         // the format's validation cannot fail; the fallback keeps this path panic-free.
-        Snapshot::new(self.to_header(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
+        Snapshot::new(self.to_header_at(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
             unreachable!("a filter's own header and bit array are always a valid snapshot")
         })
     }

@@ -261,7 +261,7 @@ fn snapshots_round_trip_and_are_told_apart_from_plain_ones() {
         }
         filter.insert("Key 1");
         filter.remove("Key 2").unwrap();
-        let snapshot = filter.to_snapshot(7u64);
+        let snapshot = filter.to_snapshot_at(7u64);
         assert_eq!(snapshot.header().layout, LayoutId::Counting4);
         assert_eq!(snapshot.payload().len(), 501, "ceil(1001 / 2)");
         let read = Snapshot::decode(snapshot.encode(), &DecodeOptions::unlimited()).unwrap();
@@ -276,7 +276,7 @@ fn snapshots_round_trip_and_are_told_apart_from_plain_ones() {
             BloomFilter::from_snapshot(&read),
             Err(SnapshotError::IsCounting)
         ));
-        let plain = filter.to_bloom_filter().unwrap().to_snapshot(7u64);
+        let plain = filter.to_bloom_filter().unwrap().to_snapshot_at(7u64);
         assert!(matches!(
             CountingBloomFilter::from_snapshot(&plain),
             Err(SnapshotError::NotCounting {

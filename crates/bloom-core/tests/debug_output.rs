@@ -80,7 +80,7 @@ fn filters_and_iterators_summarise_and_redact() {
 #[test]
 fn headers_and_snapshots_hide_the_salt() {
     let filter = salted_filter();
-    let snapshot = filter.to_snapshot(3);
+    let snapshot = filter.to_snapshot_at(3);
     for (what, text) in [
         ("Header", format!("{:?}", snapshot.header())),
         ("Snapshot", format!("{snapshot:?}")),

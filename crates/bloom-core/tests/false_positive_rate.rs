@@ -96,7 +96,7 @@ fn overfilled_filter_still_matches_the_prediction() {
 /// a small filter whose 64 blocks fill unevenly.
 #[test]
 fn blocked_estimate_from_the_fill() {
-    let params = FilterParams::planned(Layout::Blocked512, 100_000, 0.0001, 64).unwrap();
+    let params = FilterParams::planned(Layout::Blocked512, 100_000, 0.0001).unwrap();
     check_with(
         FilterConfig::new(params),
         100_000,
@@ -116,7 +116,7 @@ fn blocked_estimate_from_the_fill() {
 /// queries: at 1% with the fast rule, at 0.1% with salted SHA-256.
 #[test]
 fn blocked_layout_at_one_percent() {
-    let params = FilterParams::planned(Layout::Blocked512, 500_000, 0.01, 64).unwrap();
+    let params = FilterParams::planned(Layout::Blocked512, 500_000, 0.01).unwrap();
     let config = FilterConfig::new(params).with_encoding(KeyEncoding::Utf8);
     assert_eq!(config.rule(), PositionRule::Xxh3_128);
     check_with(config, 500_000, Prediction::Planned, 1_000_000);
@@ -124,7 +124,7 @@ fn blocked_layout_at_one_percent() {
 
 #[test]
 fn blocked_layout_at_a_tenth_of_a_percent_with_salted_sha256() {
-    let params = FilterParams::planned(Layout::Blocked512, 200_000, 0.001, 64).unwrap();
+    let params = FilterParams::planned(Layout::Blocked512, 200_000, 0.001).unwrap();
     let config = FilterConfig::new(params)
         .with_rule(PositionRule::Sha256Double)
         .unwrap()
@@ -144,7 +144,7 @@ fn xxh3_in_the_standard_layout_at_one_percent() {
 #[test]
 fn sharded_layout_at_one_percent() {
     let layout = Layout::sharded(16).unwrap();
-    let params = FilterParams::planned(layout, 200_000, 0.01, 64).unwrap();
+    let params = FilterParams::planned(layout, 200_000, 0.01).unwrap();
     assert_eq!(params.bits() % (64 * 16), 0);
     let predicted = params.predicted_false_positive_rate(200_000);
     assert!((predicted - 0.01).abs() < 0.0002, "{predicted}");

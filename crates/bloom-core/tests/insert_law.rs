@@ -86,10 +86,10 @@ proptest! {
     ) {
         let mut filter = BloomFilter::new(config(m, k, false, KeyEncoding::Bytes, false)).unwrap();
         for key in &keys {
-            prop_assert!(filter.insert_bytes(key).is_ok());
+            prop_assert!(filter.insert(key).is_ok());
         }
         for key in &keys {
-            prop_assert_eq!(filter.contains_bytes(key), Ok(true));
+            prop_assert_eq!(filter.contains(key), Ok(true));
         }
     }
 
@@ -230,23 +230,23 @@ proptest! {
         let mut encoded = BloomFilter::new(config.clone()).unwrap();
         let changed: u64 = inserted_bytes
             .iter()
-            .map(|k| u64::from(text.insert_encoded(&EncodedKey::from_encoded(k))))
+            .map(|k| u64::from(text.insert(&EncodedKey::from_encoded(k))))
             .sum();
-        prop_assert_eq!(encoded.insert_all_encoded(&inserted_bytes), changed);
+        prop_assert_eq!(encoded.insert_all(inserted_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))), changed);
         prop_assert_eq!(encoded.as_words(), text.as_words());
         let one_by_one: Vec<bool> = query_bytes
             .iter()
-            .map(|k| encoded.contains_encoded(&EncodedKey::from_encoded(k)))
+            .map(|k| encoded.contains(&EncodedKey::from_encoded(k)))
             .collect();
-        prop_assert_eq!(encoded.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one.clone());
+        prop_assert_eq!(encoded.contains_each(query_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))).collect::<Vec<_>>(), one_by_one.clone());
         let atomic = AtomicBloomFilter::new(config.clone()).unwrap();
-        atomic.insert_all_encoded(&inserted_bytes);
+        atomic.insert_all(inserted_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())));
         let copy = atomic.to_filter().unwrap();
         prop_assert_eq!(copy.as_words(), text.as_words());
-        prop_assert_eq!(atomic.contains_each_encoded(&query_bytes).collect::<Vec<_>>(), one_by_one);
+        prop_assert_eq!(atomic.contains_each(query_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))).collect::<Vec<_>>(), one_by_one);
         // Setting without a probe first: the same bits, the same count of keys that changed one.
         let set = AtomicBloomFilter::new(config).unwrap();
-        prop_assert_eq!(set.set_all_encoded(&inserted_bytes), changed);
+        prop_assert_eq!(set.set_all(inserted_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))), changed);
         let set_copy = set.to_filter().unwrap();
         prop_assert_eq!(set_copy.as_words(), text.as_words());
         prop_assert_eq!(set.items_inserted(), changed);
@@ -388,16 +388,8 @@ fn compiled_probes_test_and_set_exactly_the_specified_positions() {
                 let present = positions
                     .iter()
                     .all(|&p| expected[(p / 64) as usize] >> (p % 64) & 1 == 1);
-                assert_eq!(
-                    filter.contains_bytes(&key),
-                    Ok(present),
-                    "k {k}, length {len}"
-                );
-                assert_eq!(
-                    filter.insert_bytes(&key),
-                    Ok(!present),
-                    "k {k}, length {len}"
-                );
+                assert_eq!(filter.contains(&key), Ok(present), "k {k}, length {len}");
+                assert_eq!(filter.insert(&key), Ok(!present), "k {k}, length {len}");
                 for p in positions {
                     expected[(p / 64) as usize] |= 1 << (p % 64);
                 }

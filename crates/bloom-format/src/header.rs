@@ -356,9 +356,16 @@ pub struct DecodeOptions {
     pub max_version: FormatVersion,
 }
 
+/// The largest payload [`DecodeOptions::default`] accepts: 1 GiB (a filter of about 900
+/// million keys at 1 %), the CLI's default too. A larger filter is read with
+/// [`DecodeOptions::with_max_payload_len`] or [`DecodeOptions::unlimited`].
+pub const DEFAULT_MAX_PAYLOAD_LEN: u64 = 1 << 30;
+
+/// A payload limit of [`DEFAULT_MAX_PAYLOAD_LEN`] and every version this build reads: a
+/// hostile header cannot make a reader with the defaults allocate more than 1 GiB.
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self::unlimited()
+        Self::with_max_payload_len(DEFAULT_MAX_PAYLOAD_LEN)
     }
 }
 

@@ -77,8 +77,8 @@ pub use guava::{
     guava_parameters, guava_stream_len, import_guava,
 };
 pub use header::{
-    DecodeOptions, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN, MAX_SALT_LEN, MAX_SHARDS,
-    UnicodeVersion,
+    DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN,
+    MAX_SALT_LEN, MAX_SHARDS, UnicodeVersion,
 };
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};

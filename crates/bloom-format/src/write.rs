@@ -282,7 +282,8 @@ fn sync_dir(_dir: &Path) -> io::Result<()> {
 ///
 /// # Errors
 /// [`WriteError`]; the previous file is then unchanged.
-pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), WriteError> {
+pub fn write_atomic(path: impl AsRef<Path>, data: &[u8]) -> Result<(), WriteError> {
+    let path = path.as_ref();
     let mut file = AtomicFile::create(path)?;
     file.write_all(data)
         .map_err(|e| file.fail("writing the temporary file", e))?;

@@ -446,6 +446,38 @@ fn a_tiny_file_claiming_a_huge_filter_fails_fast() {
     ));
 }
 
+/// The default options bound the payload at 1 GiB: a header claiming more is refused by its
+/// size, before a byte of payload is read or allocated, by the one-shot and streaming readers.
+#[test]
+fn the_default_options_refuse_a_payload_over_a_gibibyte() {
+    assert_eq!(
+        DecodeOptions::default().max_payload_len,
+        Some(bloom_format::DEFAULT_MAX_PAYLOAD_LEN)
+    );
+    assert_eq!(bloom_format::DEFAULT_MAX_PAYLOAD_LEN, 1 << 30);
+    let mut bytes = common::full(8).encode().to_vec();
+    let bits = (1u64 << 33) + 8; // one byte past 1 GiB of payload
+    bytes[16..24].copy_from_slice(&bits.to_le_bytes());
+    bytes[56..64].copy_from_slice(&bits.div_ceil(8).to_le_bytes());
+    common::reseal(&mut bytes);
+    let over = Err(DecodeError::OverLimit {
+        payload_len: (1 << 30) + 1,
+        limit: 1 << 30,
+    });
+    assert_eq!(
+        Snapshot::decode(bytes.clone(), &DecodeOptions::default()),
+        over
+    );
+    assert!(matches!(
+        Snapshot::read_from(&bytes[..], &DecodeOptions::default()),
+        Err(bloom_format::ReadError::Decode(
+            DecodeError::OverLimit { .. }
+        ))
+    ));
+    // Unlimited, the same header is only short of its payload.
+    assert!(matches!(decode(&bytes), Err(DecodeError::Truncated { .. })));
+}
+
 #[test]
 fn encoder_refuses_what_the_decoder_would_refuse() {
     let (mut header, payload) = common::small().into_parts();

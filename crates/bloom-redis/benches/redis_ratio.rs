@@ -3,8 +3,8 @@
 //! subject and its peer back to back, and the report gives the median ratio and its
 //! interquartile range.
 //!
-//! - `pipelined / one round trip per key`: `RedisFilter::insert_all_encoded` and
-//!   `contains_each_encoded` of 10^6 keys against `insert_encoded` / `contains_encoded` one
+//! - `pipelined / one round trip per key`: `RedisFilter::insert_all` and
+//!   `contains_each` of 10^6 keys against `insert` / `contains` one
 //!   key at a time (10^4 keys; a rate per key).
 //! - `pipelined / server ceiling`: the same against `redis-benchmark` sending the very
 //!   commands a batch sends (one shard's `BITFIELD` of a real batch, 256 keys), pipelined 16
@@ -126,7 +126,7 @@ fn main() {
     let target = server.target();
     // Planned as `bloom redis create --items --fpr` plans: each shard fills its allocation.
     let params = bloom_redis::fit_to_allocator(
-        FilterParams::planned(Layout::sharded(SHARDS).unwrap(), KEYS as u64, 0.01, 64).unwrap(),
+        FilterParams::planned(Layout::sharded(SHARDS).unwrap(), KEYS as u64, 0.01).unwrap(),
     );
     let keys: Vec<Vec<u8>> = (0..KEYS)
         .map(|i| format!("key-{i:012}").into_bytes())
@@ -148,21 +148,36 @@ fn main() {
 
         let cpu = server_cpu(&server);
         let add = rate(KEYS, || {
-            filter.insert_all_encoded(&keys).unwrap();
+            filter
+                .insert_all(
+                    keys.iter()
+                        .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+                )
+                .unwrap();
         });
         add_cpu.push((server_cpu(&server) - cpu) / KEYS as f64 * 1e6);
         let add_ceiling = ceiling(&server, &write_command);
         let cpu = server_cpu(&server);
         let mut answers = Vec::new();
         let check = rate(KEYS, || {
-            answers = filter.contains_each_encoded(&strangers).unwrap();
+            answers = filter
+                .contains_each(
+                    strangers
+                        .iter()
+                        .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+                )
+                .unwrap();
         });
         check_cpu.push((server_cpu(&server) - cpu) / KEYS as f64 * 1e6);
         let check_ceiling = ceiling(&server, &read_command);
         // Every added key is answered maybe; the strangers mostly absent.
         assert!(
             filter
-                .contains_each_encoded(&keys[..10_000])
+                .contains_each(
+                    keys[..10_000]
+                        .iter()
+                        .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))
+                )
                 .unwrap()
                 .iter()
                 .all(|&m| m)
@@ -172,18 +187,12 @@ fn main() {
 
         let one_add = rate(ONE_BY_ONE, || {
             for key in &strangers[..ONE_BY_ONE] {
-                filter
-                    .insert_encoded(&EncodedKey::from_encoded(key))
-                    .unwrap();
+                filter.insert(&EncodedKey::from_encoded(key)).unwrap();
             }
         });
         let one_check = rate(ONE_BY_ONE, || {
             for key in &keys[..ONE_BY_ONE] {
-                assert!(
-                    filter
-                        .contains_encoded(&EncodedKey::from_encoded(key))
-                        .unwrap()
-                );
+                assert!(filter.contains(&EncodedKey::from_encoded(key)).unwrap());
             }
         });
 
@@ -204,7 +213,7 @@ fn main() {
         check_vs_one.push(check / one_check);
         add_vs_ceiling.push(add / add_ceiling);
         check_vs_ceiling.push(check / check_ceiling);
-        RedisFilter::delete(&target, &name, None).unwrap();
+        RedisFilter::delete(&target, &name).unwrap();
     }
     println!(
         "10^6 keys, m = {} bits, k = {}, {SHARDS} shards, one local redis-server",

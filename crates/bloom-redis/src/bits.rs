@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
-use bloom_core::EncodedKey;
+use bloom_core::{EncodedKey, Key};
 use redis::Value;
 
 use crate::connection::{PendingPipeline, server_error};
@@ -529,62 +529,48 @@ impl RedisFilter {
         Ok(())
     }
 
-    /// Inserts a text key (encoded by the filter's encoding); returns whether a bit changed.
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]), encoded by the filter's
+    /// encoding; returns whether a bit changed.
     ///
     /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses (nothing is sent);
     /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`],
     /// [`RedisFilterError::NotAcknowledged`], [`RedisFilterError::NotDurable`], or a Redis
     /// error: the key's bits may then not be set (or not be durable), and a caller must not
     /// commit the key.
-    pub fn insert(&self, key: &str) -> Result<bool, RedisFilterError> {
-        self.insert_encoded(&self.config.encode_str(key))
+    pub fn insert<K: Key + ?Sized>(&self, key: &K) -> Result<bool, RedisFilterError> {
+        Ok(self.insert_all([key])? == 1)
     }
 
-    /// Inserts a byte key.
+    /// Inserts many keys (any form [`RedisFilter::insert`] takes), a batch of keys per
+    /// pipeline, within one deadline; returns how many changed a bit. It returns only once
+    /// every shard written was judged and the writes are as durable as the filter asks.
     ///
     /// # Errors
-    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
-    /// [`RedisFilter::insert`].
-    pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
-        self.insert_encoded(&self.config.encode_bytes(key)?)
-    }
-
-    /// Inserts a key already encoded with the filter's encoding.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::insert`].
-    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
-        Ok(self.insert_all_encoded([key.as_bytes()])? == 1)
-    }
-
-    /// Inserts many text keys; returns how many changed a bit.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::insert`].
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses, before anything is
+    /// sent; otherwise as [`RedisFilter::insert`], and keys of earlier batches are inserted.
     pub fn insert_all<I>(&self, keys: I) -> Result<u64, RedisFilterError>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
-        let encoded: Vec<Vec<u8>> = keys
-            .into_iter()
-            .map(|k| self.config.encode_str(k.as_ref()).as_bytes().to_vec())
-            .collect();
-        self.insert_all_encoded(&encoded)
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.encode_keys(&keys)?;
+        self.insert_keys(&encoded, true).map(|(changed, _)| changed)
     }
 
-    /// Inserts many encoded keys, a batch of keys per pipeline, within one deadline; returns
-    /// how many changed a bit. It returns only once every shard written was judged and the
-    /// writes are as durable as the filter asks.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::insert`]; keys of earlier batches are inserted.
-    pub fn insert_all_encoded<K: AsRef<[u8]>>(
+    /// Every key in the filter's encoding.
+    pub(crate) fn encode_keys<'k, K: Key>(
         &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<u64, RedisFilterError> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        self.insert_keys(&keys, true).map(|(changed, _)| changed)
+        keys: &'k [K],
+    ) -> Result<Vec<EncodedKey<'k>>, RedisFilterError> {
+        let encoding = self.config.encoding();
+        keys.iter()
+            .map(|k| {
+                k.encode(encoding)
+                    .map_err(|e| RedisFilterError::Key(e.into()))
+            })
+            .collect()
     }
 
     /// Inserts keys (judging their shards' nodes with `verify`), counts them in the metadata
@@ -625,20 +611,24 @@ impl RedisFilter {
     /// # Errors
     /// [`RedisFilterError::NodeChanged`] when a shard's node changed between the adds and
     /// the record (nothing is recorded for it; call again), or as [`RedisFilter::insert`].
-    pub fn restore_whole<K: AsRef<[u8]>>(
+    pub fn restore_whole<I>(
         &self,
-        keys: impl IntoIterator<Item = K>,
+        keys: I,
         coverage: Option<(
             bloom_format::DatasetGeneration,
             Option<bloom_format::StoreBinding>,
         )>,
-    ) -> Result<u64, RedisFilterError> {
+    ) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
         let mut restore = self.restore();
-        restore.add_encoded(keys)?;
+        restore.add(keys)?;
         restore.finish(coverage)
     }
 
-    /// Starts adding every key again, a batch at a time ([`Restore::add_encoded`]), to
+    /// Starts adding every key again, a batch at a time ([`Restore::add`]), to
     /// declare the filter whole at the end ([`Restore::finish`]), as
     /// [`RedisFilter::restore_whole`] does. Until then the filter stays as it was (an
     /// unverified filter answers nothing); a restore dropped unfinished declares nothing.
@@ -665,82 +655,41 @@ impl RedisFilter {
         self.set_fields([("schema", crate::meta::SCHEMA)])
     }
 
-    /// Whether a text key may have been inserted (`false` is definite).
+    /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been inserted
+    /// (`false` is definite). With Unicode tables other than this build's, a key outside
+    /// ASCII and every already-encoded key is *maybe*, as for a local filter.
     ///
     /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses;
     /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`] or a Redis error:
     /// never treat the key as absent then.
-    pub fn contains(&self, key: &str) -> Result<bool, RedisFilterError> {
-        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
-        Ok(foreign || self.contains_encoded(&self.config.encode_str(key))?)
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> Result<bool, RedisFilterError> {
+        Ok(self.contains_each([key])?.first().copied().unwrap_or(true))
     }
 
-    /// Whether a byte key may have been inserted.
-    ///
-    /// # Errors
-    /// [`RedisFilterError::Key`] for non-UTF-8 keys under a text encoding, or as
-    /// [`RedisFilter::contains`].
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<bool, RedisFilterError> {
-        let encoded = self.config.encode_bytes(key)?;
-        let foreign = self.config.has_foreign_tables() && !key.is_ascii();
-        Ok(foreign || self.contains_encoded(&encoded)?)
-    }
-
-    /// Whether an encoded key may have been inserted. With Unicode tables other than this
-    /// build's, always *maybe* (as for a local filter).
-    ///
-    /// # Errors
-    /// As [`RedisFilter::contains`].
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, RedisFilterError> {
-        Ok(self
-            .contains_each_encoded([key.as_bytes()])?
-            .first()
-            .copied()
-            .unwrap_or(true))
-    }
-
-    /// Whether each text key may have been inserted.
+    /// Whether each key may have been inserted, a batch per pipeline, within one deadline;
+    /// the answers are given only once every shard that answered was judged.
     ///
     /// # Errors
     /// As [`RedisFilter::contains`]: no answer is returned for any key then.
     pub fn contains_each<I>(&self, keys: I) -> Result<Vec<bool>, RedisFilterError>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
-        let keys: Vec<I::Item> = keys.into_iter().collect();
-        let foreign: Vec<bool> = keys
-            .iter()
-            .map(|k| self.config.has_foreign_tables() && !k.as_ref().is_ascii())
-            .collect();
-        let encoded: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|k| self.config.encode_str(k.as_ref()).as_bytes().to_vec())
-            .collect();
-        let answers = self.contains_each_encoded(&encoded)?;
-        Ok(answers
-            .into_iter()
-            .zip(foreign)
-            .map(|(maybe, foreign)| maybe || foreign)
-            .collect())
-    }
-
-    /// Whether each encoded key may have been inserted, a batch per pipeline, within one
-    /// deadline; the answers are given only once every shard that answered was judged.
-    ///
-    /// # Errors
-    /// As [`RedisFilter::contains`]: no answer is returned for any key then.
-    pub fn contains_each_encoded<K: AsRef<[u8]>>(
-        &self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<bool>, RedisFilterError> {
         let deadline = self.deadline();
         let foreign = self.config.has_foreign_tables();
-        let keys: Vec<K> = keys.into_iter().collect();
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.encode_keys(&keys)?;
+        let mut sensitive = keys.iter().map(|k| foreign && k.depends_on_tables());
         let mut answers = Vec::with_capacity(keys.len());
-        self.batches(&keys, false, deadline, |all_set, answered| {
+        self.batches(&encoded, false, deadline, |all_set, answered| {
             self.verify_shards(answered, deadline)?;
-            answers.extend(all_set.iter().map(|&set| foreign || set));
+            answers.extend(
+                all_set
+                    .iter()
+                    .map(|&set| set || sensitive.next().unwrap_or(true)),
+            );
             Ok(0)
         })?;
         Ok(answers)
@@ -767,17 +716,19 @@ impl std::fmt::Debug for Restore<'_> {
 }
 
 impl Restore<'_> {
-    /// Adds encoded keys (each shard's node is not judged: the filter is being made whole);
-    /// returns how many changed a bit.
+    /// Adds keys (any form [`RedisFilter::insert`] takes; each shard's node is not judged:
+    /// the filter is being made whole); returns how many changed a bit.
     ///
     /// # Errors
     /// As [`RedisFilter::insert`], [`RedisFilterError::Unverified`] aside.
-    pub fn add_encoded<K: AsRef<[u8]>>(
-        &mut self,
-        keys: impl IntoIterator<Item = K>,
-    ) -> Result<u64, RedisFilterError> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        let (changed, written) = self.filter.insert_keys(&keys, false)?;
+    pub fn add<I>(&mut self, keys: I) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.filter.encode_keys(&keys)?;
+        let (changed, written) = self.filter.insert_keys(&encoded, false)?;
         self.written.extend(written);
         self.changed += changed;
         Ok(changed)

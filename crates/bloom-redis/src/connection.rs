@@ -125,7 +125,8 @@ impl RedisTarget {
     ///
     /// # Errors
     /// [`RedisFilterError::TlsCa`] when the file cannot be read or is too large.
-    pub fn with_tls_ca_file(self, path: &Path) -> Result<Self, RedisFilterError> {
+    pub fn with_tls_ca_file(self, path: impl AsRef<Path>) -> Result<Self, RedisFilterError> {
+        let path = path.as_ref();
         use std::io::Read as _;
         let mut pem = Vec::new();
         std::fs::File::open(path)

@@ -308,7 +308,8 @@ impl RedisFilter {
     /// # Errors
     /// [`RedisFilterError::LostState`] if a shard is not intact,
     /// [`RedisFilterError::Unverified`], a Redis error, or a file error.
-    pub fn export(&self, path: &Path) -> Result<Header, RedisFilterError> {
+    pub fn export(&self, path: impl AsRef<Path>) -> Result<Header, RedisFilterError> {
+        let path = path.as_ref();
         // The header (generation) first: bits read after it cover at least what it says.
         let header = self.header()?;
         self.check_shards()?;
@@ -362,7 +363,7 @@ impl RedisFilter {
     pub fn import(
         target: &RedisTarget,
         name: &str,
-        path: &Path,
+        path: impl AsRef<Path>,
         max_payload_len: u64,
     ) -> Result<Self, RedisFilterError> {
         Self::import_with(target, name, path, max_payload_len, Durability::None)
@@ -375,10 +376,11 @@ impl RedisFilter {
     pub fn import_with(
         target: &RedisTarget,
         name: &str,
-        path: &Path,
+        path: impl AsRef<Path>,
         max_payload_len: u64,
         durability: Durability,
     ) -> Result<Self, RedisFilterError> {
+        let path = path.as_ref();
         let reader =
             SnapshotReader::open(path, &DecodeOptions::with_max_payload_len(max_payload_len))?;
         let header = reader.header().clone();
@@ -394,7 +396,7 @@ impl RedisFilter {
             Err(e) => {
                 // Nothing half-imported stays behind under the name (best effort: Redis may be
                 // the reason it failed).
-                let _ = Self::delete(target, name, Some(filter.shards));
+                let _ = Self::delete(target, name);
                 Err(e)
             }
         }

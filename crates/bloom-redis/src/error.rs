@@ -41,6 +41,15 @@ pub enum RedisFilterError {
         /// The filter name.
         name: String,
     },
+    /// [`RedisFilter::open_or_create`](crate::RedisFilter::open_or_create) found a filter of
+    /// that name made with another configuration.
+    #[error("a filter named {name} exists in Redis with another {mismatch}")]
+    Incompatible {
+        /// The filter name.
+        name: String,
+        /// What differs.
+        mismatch: bloom_core::Mismatch,
+    },
     /// The filter is being created, or its creation was interrupted.
     #[error(
         "filter {name} is not ready (state {state:?}): its creation is running or was interrupted; delete it and create it again"

@@ -304,7 +304,7 @@ impl RedisFilter {
         // cannot give it fails the creation, not the first insert.
         if let Err(e) = filter.make_live_durable() {
             // Nothing half-made stays behind under the name (best effort).
-            let _ = Self::delete(target, name, Some(shards));
+            let _ = Self::delete(target, name);
             return Err(e);
         }
         filter.record_nodes(Some((header.dataset_generation, header.store)), &[])?;
@@ -312,6 +312,50 @@ impl RedisFilter {
             filter.set_fields([("state", READY)])?;
         }
         Ok(filter)
+    }
+
+    /// Opens filter `name`, or creates it with `config` and `durability` when no filter has
+    /// that name ([`RedisFilter::create_with`]); when two processes do this at once, one
+    /// creates and the other opens what it made. An existing filter must have been made
+    /// with `config` (every part that decides positions: layout, bits, positions per key,
+    /// rule, encoding and salt).
+    ///
+    /// ```no_run
+    /// use bloom_core::{FilterConfig, FilterParams, Layout};
+    /// use bloom_redis::{Durability, RedisFilter, RedisTarget};
+    ///
+    /// let target = RedisTarget::single("redis://127.0.0.1:6379/");
+    /// let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01)?;
+    /// let seen = RedisFilter::open_or_create(&target, "seen", FilterConfig::new(params), Durability::None)?;
+    /// seen.insert("record-1")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Incompatible`] for a filter of that name with another
+    /// configuration, or as [`RedisFilter::open`] and [`RedisFilter::create_with`].
+    pub fn open_or_create(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
+        let opened = match Self::open(target, name) {
+            Err(RedisFilterError::NotFound { .. }) => {
+                match Self::create_with(target, name, config.clone(), durability) {
+                    Err(RedisFilterError::AlreadyExists { .. }) => Self::open(target, name),
+                    created => return created,
+                }
+            }
+            opened => opened,
+        }?;
+        match opened.config().mismatch(&config) {
+            None => Ok(opened),
+            Some(mismatch) => Err(RedisFilterError::Incompatible {
+                name: name.to_owned(),
+                mismatch,
+            }),
+        }
     }
 
     /// Opens filter `name`: its metadata must be complete and valid, and the filter ready.
@@ -374,23 +418,20 @@ impl RedisFilter {
 
     /// Deletes filter `name`: its metadata, every shard and every epoch record. Returns
     /// whether it existed. A filter whose metadata is gone (lost, or a creation interrupted
-    /// before it was written) is deleted shard by shard up to `shards_hint` shards.
+    /// before it was written) has no record of its shard count, so every shard name it could
+    /// have is deleted (up to [`MAX_SHARDS`](bloom_core::MAX_SHARDS), in pipelines of 256).
     ///
     /// # Errors
     /// [`RedisFilterError::InvalidName`] or a Redis error.
-    pub fn delete(
-        target: &RedisTarget,
-        name: &str,
-        shards_hint: Option<u32>,
-    ) -> Result<bool, RedisFilterError> {
+    pub fn delete(target: &RedisTarget, name: &str) -> Result<bool, RedisFilterError> {
         check_name(name)?;
         let mut conn = target.connect()?;
         let key = meta_key(name);
         let recorded = conn.query(&[b"HGET", key.as_bytes(), b"shards"], Some(key.as_bytes()))?;
         let shards = text(&recorded)
             .and_then(|s| s.parse::<u32>().ok())
-            .or(shards_hint)
-            .unwrap_or(0);
+            .unwrap_or(bloom_core::MAX_SHARDS)
+            .min(bloom_core::MAX_SHARDS);
         let deadline = target.deadline_from_now();
         let mut deleted = 0i64;
         for first in (0..shards).step_by(SHARDS_PER_PIPELINE as usize) {
@@ -664,7 +705,7 @@ mod tests {
     fn fitted_shards_fill_their_allocation_and_only_grow() {
         for (items, shards) in [(1_000_000, 16), (10_000, 16), (123_457, 7), (5_000_000, 64)] {
             let planned =
-                FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap();
+                FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap();
             let fitted = fit_to_allocator(planned);
             assert!(fitted.bits() >= planned.bits());
             assert_eq!(fitted.hashes(), planned.hashes());

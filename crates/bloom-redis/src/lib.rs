@@ -20,7 +20,7 @@
 //! use bloom_redis::{RedisFilter, RedisTarget};
 //!
 //! let target = RedisTarget::single("redis://127.0.0.1:6379/");
-//! let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01, 64)?;
+//! let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01)?;
 //! let filter = RedisFilter::create(&target, "seen", FilterConfig::new(params))?;
 //! filter.insert("record-1")?;
 //! assert!(filter.contains("record-1")?);

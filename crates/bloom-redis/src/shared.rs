@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use bloom_core::{EncodedKey, FilterConfig, KeyEncoding};
+use bloom_core::{EncodedKey, FilterConfig, Key, KeyEncoding};
 use bloom_format::{DatasetGeneration, StoreBinding};
 use bloom_store::{Lookup, PrimaryStore};
 
@@ -266,8 +266,8 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             self.install(Some(filter), false);
             return Ok(SharedOpen::Bypassed(why));
         }
-        let from = match self.coverage(&filter)? {
-            Ok(from) => from,
+        let (from, bound) = match self.coverage(&filter)? {
+            Ok(covered) => covered,
             Err(why) => {
                 self.install(Some(filter), false);
                 return Ok(SharedOpen::Bypassed(why));
@@ -287,7 +287,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         };
         // Keys committed since that point: normally none (writers set bits first). They go
         // into this very filter, which is installed only afterwards.
-        match self.take_in_since(&filter, from, restore, restore) {
+        match self.take_in_since(&filter, from, restore || !bound, restore) {
             Ok((to, caught_up)) => {
                 self.install(Some(filter), true);
                 Ok(SharedOpen::Trusted {
@@ -330,20 +330,21 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         )
     }
 
-    /// The generation the filter covers, if it is bound to this store's history.
+    /// The generation the filter covers, if it is bound to this store's history (and whether
+    /// it is bound at all: a filter bound to no store covers generation 0 of any).
     #[allow(clippy::type_complexity)]
     fn coverage(
         &self,
         filter: &RedisFilter,
-    ) -> Result<Result<DatasetGeneration, String>, SharedError<S::Error>> {
+    ) -> Result<Result<(DatasetGeneration, bool), String>, SharedError<S::Error>> {
         let header = match filter.header() {
             Ok(header) => header,
             Err(e) => return Ok(Err(e.to_string())),
         };
+        // A filter bound to no store yet (just created) claims nothing: it covers the store
+        // once every key of it is in, from the start.
         let Some(binding) = header.store else {
-            return Ok(Err(
-                "the filter is bound to no store yet (rebuild it from the store)".to_owned(),
-            ));
+            return Ok(Ok((DatasetGeneration::ZERO, false)));
         };
         let identity = self.store.identity().map_err(SharedError::Store)?;
         if binding.identity != identity {
@@ -359,7 +360,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 "the store's history at generation {generation} is not the one the filter covers (restored, rolled back or diverged)"
             )));
         }
-        Ok(Ok(generation))
+        Ok(Ok((generation, true)))
     }
 
     /// Sets the bits of every key committed after `from` in `filter`; records the new
@@ -424,23 +425,38 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         Ok((to, taken))
     }
 
-    /// Whether a text key is in the store.
+    /// Whether a key (text, bytes or already encoded: see [`Key`]) is in the store.
     ///
     /// # Errors
-    /// [`SharedError::Store`] when the store is asked and fails.
-    pub fn contains(&self, key: &str) -> Result<Lookup, SharedError<S::Error>> {
-        self.contains_encoded(&self.encoding.encode_str(key))
+    /// [`SharedError::Key`] for a byte key a text encoding refuses; [`SharedError::Store`]
+    /// when the store is asked and fails.
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> Result<Lookup, SharedError<S::Error>> {
+        Ok(self
+            .contains_each([key])?
+            .pop()
+            .unwrap_or(Lookup::AbsentBypassed))
     }
 
-    /// Whether an encoded key is in the store.
+    /// Looks up many keys: one pass over the shared filter (a pipeline per batch), then one
+    /// [`PrimaryStore::contains_each`] for the keys it could not rule out. The answers, in key
+    /// order, are those of [`SharedFilteredStore::contains`].
     ///
     /// # Errors
-    /// [`SharedError::Store`] when the store is asked and fails.
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, SharedError<S::Error>> {
+    /// As [`SharedFilteredStore::contains`], before any key is looked up for a refused one.
+    pub fn contains_each<I>(&self, keys: I) -> Result<Vec<Lookup>, SharedError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = keys
+            .iter()
+            .map(|k| k.encode(self.encoding).map_err(Into::into))
+            .collect::<Result<Vec<_>, bloom_core::KeyError>>()?;
         let (maybe, lost_epoch) = {
             let state = self.read();
             match (&state.filter, state.trusted) {
-                (Some(filter), true) => match filter.contains_encoded(key) {
+                (Some(filter), true) => match filter.contains_each(&encoded) {
                     Ok(maybe) => (Some(maybe), None),
                     // Never an answer from a filter that failed: the store decides, and a
                     // lost filter stays untrusted until rebuilt.
@@ -458,19 +474,37 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         if maybe.is_none() {
             self.maybe_reattach()?;
         }
-        if maybe == Some(false) {
-            self.lookups_avoided.fetch_add(1, Ordering::Relaxed);
-            return Ok(Lookup::AbsentByFilter);
-        }
-        let present = self
-            .store
-            .contains(key.as_bytes())
-            .map_err(SharedError::Store)?;
-        Ok(match (present, maybe) {
-            (true, _) => Lookup::Present,
-            (false, Some(_)) => Lookup::FalsePositive,
-            (false, None) => Lookup::AbsentBypassed,
-        })
+        // A filter that answered for fewer keys than it was asked is asked about none.
+        let maybe = maybe.filter(|m| m.len() == encoded.len());
+        let asked = |i: usize| maybe.as_ref().is_none_or(|m| m.get(i) != Some(&false));
+        let ask: Vec<&[u8]> = encoded
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| asked(i))
+            .map(|(_, key)| key.as_bytes())
+            .collect();
+        let avoided = (encoded.len() - ask.len()) as u64;
+        self.lookups_avoided.fetch_add(avoided, Ordering::Relaxed);
+        let present = if ask.is_empty() {
+            Vec::new()
+        } else {
+            self.store.contains_each(&ask).map_err(SharedError::Store)?
+        };
+        let mut present = present.into_iter();
+        Ok((0..encoded.len())
+            .map(|i| {
+                if !asked(i) {
+                    return Lookup::AbsentByFilter;
+                }
+                // A store that answered for fewer keys than it was asked counts as "present"
+                // for the rest: never "absent" without an answer.
+                match (present.next().unwrap_or(true), maybe.is_some()) {
+                    (true, _) => Lookup::Present,
+                    (false, true) => Lookup::FalsePositive,
+                    (false, false) => Lookup::AbsentBypassed,
+                }
+            })
+            .collect())
     }
 
     /// A bypassed wrapper looks for a repaired filter every few seconds.
@@ -487,39 +521,59 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         Ok(())
     }
 
-    /// Sets the key's bits in the installed filter; returns the epoch it was set under.
-    fn set_bits(&self, key: &EncodedKey<'_>) -> Result<u64, RedisFilterError> {
+    /// Sets the keys' bits in the installed filter; returns the epoch they were set under.
+    fn set_bits(&self, keys: &[EncodedKey<'_>]) -> Result<u64, RedisFilterError> {
         let state = self.read();
         match &state.filter {
-            Some(filter) => filter.insert_encoded(key).map(|_| state.epoch),
+            Some(filter) => filter.insert_all(keys).map(|_| state.epoch),
             None => Err(RedisFilterError::Protocol(
                 "no usable shared filter: Redis was unreachable or the filter lost at open".into(),
             )),
         }
     }
 
-    /// Inserts a text key: its bits in Redis first, then the store commit, then a check that
-    /// the bits are still there. Returns whether the store did not have it.
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]): its bits in Redis first,
+    /// then the store commit, then a check that the bits are still there. Returns whether
+    /// the store did not have it.
     ///
     /// # Errors
-    /// [`SharedError::Filter`] when the bits could not be set (the key is then not
-    /// committed), [`SharedError::Store`], or [`SharedError::CommittedWithoutBits`].
-    pub fn insert(&self, key: &str) -> Result<bool, SharedError<S::Error>> {
-        self.insert_encoded(&self.encoding.encode_str(key))
+    /// [`SharedError::Key`] for a key the store's encoding refuses (a byte key that is not
+    /// UTF-8 under a text encoding, or an encoded key whose bytes the encoding would not
+    /// make): nothing is then inserted. [`SharedError::Filter`] when the bits could not be
+    /// set (the key is then not committed), [`SharedError::Store`], or
+    /// [`SharedError::CommittedWithoutBits`].
+    pub fn insert<K: Key + ?Sized>(&self, key: &K) -> Result<bool, SharedError<S::Error>> {
+        Ok(self.insert_all([key])?.first().copied().unwrap_or(false))
     }
 
-    /// Inserts an encoded key; see [`SharedFilteredStore::insert`].
+    /// Inserts many keys as one batch: their bits in Redis first (a pipeline per batch), then
+    /// one [`PrimaryStore::insert_all`] (one transaction for a store that has them), then one
+    /// check that every key's bits are still there. Returns, for each key in order, whether
+    /// the store did not have it. The guarantees are those of
+    /// [`SharedFilteredStore::insert`], for every key of the batch.
     ///
     /// # Errors
-    /// As [`SharedFilteredStore::insert`].
-    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, SharedError<S::Error>> {
-        let epoch = match self.set_bits(key) {
+    /// As [`SharedFilteredStore::insert`]; a refused key is found before anything is sent.
+    pub fn insert_all<I>(&self, keys: I) -> Result<Vec<bool>, SharedError<S::Error>>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = keys
+            .iter()
+            .map(|k| k.encode_checked(self.encoding))
+            .collect::<Result<Vec<_>, bloom_core::KeyError>>()?;
+        if encoded.is_empty() {
+            return Ok(Vec::new());
+        }
+        let epoch = match self.set_bits(&encoded) {
             Ok(epoch) => epoch,
             Err(first) => {
                 // The filter may have been recreated (by another process's rebuild): attach
                 // to the current one and try once more, so that writers keep going.
                 self.attach()?;
-                self.set_bits(key).map_err(|again| {
+                self.set_bits(&encoded).map_err(|again| {
                     SharedError::Filter(if matches!(again, RedisFilterError::Protocol(_)) {
                         first
                     } else {
@@ -528,31 +582,38 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 })?
             }
         };
-        let new = self
-            .store
-            .insert(key.as_bytes())
-            .map_err(SharedError::Store)?;
-        self.confirm_bits(key, epoch)?;
-        Ok(new.is_some())
+        let raw: Vec<&[u8]> = encoded.iter().map(EncodedKey::as_bytes).collect();
+        let committed = self.store.insert_all(&raw).map_err(SharedError::Store)?;
+        self.confirm_bits(&encoded, epoch)?;
+        // A store that answered for fewer keys than it was given reports the rest as not
+        // new: never more than it committed.
+        Ok((0..encoded.len())
+            .map(|i| committed.get(i).is_some_and(Option::is_some))
+            .collect())
     }
 
     /// After a commit: the bits set under `epoch` are still in the shared filter, or are set
     /// again in the current one.
-    fn confirm_bits(&self, key: &EncodedKey<'_>, epoch: u64) -> Result<(), SharedError<S::Error>> {
+    fn confirm_bits(
+        &self,
+        keys: &[EncodedKey<'_>],
+        epoch: u64,
+    ) -> Result<(), SharedError<S::Error>> {
         let held = {
             let state = self.read();
             state.epoch == epoch
-                && state
-                    .filter
-                    .as_ref()
-                    .is_some_and(|f| matches!(f.contains_encoded(key), Ok(true)))
+                && state.filter.as_ref().is_some_and(|f| {
+                    f.contains_each(keys).is_ok_and(|answers| {
+                        answers.len() == keys.len() && !answers.contains(&false)
+                    })
+                })
         };
         if held {
             return Ok(());
         }
         self.distrust(epoch);
         self.attach()?;
-        self.set_bits(key)
+        self.set_bits(keys)
             .map(|_| ())
             .map_err(SharedError::CommittedWithoutBits)
     }
@@ -587,8 +648,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Err(e) if e.is_lost_state() => {
                 // Lost or missing: recreate. Writers fail against the lost shards until they
                 // attach to the new ones, so none commits a key whose bits went nowhere.
-                RedisFilter::delete(&self.target, &self.name, Some(config.layout().shards()))
-                    .map_err(SharedError::Rebuild)?;
+                RedisFilter::delete(&self.target, &self.name).map_err(SharedError::Rebuild)?;
                 let created = RedisFilter::create(&self.target, &self.name, config)
                     .map_err(SharedError::Rebuild)?;
                 std::thread::sleep(self.grace);

@@ -14,7 +14,7 @@ use support::RedisCluster;
 fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
     let cluster = RedisCluster::start();
     let target = cluster.target();
-    let params = FilterParams::planned(Layout::sharded(12).unwrap(), 10_000, 0.01, 64).unwrap();
+    let params = FilterParams::planned(Layout::sharded(12).unwrap(), 10_000, 0.01).unwrap();
     let config = FilterConfig::new(params);
     let redis = RedisFilter::create(&target, "fleet", config.clone()).unwrap();
 
@@ -29,7 +29,13 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
         .iter()
         .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
         .collect();
-    redis.insert_all_encoded(&encoded).unwrap();
+    redis
+        .insert_all(
+            encoded
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
     redis.insert("one-more").unwrap();
     local.insert_all(&inserted);
     local.insert("one-more");
@@ -43,14 +49,20 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
         .iter()
         .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
         .collect();
-    let answers = redis.contains_each_encoded(&encoded).unwrap();
+    let answers = redis
+        .contains_each(
+            encoded
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
     let expected: Vec<bool> = local.contains_each(&probes).collect();
     assert_eq!(answers, expected);
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fleet.bloom");
     redis.export(&path).unwrap();
-    assert!(std::fs::read(&path).unwrap() == local.to_snapshot(0).encode().to_vec());
+    assert!(std::fs::read(&path).unwrap() == local.to_snapshot().encode().to_vec());
 
     // Opened through another node: the same filter.
     let other = bloom_redis::RedisTarget::cluster([cluster.nodes[2].url()]);
@@ -76,7 +88,7 @@ fn a_live_reshard_fails_no_call_and_changes_no_answer() {
 
     let cluster = RedisCluster::start();
     let target = cluster.target();
-    let params = FilterParams::planned(Layout::sharded(12).unwrap(), 200_000, 0.01, 64).unwrap();
+    let params = FilterParams::planned(Layout::sharded(12).unwrap(), 200_000, 0.01).unwrap();
     let filter = RedisFilter::create(&target, "moving", FilterConfig::new(params)).unwrap();
     filter
         .insert_all((0..2000).map(|i| format!("k-{i}")))

@@ -15,7 +15,7 @@ use rustix::process::Signal;
 use support::RedisServer;
 
 fn config(shards: u32, items: u64) -> FilterConfig {
-    let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap();
+    let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap();
     FilterConfig::new(params)
 }
 
@@ -48,7 +48,13 @@ fn answers_and_snapshots_equal_a_local_filter() {
             .iter()
             .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
             .collect();
-        let changed = redis.insert_all_encoded(&encoded).unwrap();
+        let changed = redis
+            .insert_all(
+                encoded
+                    .iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+            )
+            .unwrap();
         for key in &inserted[9_000..] {
             redis.insert(key).unwrap();
         }
@@ -65,7 +71,13 @@ fn answers_and_snapshots_equal_a_local_filter() {
             .iter()
             .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
             .collect();
-        let from_redis = redis.contains_each_encoded(&encoded).unwrap();
+        let from_redis = redis
+            .contains_each(
+                encoded
+                    .iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+            )
+            .unwrap();
         let from_local: Vec<bool> = local.contains_each(&probes).collect();
         assert_eq!(from_redis, from_local, "{name}");
         assert!(from_redis[..10_000].iter().all(|&b| b));
@@ -77,7 +89,7 @@ fn answers_and_snapshots_equal_a_local_filter() {
         let exported = dir.path().join(format!("{name}.bloom"));
         redis.export(&exported).unwrap();
         let bytes = std::fs::read(&exported).unwrap();
-        assert!(bytes == local.to_snapshot(0).encode().to_vec(), "{name}");
+        assert!(bytes == local.to_snapshot().encode().to_vec(), "{name}");
         let copy =
             RedisFilter::import(&target, &format!("{name}-copy"), &exported, 1 << 30).unwrap();
         let again = dir.path().join(format!("{name}-again.bloom"));
@@ -148,8 +160,8 @@ fn metadata_is_checked_and_never_guessed() {
         server.cli(&["HSET", &meta, field, original.trim_end()]);
     }
     RedisFilter::open(&target, "f").unwrap();
-    assert!(RedisFilter::delete(&target, "f", None).unwrap());
-    assert!(!RedisFilter::delete(&target, "f", None).unwrap());
+    assert!(RedisFilter::delete(&target, "f").unwrap());
+    assert!(!RedisFilter::delete(&target, "f").unwrap());
 }
 
 #[test]
@@ -376,7 +388,7 @@ fn a_handle_to_a_replaced_filter_never_writes_its_metadata() {
     let target = server.target();
     let old = RedisFilter::create(&target, "r", config(4, 1000)).unwrap();
     old.insert("a").unwrap();
-    RedisFilter::delete(&target, "r", None).unwrap();
+    RedisFilter::delete(&target, "r").unwrap();
     let new = RedisFilter::create(&target, "r", config(4, 1000)).unwrap();
     let identity = bloom_format::StoreIdentity::from_bytes([7; 16]);
     let binding =
@@ -489,7 +501,11 @@ fn every_operation_has_one_deadline() {
             }
         });
         let started = Instant::now();
-        let result = filter.insert_all_encoded(&encoded);
+        let result = filter.insert_all(
+            encoded
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        );
         let returned_at = Instant::now();
         drop(returned);
         (result, started, returned_at)
@@ -539,12 +555,22 @@ fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
     let dump: Vec<u8> = redis::cmd("DUMP").arg(&shard).query(&mut raw).unwrap();
     let _: i64 = redis::cmd("DEL").arg(&shard).query(&mut raw).unwrap();
     for _ in 0..3 {
-        let error = filter.insert_all_encoded(&keys).unwrap_err();
+        let error = filter
+            .insert_all(
+                keys.iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+            )
+            .unwrap_err();
         assert!(
             matches!(error, RedisFilterError::LostState { shard: 3, .. }),
             "{error:?}"
         );
-        let error = filter.contains_each_encoded(&keys).unwrap_err();
+        let error = filter
+            .contains_each(
+                keys.iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+            )
+            .unwrap_err();
         assert!(
             matches!(error, RedisFilterError::LostState { shard: 3, .. }),
             "{error:?}"
@@ -559,10 +585,18 @@ fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
         .query(&mut raw)
         .unwrap();
     // The same handle, its connection reused: every reply is its own.
-    filter.insert_all_encoded(&keys).unwrap();
+    filter
+        .insert_all(
+            keys.iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
     assert!(
         filter
-            .contains_each_encoded(&keys)
+            .contains_each(
+                keys.iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))
+            )
             .unwrap()
             .iter()
             .all(|&m| m)
@@ -571,7 +605,13 @@ fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
     let strangers: Vec<Vec<u8>> = (0..40_000)
         .map(|i| format!("stranger-{i}").into_bytes())
         .collect();
-    let maybe = filter.contains_each_encoded(&strangers).unwrap();
+    let maybe = filter
+        .contains_each(
+            strangers
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
     assert!(maybe.iter().filter(|&&m| m).count() < 40_000 / 20);
 }
 
@@ -785,4 +825,44 @@ fn a_reply_without_end_is_cut_off_at_its_size_limit() {
             started.elapsed()
         );
     }
+}
+
+/// Every form of key goes through the same calls as on a local filter; a byte key the
+/// encoding refuses is a typed error before anything is sent.
+#[test]
+fn every_form_of_key_answers_as_locally() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let redis = RedisFilter::create(&target, "forms", config(4, 1_000)).unwrap();
+    let mut local = BloomFilter::new(redis.config().clone()).unwrap();
+    assert!(redis.insert("café").unwrap());
+    assert!(local.insert("café"));
+    assert!(
+        !redis.insert("cafe\u{301}".as_bytes()).unwrap(),
+        "the NFD bytes: the same key"
+    );
+    let encoded = redis.config().encode_str("tea").into_owned();
+    assert!(redis.insert(&encoded).unwrap());
+    local.insert(&encoded);
+    assert_eq!(redis.insert_all(["a", "b", "a"]).unwrap(), 2);
+    local.insert_all(["a", "b"]);
+    let asked = ["café", "tea", "a", "b", "never"];
+    let answers = redis.contains_each(asked).unwrap();
+    let expected: Vec<bool> = local.contains_each(asked).collect();
+    assert_eq!(answers, expected);
+    assert!(answers[..4].iter().all(|a| *a));
+    assert!(matches!(
+        redis.insert_all([b"ok".as_slice(), b"\xff"]),
+        Err(RedisFilterError::Key(
+            bloom_core::KeyError::InvalidUtf8 { .. }
+        ))
+    ));
+    assert!(
+        !redis.contains("ok").unwrap(),
+        "nothing of the refused batch was sent"
+    );
+    assert!(matches!(
+        redis.contains(b"\xff"),
+        Err(RedisFilterError::Key(_))
+    ));
 }

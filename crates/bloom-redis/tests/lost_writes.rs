@@ -13,9 +13,7 @@ use rustix::process::Signal;
 use support::{RedisCluster, RedisServer};
 
 fn config(shards: u32, items: u64) -> FilterConfig {
-    FilterConfig::new(
-        FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01, 64).unwrap(),
-    )
+    FilterConfig::new(FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap())
 }
 
 fn keys(prefix: &str, range: std::ops::Range<u32>) -> Vec<String> {

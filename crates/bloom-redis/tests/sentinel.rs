@@ -13,7 +13,7 @@ use support::{RedisServer, Sentinel};
 const MASTER: &str = "fleet";
 
 fn config() -> FilterConfig {
-    FilterConfig::new(FilterParams::planned(Layout::sharded(8).unwrap(), 50_000, 0.01, 64).unwrap())
+    FilterConfig::new(FilterParams::planned(Layout::sharded(8).unwrap(), 50_000, 0.01).unwrap())
 }
 
 fn encoded(filter: &RedisFilter, prefix: &str, n: usize) -> Vec<Vec<u8>> {
@@ -80,7 +80,13 @@ fn a_failover_with_replica_acknowledged_writes_keeps_every_key_and_the_filter_ve
     )
     .unwrap();
     let before = encoded(&filter, "before", 5_000);
-    filter.insert_all_encoded(&before).unwrap();
+    filter
+        .insert_all(
+            before
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
 
     fail_over(&sentinel, &master, &replica);
 
@@ -89,7 +95,11 @@ fn a_failover_with_replica_acknowledged_writes_keeps_every_key_and_the_filter_ve
     // the filter answers (the promoted replica had every write, WAIT said so).
     let deadline = Instant::now() + Duration::from_secs(60);
     let answers = loop {
-        match filter.contains_each_encoded(&before) {
+        match filter.contains_each(
+            before
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        ) {
             Ok(answers) => break answers,
             Err(e) if !e.is_unverified() && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -103,7 +113,11 @@ fn a_failover_with_replica_acknowledged_writes_keeps_every_key_and_the_filter_ve
     // the filter there.
     let after = encoded(&filter, "after", 2_000);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(e) = filter.insert_all_encoded(&after) {
+    while let Err(e) = filter.insert_all(
+        after
+            .iter()
+            .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+    ) {
         assert!(!e.is_unverified() && Instant::now() < deadline, "{e}");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -111,7 +125,10 @@ fn a_failover_with_replica_acknowledged_writes_keeps_every_key_and_the_filter_ve
     let all: Vec<Vec<u8>> = before.iter().chain(&after).cloned().collect();
     assert!(
         reopened
-            .contains_each_encoded(&all)
+            .contains_each(
+                all.iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))
+            )
             .unwrap()
             .iter()
             .all(|&m| m)
@@ -129,14 +146,22 @@ fn a_failover_without_durability_makes_the_filter_unverified_until_restored() {
     let target = target(&sentinel);
     let filter = RedisFilter::create(&target, "events", config()).unwrap();
     let keys = encoded(&filter, "event", 5_000);
-    filter.insert_all_encoded(&keys).unwrap();
+    filter
+        .insert_all(
+            keys.iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
+        .unwrap();
 
     fail_over(&sentinel, &master, &replica);
 
     // Nothing said the replica had every write: the filter answers nothing.
     let deadline = Instant::now() + Duration::from_secs(60);
     let error = loop {
-        match filter.contains_each_encoded(&keys) {
+        match filter.contains_each(
+            keys.iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        ) {
             Err(e) if e.is_unverified() => break e,
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             Ok(answers) => panic!(
@@ -155,7 +180,10 @@ fn a_failover_without_durability_makes_the_filter_unverified_until_restored() {
     filter.restore_whole(&keys, None).unwrap();
     assert!(
         filter
-            .contains_each_encoded(&keys)
+            .contains_each(
+                keys.iter()
+                    .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))
+            )
             .unwrap()
             .iter()
             .all(|&m| m)

@@ -13,7 +13,7 @@ use bloom_store::{Lookup, PrimaryStore, SqliteStore};
 use support::RedisServer;
 
 fn config() -> FilterConfig {
-    let params = FilterParams::planned(Layout::sharded(8).unwrap(), 20_000, 0.01, 64).unwrap();
+    let params = FilterParams::planned(Layout::sharded(8).unwrap(), 20_000, 0.01).unwrap();
     FilterConfig::new(params)
 }
 
@@ -365,4 +365,79 @@ fn a_filter_put_back_from_an_older_copy_is_caught_up_from_what_it_records() {
         "{outcome:?}"
     );
     assert_committed_present(&[&d], &committed);
+}
+
+/// A filter just created (bound to no store yet) is trusted at the first open: the store's
+/// keys are taken in from the start and the filter is bound to the store, with no rebuild
+/// and no grace period. A second open finds it bound to this store's history.
+#[test]
+fn a_new_filter_is_trusted_at_the_first_open() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let before = SqliteStore::open(&db).unwrap();
+    before.insert(b"already-there").unwrap();
+    drop(before);
+    let filter = bloom_redis::RedisFilter::open_or_create(
+        &server.target(),
+        "records",
+        config(),
+        bloom_redis::Durability::None,
+    )
+    .unwrap();
+    // Opened again with the same configuration: the same filter; another one is refused.
+    let again = bloom_redis::RedisFilter::open_or_create(
+        &server.target(),
+        "records",
+        config(),
+        bloom_redis::Durability::None,
+    )
+    .unwrap();
+    assert_eq!(again.config(), filter.config());
+    let other = FilterConfig::new(
+        FilterParams::planned(Layout::sharded(8).unwrap(), 40_000, 0.01).unwrap(),
+    );
+    assert!(matches!(
+        bloom_redis::RedisFilter::open_or_create(
+            &server.target(),
+            "records",
+            other,
+            bloom_redis::Durability::None
+        ),
+        Err(bloom_redis::RedisFilterError::Incompatible { .. })
+    ));
+    let (a, outcome) = SharedFilteredStore::open(
+        SqliteStore::open(&db).unwrap(),
+        server.target(),
+        "records",
+        KeyEncoding::Nfc,
+    )
+    .unwrap();
+    assert!(
+        matches!(outcome, SharedOpen::Trusted { caught_up: 1, .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(a.contains("already-there").unwrap(), Lookup::Present);
+    assert_eq!(
+        a.insert_all(["x", "y", "x"]).unwrap(),
+        [true, true, false],
+        "a batch of text keys, one commit"
+    );
+    let answers = a.contains_each(["x", "y", "never"]).unwrap();
+    assert_eq!(answers[..2], [Lookup::Present, Lookup::Present]);
+    assert!(!answers[2].is_present());
+    drop(a);
+    let (b, outcome) = SharedFilteredStore::open(
+        SqliteStore::open(&db).unwrap(),
+        server.target(),
+        "records",
+        KeyEncoding::Nfc,
+    )
+    .unwrap();
+    // Bound at the first open's point (generation 1); the writes since are taken in again.
+    assert!(
+        matches!(outcome, SharedOpen::Trusted { from, .. } if from == bloom_core::DatasetGeneration::new(1)),
+        "{outcome:?}"
+    );
+    assert_eq!(b.contains("x").unwrap(), Lookup::Present);
 }

@@ -33,9 +33,7 @@ fn options() -> FilterOptions {
 
 fn filtered(path: &Path) -> FilteredStore<SqliteStore> {
     let store = SqliteStore::open(path).unwrap();
-    FilteredStore::open_and_recover(store, options(), None)
-        .unwrap()
-        .0
+    FilteredStore::open_and_recover(store, options()).unwrap().0
 }
 
 fn raw(path: &Path) -> rusqlite::Connection {

@@ -44,7 +44,7 @@ fn report(name: &str, mut ratios: Vec<f64>) {
 
 fn filtered(path: &std::path::Path) -> FilteredStore<SqliteStore> {
     let store = SqliteStore::open(path).unwrap();
-    FilteredStore::open_and_recover(store, FilterOptions::new(STORED as u64 * 2, 0.01), None)
+    FilteredStore::open_and_recover(store, FilterOptions::new(STORED as u64 * 2, 0.01))
         .unwrap()
         .0
 }

@@ -155,8 +155,7 @@ fn open(
     let store = SqliteStore::open(db)?;
     Ok(FilteredStore::open_and_recover(
         store,
-        FilterOptions::new(capacity, 0.01),
-        Some(snapshot),
+        FilterOptions::new(capacity, 0.01).with_snapshot(snapshot),
     )?)
 }
 
@@ -167,7 +166,10 @@ fn reported_new(store: &FilteredStore<SqliteStore>) -> Result<u64, Box<dyn std::
         .store()
         .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.to_vec()))?;
     let new = store
-        .contains_each_encoded(&keys)?
+        .contains_each(
+            keys.iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )?
         .iter()
         .filter(|lookup| !lookup.is_present())
         .count() as u64;
@@ -195,7 +197,11 @@ fn time_lookups(
     let filter = store.filter_copy()?;
     let start = Instant::now();
     let maybes = filter
-        .contains_each_encoded(&absent)
+        .contains_each(
+            absent
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )
         .filter(|&maybe| maybe)
         .count();
     let per_probe = start.elapsed() / absent.len() as u32;
@@ -335,8 +341,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::copy(&backup, &db)?;
     let (store, outcome) = FilteredStore::open(
         SqliteStore::open(&db)?,
-        FilterOptions::new(capacity, 0.01),
-        Some(&snapshot),
+        FilterOptions::new(capacity, 0.01).with_snapshot(&snapshot),
     )?;
     println!("open #5 (database restored from an older backup): {outcome}");
     let report = store.rebuild()?;
@@ -362,10 +367,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         })?;
     for key in &erased {
-        store.remove_encoded(&bloom_core::EncodedKey::from_encoded(key))?;
+        store.remove(&bloom_core::EncodedKey::from_encoded(key))?;
     }
     let refuted = store
-        .contains_each_encoded(&erased)?
+        .contains_each(
+            erased
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref())),
+        )?
         .iter()
         .filter(|&&lookup| lookup == Lookup::FalsePositive)
         .count();

@@ -368,8 +368,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     drop(conn);
 
-    let (users, outcome) =
-        FilteredStore::open_and_recover(UsersStore::open(&db)?, users_options(), Some(&snapshot))?;
+    let (users, outcome) = FilteredStore::open_and_recover(
+        UsersStore::open(&db)?,
+        users_options().with_snapshot(&snapshot),
+    )?;
     println!("open: {outcome}");
     // The application's own insert (a name besides the key), with the filter in step.
     users.insert_with("grace@example.com", |store, email| {
@@ -382,8 +384,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     users.save_snapshot(&snapshot)?;
     drop(users);
 
-    let (users, outcome) =
-        FilteredStore::open(UsersStore::open(&db)?, users_options(), Some(&snapshot))?;
+    let (users, outcome) = FilteredStore::open(
+        UsersStore::open(&db)?,
+        users_options().with_snapshot(&snapshot),
+    )?;
     println!("reopen: {outcome}");
     assert!(matches!(outcome, OpenOutcome::Trusted { .. }));
     assert_eq!(users.contains("grace@example.com")?, Lookup::Present);
@@ -412,8 +416,7 @@ mod tests {
         drop(conn);
         let (users, _) = FilteredStore::open_and_recover(
             UsersStore::open(&db).unwrap(),
-            options(),
-            Some(&snapshot),
+            options().with_snapshot(&snapshot),
         )
         .unwrap();
         users
@@ -434,9 +437,11 @@ mod tests {
         users.store().add_user(b"late@example.com", "Late").unwrap();
         drop(users);
 
-        let (users, outcome) =
-            FilteredStore::open(UsersStore::open(&db).unwrap(), options(), Some(&snapshot))
-                .unwrap();
+        let (users, outcome) = FilteredStore::open(
+            UsersStore::open(&db).unwrap(),
+            options().with_snapshot(&snapshot),
+        )
+        .unwrap();
         assert!(
             matches!(outcome, OpenOutcome::CaughtUp { keys: 1, .. }),
             "{outcome:?}"
@@ -467,8 +472,7 @@ mod tests {
         .unwrap();
         drop(conn);
         let (users, _) =
-            FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options(), None)
-                .unwrap();
+            FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options()).unwrap();
         assert_eq!(
             users.contains("zoe\u{301}@example.com").unwrap(),
             Lookup::Present
@@ -492,15 +496,13 @@ mod tests {
         let snapshot = dir.path().join("users.bloom");
         let (users, _) = FilteredStore::open_and_recover(
             UsersStore::open(&db).unwrap(),
-            options(),
-            Some(&snapshot),
+            options().with_snapshot(&snapshot),
         )
         .unwrap();
         users.insert("before@example.com").unwrap();
         drop(users);
         std::fs::copy(&db, &backup).unwrap();
-        let (users, _) =
-            FilteredStore::open(UsersStore::open(&db).unwrap(), options(), None).unwrap();
+        let (users, _) = FilteredStore::open(UsersStore::open(&db).unwrap(), options()).unwrap();
         users.rebuild().unwrap();
         users.insert("after-backup@example.com").unwrap();
         users.save_snapshot(&snapshot).unwrap();
@@ -508,7 +510,8 @@ mod tests {
         std::fs::copy(&backup, &db).unwrap();
         let store = UsersStore::open(&db).unwrap();
         store.add_user(b"other@example.com", "Other").unwrap();
-        let (users, outcome) = FilteredStore::open(store, options(), Some(&snapshot)).unwrap();
+        let (users, outcome) =
+            FilteredStore::open(store, options().with_snapshot(&snapshot)).unwrap();
         assert!(!outcome.is_trusted(), "{outcome:?}");
         users.rebuild().unwrap();
         assert_eq!(

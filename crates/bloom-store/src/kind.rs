@@ -1,12 +1,13 @@
 //! The two kinds of filter a store keeps: a plain one, set lock-free from many threads, or a
 //! counting one, which can take keys out.
 
+use std::convert::Infallible;
 use std::path::Path;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bloom_core::{
     AllocError, AtomicBloomFilter, BloomFilter, CountingBloomFilter, CountingError, EncodedKey,
-    FilterConfig, RemoveError,
+    FilterConfig, Key, RemoveError,
 };
 use bloom_format::{
     AtomicFile, DatasetGeneration, Header, SnapshotWriter, StoreBinding, StreamWriteError,
@@ -54,60 +55,53 @@ impl StoreFilter {
         }
     }
 
-    pub(crate) fn contains_encoded(&self, key: &EncodedKey<'_>) -> bool {
+    pub(crate) fn contains(&self, key: &EncodedKey<'_>) -> bool {
         match self {
-            Self::Plain(f) => f.contains_encoded(key),
-            Self::Counting(f) => Self::read(f).contains_encoded(key),
+            Self::Plain(f) => f.contains(key),
+            Self::Counting(f) => Self::read(f).contains(key),
         }
     }
 
-    pub(crate) fn insert_encoded(&self, key: &EncodedKey<'_>) {
+    pub(crate) fn insert(&self, key: &EncodedKey<'_>) {
         match self {
             Self::Plain(f) => {
-                f.insert_encoded(key);
+                f.insert(key);
             }
             Self::Counting(f) => {
-                Self::write(f).insert_encoded(key);
+                Self::write(f).insert(key);
             }
         }
     }
 
     /// Whether each already-encoded key may be in the filter, a batch at a time.
-    pub(crate) fn contains_each_encoded(&self, keys: &[EncodedKey<'_>]) -> Vec<bool> {
+    pub(crate) fn contains_each(&self, keys: &[EncodedKey<'_>]) -> Vec<bool> {
         match self {
-            Self::Plain(f) => f
-                .contains_each_encoded(keys.iter().map(EncodedKey::as_bytes))
-                .collect(),
+            Self::Plain(f) => f.contains_each(keys).collect(),
             Self::Counting(f) => {
                 let filter = Self::read(f);
-                keys.iter()
-                    .map(|key| filter.contains_encoded(key))
-                    .collect()
+                keys.iter().map(|key| filter.contains(key)).collect()
             }
         }
     }
 
     /// Inserts keys that are already encoded: keys being committed or taken in, so mostly
     /// new ones, whose bits are set without a probe first.
-    pub(crate) fn insert_all_encoded<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+    pub(crate) fn set_all<K: Key<Error = Infallible>>(&self, keys: impl Iterator<Item = K>) {
         match self {
             Self::Plain(f) => {
-                f.set_all_encoded(keys);
+                let _changed = f.set_all(keys);
             }
             Self::Counting(f) => {
-                let mut filter = Self::write(f);
-                for key in keys {
-                    filter.insert_encoded(&EncodedKey::from_encoded(key));
-                }
+                let _absent = Self::write(f).insert_all(keys);
             }
         }
     }
 
     /// Takes one insertion of the key off a counting filter; a plain filter keeps its bits.
-    pub(crate) fn remove_encoded(&self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
+    pub(crate) fn remove(&self, key: &EncodedKey<'_>) -> Result<(), RemoveError> {
         match self {
             Self::Plain(_) => Ok(()),
-            Self::Counting(f) => Self::write(f).remove_encoded(key),
+            Self::Counting(f) => Self::write(f).remove(key),
         }
     }
 
@@ -170,7 +164,7 @@ impl Payload for StoreFilter {
     fn header(&self, generation: DatasetGeneration) -> Header {
         match self {
             Self::Plain(f) => f.current_config().to_header(generation, f.items_inserted()),
-            Self::Counting(f) => Self::read(f).to_header(generation),
+            Self::Counting(f) => Self::read(f).to_header_at(generation),
         }
     }
 
@@ -184,7 +178,7 @@ impl Payload for StoreFilter {
 
 impl Payload for CountingBloomFilter {
     fn header(&self, generation: DatasetGeneration) -> Header {
-        self.to_header(generation)
+        self.to_header_at(generation)
     }
 
     fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {

@@ -14,8 +14,7 @@
 //! let snapshot = dir.path().join("seen.bloom");
 //! let (seen, outcome) = FilteredStore::open_and_recover(
 //!     MemoryStore::new(),
-//!     FilterOptions::new(10_000, 0.01),
-//!     Some(&snapshot),
+//!     FilterOptions::new(10_000, 0.01).with_snapshot(&snapshot),
 //! )?;
 //! assert!(matches!(outcome, OpenOutcome::Rebuilt { .. })); // no snapshot yet: built, saved
 //!
@@ -42,7 +41,7 @@
 //! use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore};
 //!
 //! let options = FilterOptions::new(10_000, 0.01).with_counting(true);
-//! let (seen, _) = FilteredStore::open_and_recover(MemoryStore::new(), options, None)?;
+//! let (seen, _) = FilteredStore::open_and_recover(MemoryStore::new(), options)?;
 //! seen.insert("session-1")?;
 //! assert!(seen.remove("session-1")?);                   // gone from the store, then the filter
 //! assert!(!seen.remove("session-1")?);                  // nothing left to remove

@@ -1,5 +1,7 @@
 //! [`FilterOptions`]: how the filter for a store is planned, and which snapshots fit it.
 
+use std::path::{Path, PathBuf};
+
 use bloom_core::{
     ConfigError, CountingError, FilterConfig, FilterParams, KeyEncoding, Layout, ParamsError,
     PositionRule, RandomSaltError, Salt,
@@ -50,6 +52,12 @@ pub struct FilterOptions {
     /// [`FilteredStore::remove`]: crate::FilteredStore::remove
     /// [`Metrics::stale_removals`]: crate::Metrics::stale_removals
     pub counting: bool,
+    /// The snapshot file the filter is loaded from when it opens (and saved to by
+    /// [`FilteredStore::open_and_recover`] after a rebuild), if any. Default none: the
+    /// filter is built from the store.
+    ///
+    /// [`FilteredStore::open_and_recover`]: crate::FilteredStore::open_and_recover
+    pub snapshot: Option<PathBuf>,
 }
 
 /// Which salt new filters get and which snapshots are accepted.
@@ -131,7 +139,16 @@ impl FilterOptions {
             salt: SaltPolicy::None,
             max_snapshot_bytes: 1 << 32,
             counting: false,
+            snapshot: None,
         }
+    }
+
+    /// The snapshot file to load the filter from when it opens; see
+    /// [`FilterOptions::snapshot`].
+    #[must_use]
+    pub fn with_snapshot(mut self, path: impl AsRef<Path>) -> Self {
+        self.snapshot = Some(path.as_ref().to_path_buf());
+        self
     }
 
     /// A counting filter (or a plain one); see [`FilterOptions::counting`].
@@ -181,13 +198,9 @@ impl FilterOptions {
                 return Layout::Standard;
             }
             let blocked = Layout::Blocked512;
-            let reachable = FilterParams::planned(
-                blocked,
-                1_000_000,
-                self.false_positive_rate,
-                rule.max_hashes(),
-            )
-            .is_ok();
+            let reachable =
+                FilterParams::planned_for(rule, blocked, 1_000_000, self.false_positive_rate)
+                    .is_ok();
             if rule.supports(blocked) && reachable {
                 blocked
             } else {
@@ -227,11 +240,11 @@ impl FilterOptions {
                 self.false_positive_rate,
             )?);
         }
-        Ok(FilterParams::planned(
+        Ok(FilterParams::planned_for(
+            rule,
             self.new_layout(),
             capacity.max(1),
             self.false_positive_rate,
-            rule.max_hashes(),
         )?)
     }
 

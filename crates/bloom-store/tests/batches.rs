@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use support::{Harness, assert_every_committed_key_present, named, options};
 
 fn batches_answer_as_single_keys_do<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     w.insert("seen-before").unwrap();
     let batch = ["a", "seen-before", "b", "a", "cafe\u{301}", "caf\u{e9}"];
     // A key repeated in the batch (or in another spelling of the same NFC key) is new once.
@@ -31,14 +32,15 @@ fn batches_answer_as_single_keys_do<H: Harness>(h: &H) {
     assert!(w.contains_each(Vec::<String>::new()).unwrap().is_empty());
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(outcome.is_trusted(), "{outcome:?}");
     assert_eq!(assert_every_committed_key_present(&w), 4);
 }
 
 /// While the filter is bypassed every key of a batch goes to the store.
 fn a_bypassed_filter_sends_every_key_of_a_batch_to_the_store<H: Harness>(h: &H) {
-    let (w, outcome) = FilteredStore::open(h.open(), options(), None).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), options()).unwrap();
     assert!(!outcome.is_trusted());
     assert_eq!(w.insert_all(["x", "y"]).unwrap(), [true, true]);
     assert_eq!(
@@ -54,7 +56,7 @@ fn a_bypassed_filter_sends_every_key_of_a_batch_to_the_store<H: Harness>(h: &H) 
 /// already in the store, take their count back.
 fn a_counting_batch_counts_each_new_key_once<H: Harness>(h: &H) {
     let counting = options().with_counting(true);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting.clone()).unwrap();
     w.insert("old").unwrap();
     assert_eq!(
         w.insert_all(["k", "k", "old", "k"]).unwrap(),
@@ -68,7 +70,7 @@ fn a_counting_batch_counts_each_new_key_once<H: Harness>(h: &H) {
     assert_eq!(filter.count_ones(), 0);
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), counting, Some(h.snapshot())).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), counting.with_snapshot(h.snapshot())).unwrap();
     assert!(outcome.is_trusted(), "{outcome:?}");
     assert_eq!(w.filter_copy().unwrap().count_ones(), 0);
 }
@@ -84,8 +86,7 @@ on_every_store!(
 #[test]
 fn a_failed_batch_commits_nothing_and_loses_nothing() {
     let store = std::sync::Arc::new(MemoryStore::new());
-    let (w, _) =
-        FilteredStore::open_and_recover(std::sync::Arc::clone(&store), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(std::sync::Arc::clone(&store), options()).unwrap();
     w.insert_all(named("kept", 0..100)).unwrap();
     store.set_failing(true);
     assert!(matches!(
@@ -107,7 +108,7 @@ fn a_failed_batch_commits_nothing_and_loses_nothing() {
 #[test]
 fn a_batch_during_a_rebuild_is_in_the_rebuilt_filter() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     let w = std::sync::Arc::new(w);
     w.insert_all(named("before", 0..2000)).unwrap();
     let writer = {
@@ -137,7 +138,7 @@ proptest! {
         counting in any::<bool>(),
     ) {
         let options = FilterOptions::new(1000, 0.05).with_counting(counting);
-        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options, None).unwrap();
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
         let mut all = Vec::new();
         for batch in &batches {
             w.insert_all(batch).unwrap();
@@ -161,7 +162,7 @@ proptest! {
 fn a_second_wrapper_on_one_database_is_refused_until_the_first_is_dropped() {
     let h = support::Sqlite::new();
     let counting = options().with_counting(true);
-    let (a, _) = FilteredStore::open_and_recover(h.open(), counting.clone(), None).unwrap();
+    let (a, _) = FilteredStore::open_and_recover(h.open(), counting.clone()).unwrap();
     assert_eq!(a.insert_all(["k1", "k2"]).unwrap(), [true, true]);
     let link = h.db().with_extension("link");
     #[cfg(unix)]
@@ -171,16 +172,17 @@ fn a_second_wrapper_on_one_database_is_refused_until_the_first_is_dropped() {
     for options in [counting.clone(), options()] {
         for store in [h.open(), bloom_store::SqliteStore::open(&link).unwrap()] {
             assert!(matches!(
-                FilteredStore::open(store, options.clone(), None),
+                FilteredStore::open(store, options.clone()),
                 Err(StoreError::InUse)
             ));
         }
     }
-    let err = FilteredStore::open(h.open(), options(), None).unwrap_err();
+    let err = FilteredStore::open(h.open(), options()).unwrap_err();
     assert!(err.to_string().contains("one wrapper per store"), "{err}");
     a.save_snapshot(h.snapshot()).unwrap();
     drop(a);
-    let (b, _) = FilteredStore::open(h.open(), counting.clone(), Some(h.snapshot())).unwrap();
+    let (b, _) =
+        FilteredStore::open(h.open(), counting.clone().with_snapshot(h.snapshot())).unwrap();
     assert!(!b.insert("k1").unwrap());
     for key in ["k1", "k2"] {
         assert_eq!(b.contains(key).unwrap(), Lookup::Present, "{key}");
@@ -189,24 +191,24 @@ fn a_second_wrapper_on_one_database_is_refused_until_the_first_is_dropped() {
 
     // A memory store and an in-memory database, shared by reference.
     let memory = MemoryStore::new();
-    let first = FilteredStore::open(&memory, options(), None).unwrap();
+    let first = FilteredStore::open(&memory, options()).unwrap();
     assert!(matches!(
-        FilteredStore::open(&memory, options(), None),
+        FilteredStore::open(&memory, options()),
         Err(StoreError::InUse)
     ));
     // A copy (a backup) is another store.
     let copy = memory.clone();
-    assert!(FilteredStore::open(&copy, options(), None).is_ok());
+    assert!(FilteredStore::open(&copy, options()).is_ok());
     drop(first);
-    assert!(FilteredStore::open(&memory, options(), None).is_ok());
+    assert!(FilteredStore::open(&memory, options()).is_ok());
     let in_memory = bloom_store::SqliteStore::open_in_memory().unwrap();
-    let first = FilteredStore::open(&in_memory, options(), None).unwrap();
+    let first = FilteredStore::open(&in_memory, options()).unwrap();
     assert!(matches!(
-        FilteredStore::open(&in_memory, options(), None),
+        FilteredStore::open(&in_memory, options()),
         Err(StoreError::InUse)
     ));
     drop(first);
-    assert!(FilteredStore::open(&in_memory, options(), None).is_ok());
+    assert!(FilteredStore::open(&in_memory, options()).is_ok());
 }
 
 /// The claim is a lock another process can hold: `flock(1)` holding the lock file keeps
@@ -234,12 +236,12 @@ fn a_claim_held_by_another_process_is_refused_and_freed_by_its_death() {
         .unwrap();
     assert_eq!(line, "held\n");
     assert!(matches!(
-        FilteredStore::open(h.open(), options(), None),
+        FilteredStore::open(h.open(), options()),
         Err(StoreError::InUse)
     ));
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     assert!(w.insert("after").unwrap());
 }
 
@@ -247,20 +249,21 @@ fn a_claim_held_by_another_process_is_refused_and_freed_by_its_death() {
 /// the encoding would never make are refused, never committed where text lookups miss them.
 #[test]
 fn encoded_keys_not_in_the_encoding_are_refused() {
-    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options()).unwrap();
     for bad in ["zo\u{308}e".as_bytes(), b"\xff\xfe"] {
         assert!(matches!(
-            w.insert_all_encoded([b"fine".as_slice(), bad]),
+            w.insert_all([b"fine".as_slice(), bad].map(bloom_core::EncodedKey::from_encoded)),
             Err(StoreError::Key(bloom_core::KeyError::NotEncoded { .. }))
         ));
         assert!(matches!(
-            w.insert_encoded(&bloom_core::EncodedKey::from_encoded(bad)),
+            w.insert(&bloom_core::EncodedKey::from_encoded(bad)),
             Err(StoreError::Key(bloom_core::KeyError::NotEncoded { .. }))
         ));
     }
     assert!(w.store().is_empty(), "nothing of the batch went in");
     assert_eq!(
-        w.insert_all_encoded(["z\u{f6}e".as_bytes()]).unwrap(),
+        w.insert_all(["z\u{f6}e".as_bytes()].map(bloom_core::EncodedKey::from_encoded))
+            .unwrap(),
         [true]
     );
     assert_eq!(w.contains("zo\u{308}e").unwrap(), Lookup::Present);
@@ -299,7 +302,7 @@ fn a_lock_path_that_is_not_a_regular_file_is_refused() {
     ];
     for (what, make) in make {
         make(&lock);
-        let result = FilteredStore::open(h.open(), options(), None);
+        let result = FilteredStore::open(h.open(), options());
         assert!(
             matches!(
                 &result,
@@ -318,5 +321,5 @@ fn a_lock_path_that_is_not_a_regular_file_is_refused() {
         }
     }
     // A regular file (or none) is a lock again.
-    assert!(FilteredStore::open(h.open(), options(), None).is_ok());
+    assert!(FilteredStore::open(h.open(), options()).is_ok());
 }

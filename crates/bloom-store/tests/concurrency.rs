@@ -25,7 +25,7 @@ fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
     let snapshot = dir.path().join("keys.bloom");
     let store = SqliteStore::open(&db).unwrap();
     let (wrapper, _) =
-        FilteredStore::open_and_recover(store, FilterOptions::new(2_000, 0.01), None).unwrap();
+        FilteredStore::open_and_recover(store, FilterOptions::new(2_000, 0.01)).unwrap();
     let wrapper = Arc::new(wrapper);
     let done = Arc::new(AtomicBool::new(false));
     // Events instead of sleeps: the rebuild starts once the writers are well under way, and
@@ -90,7 +90,7 @@ fn concurrent_inserts_queries_snapshots_and_rebuild_lose_nothing() {
                     let filter = bloom_core::BloomFilter::from_snapshot(&saved).unwrap();
                     for key in &keys {
                         assert!(
-                            filter.contains_encoded(&bloom_core::EncodedKey::from_encoded(key)),
+                            filter.contains(&bloom_core::EncodedKey::from_encoded(key)),
                             "{}",
                             String::from_utf8_lossy(key)
                         );
@@ -135,7 +135,6 @@ fn concurrent_rebuilds_do_not_lose_inserts_made_meanwhile() {
     let (wrapper, _) = FilteredStore::open_and_recover(
         bloom_store::MemoryStore::new(),
         FilterOptions::new(500, 0.01),
-        None,
     )
     .unwrap();
     let wrapper = Arc::new(wrapper);

@@ -91,12 +91,12 @@ fn child(dir: &Path, round: u32) -> ExitCode {
     let store = SqliteStore::open(&paths.db).expect("open database");
     let eager = round.is_multiple_of(2);
     let filtered = if eager {
-        FilteredStore::open_and_recover(store, options(), Some(&paths.snapshot))
+        FilteredStore::open_and_recover(store, options().with_snapshot(&paths.snapshot))
             .expect("recover")
             .0
     } else {
         let (filtered, outcome) =
-            FilteredStore::open(store, options(), Some(&paths.snapshot)).expect("open");
+            FilteredStore::open(store, options().with_snapshot(&paths.snapshot)).expect("open");
         if !outcome.is_trusted() {
             filtered.rebuild().expect("rebuild");
         }
@@ -230,8 +230,8 @@ fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
     for key in &keys {
         removed.remove(key);
     }
-    let (filtered, outcome) =
-        FilteredStore::open(store, options(), Some(&paths.snapshot)).map_err(|e| e.to_string())?;
+    let (filtered, outcome) = FilteredStore::open(store, options().with_snapshot(&paths.snapshot))
+        .map_err(|e| e.to_string())?;
     *tally.opens.entry(outcome_name(&outcome)).or_default() += 1;
     if matches!(
         outcome,
@@ -243,7 +243,7 @@ fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
     }
     for key in &keys {
         let lookup = filtered
-            .contains_encoded(&EncodedKey::from_encoded(key))
+            .contains(&EncodedKey::from_encoded(key))
             .map_err(|e| e.to_string())?;
         if lookup != Lookup::Present {
             return Err(format!(
@@ -258,7 +258,7 @@ fn check(paths: &Paths, tally: &mut Tally) -> Result<(), String> {
         let mut forgotten = 0usize;
         for key in &removed {
             let lookup = filtered
-                .contains_encoded(&EncodedKey::from_encoded(key))
+                .contains(&EncodedKey::from_encoded(key))
                 .map_err(|e| e.to_string())?;
             forgotten += usize::from(lookup == Lookup::AbsentByFilter);
         }
@@ -329,7 +329,7 @@ fn damage(
             // crashes before saving: the stale snapshot is now older than the store.
             let lost = before.saturating_sub(generation(&paths.db)?);
             let store = SqliteStore::open(&paths.db).map_err(|e| e.to_string())?;
-            let (w, _) = FilteredStore::open(store, options(), Some(&paths.snapshot))
+            let (w, _) = FilteredStore::open(store, options().with_snapshot(&paths.snapshot))
                 .map_err(|e| e.to_string())?;
             w.rebuild().map_err(|e| e.to_string())?;
             for i in 0..lost + 10 {
@@ -405,7 +405,7 @@ fn parent() -> Result<Tally, String> {
         // Another store, with its own snapshot, to be dropped in.
         let other = SqliteStore::open(&paths.other_db).map_err(|e| e.to_string())?;
         let (w, _) =
-            FilteredStore::open_and_recover(other, options(), None).map_err(|e| e.to_string())?;
+            FilteredStore::open_and_recover(other, options()).map_err(|e| e.to_string())?;
         for i in 0..300 {
             w.insert(&format!("other-{i}")).map_err(|e| e.to_string())?;
         }

@@ -24,7 +24,7 @@ fn a_snapshot_of_another_layout_and_rule_is_trusted_when_they_are_not_pinned() {
     let old = FilterOptions::new(1000, 0.01)
         .with_rule(PositionRule::Sha256Double)
         .with_layout(Layout::Standard);
-    let (store, _) = FilteredStore::open_and_recover(Arc::clone(&memory), old, None).unwrap();
+    let (store, _) = FilteredStore::open_and_recover(Arc::clone(&memory), old).unwrap();
     for i in 0..100 {
         store.insert(&format!("k{i}")).unwrap();
     }
@@ -33,8 +33,7 @@ fn a_snapshot_of_another_layout_and_rule_is_trusted_when_they_are_not_pinned() {
 
     let (store, outcome) = FilteredStore::open(
         Arc::clone(&memory),
-        FilterOptions::new(1000, 0.01),
-        Some(&path),
+        FilterOptions::new(1000, 0.01).with_snapshot(&path),
     )
     .unwrap();
     assert!(
@@ -47,7 +46,8 @@ fn a_snapshot_of_another_layout_and_rule_is_trusted_when_they_are_not_pinned() {
     drop(store);
     // Pinned to the new default, the same snapshot is rebuilt instead.
     let pinned = FilterOptions::new(1000, 0.01).with_layout(Layout::Blocked512);
-    let (_, outcome) = FilteredStore::open(Arc::clone(&memory), pinned, Some(&path)).unwrap();
+    let (_, outcome) =
+        FilteredStore::open(Arc::clone(&memory), pinned.with_snapshot(&path)).unwrap();
     assert!(matches!(outcome, OpenOutcome::Bypassed(_)), "{outcome:?}");
 }
 
@@ -61,7 +61,8 @@ fn new_filters_get_xxh3_blocked_or_salted_sha256() {
         let path = dir.path().join("s.bloom");
         let options = FilterOptions::new(1000, 0.01).with_salt(salt);
         let (store, _) =
-            FilteredStore::open_and_recover(MemoryStore::new(), options, Some(&path)).unwrap();
+            FilteredStore::open_and_recover(MemoryStore::new(), options.with_snapshot(&path))
+                .unwrap();
         store.insert("k").unwrap();
         store.save_snapshot(&path).unwrap();
         let header = header_of(&path);
@@ -80,9 +81,11 @@ fn options_the_blocked_layout_cannot_serve_fall_back_to_standard() {
         FilterOptions::new(1000, 0.01).with_rule(PositionRule::GuavaMitz64),
     ] {
         let path = dir.path().join("s.bloom");
-        let (store, _) =
-            FilteredStore::open_and_recover(MemoryStore::new(), options.clone(), Some(&path))
-                .unwrap_or_else(|e| panic!("{options:?}: {e}"));
+        let (store, _) = FilteredStore::open_and_recover(
+            MemoryStore::new(),
+            options.clone().with_snapshot(&path),
+        )
+        .unwrap_or_else(|e| panic!("{options:?}: {e}"));
         store.insert("k").unwrap();
         assert_eq!(store.contains("k").unwrap(), Lookup::Present);
         store.save_snapshot(&path).unwrap();

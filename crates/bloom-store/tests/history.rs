@@ -14,7 +14,8 @@ use support::{Harness, assert_every_committed_key_present, insert_all, named, op
 
 /// Opens with the snapshot, expecting it to be refused for `reason`, then checks every key.
 fn assert_refused<H: Harness>(h: &H, expected: fn(&BypassReason) -> bool) -> usize {
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     match &outcome {
         OpenOutcome::Bypassed(reason) if expected(reason) => {}
         other => panic!("{}: unexpected outcome {other:?}", h.name()),
@@ -26,7 +27,7 @@ fn assert_refused<H: Harness>(h: &H, expected: fn(&BypassReason) -> bool) -> usi
 /// trusts the fresh snapshot.
 fn assert_recovers<H: Harness>(h: &H, committed: u64) {
     let (w, outcome) =
-        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     match &outcome {
         OpenOutcome::Rebuilt {
             snapshot: SnapshotRefresh::Saved(g),
@@ -40,7 +41,8 @@ fn assert_recovers<H: Harness>(h: &H, committed: u64) {
     }
     assert_eq!(assert_every_committed_key_present(&w) as u64, committed);
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { generation } if generation.get() == committed),
         "{}: {outcome:?}",
@@ -50,7 +52,8 @@ fn assert_recovers<H: Harness>(h: &H, committed: u64) {
 }
 
 fn power_loss_then_crash<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     insert_all(&w, &named("first", 0..150));
     let durable = h.backup();
     insert_all(&w, &named("first", 150..200));
@@ -59,7 +62,8 @@ fn power_loss_then_crash<H: Harness>(h: &H) {
     // Power loss: the last 50 commits are rolled back; the snapshot of generation 200 stays.
     h.restore(&durable);
 
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -81,7 +85,7 @@ fn power_loss_then_crash<H: Harness>(h: &H) {
 }
 
 fn backup_restore_then_crash<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("first", 0..100));
     let backup = h.backup();
     insert_all(&w, &named("first", 100..200));
@@ -89,7 +93,8 @@ fn backup_restore_then_crash<H: Harness>(h: &H) {
     drop(w);
     h.restore(&backup);
 
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -107,14 +112,14 @@ fn backup_restore_then_crash<H: Harness>(h: &H) {
 }
 
 fn new_database_old_snapshot<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("old", 0..100));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
     h.recreate();
 
     // The new database is filled without the snapshot, which stays beside it.
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("new", 0..120));
     drop(w);
 
@@ -126,9 +131,9 @@ fn new_database_old_snapshot<H: Harness>(h: &H) {
 fn another_stores_snapshot<H: Harness>(h: &H) {
     // Store B, with fewer keys than this one, and its snapshot.
     let other = bloom_store::MemoryStore::new();
-    let (b, _) = FilteredStore::open_and_recover(&other, options(), None).unwrap();
+    let (b, _) = FilteredStore::open_and_recover(&other, options()).unwrap();
     insert_all(&b, &named("other", 0..50));
-    let (a, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (a, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&a, &named("this", 0..80));
     drop(a);
     // B's snapshot is dropped in where A's belongs.
@@ -142,13 +147,13 @@ fn another_stores_snapshot<H: Harness>(h: &H) {
 /// A copy of the database (same identity) that received other writes: its snapshot has the
 /// right identity and generation, but not the history.
 fn a_diverged_copys_snapshot<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("shared", 0..40));
     drop(w);
     let copy = h.backup();
 
     // This machine goes on.
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("here", 0..30));
     drop(w);
     let here = h.backup();
@@ -157,7 +162,7 @@ fn a_diverged_copys_snapshot<H: Harness>(h: &H) {
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = dir.path().join("elsewhere.bloom");
     h.restore(&copy);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("there", 0..30));
     assert_eq!(w.save_snapshot(&elsewhere).unwrap().get(), 70);
     drop(w);
@@ -176,7 +181,7 @@ fn a_diverged_copys_snapshot<H: Harness>(h: &H) {
 /// A database restored together with the snapshot saved from it is still trusted: binding
 /// snapshots to the history does not throw good snapshots away.
 fn database_and_snapshot_restored_together<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..90));
     w.save_snapshot(h.snapshot()).unwrap();
     let backup = h.backup();
@@ -187,7 +192,8 @@ fn database_and_snapshot_restored_together<H: Harness>(h: &H) {
 
     h.restore(&backup);
     std::fs::write(h.snapshot(), saved).unwrap();
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { generation } if generation.get() == 90),
         "{outcome:?}"
@@ -199,12 +205,13 @@ fn database_and_snapshot_restored_together<H: Harness>(h: &H) {
 /// The same store reopened without its snapshot for a while, then with it again: the
 /// snapshot is older but of the same history, so it is caught up, not thrown away.
 fn an_older_snapshot_of_the_same_history_catches_up<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..25));
     w.save_snapshot(h.snapshot()).unwrap();
     insert_all(&w, &named("k", 25..40));
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -219,7 +226,7 @@ fn an_older_snapshot_of_the_same_history_catches_up<H: Harness>(h: &H) {
 /// 1 has no binding) and a version 2 snapshot built outside a store. Refused once, then the
 /// fresh snapshot is trusted.
 fn unbound_snapshots_are_rebuilt_once<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..14));
     drop(w);
     let v1 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

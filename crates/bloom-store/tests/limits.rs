@@ -14,7 +14,7 @@ fn growth_stops_at_the_snapshot_limit_and_is_reported() {
     let h = support::Memory::new();
     // 100 keys at 1% need 120 bytes; the limit allows about 250 keys.
     let options = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(300);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone()).unwrap();
     insert_all(&w, &keys(0..600));
     assert!(w.metrics().over_capacity);
     let report = w.rebuild().unwrap();
@@ -28,7 +28,7 @@ fn growth_stops_at_the_snapshot_limit_and_is_reported() {
     // What it saves, it reads back: trusted at the next open, not refused as over the limit.
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), options.with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { .. }),
         "{outcome:?}"
@@ -39,11 +39,10 @@ fn growth_stops_at_the_snapshot_limit_and_is_reported() {
 #[test]
 fn options_whose_filter_would_not_fit_are_refused() {
     let options = FilterOptions::new(1_000_000, 0.01).with_max_snapshot_bytes(1 << 20);
-    let needed =
-        bloom_core::FilterParams::planned(bloom_core::Layout::Blocked512, 1_000_000, 0.01, 64)
-            .unwrap()
-            .byte_len();
-    let err = FilteredStore::open(bloom_store::MemoryStore::new(), options, None).unwrap_err();
+    let needed = bloom_core::FilterParams::planned(bloom_core::Layout::Blocked512, 1_000_000, 0.01)
+        .unwrap()
+        .byte_len();
+    let err = FilteredStore::open(bloom_store::MemoryStore::new(), options).unwrap_err();
     assert!(
         matches!(
             err,
@@ -55,12 +54,8 @@ fn options_whose_filter_would_not_fit_are_refused() {
         ),
         "{err:?}"
     );
-    let err = FilteredStore::open(
-        bloom_store::MemoryStore::new(),
-        FilterOptions::new(10, 1.5),
-        None,
-    )
-    .unwrap_err();
+    let err = FilteredStore::open(bloom_store::MemoryStore::new(), FilterOptions::new(10, 1.5))
+        .unwrap_err();
     assert!(
         matches!(err, StoreError::Options(OptionsError::Params(_))),
         "{err:?}"
@@ -71,12 +66,12 @@ fn options_whose_filter_would_not_fit_are_refused() {
 fn a_snapshot_over_the_limit_is_not_read_and_is_rebuilt_within_it() {
     let h = support::Memory::new();
     let big = FilterOptions::new(10_000, 0.01);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), big, None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), big).unwrap();
     insert_all(&w, &keys(0..50));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
     let small = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(1000);
-    let (w, outcome) = FilteredStore::open(h.open(), small, Some(h.snapshot())).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), small.with_snapshot(h.snapshot())).unwrap();
     let OpenOutcome::Bypassed(BypassReason::Unreadable(e)) = &outcome else {
         panic!("{outcome:?}");
     };
@@ -94,8 +89,7 @@ fn a_snapshot_over_the_limit_is_not_read_and_is_rebuilt_within_it() {
 fn debug_output_shows_the_state_but_never_the_salt() {
     let salt = bloom_core::Salt::new(b"super secret salt value").unwrap();
     let options = FilterOptions::new(100, 0.01).with_salt(bloom_store::SaltPolicy::Fixed(salt));
-    let (w, _) =
-        FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options, None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options).unwrap();
     w.insert("key").unwrap();
     let text = format!("{w:?}");
     assert!(text.contains("Trusted") && text.contains("bits"), "{text}");
@@ -107,13 +101,12 @@ fn debug_output_shows_the_state_but_never_the_salt() {
 #[test]
 fn a_rebuild_after_a_bypass_is_sized_for_the_store() {
     let h = support::Memory::new();
-    let (w, _) =
-        FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01)).unwrap();
     insert_all(&w, &keys(0..5_000));
     drop(w);
     // The snapshot is lost; the configured capacity is far below the store's size.
     let (w, outcome) =
-        FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01), None).unwrap();
+        FilteredStore::open_and_recover(h.open(), FilterOptions::new(100, 0.01)).unwrap();
     let OpenOutcome::Rebuilt { report, .. } = outcome else {
         panic!("{outcome:?}");
     };
@@ -129,24 +122,20 @@ fn a_rebuild_after_a_bypass_is_sized_for_the_store() {
 fn capacity_limited_survives_a_restart() {
     let h = support::Memory::new();
     let options = FilterOptions::new(100, 0.01).with_max_snapshot_bytes(300);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone()).unwrap();
     insert_all(&w, &keys(0..600));
     assert!(w.rebuild().unwrap().capacity_limited);
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
-    let (w, _) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    let (w, _) = FilteredStore::open(h.open(), options.with_snapshot(h.snapshot())).unwrap();
     let m = w.metrics();
     assert!(m.capacity_limited && m.over_capacity, "{m:?}");
 }
 
 #[test]
 fn capacity_zero_is_refused_and_a_capped_rule_gets_the_bits_it_needs() {
-    let err = FilteredStore::open(
-        bloom_store::MemoryStore::new(),
-        FilterOptions::new(0, 0.01),
-        None,
-    )
-    .unwrap_err();
+    let err = FilteredStore::open(bloom_store::MemoryStore::new(), FilterOptions::new(0, 0.01))
+        .unwrap_err();
     assert!(
         matches!(err, StoreError::Options(OptionsError::Params(_))),
         "{err:?}"
@@ -155,8 +144,7 @@ fn capacity_zero_is_refused_and_a_capped_rule_gets_the_bits_it_needs() {
     let options = FilterOptions::new(10_000, 1e-6)
         .with_rule(bloom_core::PositionRule::Sha256Split4)
         .with_layout(bloom_core::Layout::Standard);
-    let (w, _) =
-        FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options, None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(bloom_store::MemoryStore::new(), options).unwrap();
     let m = w.metrics();
     assert_eq!(m.hashes, 4);
     let params = bloom_core::FilterParams::new(m.bits, m.hashes).unwrap();

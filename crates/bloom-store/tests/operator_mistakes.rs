@@ -17,12 +17,13 @@ use support::{Harness, assert_every_committed_key_present, insert_all, named, op
 #[test]
 fn a_snapshot_path_naming_the_database_never_overwrites_it() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..100));
     drop(w);
     // The arguments mixed up: the database passed as the snapshot path.
     let db = h.db().to_path_buf();
-    let (w, outcome) = FilteredStore::open_and_recover(h.open(), options(), Some(&db)).unwrap();
+    let (w, outcome) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(&db)).unwrap();
     match &outcome {
         OpenOutcome::Rebuilt {
             snapshot: SnapshotRefresh::Failed(e),
@@ -46,7 +47,7 @@ fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
     // The wrapper writes; another program writes the same database on its own connection,
     // and one key goes straight in through `store()`.
     let (writer, _) =
-        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     let other_program = h.open();
     for key in named("behind", 0..40) {
         bloom_store::PrimaryStore::insert(&other_program, key.as_bytes()).unwrap();
@@ -55,7 +56,8 @@ fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
     writer.store().insert(b"straight-in").unwrap();
     writer.save_snapshot(h.snapshot()).unwrap();
     drop((writer, other_program));
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { .. }),
         "{outcome:?}"
@@ -66,7 +68,7 @@ fn keys_written_behind_the_wrappers_back_never_poison_a_snapshot() {
 #[test]
 fn edits_by_hand_fail_instead_of_breaking_the_history() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..3));
     assert!(w.remove("k-1").unwrap());
     drop(w);
@@ -88,7 +90,7 @@ fn edits_by_hand_fail_instead_of_breaking_the_history() {
         assert!(conn.execute(sql, []).is_err(), "{sql} was accepted");
     }
     drop(conn);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     assert_eq!(assert_every_committed_key_present(&w), 2);
 }
 
@@ -97,7 +99,8 @@ fn edits_by_hand_fail_instead_of_breaking_the_history() {
 #[test]
 fn an_append_by_hand_that_skips_generations_is_refused_by_every_scan() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     insert_all(&w, &named("k", 0..3));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
@@ -121,7 +124,7 @@ fn an_append_by_hand_that_skips_generations_is_refused_by_every_scan() {
     // trusted with a key it lacks. The store itself still answers.
     assert!(store.contains(b"by-hand").unwrap());
     assert!(matches!(
-        FilteredStore::open(store, options(), Some(h.snapshot())),
+        FilteredStore::open(store, options().with_snapshot(h.snapshot())),
         Err(StoreError::Store(SqliteStoreError::Damaged { .. }))
     ));
 }
@@ -231,13 +234,14 @@ fn databases_this_build_must_not_touch_are_refused_untouched() {
 #[test]
 fn a_read_only_database_opens_and_answers() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     insert_all(&w, &named("k", 0..20));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
     let uri = format!("file:{}?mode=ro", h.db().display());
     let store = SqliteStore::open(&uri).unwrap();
-    let (w, outcome) = FilteredStore::open(store, options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) = FilteredStore::open(store, options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { .. }),
         "{outcome:?}"
@@ -249,17 +253,17 @@ fn a_read_only_database_opens_and_answers() {
 #[test]
 fn another_key_encoding_than_the_stores_is_refused() {
     let h = support::Memory::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     w.insert("Foo").unwrap();
     drop(w);
     let lower = options().with_encoding(KeyEncoding::NfcTrimLowercase);
     assert!(matches!(
-        FilteredStore::open(h.open(), lower, None),
+        FilteredStore::open(h.open(), lower),
         Err(StoreError::Options(
             bloom_store::OptionsError::EncodingMismatch { .. }
         ))
     ));
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     assert_eq!(w.contains("Foo").unwrap(), Lookup::Present);
 }
 
@@ -341,7 +345,7 @@ fn rows_appended_by_hand_are_checked_or_taken_in() {
     )
     .unwrap();
     drop(conn);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     assert_eq!(w.contains("by-hand").unwrap(), Lookup::Present);
     assert!(w.insert("after").unwrap());
     assert_eq!(assert_every_committed_key_present(&w), 65);
@@ -382,7 +386,7 @@ fn read_only_and_misshapen_databases_get_typed_errors() {
 #[test]
 fn a_copy_of_a_closed_database_file_alone_holds_every_key() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..500));
     // A reader connection open too (lookups use them), closed with the store.
     assert_eq!(assert_every_committed_key_present(&w), 500);
@@ -409,7 +413,7 @@ fn a_copy_of_a_closed_database_file_alone_holds_every_key() {
 #[test]
 fn a_database_file_damaged_on_disk_is_refused() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..3000));
     drop(w);
     let conn = rusqlite::Connection::open(h.db()).unwrap();
@@ -453,7 +457,7 @@ fn a_database_file_damaged_on_disk_is_refused() {
     // the pages still well formed: the index no longer matches the table, and a lookup
     // through it could miss the key. Refused too.
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..3000));
     drop(w);
     let mut bytes = std::fs::read(h.db()).unwrap();
@@ -484,7 +488,7 @@ fn a_redefined_table_or_index_is_refused() {
         ("bloom_keys", "AND removed_at IS NULL", ""),
     ] {
         let h = support::Sqlite::new();
-        let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+        let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
         insert_all(&w, &named("k", 0..10));
         drop(w);
         let conn = rusqlite::Connection::open(h.db()).unwrap();

@@ -8,7 +8,7 @@ use support::options;
 
 #[test]
 fn an_own_commit_keeps_the_filter_in_step() {
-    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options()).unwrap();
     let mut seen = Vec::new();
     assert!(
         w.insert_with("cafe\u{301}", |store, key| {
@@ -30,8 +30,7 @@ fn an_own_commit_keeps_the_filter_in_step() {
 #[test]
 fn a_failed_own_commit_commits_nothing() {
     let store = std::sync::Arc::new(MemoryStore::new());
-    let (w, _) =
-        FilteredStore::open_and_recover(std::sync::Arc::clone(&store), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(std::sync::Arc::clone(&store), options()).unwrap();
     let result = w.insert_with("k", |store, _| {
         store.set_failing(true);
         let failed = store.insert(b"k");
@@ -49,7 +48,7 @@ fn a_failed_own_commit_commits_nothing() {
 #[test]
 fn a_counting_filter_counts_an_own_commit_once() {
     let counting = options().with_counting(true);
-    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), counting, None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), counting).unwrap();
     assert!(w.insert_with("k", |store, key| store.insert(key)).unwrap());
     assert!(!w.insert_with("k", |store, key| store.insert(key)).unwrap());
     assert!(w.remove("k").unwrap());

@@ -26,7 +26,7 @@ fn forgotten<S: PrimaryStore>(w: &FilteredStore<S>, keys: &[String]) -> usize {
 }
 
 fn a_counting_filter_forgets_removed_keys_across_restarts<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     let kept = named("kept", 0..1_000);
     let gone = named("gone", 0..1_000);
     insert_all(&w, &kept);
@@ -51,7 +51,8 @@ fn a_counting_filter_forgets_removed_keys_across_restarts<H: Harness>(h: &H) {
     }
     drop(w);
 
-    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -75,7 +76,7 @@ fn a_counting_filter_forgets_removed_keys_across_restarts<H: Harness>(h: &H) {
 }
 
 fn duplicates_and_reinserts_keep_counts_exact<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     assert!(w.insert("a").unwrap());
     assert!(!w.insert("a").unwrap(), "a duplicate counts nothing");
     assert!(!w.insert("a").unwrap());
@@ -86,7 +87,8 @@ fn duplicates_and_reinserts_keep_counts_exact<H: Harness>(h: &H) {
     assert!(w.remove("a").unwrap());
     assert!(w.insert("a").unwrap());
     drop(w);
-    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -104,7 +106,7 @@ fn duplicates_and_reinserts_keep_counts_exact<H: Harness>(h: &H) {
 }
 
 fn changes_behind_the_wrappers_back_are_taken_in_exactly_once_by_a_save<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     insert_all(&w, &named("k", 0..100));
     // Another program inserts and removes directly in the store.
     assert!(w.store().insert(b"direct").unwrap().is_some());
@@ -128,7 +130,7 @@ fn a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save<H: Harnes
     // A small filter with a high rate, so that a key inserted behind the wrapper's back is
     // easily a false positive: its removal must not take counts from the keys that are in.
     let options = FilterOptions::new(40, 0.2).with_counting(true);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone()).unwrap();
     insert_all(&w, &named("a", 0..40));
     let direct = (0..10_000)
         .map(|i| format!("x{i}"))
@@ -144,7 +146,7 @@ fn a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save<H: Harnes
     // The save takes in the insert and the removal, in order; the counts are then exact.
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
-    let (w, _) = FilteredStore::open(h.open(), options, Some(h.snapshot())).unwrap();
+    let (w, _) = FilteredStore::open(h.open(), options.with_snapshot(h.snapshot())).unwrap();
     assert_eq!(assert_every_committed_key_present(&w), 40);
     for key in named("a", 0..40) {
         assert!(w.remove(&key).unwrap());
@@ -153,7 +155,7 @@ fn a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save<H: Harnes
 }
 
 fn counts_that_do_not_match_the_history_bypass_the_filter<H: Harness>(h: &H) {
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     insert_all(&w, &named("k", 0..10));
     w.save_snapshot(h.snapshot()).unwrap();
     assert!(w.remove("k-3").unwrap());
@@ -165,7 +167,8 @@ fn counts_that_do_not_match_the_history_bypass_the_filter<H: Harness>(h: &H) {
     let zeroed = vec![0u8; snapshot.payload().len()];
     let forged = Snapshot::new(snapshot.header().clone(), zeroed).unwrap();
     std::fs::write(h.snapshot(), forged.encode()).unwrap();
-    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -180,12 +183,12 @@ fn counts_that_do_not_match_the_history_bypass_the_filter<H: Harness>(h: &H) {
 
 fn a_snapshot_of_the_other_kind_is_rebuilt_over<H: Harness>(h: &H) {
     let plain = FilterOptions::new(2_000, 0.01);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), plain.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), plain.clone()).unwrap();
     insert_all(&w, &named("k", 0..50));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
     let (w, outcome) =
-        FilteredStore::open_and_recover(h.open(), counting(), Some(h.snapshot())).unwrap();
+        FilteredStore::open_and_recover(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             &outcome,
@@ -199,7 +202,7 @@ fn a_snapshot_of_the_other_kind_is_rebuilt_over<H: Harness>(h: &H) {
     assert_eq!(assert_every_committed_key_present(&w), 50);
     drop(w);
     // The rebuilt counting snapshot is refused by a plain filter the same way.
-    let (w, outcome) = FilteredStore::open(h.open(), plain, Some(h.snapshot())).unwrap();
+    let (w, outcome) = FilteredStore::open(h.open(), plain.with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             &outcome,
@@ -214,7 +217,7 @@ fn a_snapshot_of_the_other_kind_is_rebuilt_over<H: Harness>(h: &H) {
 
 fn a_plain_filter_counts_stale_removals_and_rebuilds_past_the_target<H: Harness>(h: &H) {
     let options = FilterOptions::new(1_000, 0.01);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options, None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options).unwrap();
     let first = named("first", 0..900);
     insert_all(&w, &first);
     for key in &first[..500] {
@@ -271,7 +274,7 @@ on_every_store!(
 #[test]
 fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     let w = Arc::new(w);
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -314,7 +317,7 @@ fn concurrent_inserts_removals_saves_and_rebuilds_keep_counts_exact() {
 
     let w = Arc::try_unwrap(w).ok().unwrap();
     drop(w);
-    let (w, _) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, _) = FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert_eq!(assert_every_committed_key_present(&w), present);
     let mut keys = Vec::new();
     w.store()
@@ -417,7 +420,7 @@ fn flaky() -> FlakyHistory {
 fn a_save_that_fails_halfway_through_its_replay_is_resumed_not_repeated() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("c.bloom");
-    let (w, _) = FilteredStore::open_and_recover(flaky(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(flaky(), counting()).unwrap();
     let encoded = |k: &str| w.encode(k).as_bytes().to_vec();
     assert!(w.insert("k").unwrap());
     assert!(w.store().inner.remove(&encoded("k")).unwrap().is_some()); // behind its back
@@ -452,8 +455,7 @@ fn a_store_that_loses_commits_under_an_open_wrapper_is_caught_by_the_next_save()
         let dir = tempfile::tempdir().unwrap();
         let snapshot = dir.path().join("s.bloom");
         let options = FilterOptions::new(2_000, 0.01).with_counting(counting);
-        let (w, _) =
-            FilteredStore::open_and_recover(MemoryStore::new(), options.clone(), None).unwrap();
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options.clone()).unwrap();
         insert_all(&w, &named("x", 0..10));
         w.save_snapshot(&snapshot).unwrap();
         assert!(w.remove("x-9").unwrap());
@@ -475,7 +477,7 @@ fn a_store_that_loses_commits_under_an_open_wrapper_is_caught_by_the_next_save()
         drop(w);
         // The snapshot on disk is of the lost history: never trusted again.
         let store = MemoryStore::new();
-        let (w, outcome) = FilteredStore::open(store, options, Some(&snapshot)).unwrap();
+        let (w, outcome) = FilteredStore::open(store, options.with_snapshot(&snapshot)).unwrap();
         assert!(!outcome.is_trusted(), "{outcome:?}");
         drop(w);
     }
@@ -491,13 +493,13 @@ fn a_save_after_a_rollback_names_the_generations_it_found() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("s.bloom");
     let plain = FilterOptions::new(2_000, 0.01);
-    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), plain.clone(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), plain.clone()).unwrap();
     insert_all(&w, &named("x", 0..50));
     w.store().rollback_to(DatasetGeneration::new(20));
     assert_eq!(w.save_snapshot(&snapshot).unwrap().get(), 20);
     let store = w.store().clone();
     drop(w);
-    let (w, outcome) = FilteredStore::open(store, plain, Some(&snapshot)).unwrap();
+    let (w, outcome) = FilteredStore::open(store, plain.with_snapshot(&snapshot)).unwrap();
     assert!(outcome.is_trusted(), "{outcome:?}");
     assert_eq!(assert_every_committed_key_present(&w), 20);
 
@@ -505,8 +507,7 @@ fn a_save_after_a_rollback_names_the_generations_it_found() {
         let counting = true;
         let snapshot = dir.path().join("c.bloom");
         let options = FilterOptions::new(2_000, 0.01).with_counting(counting);
-        let (w, _) =
-            FilteredStore::open_and_recover(MemoryStore::new(), options.clone(), None).unwrap();
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options.clone()).unwrap();
         insert_all(&w, &named("x", 0..50));
         w.store().rollback_to(DatasetGeneration::new(20));
         let err = w.save_snapshot(&snapshot).unwrap_err();
@@ -535,8 +536,7 @@ fn a_save_after_a_rollback_names_the_generations_it_found() {
 #[test]
 fn a_failed_automatic_rebuild_does_not_fail_the_removal() {
     let store = flaky();
-    let (w, _) =
-        FilteredStore::open_and_recover(store, FilterOptions::new(1_000, 0.01), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(store, FilterOptions::new(1_000, 0.01)).unwrap();
     let keys = named("k", 0..2_000);
     insert_all(&w, &keys);
     w.store()
@@ -565,7 +565,7 @@ fn a_failed_automatic_rebuild_does_not_fail_the_removal() {
 #[test]
 fn a_change_log_edited_by_hand_is_never_replayed() {
     let h = support::Sqlite::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), counting(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), counting()).unwrap();
     insert_all(&w, &named("k", 0..10));
     w.save_snapshot(h.snapshot()).unwrap();
     drop(w);
@@ -587,7 +587,8 @@ fn a_change_log_edited_by_hand_is_never_replayed() {
              SELECT seq, 2, CAST('k-3' AS BLOB), randomblob(16) FROM n;",
     )
     .unwrap();
-    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::CaughtUp { removals: 0, .. }),
         "{outcome:?}"
@@ -603,7 +604,8 @@ fn a_change_log_edited_by_hand_is_never_replayed() {
     )
     .unwrap();
     drop(conn);
-    let (w, outcome) = FilteredStore::open(h.open(), counting(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), counting().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,

@@ -43,7 +43,7 @@ fn is_not_regular(reason: &BypassReason, expected: FileKind) -> bool {
 fn a_named_pipe_at_the_path_is_refused_without_blocking() {
     let h = support::Sqlite::new();
     let db = h.db().to_path_buf();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..30));
     drop(w);
     mkfifo(h.snapshot());
@@ -51,7 +51,7 @@ fn a_named_pipe_at_the_path_is_refused_without_blocking() {
     let (outcome, present) = within_seconds(move || {
         let store = bloom_store::SqliteStore::open(&db).unwrap();
         let (w, outcome) =
-            FilteredStore::open_and_recover(store, options(), Some(&snapshot)).unwrap();
+            FilteredStore::open_and_recover(store, options().with_snapshot(&snapshot)).unwrap();
         (outcome, assert_every_committed_key_present(&w))
     });
     assert_eq!(present, 30);
@@ -79,7 +79,7 @@ fn a_named_pipe_at_the_path_is_refused_without_blocking() {
 #[test]
 fn a_directory_or_a_device_at_the_path_is_refused_and_left_alone() {
     let h = support::Memory::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (w, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     insert_all(&w, &named("k", 0..10));
     std::fs::create_dir(h.snapshot()).unwrap();
     assert!(matches!(
@@ -102,7 +102,8 @@ fn a_directory_or_a_device_at_the_path_is_refused_and_left_alone() {
     ));
     drop(w);
     // Reading either is refused (one wrapper at a time over the store).
-    let (w2, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w2, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(&outcome, OpenOutcome::Bypassed(r) if is_not_regular(r, FileKind::Directory)),
         "{outcome:?}"
@@ -110,7 +111,7 @@ fn a_directory_or_a_device_at_the_path_is_refused_and_left_alone() {
     assert_every_committed_key_present(&w2);
     assert!(h.snapshot().is_dir());
     drop(w2);
-    let (_, outcome) = FilteredStore::open(h.open(), options(), Some(&link)).unwrap();
+    let (_, outcome) = FilteredStore::open(h.open(), options().with_snapshot(&link)).unwrap();
     assert!(
         matches!(&outcome, OpenOutcome::Bypassed(r) if is_not_regular(r, FileKind::CharDevice)),
         "{outcome:?}"
@@ -132,7 +133,7 @@ fn a_symbolic_link_is_written_through_and_stays_a_link() {
     std::os::unix::fs::symlink(&target, h.snapshot()).unwrap();
 
     let (w, outcome) =
-        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(matches!(
         outcome,
         OpenOutcome::Rebuilt {
@@ -151,7 +152,8 @@ fn a_symbolic_link_is_written_through_and_stays_a_link() {
             .is_symlink()
     );
     assert!(target.is_file());
-    let (w, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { generation } if generation.get() == 40),
         "{outcome:?}"
@@ -162,7 +164,8 @@ fn a_symbolic_link_is_written_through_and_stays_a_link() {
 #[test]
 fn temporary_files_of_a_killed_writer_are_removed_by_the_next_save() {
     let h = support::Memory::new();
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     insert_all(&w, &named("k", 0..10));
     let dir = h.snapshot().parent().unwrap();
     let name = h.snapshot().file_name().unwrap().to_str().unwrap();
@@ -194,7 +197,8 @@ fn a_new_salted_snapshot_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
     let h = support::Memory::new();
     let options = options().with_salt(bloom_store::SaltPolicy::Random);
-    let (w, _) = FilteredStore::open_and_recover(h.open(), options, Some(h.snapshot())).unwrap();
+    let (w, _) =
+        FilteredStore::open_and_recover(h.open(), options.with_snapshot(h.snapshot())).unwrap();
     w.save_snapshot(h.snapshot()).unwrap();
     let mode = std::fs::metadata(h.snapshot())
         .unwrap()

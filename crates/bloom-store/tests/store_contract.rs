@@ -363,8 +363,7 @@ fn a_schema_2_database_of_the_last_release_is_upgraded_in_place() {
     assert_eq!(log[50], (51, ChangeKind::Removed, b"record-7".to_vec()));
     let (w, outcome) = bloom_store::FilteredStore::open(
         store,
-        bloom_store::FilterOptions::new(1000, 0.01),
-        Some(&snapshot),
+        bloom_store::FilterOptions::new(1000, 0.01).with_snapshot(&snapshot),
     )
     .unwrap();
     assert!(

@@ -12,7 +12,7 @@ use support::{Harness, assert_every_committed_key_present, insert_all, keys, opt
 /// Opens a wrapper, inserts `keys` and saves a snapshot that covers them.
 fn populate<H: Harness>(h: &H, keys: &[String]) {
     let (store, _) =
-        FilteredStore::open_and_recover(h.open(), options(), Some(h.snapshot())).unwrap();
+        FilteredStore::open_and_recover(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     insert_all(&store, keys);
     store.save_snapshot(h.snapshot()).unwrap();
 }
@@ -24,7 +24,8 @@ fn assert_all_present<S: PrimaryStore>(store: &FilteredStore<S>, keys: &[String]
 }
 
 fn no_snapshot_bypasses_then_rebuild_trusts<H: Harness>(h: &H) {
-    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (store, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(matches!(
         outcome,
         OpenOutcome::Bypassed(BypassReason::NoSnapshot)
@@ -65,7 +66,8 @@ fn no_snapshot_bypasses_then_rebuild_trusts<H: Harness>(h: &H) {
 fn same_generation_is_trusted_and_older_catches_up<H: Harness>(h: &H) {
     populate(h, &keys(0..30));
 
-    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (store, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(outcome, OpenOutcome::Trusted { generation } if generation.get() == 30),
         "{outcome:?}"
@@ -74,7 +76,8 @@ fn same_generation_is_trusted_and_older_catches_up<H: Harness>(h: &H) {
     insert_all(&store, &keys(30..45));
     drop(store); // no new snapshot: it is now 15 keys behind
 
-    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (store, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -97,7 +100,7 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
         bad[at] ^= 0x20;
         std::fs::write(h.snapshot(), &bad).unwrap();
         let (store, outcome) =
-            FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+            FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
         assert!(
             matches!(outcome, OpenOutcome::Bypassed(BypassReason::Unreadable(_))),
             "byte {at}: {outcome:?}"
@@ -108,7 +111,8 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
     }
     // Truncated.
     std::fs::write(h.snapshot(), &good[..good.len() - 3]).unwrap();
-    let (_, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (_, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(matches!(
         outcome,
         OpenOutcome::Bypassed(BypassReason::Unreadable(_))
@@ -120,8 +124,9 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
     // Another encoding than the store's keys are in is refused outright.
     let Err(err) = FilteredStore::open(
         h.open(),
-        options().with_encoding(KeyEncoding::Utf8),
-        Some(h.snapshot()),
+        options()
+            .with_encoding(KeyEncoding::Utf8)
+            .with_snapshot(h.snapshot()),
     ) else {
         panic!("another encoding was accepted");
     };
@@ -147,7 +152,8 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
             "snapshot salt differs from the configured salt",
         ),
     ] {
-        let (store, outcome) = FilteredStore::open(h.open(), other, Some(h.snapshot())).unwrap();
+        let (store, outcome) =
+            FilteredStore::open(h.open(), other.with_snapshot(h.snapshot())).unwrap();
         match &outcome {
             OpenOutcome::Bypassed(BypassReason::Incompatible(why)) => {
                 assert_eq!(why.to_string(), expected);
@@ -162,7 +168,7 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
 fn store_errors_propagate_and_never_become_wrong_answers() {
     let memory = std::sync::Arc::new(MemoryStore::new());
     let (store, _) =
-        FilteredStore::open_and_recover(std::sync::Arc::clone(&memory), options(), None).unwrap();
+        FilteredStore::open_and_recover(std::sync::Arc::clone(&memory), options()).unwrap();
     store.insert("kept").unwrap();
     memory.set_failing(true);
     assert!(matches!(store.insert("lost"), Err(StoreError::Store(_))));
@@ -179,8 +185,7 @@ fn store_errors_propagate_and_never_become_wrong_answers() {
 
     // A rebuild that fails while bypassed leaves the wrapper bypassed, and says so.
     drop(store);
-    let (bypassed, _) =
-        FilteredStore::open(std::sync::Arc::clone(&memory), options(), None).unwrap();
+    let (bypassed, _) = FilteredStore::open(std::sync::Arc::clone(&memory), options()).unwrap();
     memory.set_failing(true);
     assert!(matches!(bypassed.rebuild(), Err(StoreError::Store(_))));
     assert!(matches!(
@@ -193,22 +198,19 @@ fn store_errors_propagate_and_never_become_wrong_answers() {
 }
 
 fn byte_keys_text_keys_and_encoded_keys_share_one_encoding<H: Harness>(h: &H) {
-    let (store, _) = FilteredStore::open_and_recover(h.open(), options(), None).unwrap();
+    let (store, _) = FilteredStore::open_and_recover(h.open(), options()).unwrap();
     store.insert("cafe\u{301}").unwrap();
     assert_eq!(store.contains("caf\u{e9}").unwrap(), Lookup::Present);
     assert_eq!(
-        store.contains_bytes("caf\u{e9}".as_bytes()).unwrap(),
+        store.contains("caf\u{e9}".as_bytes()).unwrap(),
         Lookup::Present
     );
     // Keys read back from the store are already encoded: no second encoding.
     let encoded = store.encode("CAFE\u{301}").into_owned();
-    assert!(!store.contains_encoded(&encoded).unwrap().is_present());
-    assert!(store.insert_encoded(&encoded).unwrap());
+    assert!(!store.contains(&encoded).unwrap().is_present());
+    assert!(store.insert(&encoded).unwrap());
     assert_eq!(store.contains("CAFE\u{301}").unwrap(), Lookup::Present);
-    assert!(matches!(
-        store.contains_bytes(b"\xff"),
-        Err(StoreError::Key(_))
-    ));
+    assert!(matches!(store.contains(b"\xff"), Err(StoreError::Key(_))));
     assert_every_committed_key_present(&store);
 }
 
@@ -233,7 +235,8 @@ fn a_snapshot_of_foreign_unicode_tables_is_rebuilt() {
         .unwrap()
         .write_file(h.snapshot())
         .unwrap();
-    let (store, outcome) = FilteredStore::open(h.open(), options(), Some(h.snapshot())).unwrap();
+    let (store, outcome) =
+        FilteredStore::open(h.open(), options().with_snapshot(h.snapshot())).unwrap();
     assert!(
         matches!(
             outcome,
@@ -251,7 +254,6 @@ fn a_filter_past_capacity_reports_it_and_a_rebuild_grows_it() {
     let (store, _) = FilteredStore::open_and_recover(
         support::memory_store_with(&[]),
         FilterOptions::new(100, 0.01),
-        None,
     )
     .unwrap();
     insert_all(&store, &keys(0..400));

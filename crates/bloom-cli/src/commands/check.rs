@@ -26,14 +26,14 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
             if foreign {
                 for key in originals.keys() {
                     let maybe = filter
-                        .contains_bytes(key)
+                        .contains(key)
                         .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
                     answers.answer(key, maybe)?;
                 }
             } else {
                 for (key, maybe) in originals
                     .keys()
-                    .zip(filter.contains_each_encoded(encoded.keys()))
+                    .zip(filter.contains_each(encoded.encoded()))
                 {
                     answers.answer(key, maybe)?;
                 }

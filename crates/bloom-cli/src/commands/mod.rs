@@ -12,7 +12,7 @@ pub(crate) mod redis;
 pub(crate) mod remove;
 pub(crate) mod verify;
 
-use bloom_core::{BloomFilter, FilterConfig};
+use bloom_core::{BloomFilter, EncodedKey, FilterConfig};
 
 use crate::files::AnyFilter;
 
@@ -129,6 +129,11 @@ impl Batch {
         })
     }
 
+    /// The keys, as keys already encoded with the filter's encoding.
+    pub(crate) fn encoded(&self) -> impl Iterator<Item = EncodedKey<'_>> {
+        self.keys().map(EncodedKey::from_encoded)
+    }
+
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
@@ -156,7 +161,7 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
                 .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
             batch.push(encoded.as_bytes());
             if batch.is_full() {
-                filter.insert_all_encoded(batch.keys());
+                filter.insert_all(batch.encoded());
                 batch.clear();
             }
         }
@@ -165,7 +170,7 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
         }
         Ok(())
     })?;
-    filter.insert_all_encoded(batch.keys());
+    filter.insert_all(batch.encoded());
     bar.finish_and_clear();
     Ok(count)
 }

@@ -1,13 +1,13 @@
 //! `bloom plan`: the parameters a filter needs.
 
-use bloom_core::{FilterParams, Layout, MAX_HASHES};
+use bloom_core::{FilterParams, Layout};
 
 use crate::cli::PlanArgs;
 use crate::error::{CmdResult, Failure};
 use crate::output::{Out, show};
 
 pub(crate) fn run(args: &PlanArgs) -> CmdResult {
-    let plan = |layout| FilterParams::planned(layout, args.items, args.fpr, MAX_HASHES);
+    let plan = |layout| FilterParams::planned(layout, args.items, args.fpr);
     let (standard, blocked) = (plan(Layout::Standard), plan(Layout::Blocked512));
     if let (Err(e), Err(_)) = (&standard, &blocked) {
         return Err(Failure::usage(format!("cannot plan: {e}")));

@@ -244,7 +244,7 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
             let rough = FilterParams::for_false_positive_rate(items, fpr)
                 .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
             // Each shard grown to the allocation Redis makes for it anyway.
-            FilterParams::planned(layout_for(rough.bits())?, items, fpr, rule.max_hashes())
+            FilterParams::planned_for(rule, layout_for(rough.bits())?, items, fpr)
                 .map(bloom_redis::fit_to_allocator)
         }
         Size::Explicit { bits, hashes } => {
@@ -320,8 +320,8 @@ fn add(args: &RedisAddArgs) -> CmdResult {
         &keys.input,
         |_, encoded| {
             changed += match &mut restore {
-                Some(restore) => restore.add_encoded(encoded.keys()),
-                None => filter.insert_all_encoded(encoded.keys()),
+                Some(restore) => restore.add(encoded.encoded()),
+                None => filter.insert_all(encoded.encoded()),
             }
             .map_err(|e| failure(at, &e))?;
             Ok(())
@@ -353,7 +353,7 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
         &keys.input,
         |originals, encoded| {
             let maybe = filter
-                .contains_each_encoded(encoded.keys())
+                .contains_each(encoded.encoded())
                 .map_err(|e| failure(at, &e))?;
             for (key, maybe) in originals.keys().zip(maybe) {
                 answers.answer(key, maybe)?;
@@ -446,7 +446,7 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
 }
 
 fn delete(args: &RedisDeleteArgs) -> CmdResult {
-    let existed = RedisFilter::delete(&target(&args.at)?, &args.at.name, args.shards)
+    let existed = RedisFilter::delete(&target(&args.at)?, &args.at.name)
         .map_err(|e| failure(&args.at, &e))?;
     if !existed {
         return Err(Failure::input(format!(

@@ -51,9 +51,9 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     key_batches(&config, &args.keys, &args.input, |originals, encoded| {
         for (key, encoded) in originals.keys().zip(encoded.keys()) {
             let removal = if foreign_tables {
-                filter.remove_bytes(key)
+                filter.remove(key)
             } else {
-                filter.remove_encoded(&EncodedKey::from_encoded(encoded))
+                filter.remove(&EncodedKey::from_encoded(encoded))
             };
             match removal {
                 Ok(()) => removed += 1,

@@ -27,7 +27,7 @@ pub(crate) struct Skeleton<H> {
 impl<H: Fn(&[u8]) -> (u64, u64)> Skeleton<H> {
     /// Sized as the planner sizes a blocked-512 filter for `n` keys at `fpr`.
     pub(crate) fn new(name: &'static str, hash: H, n: usize, fpr: f64) -> Self {
-        let params = FilterParams::planned(Layout::Blocked512, n as u64, fpr, 64).unwrap();
+        let params = FilterParams::planned(Layout::Blocked512, n as u64, fpr).unwrap();
         Self {
             name,
             hash,

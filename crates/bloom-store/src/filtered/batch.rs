@@ -5,7 +5,7 @@
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
-use bloom_core::EncodedKey;
+use bloom_core::{EncodedKey, Key, KeyError};
 
 use super::FilteredStore;
 use crate::error::StoreError;
@@ -13,7 +13,7 @@ use crate::outcome::{Lookup, Mode};
 use crate::primary::PrimaryStore;
 
 impl<S: PrimaryStore> FilteredStore<S> {
-    /// Inserts many text keys as one batch: their bits are set (in the active filter and in
+    /// Inserts many keys as one batch: their bits are set (in the active filter and in
     /// a filter being rebuilt), then they are committed with one
     /// [`PrimaryStore::insert_all`], which for `SqliteStore` is one transaction. Returns, for
     /// each key in order, whether the store did not have it (a key repeated in the batch is
@@ -29,47 +29,32 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore};
     ///
     /// let (seen, _) = FilteredStore::open_and_recover(
-    ///     MemoryStore::new(), FilterOptions::new(10_000, 0.01), None)?;
+    ///     MemoryStore::new(), FilterOptions::new(10_000, 0.01))?;
     /// assert_eq!(seen.insert_all(["a", "b", "a"])?, [true, true, false]);
     /// let answers = seen.contains_each(["a", "z"])?;
     /// assert!(answers[0].is_present() && !answers[1].is_present());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
+    /// Keys come in any form [`FilteredStore::insert`] takes ([`Key`]), such as keys read
+    /// back from the store as [`EncodedKey`]s, which are not encoded again.
+    ///
     /// # Errors
-    /// [`StoreError::Store`]: with a store that has transactions (SQLite, `MemoryStore`) no
-    /// key of the batch is committed; their bits may be set, which only costs false
-    /// positives.
+    /// [`StoreError::Key`] for a key [`FilteredStore::insert`] would refuse, before anything
+    /// is inserted. [`StoreError::Store`]: with a store that has transactions (SQLite,
+    /// `MemoryStore`) no key of the batch is committed; their bits may be set, which only
+    /// costs false positives.
     pub fn insert_all<I>(&self, keys: I) -> Result<Vec<bool>, StoreError<S::Error>>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let keys: Vec<I::Item> = keys.into_iter().collect();
-        let encoded: Vec<EncodedKey<'_>> = keys.iter().map(|k| self.encode(k.as_ref())).collect();
-        self.insert_batch(&encoded)
-    }
-
-    /// [`FilteredStore::insert_all`] for keys already encoded with the configured encoding
-    /// (such as keys read back from the store). No encoding is applied again.
-    ///
-    /// # Errors
-    /// [`StoreError::Key`] ([`bloom_core::KeyError::NotEncoded`]) when a key is not in the
-    /// encoding, before anything is inserted; otherwise as [`FilteredStore::insert_all`].
-    pub fn insert_all_encoded<I>(&self, keys: I) -> Result<Vec<bool>, StoreError<S::Error>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
+        I::Item: Key,
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoding = self.options.encoding;
         let encoded: Vec<EncodedKey<'_>> = keys
             .iter()
-            .map(|k| {
-                encoding.check_encoded(k.as_ref())?;
-                Ok(EncodedKey::from_encoded(k.as_ref()))
-            })
-            .collect::<Result<_, bloom_core::KeyError>>()?;
+            .map(|k| k.encode_checked(encoding))
+            .collect::<Result<_, KeyError>>()?;
         self.insert_batch(&encoded)
     }
 
@@ -85,12 +70,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 .unwrap_or_else(PoisonError::into_inner)
         });
         let state = self.read();
-        let bytes = || keys.iter().map(EncodedKey::as_bytes);
-        state.active.insert_all_encoded(bytes());
+        state.active.set_all(keys.iter());
         if let Some(building) = &state.building {
-            building.insert_all_encoded(bytes());
+            building.set_all(keys.iter());
         }
-        let raw: Vec<&[u8]> = bytes().collect();
+        let raw: Vec<&[u8]> = keys.iter().map(EncodedKey::as_bytes).collect();
         let counting = state.active.is_counting();
         let ticket = counting.then(|| self.flights.take_off());
         let committed = self.store.insert_all(&raw);
@@ -123,38 +107,25 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .collect())
     }
 
-    /// Looks up many text keys: one probe pass over the filter, then one
+    /// Looks up many keys (any form [`FilteredStore::contains`] takes): one probe pass over the filter, then one
     /// [`PrimaryStore::contains_each`] for the keys it could not rule out (one read
     /// transaction for SQLite). The answers, in key order, are those of
     /// [`FilteredStore::contains`].
     ///
     /// # Errors
-    /// [`StoreError::Store`] when the store is asked and fails.
+    /// [`StoreError::Key`] for a byte key a text encoding refuses, before anything is looked
+    /// up; [`StoreError::Store`] when the store is asked and fails.
     pub fn contains_each<I>(&self, keys: I) -> Result<Vec<Lookup>, StoreError<S::Error>>
     where
         I: IntoIterator,
-        I::Item: AsRef<str>,
+        I::Item: Key,
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
-        let encoded: Vec<EncodedKey<'_>> = keys.iter().map(|k| self.encode(k.as_ref())).collect();
-        self.lookup_batch(&encoded)
-    }
-
-    /// [`FilteredStore::contains_each`] for keys already encoded with the configured
-    /// encoding. No encoding is applied again.
-    ///
-    /// # Errors
-    /// As [`FilteredStore::contains_each`].
-    pub fn contains_each_encoded<I>(&self, keys: I) -> Result<Vec<Lookup>, StoreError<S::Error>>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoding = self.options.encoding;
         let encoded: Vec<EncodedKey<'_>> = keys
             .iter()
-            .map(|k| EncodedKey::from_encoded(k.as_ref()))
-            .collect();
+            .map(|k| k.encode(encoding).map_err(Into::into))
+            .collect::<Result<_, KeyError>>()?;
         self.lookup_batch(&encoded)
     }
 
@@ -165,7 +136,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let maybe: Option<Vec<bool>> = {
             let state = self.read();
             match state.mode {
-                Mode::Trusted => Some(state.active.contains_each_encoded(keys)),
+                Mode::Trusted => Some(state.active.contains_each(keys)),
                 Mode::Bypassed(_) => None,
             }
         };

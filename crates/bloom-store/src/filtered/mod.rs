@@ -10,7 +10,7 @@ use std::sync::{
     Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
-use bloom_core::{AllocError, BloomFilter, EncodedKey};
+use bloom_core::{AllocError, BloomFilter, EncodedKey, Key};
 use bloom_format::DatasetGeneration;
 
 use crate::error::StoreError;
@@ -227,8 +227,8 @@ impl<S: fmt::Debug> fmt::Debug for FilteredStore<S> {
 }
 
 impl<S: PrimaryStore> FilteredStore<S> {
-    /// Opens the wrapper, loading the snapshot at `snapshot` if given and comparing it with
-    /// the store:
+    /// Opens the wrapper, loading the snapshot file of the options
+    /// ([`FilterOptions::with_snapshot`]) if they name one and comparing it with the store:
     ///
     /// - same identity, same history digest at the snapshot's generation, which is the
     ///   store's: trusted;
@@ -251,9 +251,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
     pub fn open(
         store: S,
         options: FilterOptions,
-        snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
         options.validate()?;
+        let snapshot = options.snapshot.clone();
         let claim = store
             .claim_wrapper()
             .map_err(StoreError::Store)?
@@ -270,7 +270,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .into());
         }
         let head = store.head().map_err(StoreError::Store)?;
-        let matched = match snapshot {
+        let matched = match &snapshot {
             None => Err(BypassReason::NoSnapshot),
             Some(path) => {
                 load::open_snapshot(path, &options, &store, head).map_err(StoreError::Store)?
@@ -336,7 +336,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 
     /// [`FilteredStore::open`], then, if the filter is bypassed, [`FilteredStore::rebuild`]
-    /// and a fresh snapshot at `snapshot`, so that the next start finds a snapshot it can
+    /// and a fresh snapshot at the options' snapshot path, so that the next start finds a snapshot it can
     /// trust. The outcome says what really happened ([`OpenOutcome::Rebuilt`] with the
     /// reason, the rebuild and the fate of the snapshot file).
     ///
@@ -346,14 +346,14 @@ impl<S: PrimaryStore> FilteredStore<S> {
     pub fn open_and_recover(
         store: S,
         options: FilterOptions,
-        snapshot: Option<&Path>,
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
-        let (wrapper, outcome) = Self::open(store, options, snapshot)?;
+        let snapshot = options.snapshot.clone();
+        let (wrapper, outcome) = Self::open(store, options)?;
         let OpenOutcome::Bypassed(reason) = outcome else {
             return Ok((wrapper, outcome));
         };
         let report = wrapper.rebuild()?;
-        let refresh = match snapshot {
+        let refresh = match &snapshot {
             None => SnapshotRefresh::NoPath,
             Some(path) => match wrapper.save_snapshot(path) {
                 Ok(generation) => SnapshotRefresh::Saved(generation),
@@ -405,34 +405,23 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.options.encoding.encode_str(key)
     }
 
-    /// Whether a text key is in the store.
+    /// Whether a key (text, bytes or already encoded, such as a key read back from the
+    /// store: see [`Key`]) is in the store. An encoded key is not encoded again.
     ///
     /// # Errors
-    /// [`StoreError::Store`] when the store is asked and fails.
-    pub fn contains(&self, key: &str) -> Result<Lookup, StoreError<S::Error>> {
-        self.contains_encoded(&self.encode(key))
-    }
-
-    /// Whether a byte key is in the store.
-    ///
-    /// # Errors
-    /// [`StoreError::Key`] for non-UTF-8 keys under a text encoding, or a store error.
-    pub fn contains_bytes(&self, key: &[u8]) -> Result<Lookup, StoreError<S::Error>> {
-        let key = self.options.encoding.encode_bytes(key)?;
+    /// [`StoreError::Key`] for a byte key a text encoding refuses, or [`StoreError::Store`]
+    /// when the store is asked and fails.
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> Result<Lookup, StoreError<S::Error>> {
+        let key = key.encode(self.options.encoding).map_err(Into::into)?;
         self.contains_encoded(&key)
     }
 
-    /// Whether a key that is already encoded with the configured encoding (such as a key
-    /// read back from the store) is in the store. No encoding is applied again.
-    ///
-    /// # Errors
-    /// [`StoreError::Store`] when the store is asked and fails.
-    pub fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, StoreError<S::Error>> {
+    fn contains_encoded(&self, key: &EncodedKey<'_>) -> Result<Lookup, StoreError<S::Error>> {
         self.counters.queries.fetch_add(1, Ordering::Relaxed);
         let trusted_maybe = {
             let state = self.read();
             match state.mode {
-                Mode::Trusted => Some(state.active.contains_encoded(key)),
+                Mode::Trusted => Some(state.active.contains(key)),
                 Mode::Bypassed(_) => None,
             }
         };
@@ -459,38 +448,22 @@ impl<S: PrimaryStore> FilteredStore<S> {
         })
     }
 
-    /// Inserts a text key: sets its bits (in the active filter and in a filter being rebuilt),
-    /// then commits it to the store. Returns whether the store did not have it.
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]): sets its bits (in the
+    /// active filter and in a filter being rebuilt), then commits it to the store. Returns
+    /// whether the store did not have it.
     ///
     /// # Errors
-    /// [`StoreError::Store`]: the key is then not committed (its bits may be set, which only
-    /// costs a false positive).
-    pub fn insert(&self, key: &str) -> Result<bool, StoreError<S::Error>> {
-        self.insert_encoded(&self.encode(key))
+    /// [`StoreError::Key`] for a byte key a text encoding refuses, and for an encoded key
+    /// whose bytes the encoding would not make ([`bloom_core::KeyError::NotEncoded`]:
+    /// committed, they would never match the same key given as text); nothing is then
+    /// inserted. [`StoreError::Store`]: the key is then not committed (its bits may be set,
+    /// which only costs a false positive).
+    pub fn insert<K: Key + ?Sized>(&self, key: &K) -> Result<bool, StoreError<S::Error>> {
+        let key = key.encode_checked(self.options.encoding)?;
+        self.insert_encoded_with(&key, |store, key| store.insert(key))
     }
 
-    /// Inserts a byte key; see [`FilteredStore::insert`].
-    ///
-    /// # Errors
-    /// [`StoreError::Key`] for non-UTF-8 keys under a text encoding, or a store error.
-    pub fn insert_bytes(&self, key: &[u8]) -> Result<bool, StoreError<S::Error>> {
-        let key = self.options.encoding.encode_bytes(key)?;
-        self.insert_encoded(&key)
-    }
-
-    /// Inserts a key that is already encoded with the configured encoding (such as a key
-    /// read back from a store); see [`FilteredStore::insert`].
-    ///
-    /// # Errors
-    /// [`StoreError::Key`] ([`bloom_core::KeyError::NotEncoded`]) for bytes the encoding would
-    /// not make (committed, they would never match the same key given as text), or
-    /// [`StoreError::Store`], as for `insert`.
-    pub fn insert_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
-        self.options.encoding.check_encoded(key.as_bytes())?;
-        self.insert_encoded_with(key, |store, key| store.insert(key))
-    }
-
-    /// Inserts a text key with a commit of the application's own: sets the key's bits as
+    /// Inserts a key with a commit of the application's own: sets the key's bits as
     /// [`FilteredStore::insert`] does, then calls `commit` with the store and the encoded
     /// key, which writes the record (with whatever else the application keeps in it) and
     /// returns what [`PrimaryStore::insert`] would: the generation of the change, or `None`
@@ -504,11 +477,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// # Errors
     /// [`StoreError::Store`] with `commit`'s error: the record is then not committed (its
     /// bits may be set, which only costs a false positive).
-    pub fn insert_with<F>(&self, key: &str, commit: F) -> Result<bool, StoreError<S::Error>>
+    pub fn insert_with<K, F>(&self, key: &K, commit: F) -> Result<bool, StoreError<S::Error>>
     where
+        K: Key + ?Sized,
         F: FnOnce(&S, &[u8]) -> Result<Option<DatasetGeneration>, S::Error>,
     {
-        self.insert_encoded_with(&self.encode(key), commit)
+        let key = key.encode_checked(self.options.encoding)?;
+        self.insert_encoded_with(&key, commit)
     }
 
     fn insert_encoded_with<F>(
@@ -528,9 +503,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 .unwrap_or_else(PoisonError::into_inner)
         });
         let state = self.read();
-        state.active.insert_encoded(key);
+        state.active.insert(key);
         if let Some(building) = &state.building {
-            building.insert_encoded(key);
+            building.insert(key);
         }
         let counting = state.active.is_counting();
         let ticket = counting.then(|| self.flights.take_off());
@@ -560,9 +535,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// cannot be refused.
     fn settle_duplicate(&self, state: &State, key: &EncodedKey<'_>) {
         let take_back = || {
-            let _ = state.active.remove_encoded(key);
+            let _ = state.active.remove(key);
             if let Some(building) = &state.building {
-                let _ = building.remove_encoded(key);
+                let _ = building.remove(key);
             }
         };
         match self.store.generation_of(key.as_bytes()) {
@@ -583,7 +558,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 if let (Some(building), Some(start)) = (&state.building, state.building_start)
                     && generation <= start
                 {
-                    let _ = building.remove_encoded(key);
+                    let _ = building.remove(key);
                 }
             }
             // Removed since the commit found it: its counts are for the history to settle.
@@ -597,7 +572,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         }
     }
 
-    /// Removes a text key from the store, then from the filter. Returns whether the store
+    /// Removes a key (text, bytes or already encoded: see [`Key`]) from the store, then from the filter. Returns whether the store
     /// had it.
     ///
     /// - With a counting filter ([`FilterOptions::counting`]) the key's counters go down, so
@@ -615,26 +590,14 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// taken.
     ///
     /// # Errors
-    /// [`StoreError::Store`]: the key is then not removed (and the filter unchanged).
-    pub fn remove(&self, key: &str) -> Result<bool, StoreError<S::Error>> {
-        self.remove_encoded(&self.encode(key))
-    }
-
-    /// Removes a byte key; see [`FilteredStore::remove`].
-    ///
-    /// # Errors
-    /// [`StoreError::Key`] for non-UTF-8 keys under a text encoding, or a store error.
-    pub fn remove_bytes(&self, key: &[u8]) -> Result<bool, StoreError<S::Error>> {
-        let key = self.options.encoding.encode_bytes(key)?;
+    /// [`StoreError::Key`] for a byte key a text encoding refuses; [`StoreError::Store`]:
+    /// the key is then not removed (and the filter unchanged).
+    pub fn remove<K: Key + ?Sized>(&self, key: &K) -> Result<bool, StoreError<S::Error>> {
+        let key = key.encode(self.options.encoding).map_err(Into::into)?;
         self.remove_encoded(&key)
     }
 
-    /// Removes a key that is already encoded with the configured encoding; see
-    /// [`FilteredStore::remove`].
-    ///
-    /// # Errors
-    /// [`StoreError::Store`], as for `remove`.
-    pub fn remove_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
+    fn remove_encoded(&self, key: &EncodedKey<'_>) -> Result<bool, StoreError<S::Error>> {
         let gate = self
             .removal_gate
             .read()
@@ -684,7 +647,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             if trusted && applied.applied(removal.inserted_at) {
                 // The filter counted the key: a refusal means the counts no longer describe
                 // the store.
-                diverged = state.active.remove_encoded(key).is_err();
+                diverged = state.active.remove(key).is_err();
                 applied.record(generation);
             }
         } else {
@@ -805,11 +768,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
                         let key = EncodedKey::from_encoded(change.key);
                         match change.kind {
                             ChangeKind::Inserted => {
-                                new.insert_encoded(&key);
+                                new.insert(&key);
                                 keys += 1;
                             }
                             ChangeKind::Removed => {
-                                let _ = new.remove_encoded(&key);
+                                let _ = new.remove(&key);
                             }
                         }
                     })?
@@ -887,7 +850,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// # Errors
     /// [`StoreError::NotTrusted`] while bypassed, a store error, or a write error (the
     /// previous file is then unchanged).
-    pub fn save_snapshot(&self, path: &Path) -> Result<DatasetGeneration, StoreError<S::Error>> {
+    pub fn save_snapshot(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<DatasetGeneration, StoreError<S::Error>> {
+        let path = path.as_ref();
         if self.options.counting {
             return self.save_counting(path);
         }
@@ -1014,10 +981,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
                         let key = EncodedKey::from_encoded(change.key);
                         let refused = match change.kind {
                             ChangeKind::Inserted => {
-                                copy.insert_encoded(&key);
+                                copy.insert(&key);
                                 false
                             }
-                            ChangeKind::Removed => copy.remove_encoded(&key).is_err(),
+                            ChangeKind::Removed => copy.remove(&key).is_err(),
                         };
                         if apply_change(&filter, change).is_err() || refused {
                             diverged.get_or_insert(change.generation);
@@ -1097,10 +1064,10 @@ fn apply_change(filter: &StoreFilter, change: Change<'_>) -> Result<(), bloom_co
     let key = EncodedKey::from_encoded(change.key);
     match change.kind {
         ChangeKind::Inserted => {
-            filter.insert_encoded(&key);
+            filter.insert(&key);
             Ok(())
         }
-        ChangeKind::Removed => filter.remove_encoded(&key),
+        ChangeKind::Removed => filter.remove(&key),
     }
 }
 
@@ -1191,10 +1158,10 @@ impl<'a> Batcher<'a> {
     fn flush(&mut self) {
         let mut start = 0;
         let bytes = &self.bytes;
-        self.filter.insert_all_encoded(self.ends.iter().map(|&end| {
+        self.filter.set_all(self.ends.iter().map(|&end| {
             let key = bytes.get(start..end).unwrap_or_default();
             start = end;
-            key
+            EncodedKey::from_encoded(key)
         }));
         self.bytes.clear();
         self.ends.clear();

@@ -198,7 +198,7 @@ pub fn assert_every_committed_key_present<S: PrimaryStore>(wrapper: &FilteredSto
     let mut absent = Vec::new();
     for key in &keys {
         let encoded = bloom_core::EncodedKey::from_encoded(key);
-        let lookup = wrapper.contains_encoded(&encoded).unwrap();
+        let lookup = wrapper.contains(&encoded).unwrap();
         if lookup != Lookup::Present {
             absent.push(String::from_utf8_lossy(key).into_owned());
         }

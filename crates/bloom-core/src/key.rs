@@ -1,0 +1,210 @@
+//! [`Key`]: what every filter operation takes, so that each operation is one method whatever
+//! form its key comes in.
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+
+use crate::encoding::{EncodedKey, KeyEncoding, KeyError};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A key, in one of the three forms a filter takes:
+///
+/// - **text**: `str`, `String`, `Box<str>`, `Cow<str>`, encoded by the filter's
+///   [`KeyEncoding`];
+/// - **bytes**: `[u8]`, `[u8; N]`, `Vec<u8>`, `Cow<[u8]>`, encoded by the filter's
+///   [`KeyEncoding`], which for a text encoding must find valid UTF-8;
+/// - **already encoded**: [`EncodedKey`], hashed as it is (keys read back from a primary
+///   store).
+///
+/// Every operation (`insert`, `contains`, `remove`, and the many-key `insert_all` and
+/// `contains_each`) takes any of them, on every filter, store wrapper and the Redis filter,
+/// as `HashSet::contains` takes any borrowed form. References to keys are keys too, so
+/// `["a", "b"]`, `vec.iter()` and `vec.into_iter()` all work as many keys.
+///
+/// A text or encoded key is always valid, so the in-memory filters answer it directly
+/// ([`Key::Answer`] is `T`); a byte key may be refused by a text encoding, so they answer it
+/// with a `Result<T, KeyError>`. Operations that can fail anyway (a store, a server) return
+/// their own `Result` for every form, with the key's refusal as one of their errors.
+///
+/// ```
+/// use bloom_core::{BloomFilter, EncodedKey, KeyError};
+///
+/// let mut filter = BloomFilter::with_capacity(1_000, 0.01)?;
+/// assert!(filter.insert("café"));                      // text: a bool
+/// assert!(filter.contains(&String::from("café")));     // any text form
+/// assert_eq!(filter.contains(b"caf\xc3\xa9"), Ok(true)); // bytes: a Result
+/// assert!(matches!(filter.insert(b"\xff"), Err(KeyError::InvalidUtf8 { .. })));
+/// let stored = filter.config().encode_str("café").into_owned();
+/// assert!(filter.contains(&stored));                   // already encoded: a bool
+/// # let _: &EncodedKey<'_> = &stored;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// The trait is sealed: its methods are the library's own business and may change.
+pub trait Key: sealed::Sealed {
+    /// Why this form of key can be refused: [`Infallible`] for text and encoded keys,
+    /// [`KeyError`] for bytes.
+    type Error: Into<KeyError>;
+
+    /// What an in-memory filter's operation answers for this form of key, for an answer of
+    /// type `T`: `T` itself when the key cannot be refused, `Result<T, KeyError>` when it
+    /// can.
+    type Answer<T>;
+
+    /// The key as the filter hashes it.
+    #[doc(hidden)]
+    fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, Self::Error>;
+
+    /// Whether what the encoding makes of this key may depend on the Unicode tables (then a
+    /// filter with foreign tables cannot answer for it exactly): keys outside ASCII, and
+    /// every already-encoded key, whose encoding this build cannot tell.
+    #[doc(hidden)]
+    fn depends_on_tables(&self) -> bool;
+
+    /// The key as a primary store holds it: [`Key::encode`], and for an already-encoded key
+    /// a check that the encoding would make these bytes
+    /// ([`KeyEncoding::check_encoded`]): committed otherwise, they would never match the
+    /// same key given as text.
+    #[doc(hidden)]
+    fn encode_checked(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
+        self.encode(encoding).map_err(Into::into)
+    }
+
+    /// An answer in this form's shape.
+    #[doc(hidden)]
+    fn answer<T>(result: Result<T, Self::Error>) -> Self::Answer<T>;
+}
+
+/// Text keys.
+macro_rules! text_key {
+    ($($ty:ty),*) => {$(
+        impl sealed::Sealed for $ty {}
+        impl Key for $ty {
+            type Error = Infallible;
+            type Answer<T> = T;
+            #[inline(always)]
+            fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, Infallible> {
+                Ok(encoding.encode_str(self))
+            }
+            #[inline(always)]
+            fn depends_on_tables(&self) -> bool {
+                !self.is_ascii()
+            }
+            #[inline(always)]
+            fn answer<T>(result: Result<T, Infallible>) -> T {
+                match result {
+                    Ok(answer) => answer,
+                    Err(never) => match never {},
+                }
+            }
+        }
+    )*};
+}
+
+/// Byte keys.
+macro_rules! byte_key {
+    ($($ty:ty),*) => {$(
+        impl sealed::Sealed for $ty {}
+        impl Key for $ty {
+            type Error = KeyError;
+            type Answer<T> = Result<T, KeyError>;
+            #[inline(always)]
+            fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
+                encoding.encode_bytes(self)
+            }
+            #[inline(always)]
+            fn depends_on_tables(&self) -> bool {
+                !self.is_ascii()
+            }
+            #[inline(always)]
+            fn answer<T>(result: Result<T, KeyError>) -> Result<T, KeyError> {
+                result
+            }
+        }
+    )*};
+}
+
+text_key!(str, String, Box<str>, Cow<'_, str>);
+byte_key!([u8], Vec<u8>, Box<[u8]>, Cow<'_, [u8]>);
+
+impl<const N: usize> sealed::Sealed for [u8; N] {}
+impl<const N: usize> Key for [u8; N] {
+    type Error = KeyError;
+    type Answer<T> = Result<T, KeyError>;
+    #[inline(always)]
+    fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
+        encoding.encode_bytes(self)
+    }
+    #[inline(always)]
+    fn depends_on_tables(&self) -> bool {
+        !self.is_ascii()
+    }
+    #[inline(always)]
+    fn answer<T>(result: Result<T, KeyError>) -> Result<T, KeyError> {
+        result
+    }
+}
+
+impl sealed::Sealed for EncodedKey<'_> {}
+impl Key for EncodedKey<'_> {
+    type Error = Infallible;
+    type Answer<T> = T;
+    #[inline(always)]
+    fn encode(&self, _: KeyEncoding) -> Result<EncodedKey<'_>, Infallible> {
+        Ok(EncodedKey::from_encoded(self.as_bytes()))
+    }
+    #[inline(always)]
+    fn depends_on_tables(&self) -> bool {
+        true
+    }
+    fn encode_checked(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
+        encoding.check_encoded(self.as_bytes())?;
+        Ok(EncodedKey::from_encoded(self.as_bytes()))
+    }
+    #[inline(always)]
+    fn answer<T>(result: Result<T, Infallible>) -> T {
+        <str as Key>::answer(result)
+    }
+}
+
+impl<K: Key + ?Sized> sealed::Sealed for &K {}
+impl<K: Key + ?Sized> Key for &K {
+    type Error = K::Error;
+    type Answer<T> = K::Answer<T>;
+    #[inline(always)]
+    fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, K::Error> {
+        (**self).encode(encoding)
+    }
+    #[inline(always)]
+    fn depends_on_tables(&self) -> bool {
+        (**self).depends_on_tables()
+    }
+    fn encode_checked(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
+        (**self).encode_checked(encoding)
+    }
+    #[inline(always)]
+    fn answer<T>(result: Result<T, K::Error>) -> K::Answer<T> {
+        K::answer(result)
+    }
+}
+
+impl From<Infallible> for KeyError {
+    fn from(never: Infallible) -> Self {
+        match never {}
+    }
+}
+
+/// A key encoded for a filter, with whether a filter with foreign Unicode tables cannot
+/// answer for it exactly (`foreign_tables` and the key depends on the tables).
+#[inline(always)]
+pub(crate) fn prepare<K: Key + ?Sized>(
+    key: &K,
+    encoding: KeyEncoding,
+    foreign_tables: bool,
+) -> Result<(EncodedKey<'_>, bool), K::Error> {
+    let encoded = key.encode(encoding)?;
+    Ok((encoded, foreign_tables && key.depends_on_tables()))
+}
