@@ -15,7 +15,8 @@ use bloom_core::{
     PositionRule, Salt,
 };
 use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
-use sha2::{Digest, Sha256};
+
+use crate::workspace::{sha256_hex, workspace_root};
 
 /// The directory this build generates: the current format version's.
 const DIR: &str = "fixtures/v2";
@@ -408,21 +409,6 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
         );
     }
     files
-}
-
-/// The SHA-256 of `bytes` in lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
 }
 
 /// Checks every frozen directory against its digests; returns the problems found.

@@ -21,7 +21,7 @@ use std::process::{Command, ExitCode};
 
 use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
 
-use crate::fixtures::{sha256_hex, workspace_root};
+use crate::workspace::{sha256_hex, workspace_root};
 
 /// Where the fixtures live, relative to the workspace root.
 pub(crate) const DIR: &str = "fixtures/guava";

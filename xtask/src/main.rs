@@ -19,6 +19,8 @@ mod fixtures;
 mod fuzz;
 mod guava;
 mod test;
+mod tidy;
+mod workspace;
 
 use std::process::ExitCode;
 
@@ -31,9 +33,21 @@ fn main() -> ExitCode {
         ["guava-fixtures"] => guava::generate(),
         ["test", extra @ ..] => test::run(extra),
         ["fuzz", extra @ ..] => fuzz::run(extra),
+        ["tidy"] => {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let problems = tidy::problems(&root);
+            for problem in &problems {
+                eprintln!("{problem}");
+            }
+            if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         _ => {
             eprintln!(
-                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask guava-fixtures"
+                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask tidy | cargo xtask guava-fixtures"
             );
             ExitCode::from(2)
         }

@@ -5,8 +5,8 @@ use std::convert::Infallible;
 
 use crate::atomic::AtomicBloomFilter;
 use crate::bits::AllocError;
-use crate::config::{ConfigError, FilterConfig};
-use crate::counting::{CountingBloomFilter, CountingError};
+use crate::config::{ConfigError, CountingError, FilterConfig};
+use crate::counting::CountingBloomFilter;
 use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::filter::BloomFilter;
 use crate::key::Key;

@@ -1,6 +1,8 @@
 //! [`FilterConfig`]: everything that decides where a key's bits land.
 
+use crate::bits::AllocError;
 use crate::encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables};
+use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
 use crate::position::{PositionHasher, PositionRule, Positions, Salt, SaltTooLong};
 
@@ -372,4 +374,22 @@ impl std::fmt::Display for Mismatch {
 pub struct IncompatibleFilters {
     /// What differs.
     pub mismatch: Mismatch,
+}
+
+/// Why a configuration cannot make a counting filter.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CountingError {
+    /// Counting filters place counters as the standard layout places bits; a blocked or
+    /// sharded configuration has no counting form.
+    #[error(
+        "a counting filter uses the standard layout's positions; the {0} layout has no counting form"
+    )]
+    Layout(Layout),
+    /// Guava's rules describe Guava's bit arrays, which have no counting form.
+    #[error("the {0} rule describes Guava's bit arrays and has no counting form")]
+    Rule(crate::PositionRule),
+    /// The counters cannot be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
 }

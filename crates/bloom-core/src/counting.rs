@@ -3,7 +3,7 @@
 use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot};
 
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
-use crate::config::{FilterConfig, IncompatibleFilters};
+use crate::config::{CountingError, FilterConfig, IncompatibleFilters};
 use crate::encoding::{EncodedKey, KeyError};
 use crate::estimate;
 use crate::filter::BloomFilter;
@@ -19,33 +19,6 @@ pub const COUNTER_MAX: u8 = 15;
 const PER_WORD: u64 = 16;
 /// The lowest bit of every counter of a word.
 const LOW_BITS: u64 = 0x1111_1111_1111_1111;
-
-/// Why a configuration cannot make a counting filter.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CountingError {
-    /// Counting filters place counters as the standard layout places bits; a blocked or
-    /// sharded configuration has no counting form.
-    #[error(
-        "a counting filter uses the standard layout's positions; the {0} layout has no counting form"
-    )]
-    Layout(Layout),
-    /// Guava's rules describe Guava's bit arrays, which have no counting form.
-    #[error("the {0} rule describes Guava's bit arrays and has no counting form")]
-    Rule(crate::PositionRule),
-    /// The counters cannot be allocated.
-    #[error(transparent)]
-    Alloc(#[from] AllocError),
-}
-
-impl From<CountingError> for SnapshotError {
-    fn from(e: CountingError) -> Self {
-        match e {
-            CountingError::Alloc(a) => Self::Bits(BitsError::Alloc(a)),
-            other => Self::Counting(other),
-        }
-    }
-}
 
 /// Why a key was not removed. The filter is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -3,7 +3,7 @@
 use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
 
 use crate::bits::BitsError;
-use crate::config::{ConfigError, FilterConfig};
+use crate::config::{ConfigError, CountingError, FilterConfig};
 use crate::encoding::{KeyEncoding, UnicodeTables};
 use crate::filter::BloomFilter;
 use crate::layout::Layout;
@@ -48,7 +48,16 @@ pub enum SnapshotError {
     },
     /// The snapshot's configuration has no counting form.
     #[error("snapshot parameters are not usable: {0}")]
-    Counting(crate::counting::CountingError),
+    Counting(CountingError),
+}
+
+impl From<CountingError> for SnapshotError {
+    fn from(e: CountingError) -> Self {
+        match e {
+            CountingError::Alloc(a) => Self::Bits(BitsError::Alloc(a)),
+            other => Self::Counting(other),
+        }
+    }
 }
 
 impl FilterConfig {

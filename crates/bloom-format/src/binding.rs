@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::dump::hex;
+use crate::hex::hex;
 
 /// A point in a primary store's history: the number of committed changes it has seen.
 ///

@@ -3,8 +3,8 @@
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
-use crate::header::UnicodeVersion;
 use crate::ids::IdKind;
+use crate::unicode::UnicodeVersion;
 
 /// The part of a snapshot that was cut short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

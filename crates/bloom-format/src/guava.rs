@@ -26,9 +26,6 @@ use crate::ids::{KeyEncodingId, LayoutId, PositionRuleId};
 use crate::read::read_full;
 use crate::snapshot::Snapshot;
 
-/// The largest `m` a Guava stream can hold: `2^31 - 1` words of 64 bits.
-pub const GUAVA_MAX_BITS: u64 = 64 * i32::MAX as u64;
-
 /// The stream's fixed prefix: strategy, k, word count.
 const PREFIX_LEN: usize = 6;
 

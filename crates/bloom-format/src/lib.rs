@@ -62,27 +62,30 @@ mod error;
 mod fsutil;
 mod guava;
 mod header;
+mod hex;
 mod ids;
 mod legacy;
 mod lock;
 mod read;
 mod snapshot;
+mod unicode;
 mod write;
 
 pub use binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
-pub use dump::{hex, hex_dump, unhex};
 pub use error::{DecodeError, FileKind, ReadError, Section, WriteError};
 pub use guava::{
-    GUAVA_MAX_BITS, GuavaError, GuavaFunnel, GuavaStrategy, export_guava, guava_announced_len,
-    guava_parameters, guava_stream_len, import_guava,
+    GuavaError, GuavaFunnel, GuavaStrategy, export_guava, guava_announced_len, guava_parameters,
+    guava_stream_len, import_guava,
 };
 pub use header::{
-    DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, Header, KeyEncodingSpec, MAGIC, MAX_HEADER_LEN,
-    MAX_SALT_LEN, MAX_SHARDS, UnicodeVersion,
+    DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, GUAVA_MAX_BITS, Header, KeyEncodingSpec, MAGIC,
+    MAX_HEADER_LEN, MAX_SALT_LEN, MAX_SHARDS,
 };
+pub use hex::{hex, hex_dump, unhex};
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
 pub use lock::{LockError, SnapshotLock};
 pub use read::SnapshotReader;
 pub use snapshot::{EncodeError, Snapshot};
+pub use unicode::UnicodeVersion;
 pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, WriteOptions, write_atomic};

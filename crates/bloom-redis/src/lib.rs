@@ -36,9 +36,7 @@
 
 #![forbid(unsafe_code)]
 
-mod bits;
 mod connection;
-mod copy;
 mod epoch;
 mod error;
 mod filter;
@@ -48,10 +46,8 @@ mod shared;
 mod transport;
 mod wire;
 
-pub use bits::Restore;
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
-pub use copy::Info;
 pub use epoch::Durability;
 pub use error::RedisFilterError;
-pub use filter::{RedisFilter, fit_to_allocator, meta_key, shard_key};
+pub use filter::{Info, RedisFilter, Restore, fit_to_allocator, meta_key, shard_key};
 pub use shared::{SharedError, SharedFilteredStore, SharedOpen};

@@ -13,7 +13,7 @@ use bloom_format::{
 };
 use redis::Value;
 
-use crate::bits::ints;
+use super::ints;
 use crate::connection::{Conn, RedisTarget, server_error};
 use crate::epoch::{self, Durability};
 use crate::error::RedisFilterError;

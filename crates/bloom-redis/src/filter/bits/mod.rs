@@ -1,0 +1,382 @@
+//! Inserts and queries of a [`RedisFilter`]: a batch of keys becomes one `BITFIELD` per shard
+//! it touches (both markers read in the same command), pipelined; the nodes that answered are
+//! judged against their shards' epoch records before any answer is given or any insert
+//! acknowledged; then the writes are made durable as the filter asks.
+
+mod restore;
+mod verify;
+
+pub use restore::Restore;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use bloom_core::{EncodedKey, Key};
+use redis::Value;
+
+use crate::connection::{PendingPipeline, server_error};
+use crate::epoch::{self, Durability, Record, Verdict};
+use crate::error::RedisFilterError;
+use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
+use crate::node::text;
+use crate::wire::Commands;
+
+/// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
+const BATCH: usize = 4096;
+/// Batches sent before the oldest one's replies are read: the server always has one queued
+/// while the client reads and hashes.
+const IN_FLIGHT: usize = 3;
+
+/// Per key of a batch whether all its bits were set (before an insert: whether it changed
+/// nothing), and the connections (by serial) that answered each shard.
+type BatchReplies = (Vec<bool>, Vec<(u64, u32)>);
+
+/// The keys of one batch, grouped by shard, with their offsets in the shard.
+struct Batch {
+    /// For each shard touched: the shard, and the batch's indexes of its keys, in order.
+    shards: Vec<(u32, Vec<usize>)>,
+    /// Every key's offsets, `k` per key, in batch order.
+    offsets: Vec<u64>,
+    /// Keys in the batch.
+    keys: usize,
+}
+
+/// A batch on the wire: sent, its replies not read yet.
+struct InFlight {
+    batch: Batch,
+    replies: PendingPipeline,
+    /// Whether the pipeline ends with the count of an earlier batch's new keys.
+    counted: bool,
+}
+
+impl RedisFilter {
+    fn batch_of<K: AsRef<[u8]>>(&self, keys: &[K]) -> Batch {
+        let k = self.config.hashes() as usize;
+        let mut offsets = Vec::with_capacity(keys.len() * k);
+        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            let positions = self
+                .config
+                .positions(&EncodedKey::from_encoded(key.as_ref()));
+            let positions = positions.as_slice();
+            let shard = positions.first().map_or(0, |p| p / self.shard_bits);
+            by_shard
+                .entry(u32::try_from(shard).unwrap_or(u32::MAX))
+                .or_default()
+                .push(i);
+            offsets.extend(positions.iter().map(|p| MARKER_BITS + p % self.shard_bits));
+        }
+        Batch {
+            shards: by_shard.into_iter().collect(),
+            offsets,
+            keys: keys.len(),
+        }
+    }
+
+    /// The batch as commands: per shard, `BITFIELD` (or `BITFIELD_RO`) reading both markers,
+    /// then setting (or reading) every bit of its keys; then, with `count`, the guarded
+    /// `HINCRBY` of the metadata's item count.
+    fn commands(&self, batch: &Batch, write: bool, count: u64) -> (Commands, Vec<Vec<u8>>) {
+        let k = self.config.hashes() as usize;
+        let tail = MARKER_BITS + self.shard_bits;
+        let mut commands = Commands::new();
+        let mut routes = Vec::with_capacity(batch.shards.len() + 1);
+        for (shard, keys) in &batch.shards {
+            let key = shard_key(&self.name, *shard);
+            let per_bit = if write { 4 } else { 3 };
+            commands.begin(2 + 6 + keys.len() * k * per_bit);
+            commands
+                .arg(if write { b"BITFIELD" } else { b"BITFIELD_RO" })
+                .arg(key.as_bytes())
+                .arg(b"GET")
+                .arg(b"i64")
+                .num(0)
+                .arg(b"GET")
+                .arg(b"i64")
+                .num(tail);
+            for &i in keys {
+                for &offset in batch.offsets.get(i * k..(i + 1) * k).unwrap_or_default() {
+                    if write {
+                        commands.arg(b"SET").arg(b"u1").num(offset).num(1);
+                    } else {
+                        commands.arg(b"GET").arg(b"u1").num(offset);
+                    }
+                }
+            }
+            routes.push(key.into_bytes());
+        }
+        if count > 0 {
+            let key = self.meta_key();
+            commands.begin(6);
+            commands
+                .arg(b"EVAL")
+                .arg(GUARDED_HINCRBY.as_bytes())
+                .arg(b"1")
+                .arg(key.as_bytes())
+                .arg(self.creation.hex().as_bytes())
+                .num(count);
+            routes.push(key.into_bytes());
+        }
+        (commands, routes)
+    }
+
+    /// Sends a batch (and the count of an earlier one's new keys) without waiting.
+    fn send_batch(
+        &self,
+        batch: Batch,
+        write: bool,
+        count: u64,
+        deadline: Instant,
+    ) -> Result<InFlight, RedisFilterError> {
+        let (commands, routes) = self.commands(&batch, write, count);
+        let replies = self.conn().start_pipeline(commands, routes, deadline)?;
+        Ok(InFlight {
+            batch,
+            replies,
+            counted: count > 0,
+        })
+    }
+
+    /// Reads a batch's replies, markers checked; returns, per key in batch order, whether
+    /// all its bits were set (before an insert), and the connections that answered each
+    /// shard.
+    fn read_batch(&self, sent: InFlight) -> Result<BatchReplies, RedisFilterError> {
+        let k = self.config.hashes() as usize;
+        let InFlight {
+            batch,
+            replies,
+            counted,
+        } = sent;
+        let replies = self.conn().finish_pipeline(replies)?;
+        let mut values = replies.values.into_iter();
+        let mut serials = replies.answered_by.into_iter();
+        let mut all_set = vec![false; batch.keys];
+        let mut answered = Vec::with_capacity(batch.shards.len());
+        for (shard, indexes) in &batch.shards {
+            let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
+                return Err(RedisFilterError::Protocol("a reply is missing".into()));
+            };
+            let Value::Array(items) = server_error(value)? else {
+                return Err(RedisFilterError::Protocol(
+                    "BITFIELD gave no array of integers".into(),
+                ));
+            };
+            if items.len() != 2 + indexes.len() * k {
+                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+            }
+            let (head, tail) = (int(&items[0])?, int(&items[1])?);
+            let own = self.markers.of(*shard);
+            if head != own || tail != own {
+                return Err(self.lost(
+                    *shard,
+                    if head == 0 {
+                        "its marker is gone: the key was deleted or emptied"
+                    } else if tail == 0 {
+                        "its end marker is gone: the key was truncated"
+                    } else {
+                        "its marker is not this filter's: recreated, moved, or edited metadata"
+                    },
+                ));
+            }
+            for (&i, bits) in indexes.iter().zip(items[2..].chunks(k)) {
+                let mut set = true;
+                for bit in bits {
+                    match bit {
+                        Value::Int(1) => {}
+                        Value::Int(0) => set = false,
+                        other => {
+                            return Err(RedisFilterError::Protocol(format!(
+                                "BITFIELD gave {} for a bit",
+                                kind_of(other)
+                            )));
+                        }
+                    }
+                }
+                if let Some(slot) = all_set.get_mut(i) {
+                    *slot = set;
+                }
+            }
+            answered.push((serial, *shard));
+        }
+        if counted {
+            let value = values
+                .next()
+                .ok_or_else(|| RedisFilterError::Protocol("a reply is missing".into()))?;
+            self.check_guarded(&server_error(value)?)?;
+        }
+        Ok((all_set, answered))
+    }
+
+    /// Runs `keys` a batch per pipeline, up to three batches in flight (the next one is hashed and
+    /// sent while the last one's replies are on their way); `each` gets every batch's
+    /// answers in order, and returns how many keys it counts as new, which the next pipeline
+    /// adds to the metadata's item count (the last one's count goes alone, at the end).
+    fn batches<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        write: bool,
+        deadline: Instant,
+        mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
+    ) -> Result<(), RedisFilterError> {
+        let mut chunks = keys.chunks(BATCH);
+        let mut in_flight: std::collections::VecDeque<InFlight> =
+            std::collections::VecDeque::with_capacity(IN_FLIGHT);
+        let mut uncounted = 0u64;
+        loop {
+            let next = chunks.next().map(|chunk| self.batch_of(chunk));
+            if write && let Some(batch) = &next {
+                self.check_markers_before_writing(batch, deadline)?;
+            }
+            let more = next.is_some();
+            if let Some(batch) = next {
+                in_flight.push_back(self.send_batch(
+                    batch,
+                    write,
+                    std::mem::take(&mut uncounted),
+                    deadline,
+                )?);
+            }
+            if in_flight.len() >= IN_FLIGHT || !more {
+                let Some(oldest) = in_flight.pop_front() else {
+                    break;
+                };
+                let (all_set, answered) = self.read_batch(oldest)?;
+                uncounted += each(&all_set, &answered)?;
+            }
+        }
+        if uncounted > 0 {
+            let key = self.meta_key();
+            let creation = self.creation.hex();
+            self.guarded(&[
+                b"EVAL",
+                GUARDED_HINCRBY.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                creation.as_bytes(),
+                uncounted.to_string().as_bytes(),
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Inserts a key (text, bytes or already encoded: see [`Key`]), encoded by the filter's
+    /// encoding; returns whether a bit changed.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses (nothing is sent);
+    /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`],
+    /// [`RedisFilterError::NotAcknowledged`], [`RedisFilterError::NotDurable`], or a Redis
+    /// error: the key's bits may then not be set (or not be durable), and a caller must not
+    /// commit the key.
+    pub fn insert<K: Key + ?Sized>(&self, key: &K) -> Result<bool, RedisFilterError> {
+        Ok(self.insert_all([key])? == 1)
+    }
+
+    /// Inserts many keys (any form [`RedisFilter::insert`] takes), a batch of keys per
+    /// pipeline, within one deadline; returns how many changed a bit. It returns only once
+    /// every shard written was judged and the writes are as durable as the filter asks.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses, before anything is
+    /// sent; otherwise as [`RedisFilter::insert`], and keys of earlier batches are inserted.
+    pub fn insert_all<I>(&self, keys: I) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.encode_keys(&keys)?;
+        self.insert_keys(&encoded, true).map(|(changed, _)| changed)
+    }
+
+    /// Every key in the filter's encoding.
+    pub(crate) fn encode_keys<'k, K: Key>(
+        &self,
+        keys: &'k [K],
+    ) -> Result<Vec<EncodedKey<'k>>, RedisFilterError> {
+        let encoding = self.config.encoding();
+        keys.iter()
+            .map(|k| {
+                k.encode(encoding)
+                    .map_err(|e| RedisFilterError::Key(e.into()))
+            })
+            .collect()
+    }
+
+    /// Inserts keys (judging their shards' nodes with `verify`), counts them in the metadata
+    /// and makes the writes durable; returns how many changed a bit and which connection
+    /// took each shard's writes.
+    pub(crate) fn insert_keys<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        verify: bool,
+    ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
+        let deadline = self.deadline();
+        let mut changed = 0u64;
+        let mut written: HashSet<(u64, u32)> = HashSet::new();
+        self.batches(keys, true, deadline, |all_set, answered| {
+            if verify {
+                self.verify_shards(answered, deadline)?;
+            }
+            let new = all_set.iter().filter(|&&set| !set).count() as u64;
+            changed += new;
+            written.extend(answered.iter().copied());
+            Ok(new)
+        })?;
+        let mut written: Vec<(u64, u32)> = written.into_iter().collect();
+        written.sort_unstable();
+        let serials: Vec<u64> = written.iter().map(|&(serial, _)| serial).collect();
+        self.make_durable(&serials, deadline)?;
+        Ok((changed, written))
+    }
+
+    /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been inserted
+    /// (`false` is definite). With Unicode tables other than this build's, a key outside
+    /// ASCII and every already-encoded key is *maybe*, as for a local filter.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses;
+    /// [`RedisFilterError::LostState`], [`RedisFilterError::Unverified`] or a Redis error:
+    /// never treat the key as absent then.
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> Result<bool, RedisFilterError> {
+        Ok(self.contains_each([key])?.first().copied().unwrap_or(true))
+    }
+
+    /// Whether each key may have been inserted, a batch per pipeline, within one deadline;
+    /// the answers are given only once every shard that answered was judged.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::contains`]: no answer is returned for any key then.
+    pub fn contains_each<I>(&self, keys: I) -> Result<Vec<bool>, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let deadline = self.deadline();
+        let foreign = self.config.has_foreign_tables();
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.encode_keys(&keys)?;
+        let mut sensitive = keys.iter().map(|k| foreign && k.depends_on_tables());
+        let mut answers = Vec::with_capacity(keys.len());
+        self.batches(&encoded, false, deadline, |all_set, answered| {
+            self.verify_shards(answered, deadline)?;
+            answers.extend(
+                all_set
+                    .iter()
+                    .map(|&set| set || sensitive.next().unwrap_or(true)),
+            );
+            Ok(0)
+        })?;
+        Ok(answers)
+    }
+}
+
+pub(crate) fn ints(value: &Value) -> Result<Vec<i64>, RedisFilterError> {
+    match value {
+        Value::Array(items) => items.iter().map(int).collect(),
+        other => Err(RedisFilterError::Protocol(format!(
+            "expected an array of integers, got {}",
+            kind_of(other)
+        ))),
+    }
+}

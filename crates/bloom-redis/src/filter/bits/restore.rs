@@ -1,0 +1,119 @@
+//! [`Restore`]: every key added again, to declare a filter whole after its nodes may have
+//! lost writes.
+
+use super::*;
+
+impl RedisFilter {
+    /// Adds every key the filter should hold, from the keys' source, and declares the filter
+    /// whole: the way back for a filter made unverified by a restart or a failover that may
+    /// have lost writes (or a filter of an earlier bloom-redis, which records no nodes).
+    /// `keys` must be every key ever added (that should be in); then each shard's epoch
+    /// record names the node that took its keys, and the filter answers again. With
+    /// `coverage`, the records also say which point of a primary store the keys cover.
+    /// [`RedisFilter::restore`] does the same for keys that come in batches.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::NodeChanged`] when a shard's node changed between the adds and
+    /// the record (nothing is recorded for it; call again), or as [`RedisFilter::insert`].
+    pub fn restore_whole<I>(
+        &self,
+        keys: I,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+    ) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let mut restore = self.restore();
+        restore.add(keys)?;
+        restore.finish(coverage)
+    }
+
+    /// Starts adding every key again, a batch at a time ([`Restore::add`]), to
+    /// declare the filter whole at the end ([`Restore::finish`]), as
+    /// [`RedisFilter::restore_whole`] does. Until then the filter stays as it was (an
+    /// unverified filter answers nothing); a restore dropped unfinished declares nothing.
+    pub fn restore(&self) -> Restore<'_> {
+        Restore {
+            filter: self,
+            written: HashSet::new(),
+            changed: 0,
+        }
+    }
+
+    /// After every key was added again (by the connections in `written`): records the nodes
+    /// that hold the shards now, and makes a filter of an earlier bloom-redis one of this
+    /// schema.
+    pub(crate) fn restored(
+        &self,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+        written: &[(u64, u32)],
+    ) -> Result<(), RedisFilterError> {
+        self.record_nodes(coverage, written)?;
+        self.set_fields([("schema", crate::meta::SCHEMA)])
+    }
+}
+
+/// Every key of a filter added again, to declare it whole: [`RedisFilter::restore`].
+#[must_use = "a restore declares nothing until it is finished"]
+pub struct Restore<'f> {
+    filter: &'f RedisFilter,
+    /// The connection that took each shard's keys (a shard over two connections is never
+    /// declared whole).
+    written: HashSet<(u64, u32)>,
+    changed: u64,
+}
+
+impl std::fmt::Debug for Restore<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Restore")
+            .field("filter", &self.filter.name())
+            .field("changed", &self.changed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Restore<'_> {
+    /// Adds keys (any form [`RedisFilter::insert`] takes; each shard's node is not judged:
+    /// the filter is being made whole); returns how many changed a bit.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert`], [`RedisFilterError::Unverified`] aside.
+    pub fn add<I>(&mut self, keys: I) -> Result<u64, RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let keys: Vec<I::Item> = keys.into_iter().collect();
+        let encoded = self.filter.encode_keys(&keys)?;
+        let (changed, written) = self.filter.insert_keys(&encoded, false)?;
+        self.written.extend(written);
+        self.changed += changed;
+        Ok(changed)
+    }
+
+    /// Declares the filter whole: each shard's epoch record names the node that took its
+    /// keys, with `coverage` (the point of a primary store the keys cover) when given; returns
+    /// how many keys changed a bit in all.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::NodeChanged`] when a shard's keys went to more than one
+    /// connection, or its node changed before the record (start again), or a Redis error.
+    pub fn finish(
+        self,
+        coverage: Option<(
+            bloom_format::DatasetGeneration,
+            Option<bloom_format::StoreBinding>,
+        )>,
+    ) -> Result<u64, RedisFilterError> {
+        let written: Vec<(u64, u32)> = self.written.into_iter().collect();
+        self.filter.restored(coverage, &written)?;
+        Ok(self.changed)
+    }
+}

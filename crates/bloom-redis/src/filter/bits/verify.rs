@@ -1,0 +1,288 @@
+//! Judging a shard's node before its answers or acknowledgements are used, reading the
+//! markers before a first write, and making writes as durable as the filter asks.
+
+use super::*;
+
+impl RedisFilter {
+    /// Reads both markers of every shard `batch` writes to that this handle has not checked
+    /// yet, before any write: `BITFIELD ... SET` past a shard's end grows the key, and one on
+    /// a missing key creates it, so a shard whose markers are not the filter's (edited
+    /// metadata, a deleted, truncated or replaced key) is reported lost and left alone. One
+    /// round trip for the first batches of a handle; none after.
+    pub(super) fn check_markers_before_writing(
+        &self,
+        batch: &Batch,
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let unchecked: Vec<u32> = {
+            let marked = self
+                .marked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            batch
+                .shards
+                .iter()
+                .map(|(shard, _)| *shard)
+                .filter(|shard| !marked.contains(shard))
+                .collect()
+        };
+        if unchecked.is_empty() {
+            return Ok(());
+        }
+        let mut commands = Commands::new();
+        let mut routes = Vec::with_capacity(unchecked.len());
+        for &shard in &unchecked {
+            routes.push(self.push_marker_read(&mut commands, shard));
+        }
+        let replies = self.conn().pipeline_by(commands, routes, deadline)?;
+        for (&shard, value) in unchecked.iter().zip(replies.values) {
+            let markers = ints(&server_error(value)?)?;
+            if !self.markers_intact(shard, &markers) {
+                return Err(self.lost(
+                    shard,
+                    if markers.iter().all(|&m| m == 0) {
+                        "its markers are gone (the key is missing, emptied or shorter than the metadata says); nothing was written to it".to_owned()
+                    } else {
+                        "its markers are not this filter's (another filter's key, or edited metadata); nothing was written to it".to_owned()
+                    },
+                ));
+            }
+        }
+        self.marked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(unchecked);
+        Ok(())
+    }
+
+    /// Judges the node of every shard that answered on a connection not judged yet against
+    /// the shard's epoch record; records the node where nothing can have been lost.
+    pub(crate) fn verify_shards(
+        &self,
+        answered: &[(u64, u32)],
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let pending: Vec<(u64, u32)> = {
+            let verified = self.verified_set();
+            let mut pending: Vec<(u64, u32)> = answered
+                .iter()
+                .copied()
+                .filter(|pair| !verified.contains(pair))
+                .collect();
+            pending.sort_unstable();
+            pending.dedup();
+            pending
+        };
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let live: HashMap<u64, crate::node::NodeIdentity> =
+            conn.live(deadline)?.into_iter().collect();
+        // The records, in one pipeline routed by their keys (a record in the middle of a
+        // reshard is read wherever it is; the node judged is the one that answered for the
+        // shard).
+        let mut reads = Commands::new();
+        let mut routes = Vec::with_capacity(pending.len());
+        for &(_, shard) in &pending {
+            let key = epoch::epoch_key(&self.name, shard);
+            let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
+            args.extend(epoch::NODE_FIELDS.iter().map(|f| f.as_bytes()));
+            reads.push(&args);
+            routes.push(key.into_bytes());
+        }
+        let records = conn.pipeline_by(reads, routes, deadline)?.values;
+        let mut cluster_nodes: Option<String> = None;
+        let mut rewrites = Commands::new();
+        let mut rewrite_routes = Vec::new();
+        for (&(serial, shard), value) in pending.iter().zip(records) {
+            let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+            let fields = match server_error(value)? {
+                Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
+                other => {
+                    return Err(RedisFilterError::Protocol(format!(
+                        "HMGET gave {}",
+                        kind_of(&other)
+                    )));
+                }
+            };
+            let record = Record::from_fields(&fields);
+            if record.as_ref().is_some_and(|r| r.run_id != node.run_id)
+                && node.node_id.is_some()
+                && cluster_nodes.is_none()
+            {
+                cluster_nodes = Some(conn.cluster_nodes(deadline)?);
+            }
+            let healthy = |id: &str| {
+                cluster_nodes
+                    .as_deref()
+                    .is_some_and(|nodes| epoch::is_healthy_master(nodes, id))
+            };
+            match epoch::judge(record.as_ref(), node, self.durability, healthy) {
+                Verdict::Same => {}
+                Verdict::Covered(_) => {
+                    let key = epoch::epoch_key(&self.name, shard);
+                    let now = Record::of(node);
+                    let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
+                    for (field, value) in now.fields() {
+                        args.push(field.as_bytes());
+                        args.push(value.as_bytes());
+                    }
+                    rewrites.push(&args);
+                    rewrite_routes.push(key.into_bytes());
+                }
+                Verdict::MayHaveLost(why) => {
+                    return Err(RedisFilterError::Unverified {
+                        name: self.name.clone(),
+                        shard,
+                        why,
+                    });
+                }
+            }
+        }
+        for value in conn.pipeline_by(rewrites, rewrite_routes, deadline)?.values {
+            match server_error(value) {
+                // A reader without HSET: the verdict stands, it is just not recorded (the
+                // next process judges the node again).
+                Err(RedisFilterError::Server { code, .. }) if code == "NOPERM" => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        self.verified_set().extend(pending);
+        Ok(())
+    }
+
+    /// Pushes the read of shard `shard`'s two markers (`BITFIELD_RO key GET i64 0 GET i64
+    /// (64 + B)`) and returns its routing key.
+    pub(crate) fn push_marker_read(&self, commands: &mut Commands, shard: u32) -> Vec<u8> {
+        let key = shard_key(&self.name, shard);
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        commands.push(&[
+            b"BITFIELD_RO",
+            key.as_bytes(),
+            b"GET",
+            b"i64",
+            b"0",
+            b"GET",
+            b"i64",
+            tail.as_bytes(),
+        ]);
+        key.into_bytes()
+    }
+
+    /// Whether `markers` (the replies of [`RedisFilter::push_marker_read`]) are both shard
+    /// `shard`'s own.
+    pub(crate) fn markers_intact(&self, shard: u32, markers: &[i64]) -> bool {
+        let own = self.markers.of(shard);
+        markers.len() == 2 && markers.iter().all(|&m| m == own)
+    }
+
+    /// Makes every write made so far durable as the filter asks, on every live connection
+    /// (a creation's, an import's).
+    pub(crate) fn make_live_durable(&self) -> Result<(), RedisFilterError> {
+        let deadline = self.deadline();
+        let serials: Vec<u64> = self
+            .conn()
+            .live(deadline)?
+            .into_iter()
+            .map(|(serial, _)| serial)
+            .collect();
+        self.make_durable(&serials, deadline)
+    }
+
+    /// Makes the writes made on `serials` durable as the filter (and this handle) asks.
+    pub(crate) fn make_durable(
+        &self,
+        serials: &[u64],
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let mut serials = serials.to_vec();
+        serials.sort_unstable();
+        serials.dedup();
+        let policy = match self.durability {
+            Durability::Replicas {
+                replicas,
+                timeout_ms,
+            } => Some((
+                replicas as usize,
+                std::time::Duration::from_millis(timeout_ms),
+            )),
+            _ => None,
+        };
+        let wanted = [policy, self.acks]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(n, _)| *n);
+        let mut conn = self.conn();
+        let live: HashMap<u64, crate::node::NodeIdentity> =
+            conn.live(deadline)?.into_iter().collect();
+        for &serial in &serials {
+            if let Some((replicas, timeout)) = wanted {
+                // WAIT's own timeout ends before the operation's deadline, so that its
+                // count (not a timeout) is what the caller hears.
+                let ms = u64::try_from(timeout.min(wait_budget(deadline)).as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                let acked = int(&server_error(conn.query_on(
+                    serial,
+                    &[
+                        b"WAIT",
+                        replicas.to_string().as_bytes(),
+                        ms.to_string().as_bytes(),
+                    ],
+                    deadline,
+                )?)?)?;
+                let acked = usize::try_from(acked).unwrap_or(0);
+                if acked < replicas {
+                    return Err(RedisFilterError::NotAcknowledged {
+                        wanted: replicas,
+                        acked,
+                        timeout,
+                    });
+                }
+            }
+            if let Durability::Aof { timeout_ms } = self.durability {
+                let node = live.get(&serial).ok_or(RedisFilterError::NodeChanged)?;
+                if node.has_waitaof() {
+                    let ms = u64::try_from(wait_budget(deadline).as_millis())
+                        .unwrap_or(u64::MAX)
+                        .min(timeout_ms)
+                        .max(1);
+                    let reply = server_error(conn.query_on(
+                        serial,
+                        &[b"WAITAOF", b"1", b"0", ms.to_string().as_bytes()],
+                        deadline,
+                    )?)?;
+                    let local = match &reply {
+                        Value::Array(items) => items.first().map(int).transpose()?.unwrap_or(0),
+                        _ => 0,
+                    };
+                    if local < 1 {
+                        return Err(RedisFilterError::NotDurable {
+                            why: format!(
+                                "the node did not fsync its AOF within {timeout_ms} ms (is appendonly on?)"
+                            ),
+                        });
+                    }
+                } else if !node.aof_always {
+                    return Err(RedisFilterError::NotDurable {
+                        why: format!(
+                            "the filter asks for AOF durability, and this server (Redis {}.{}.{}) has no WAITAOF (Redis 7.2) and does not run appendonly yes with appendfsync always (or CONFIG GET is refused)",
+                            node.version.0, node.version.1, node.version.2
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long a server-side wait (`WAIT`, `WAITAOF`) may take within `deadline`: what is left,
+/// less a quarter of it (at most half a second) for its reply to come back.
+fn wait_budget(deadline: Instant) -> std::time::Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    left.saturating_sub((left / 4).min(std::time::Duration::from_millis(500)))
+}

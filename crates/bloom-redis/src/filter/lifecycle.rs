@@ -1,0 +1,241 @@
+//! A filter's life in Redis: created (or imported, by `copy`), opened, deleted.
+
+use super::*;
+
+impl RedisFilter {
+    /// Creates filter `name` with `config` (which must use the sharded layout) and no
+    /// durability requirement: [`RedisFilter::create_with`].
+    ///
+    /// # Errors
+    /// As [`RedisFilter::create_with`].
+    pub fn create(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+    ) -> Result<Self, RedisFilterError> {
+        Self::create_with(target, name, config, Durability::None)
+    }
+
+    /// Creates filter `name` with `config` and the `durability` every writer must give each
+    /// insert: its shards, each written whole with its markers, their epoch records, then its
+    /// metadata, marked ready last. Fails if a filter of that name exists (even one whose
+    /// creation was interrupted: [`RedisFilter::delete`] it first).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::InvalidName`], [`RedisFilterError::NotSharded`],
+    /// [`RedisFilterError::ShardTooLarge`], [`RedisFilterError::AlreadyExists`],
+    /// [`RedisFilterError::TooLarge`], or a Redis error.
+    pub fn create_with(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
+        let header = config.to_header(DatasetGeneration::ZERO, 0);
+        Self::create_with_header(target, name, config, header, durability, READY)
+    }
+
+    pub(crate) fn create_with_header(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        header: Header,
+        durability: Durability,
+        final_state: &str,
+    ) -> Result<Self, RedisFilterError> {
+        check_name(name)?;
+        let (shards, shard_bits) = shard_geometry(&config)?;
+        let mut conn = target.connect()?;
+        copy::check_memory(
+            &mut conn,
+            target,
+            u64::from(shards) * (shard_bits / 8 + 2 * MARKER_BYTES),
+        )?;
+        let creation = Creation::random()?;
+        let key = meta_key(name);
+        let claimed = int(&conn.query(
+            &[
+                b"HSETNX",
+                key.as_bytes(),
+                b"creation",
+                creation.hex().as_bytes(),
+            ],
+            Some(key.as_bytes()),
+        )?)?;
+        if claimed == 0 {
+            return Err(RedisFilterError::AlreadyExists {
+                name: name.to_owned(),
+            });
+        }
+        let filter = Self {
+            target: target.clone(),
+            conn: Mutex::new(conn),
+            name: name.to_owned(),
+            config,
+            creation,
+            markers: Markers::new(creation, &header),
+            shard_bits,
+            shards,
+            durability,
+            acks: None,
+            verified: Mutex::new(HashSet::new()),
+            marked: Mutex::new(HashSet::new()),
+        };
+        let mut fields = meta::fields(&header, creation, BUILDING);
+        fields.push(("durability", durability.field()));
+        filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
+        filter.allocate_shards()?;
+        // What the filter will ask of every insert holds for its creation too: a server that
+        // cannot give it fails the creation, not the first insert.
+        if let Err(e) = filter.make_live_durable() {
+            // Nothing half-made stays behind under the name (best effort).
+            let _ = Self::delete(target, name);
+            return Err(e);
+        }
+        filter.record_nodes(Some((header.dataset_generation, header.store)), &[])?;
+        if final_state == READY {
+            filter.set_fields([("state", READY)])?;
+        }
+        Ok(filter)
+    }
+
+    /// Opens filter `name`, or creates it with `config` and `durability` when no filter has
+    /// that name ([`RedisFilter::create_with`]); when two processes do this at once, one
+    /// creates and the other opens what it made. An existing filter must have been made
+    /// with `config` (every part that decides positions: layout, bits, positions per key,
+    /// rule, encoding and salt).
+    ///
+    /// ```no_run
+    /// use bloom_core::{FilterConfig, FilterParams, Layout};
+    /// use bloom_redis::{Durability, RedisFilter, RedisTarget};
+    ///
+    /// let target = RedisTarget::single("redis://127.0.0.1:6379/");
+    /// let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01)?;
+    /// let seen = RedisFilter::open_or_create(&target, "seen", FilterConfig::new(params), Durability::None)?;
+    /// seen.insert("record-1")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Incompatible`] for a filter of that name with another
+    /// configuration, or as [`RedisFilter::open`] and [`RedisFilter::create_with`].
+    pub fn open_or_create(
+        target: &RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
+        let opened = match Self::open(target, name) {
+            Err(RedisFilterError::NotFound { .. }) => {
+                match Self::create_with(target, name, config.clone(), durability) {
+                    Err(RedisFilterError::AlreadyExists { .. }) => Self::open(target, name),
+                    created => return created,
+                }
+            }
+            opened => opened,
+        }?;
+        match opened.config().mismatch(&config) {
+            None => Ok(opened),
+            Some(mismatch) => Err(RedisFilterError::Incompatible {
+                name: name.to_owned(),
+                mismatch,
+            }),
+        }
+    }
+
+    /// Opens filter `name`: its metadata must be complete and valid, and the filter ready.
+    /// Shards are checked as they are used (every command reads their markers), so opening
+    /// costs one round trip whatever the shard count.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::NotFound`], [`RedisFilterError::NotReady`],
+    /// [`RedisFilterError::Metadata`], [`RedisFilterError::Invalid`],
+    /// [`RedisFilterError::Config`], or a Redis error.
+    pub fn open(target: &RedisTarget, name: &str) -> Result<Self, RedisFilterError> {
+        check_name(name)?;
+        let mut conn = target.connect()?;
+        let meta = copy::read_meta(&mut conn, name)?;
+        if meta.state != READY {
+            return Err(RedisFilterError::NotReady {
+                name: name.to_owned(),
+                state: meta.state,
+            });
+        }
+        let config =
+            FilterConfig::from_header(&meta.header).map_err(|source| RedisFilterError::Config {
+                name: name.to_owned(),
+                source,
+            })?;
+        // Metadata that no creation could have written (shards past Redis's string limit, a
+        // rule Redis filters are never built with) is a damaged filter, not a usage error.
+        let (shards, shard_bits) = shard_geometry(&config).map_err(|e| match e {
+            RedisFilterError::ShardTooLarge { shard_bits, .. } => RedisFilterError::Metadata {
+                name: name.to_owned(),
+                field: "bits",
+                found: meta.header.bit_count.to_string(),
+                expected: format!(
+                    "shards Redis can hold (these would be {shard_bits} bits each, past its 512 MiB per key): the metadata is damaged"
+                ),
+            },
+            RedisFilterError::NotSharded { rule, .. } => RedisFilterError::Metadata {
+                name: name.to_owned(),
+                field: "rule",
+                found: rule,
+                expected: "sha256-double or xxh3-128: the metadata is damaged".into(),
+            },
+            other => other,
+        })?;
+        Ok(Self {
+            target: target.clone(),
+            conn: Mutex::new(conn),
+            name: name.to_owned(),
+            config,
+            creation: meta.creation,
+            markers: Markers::new(meta.creation, &meta.header),
+            shard_bits,
+            shards,
+            durability: meta.durability,
+            acks: None,
+            verified: Mutex::new(HashSet::new()),
+            marked: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Deletes filter `name`: its metadata, every shard and every epoch record. Returns
+    /// whether it existed. A filter whose metadata is gone (lost, or a creation interrupted
+    /// before it was written) has no record of its shard count, so every shard name it could
+    /// have is deleted (up to [`MAX_SHARDS`](bloom_core::MAX_SHARDS), in pipelines of 256).
+    ///
+    /// # Errors
+    /// [`RedisFilterError::InvalidName`] or a Redis error.
+    pub fn delete(target: &RedisTarget, name: &str) -> Result<bool, RedisFilterError> {
+        check_name(name)?;
+        let mut conn = target.connect()?;
+        let key = meta_key(name);
+        let recorded = conn.query(&[b"HGET", key.as_bytes(), b"shards"], Some(key.as_bytes()))?;
+        let shards = text(&recorded)
+            .and_then(|s| s.parse::<u32>().ok())
+            .unwrap_or(bloom_core::MAX_SHARDS)
+            .min(bloom_core::MAX_SHARDS);
+        let deadline = target.deadline_from_now();
+        let mut deleted = 0i64;
+        for first in (0..shards).step_by(SHARDS_PER_PIPELINE as usize) {
+            let mut commands = Commands::new();
+            let mut keys = Vec::new();
+            for s in first..shards.min(first + SHARDS_PER_PIPELINE) {
+                let shard = shard_key(name, s);
+                commands.push(&[
+                    b"DEL",
+                    shard.as_bytes(),
+                    epoch::epoch_key(name, s).as_bytes(),
+                ]);
+                keys.push(shard.into_bytes());
+            }
+            for value in conn.pipeline_by(commands, keys, deadline)?.values {
+                deleted += int(&crate::connection::server_error(value)?)?;
+            }
+        }
+        deleted += int(&conn.query(&[b"DEL", key.as_bytes()], Some(key.as_bytes()))?)?;
+        Ok(deleted > 0)
+    }
+}
