@@ -3,7 +3,7 @@
 //! SIGINT and SIGTERM, and the lock that serializes writers of one snapshot.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use bloom_core::{
@@ -34,11 +34,18 @@ pub(crate) fn in_place(command: &str, path: &Path) -> CmdResult {
     Ok(())
 }
 
-/// A read error about `path` as a [`Failure`]: bad input, except memory.
+/// A read error about `path` as a [`Failure`]: the environment for what the system failed
+/// to do (the file missing or unreadable, memory), bad input for what the bytes are. An
+/// error that names the path already is not prefixed with it again.
 pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
-    let message = format!("{}: {error}", path.display());
+    let message = match error {
+        ReadError::Io { path: Some(_), .. } | ReadError::NotARegularFile { .. } => {
+            error.to_string()
+        }
+        _ => format!("{}: {error}", shown(path)),
+    };
     match error {
-        ReadError::Alloc { .. } => Failure::environment(message),
+        ReadError::Alloc { .. } | ReadError::Io { .. } => Failure::environment(message),
         ReadError::Decode(DecodeError::OverLimit { .. }) => {
             Failure::input(format!("{message}; raise --max-bytes to read it"))
         }
@@ -46,17 +53,46 @@ pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
     }
 }
 
+/// How a snapshot path is shown: `-` as standard input.
+pub(crate) fn shown(path: &Path) -> String {
+    if is_stdio(path) {
+        "standard input".to_owned()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Standard input can be read once: a snapshot and a key file cannot both be `-`.
+pub(crate) fn one_standard_input(snapshot: &Path, keys: Option<&Path>) -> CmdResult {
+    if is_stdio(snapshot) && keys.is_some_and(is_stdio) {
+        return Err(Failure::usage(
+            "the snapshot and --keys cannot both be standard input (-): give one of them as a file",
+        ));
+    }
+    Ok(())
+}
+
+/// A snapshot being read: from a file, or from standard input (`-`).
+pub(crate) type Input = SnapshotReader<Box<dyn Read + 'static>>;
+
+/// Opens the snapshot at `path` (`-` for standard input) and checks its header with
+/// `options`. A file must be a regular file (a pipe or device is refused unread); standard
+/// input is read as a stream, whatever it is.
+pub(crate) fn open_input(path: &Path, options: &DecodeOptions) -> Result<Input, ReadError> {
+    if is_stdio(path) {
+        return SnapshotReader::new(std::io::stdin().lock(), options).map(SnapshotReader::boxed);
+    }
+    SnapshotReader::open(path, options).map(SnapshotReader::boxed)
+}
+
 /// Opens a snapshot and checks its header: the format's checks, the size limit (before any
 /// payload is read), and that this build implements its rules.
-pub(crate) fn open(
-    path: &Path,
-    max_bytes: Option<u64>,
-) -> CmdResult<(SnapshotReader<File>, FilterConfig)> {
+pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, FilterConfig)> {
     let options = match max_bytes {
         Some(limit) => DecodeOptions::with_max_payload_len(limit),
         None => DecodeOptions::unlimited(),
     };
-    let reader = SnapshotReader::open(path, &options).map_err(|e| read_failure(path, &e))?;
+    let reader = open_input(path, &options).map_err(|e| read_failure(path, &e))?;
     match FilterConfig::from_any_header(reader.header()) {
         Ok(config) => Ok((reader, config)),
         // The checks after decoding are for a valid snapshot (docs/format.md): a damaged
@@ -65,7 +101,7 @@ pub(crate) fn open(
             reader
                 .read_payload_with(|_| Ok::<(), bloom_format::ReadError>(()))
                 .map_err(|e| read_failure(path, &e))?;
-            Err(Failure::input(format!("{}: {e}", path.display())))
+            Err(Failure::input(format!("{}: {e}", shown(path))))
         }
     }
 }
@@ -101,6 +137,39 @@ impl AnyFilter {
                 f.insert_all(keys);
             }
         }
+    }
+
+    /// The estimated number of distinct keys in the filter.
+    pub(crate) fn estimated_items(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_items(),
+            Self::Counting(f) => f.estimated_items(),
+        }
+    }
+
+    /// The estimated false-positive rate at the filter's fill.
+    pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_false_positive_rate(),
+            Self::Counting(f) => f.estimated_false_positive_rate(),
+        }
+    }
+
+    /// The one-line summary of a command that wrote this filter: `what` (say, "built
+    /// seen.bloom from 1000 keys"), then its size and estimates.
+    pub(crate) fn summary(&self, what: &str) -> String {
+        let config = self.config();
+        let bytes = match self {
+            Self::Plain(_) => config.params().byte_len(),
+            Self::Counting(_) => config.bits().div_ceil(2),
+        };
+        format!(
+            "{what}: m = {} bits ({bytes} bytes), k = {}, about {:.0} keys in it, estimated false-positive rate {}",
+            config.bits(),
+            config.hashes(),
+            self.estimated_items(),
+            crate::output::show(self.estimated_false_positive_rate()),
+        )
     }
 
     /// The header of a snapshot of the filter.
@@ -196,6 +265,14 @@ pub(crate) enum Output {
 }
 
 impl Output {
+    /// How summaries name it.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Self::Stdout => "standard output".to_owned(),
+            Self::File(lock) => lock.target().display().to_string(),
+        }
+    }
+
     /// The file to read and write: the lock's target, so that a link changed while the
     /// command runs cannot redirect it.
     pub(crate) fn path(&self) -> &Path {

@@ -2,18 +2,25 @@
 //! library's [`bloom_cli::keyfile`] reader (its grammar is documented there), with errors
 //! that name the source.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 pub(crate) use bloom_cli::keyfile::LineFormat;
 use bloom_cli::keyfile::{KeyFileError, KeyReader};
 
 use crate::error::{CmdResult, Failure};
+use crate::progress::{self, Counted};
 
 /// The default longest key: large enough for any real record id, small enough that an
 /// endless line is refused quickly.
 pub(crate) const DEFAULT_MAX_KEY_BYTES: usize = 64 << 10;
+
+/// An opened key source: the buffered reader, the count of bytes read through it, and the
+/// source's size when known.
+type Opened = (Box<dyn BufRead>, Rc<Cell<u64>>, Option<u64>);
 
 /// Where keys come from.
 #[derive(Clone, Debug)]
@@ -34,33 +41,61 @@ impl KeySource {
         }
     }
 
-    fn open(&self) -> CmdResult<Box<dyn BufRead>> {
+    /// The key source as a buffered reader, with the count of bytes read from it and its
+    /// size when known (a regular file).
+    fn open(&self) -> CmdResult<Opened> {
         if self.path == Path::new("-") {
-            return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
+            let (counted, read) = Counted::new(io::stdin());
+            return Ok((
+                Box::new(BufReader::with_capacity(1 << 16, counted)),
+                read,
+                None,
+            ));
         }
         let file = File::open(&self.path).map_err(|e| {
-            Failure::input(format!("cannot open key file {}: {e}", self.path.display()))
+            Failure::environment(format!("cannot open key file {}: {e}", self.path.display()))
         })?;
-        Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+        let size = file
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len());
+        let (counted, read) = Counted::new(file);
+        Ok((
+            Box::new(BufReader::with_capacity(1 << 16, counted)),
+            read,
+            size,
+        ))
     }
 
-    /// Calls `each` with every key (as bytes) and its 1-based line number, in order. Stops at
-    /// the first bad line with an error that names it.
+    /// Calls `each` with every key (as bytes) and its 1-based line number, in order, with
+    /// progress on a terminal. Stops at the first bad line with an error that names it.
     pub(crate) fn for_each(&self, mut each: impl FnMut(&[u8], u64) -> CmdResult) -> CmdResult<u64> {
         let source = self.name();
-        let mut reader = KeyReader::new(self.open()?, self.format, self.max_key_bytes);
+        let (input, read, size) = self.open()?;
+        let bar = progress::keys_bar(size.map_or(progress::Total::Unknown, progress::Total::Bytes));
+        let mut reader = KeyReader::new(input, self.format, self.max_key_bytes);
         let mut keys = 0u64;
-        loop {
+        let outcome = loop {
             match reader.next_key() {
-                Ok(Some((key, line))) => each(key, line)?,
-                Ok(None) => return Ok(keys),
-                Err(KeyFileError::Io(e)) => {
-                    return Err(Failure::input(format!("cannot read {source}: {e}")));
+                Ok(Some((key, line))) => {
+                    if let Err(e) = each(key, line) {
+                        break Err(e);
+                    }
                 }
-                Err(e) => return Err(Failure::input(format!("{source} {e}"))),
+                Ok(None) => break Ok(keys),
+                Err(KeyFileError::Io(e)) => {
+                    break Err(Failure::environment(format!("cannot read {source}: {e}")));
+                }
+                Err(e) => break Err(Failure::input(format!("{source} {e}"))),
             }
             keys += 1;
-        }
+            if keys.is_multiple_of(4096) {
+                progress::advance(&bar, size.is_some(), keys, read.get());
+            }
+        };
+        bar.finish_and_clear();
+        outcome
     }
 }
 

@@ -20,7 +20,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::commands::{
-    add, build, check, export, import, inspect, measure, plan, redis, remove, verify,
+    add, build, check, export, generated, import, inspect, measure, plan, redis, remove, verify,
 };
 use crate::error::{CmdResult, Failure};
 use crate::signals::Signals;
@@ -101,6 +101,8 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Export(args) => done(export::run(args, signals)),
         Command::Measure(args) => done(measure::run(args)),
         Command::Redis(command) => redis::run(command),
+        Command::Completions(args) => done(generated::completions(args)),
+        Command::Man => done(generated::man()),
     }
 }
 

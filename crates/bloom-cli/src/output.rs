@@ -3,7 +3,9 @@
 
 use std::io::{self, BufWriter, Write};
 
-use serde_json::Value;
+use bloom_core::Layout;
+use bloom_format::{KeyEncodingId, LayoutId, PositionRuleId};
+use serde_json::{Value, json};
 
 use crate::error::{CmdResult, Failure};
 
@@ -128,6 +130,32 @@ impl Answers {
         self.out.flush()?;
         Ok(self.any_absent)
     }
+}
+
+/// A layout in JSON, the same object in every command's output (`docs/cli.md`): its id and
+/// name in the format's table, and its parameter (the shard count of `sharded`, else 0).
+pub(crate) fn layout_json(id: LayoutId, parameter: u64) -> Value {
+    json!({"id": id.value(), "name": id.name(), "parameter": parameter})
+}
+
+/// [`layout_json`] of a layout.
+pub(crate) fn layout_of(layout: Layout) -> Value {
+    layout_json(layout.id(), layout.parameter())
+}
+
+/// A position rule in JSON: its id and name.
+pub(crate) fn rule_json(id: PositionRuleId) -> Value {
+    json!({"id": id.value(), "name": id.name()})
+}
+
+/// A key encoding in JSON: its id, name and version.
+pub(crate) fn encoding_json(id: KeyEncodingId, version: u16) -> Value {
+    json!({"id": id.value(), "name": id.name(), "version": version})
+}
+
+/// A message made one field of one line: tabs and line breaks become spaces.
+pub(crate) fn one_line(text: &str) -> String {
+    text.replace(['\t', '\n', '\r'], " ")
 }
 
 #[cfg(test)]

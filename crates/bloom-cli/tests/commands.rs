@@ -230,10 +230,13 @@ fn bad_input_files_and_flags() {
         &std::fs::read(fixtures("v2").join("large-k.bloom")).unwrap()[..150],
     )
     .unwrap();
-    for file in [dir.path().join("missing.bloom"), garbage, truncated] {
+    // A file that is not there is the environment's failure (exit 3); bytes that are not a
+    // snapshot are bad input (exit 1).
+    let missing = dir.path().join("missing.bloom");
+    for (file, expected) in [(missing.clone(), 3), (garbage, 1), (truncated, 1)] {
         for (cmd, extra) in [("inspect", None), ("check", Some("k")), ("verify", None)] {
             let (code, _, err) = run(bloom().arg(cmd).arg(&file).args(extra));
-            assert_eq!(code, 1, "{cmd:?} {}: {err}", file.display());
+            assert_eq!(code, expected, "{cmd:?} {}: {err}", file.display());
             assert!(!err.contains("panicked"), "{err}");
         }
         let (code, _, _) = run(bloom()
@@ -242,8 +245,18 @@ fn bad_input_files_and_flags() {
             .arg("--keys")
             .arg("-")
             .write_stdin("x\n"));
-        assert_eq!(code, 1);
+        assert_eq!(code, expected);
     }
+    // Named once, and `verify` calls it missing.
+    let (_, _, err) = run(bloom().arg("inspect").arg(&missing));
+    assert_eq!(
+        err.matches(&*missing.display().to_string()).count(),
+        1,
+        "{err}"
+    );
+    let (code, out, _) = run(bloom().arg("verify").arg(&missing));
+    assert_eq!(code, 3);
+    assert!(out.starts_with("missing\t"), "{out}");
     for args in [
         vec!["build", "--wrong-flag"],
         vec!["plan", "--items", "ten", "--fpr", "0.1"],

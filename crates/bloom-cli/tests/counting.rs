@@ -45,7 +45,13 @@ fn remove_takes_keys_out_and_lists_the_absent_ones() {
         .args(["alice", "nobody", "bob"]));
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, "absent\tnobody\n");
-    assert!(err.contains("removed 2 keys; 1 reported absent"), "{err}");
+    assert!(err.contains("removed 2 keys from "), "{err}");
+    assert!(
+        err.contains("; 1 reported absent and left alone: m = "),
+        "{err}"
+    );
+    assert!(err.contains("about 1 keys in it"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line of summary: {err}");
     assert_eq!(
         answers(&snapshot, &["alice", "bob", "carol"]),
         ["absent", "absent", "maybe"]

@@ -120,7 +120,6 @@ fn inspect_json_has_every_header_field_and_agrees_with_the_text() {
         for key in [
             "position_rule",
             "layout",
-            "layout_parameter",
             "key_encoding",
             "unicode_version_normalization",
             "unicode_version_casing",
@@ -215,4 +214,100 @@ fn a_closed_pipe_ends_quietly_and_a_full_disk_is_named() {
         assert!(err.contains("cannot write to standard output"), "{err}");
         assert!(err.contains("0 of 1 snapshots are damaged"), "{err}");
     }
+}
+
+/// The keys of a JSON object, sorted.
+fn keys_of(value: &serde_json::Value) -> Vec<String> {
+    let mut keys: Vec<String> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// One schema per concept: a layout, a position rule and a key encoding are the same objects
+/// in `inspect`, `plan` and `measure` (and `redis info`, tested with the Redis tests), and
+/// `verify --json` gives one object per file (docs/cli.md).
+#[test]
+fn json_output_has_one_schema_per_concept() {
+    let layout = ["id", "name", "parameter"];
+    let rule = ["id", "name"];
+    let encoding = ["id", "name", "version"];
+    let json = |cmd: &mut _| -> serde_json::Value { serde_json::from_str(&stdout(cmd)).unwrap() };
+    let inspect = json(
+        bloom()
+            .arg("inspect")
+            .arg(fixtures("v2").join("store-bound.bloom"))
+            .arg("--json"),
+    );
+    assert_eq!(keys_of(&inspect["layout"]), layout);
+    assert_eq!(keys_of(&inspect["position_rule"]), rule);
+    assert_eq!(keys_of(&inspect["key_encoding"]), encoding);
+    assert_eq!(inspect["layout"]["name"], "standard");
+    let plan = json(bloom().args(["plan", "--items", "1000", "--fpr", "0.01", "--json"]));
+    assert_eq!(plan["items"], 1000);
+    let plans = plan["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 3);
+    for entry in plans {
+        assert_eq!(keys_of(&entry["layout"]), layout);
+        assert!(
+            entry["predicted_false_positive_rate"].as_f64().unwrap() <= 0.01,
+            "{entry}"
+        );
+    }
+    let names: Vec<&str> = plans
+        .iter()
+        .map(|p| p["layout"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["standard", "blocked-512", "counting-4bit"]);
+    // A layout that cannot reach the rate says why, in the same place.
+    let tiny = json(bloom().args(["plan", "--items", "10", "--fpr", "1e-300", "--json"]));
+    assert!(
+        tiny["plans"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach")
+    );
+    let measure = json(bloom().args([
+        "measure",
+        "--items",
+        "1000",
+        "--fpr",
+        "0.01",
+        "--queries",
+        "2000",
+        "--json",
+    ]));
+    assert_eq!(keys_of(&measure["layout"]), layout);
+    assert_eq!(keys_of(&measure["position_rule"]), rule);
+    let rate = measure["measured_false_positive_rate"].as_f64().unwrap();
+    let [low, high] = [0, 1].map(|i| measure["interval_95"][i].as_f64().unwrap());
+    assert!(low <= rate && rate <= high, "{measure}");
+    assert_eq!(
+        measure["false_positives"].as_f64().unwrap() / 2000.0,
+        rate,
+        "{measure}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("gone.bloom");
+    let (code, out, _) = run(bloom()
+        .arg("verify")
+        .arg("--json")
+        .arg(fixtures("v2").join("store-bound.bloom"))
+        .arg(&missing));
+    assert_eq!(code, 3, "a missing file is the environment's failure");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for line in &lines {
+        assert_eq!(keys_of(line), ["detail", "path", "status"]);
+    }
+    assert_eq!(lines[0]["status"], "ok");
+    assert_eq!(lines[1]["status"], "missing");
+    assert_eq!(lines[1]["path"], missing.display().to_string());
 }

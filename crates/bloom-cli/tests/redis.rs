@@ -82,8 +82,42 @@ fn create_add_check_export_import_info_delete() {
             .args(at(&url, "orders-copy")),
     ))
     .unwrap();
-    assert_eq!(json["shards"], 8);
+    // The layout is the object `inspect` shows; the estimates have its names too.
+    assert_eq!(
+        json["layout"],
+        serde_json::json!({"id": 3, "name": "sharded", "parameter": 8})
+    );
     assert_eq!(json["item_count"], 2000);
+    let inspected: serde_json::Value =
+        serde_json::from_str(&stdout(bloom().arg("inspect").arg(&snapshot).arg("--json"))).unwrap();
+    for key in [
+        "layout",
+        "position_rule",
+        "key_encoding",
+        "bit_count",
+        "hash_count",
+        "set_bits",
+        "fill_ratio",
+        "estimated_items",
+        "estimated_false_positive_rate",
+        "item_count",
+    ] {
+        assert_eq!(json[key], inspected[key], "{key}");
+    }
+    // A snapshot on standard input imports as the file does.
+    bloom()
+        .args(["redis", "import", "-"])
+        .args(at(&url, "orders-stdin"))
+        .write_stdin(std::fs::read(&snapshot).unwrap())
+        .assert()
+        .success();
+    let piped: serde_json::Value = serde_json::from_str(&stdout(
+        bloom()
+            .args(["redis", "info", "--json"])
+            .args(at(&url, "orders-stdin")),
+    ))
+    .unwrap();
+    assert_eq!(piped["set_bits"], json["set_bits"]);
     let (code, out, _) = run(bloom()
         .args(["redis", "check", "--exit-status"])
         .args(at(&url, "orders-copy"))

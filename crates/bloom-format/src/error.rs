@@ -32,7 +32,7 @@ impl std::fmt::Display for Section {
 pub enum DecodeError {
     /// The first eight bytes are not the snapshot magic.
     #[error(
-        "not a bloom snapshot: the file starts with {found:02x?}, expected the magic {expected:02x?}"
+        "not a bloom snapshot: the file starts with \"{}\", expected the magic \"{}\"", found.escape_ascii(), expected.escape_ascii()
     )]
     BadMagic {
         /// The bytes found (up to eight).

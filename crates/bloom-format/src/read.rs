@@ -79,6 +79,24 @@ impl SnapshotReader<File> {
 }
 
 impl<R: Read> SnapshotReader<R> {
+    /// The same reader, its source behind a `dyn Read`: a file and standard input, say, as
+    /// one type. Nothing is read.
+    pub fn boxed<'a>(self) -> SnapshotReader<Box<dyn Read + 'a>>
+    where
+        R: 'a,
+    {
+        SnapshotReader {
+            reader: Box::new(self.reader),
+            path: self.path,
+            version: self.version,
+            header: self.header,
+            header_len: self.header_len,
+            header_crc: self.header_crc,
+            payload_crc: self.payload_crc,
+            known_len: self.known_len,
+        }
+    }
+
     /// Reads and checks the header from a stream. Memory stays within the header's size.
     ///
     /// # Errors

@@ -70,8 +70,9 @@ pub(crate) enum Command {
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),
-    /// Check every snapshot completely (streaming, constant memory); one line per file; exit
-    /// 1 if any is damaged.
+    /// Check every snapshot completely (streaming, constant memory); one line per file (ok,
+    /// unverified, damaged, missing, unreadable); exit 1 if any is damaged or unverified,
+    /// otherwise 3 if any is missing or unreadable.
     Verify(VerifyArgs),
     /// Import a seed raw file or a Guava `BloomFilter` stream into a checked snapshot.
     Import(ImportArgs),
@@ -83,6 +84,18 @@ pub(crate) enum Command {
     /// a metadata hash beside them).
     #[command(subcommand)]
     Redis(RedisCommand),
+    /// Print a shell completion script (bash, elvish, fish, powershell, zsh), generated from
+    /// this command line: `bloom completions bash > /etc/bash_completion.d/bloom`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), generated from this command line: `bloom man > bloom.1`.
+    Man,
+}
+
+#[derive(Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Args)]
@@ -93,6 +106,9 @@ pub(crate) struct PlanArgs {
     /// Target false-positive rate, strictly between 0 and 1.
     #[arg(long, value_parser = parse_rate)]
     pub(crate) fpr: f64,
+    /// Print JSON instead.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// The foreign forms a filter is imported from or exported to.
@@ -293,7 +309,7 @@ pub(crate) struct RemoveArgs {
 
 #[derive(Args)]
 pub(crate) struct CheckArgs {
-    /// The snapshot to query.
+    /// The snapshot to query (`-` for standard input).
     pub(crate) snapshot: PathBuf,
     /// Keys to check (in addition to --keys).
     pub(crate) keys: Vec<String>,
@@ -313,7 +329,7 @@ pub(crate) struct CheckArgs {
 
 #[derive(Args)]
 pub(crate) struct InspectArgs {
-    /// The snapshot to inspect.
+    /// The snapshot to inspect (`-` for standard input).
     pub(crate) snapshot: PathBuf,
     /// Print JSON instead.
     #[arg(long)]
@@ -324,7 +340,7 @@ pub(crate) struct InspectArgs {
 
 #[derive(Args)]
 pub(crate) struct VerifyArgs {
-    /// Snapshots to verify.
+    /// Snapshots to verify (`-` for standard input, once).
     #[arg(required = true)]
     pub(crate) snapshots: Vec<PathBuf>,
     /// Refuse snapshots whose payload is larger, without reading it (memory stays constant
@@ -332,6 +348,9 @@ pub(crate) struct VerifyArgs {
     /// payload can take).
     #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_size)]
     pub(crate) max_bytes: u64,
+    /// Print one JSON object per file (`path`, `status`, `detail`) instead.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Args)]
@@ -359,7 +378,7 @@ pub(crate) struct ExportArgs {
     /// The form to write.
     #[arg(long, value_enum)]
     pub(crate) to: Legacy,
-    /// The snapshot.
+    /// The snapshot (`-` for standard input).
     pub(crate) snapshot: PathBuf,
     #[command(flatten)]
     pub(crate) limit: SizeLimit,
@@ -394,6 +413,9 @@ pub(crate) struct MeasureArgs {
     pub(crate) layout: Option<Layout>,
     #[command(flatten)]
     pub(crate) limit: SizeLimit,
+    /// Print JSON instead.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// A rate strictly between 0 and 1 (NaN and infinities refused).

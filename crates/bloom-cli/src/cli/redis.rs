@@ -152,7 +152,7 @@ pub(crate) struct RedisExportArgs {
 
 #[derive(Args)]
 pub(crate) struct RedisImportArgs {
-    /// The snapshot file (sharded layout).
+    /// The snapshot file (sharded layout; `-` for standard input).
     pub(crate) snapshot: PathBuf,
     #[command(flatten)]
     pub(crate) at: RedisAt,
@@ -175,7 +175,4 @@ pub(crate) struct RedisInfoArgs {
 pub(crate) struct RedisDeleteArgs {
     #[command(flatten)]
     pub(crate) at: RedisAt,
-    /// Shards to delete when the metadata is gone (an interrupted creation).
-    #[arg(long)]
-    pub(crate) shards: Option<u32>,
 }

@@ -12,7 +12,7 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     files::in_place("add", &args.snapshot)?;
     // Checked before a lock file is made for a path that is not there.
     if let Err(e) = std::fs::metadata(&args.snapshot) {
-        return Err(Failure::input(format!(
+        return Err(Failure::environment(format!(
             "cannot read {}: {e}",
             args.snapshot.display()
         )));
@@ -22,8 +22,9 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     let output = files::output(&args.snapshot, !args.lock.no_wait)?;
     let mut loaded = files::load(output.path(), args.limit.max_bytes)?;
     insert_args(&mut loaded.filter, &args.keys)?;
+    let mut keys = args.keys.len() as u64;
     if let Some(source) = &source {
-        insert_from(&mut loaded.filter, source)?;
+        keys += insert_from(&mut loaded.filter, source)?;
     }
     let generation = args
         .generation
@@ -34,5 +35,11 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     if generation == loaded.header.dataset_generation {
         header.store = loaded.header.store;
     }
-    files::write(&output, &loaded.filter, header, signals)
+    files::write(&output, &loaded.filter, header, signals)?;
+    crate::warn(&loaded.filter.summary(&format!(
+        "added {keys} key{} to {}",
+        if keys == 1 { "" } else { "s" },
+        output.name()
+    )));
+    Ok(())
 }

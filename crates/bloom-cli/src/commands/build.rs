@@ -84,9 +84,16 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     } else {
         AnyFilter::Plain(BloomFilter::new(config).map_err(Failure::environment)?)
     };
-    if let Some(source) = args.input.source() {
-        insert_from(&mut filter, &source)?;
-    }
+    let keys = match args.input.source() {
+        Some(source) => insert_from(&mut filter, &source)?,
+        None => 0,
+    };
     let header = filter.to_header(args.generation.into());
-    files::write(&output, &filter, header, signals)
+    files::write(&output, &filter, header, signals)?;
+    crate::warn(&filter.summary(&format!(
+        "built {} from {keys} key{}",
+        output.name(),
+        if keys == 1 { "" } else { "s" }
+    )));
+    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `bloom export`: a snapshot as a seed raw file or a Guava stream.
 
 use bloom_format::{
-    DecodeError, DecodeOptions, ReadError, Snapshot, export_guava, export_seed_raw,
-    guava_parameters, guava_stream_len, seed_raw_header,
+    DecodeError, DecodeOptions, ReadError, export_guava, export_seed_raw, guava_parameters,
+    guava_stream_len, seed_raw_header,
 };
 
 use crate::cli::{ExportArgs, Legacy};
@@ -17,21 +17,23 @@ pub(crate) fn run(args: &ExportArgs, signals: &Signals) -> CmdResult {
         Legacy::SeedRaw => seed_raw_header().payload_len(),
         Legacy::Guava => args.limit.max_bytes,
     };
-    let snapshot = Snapshot::read_file(path, &DecodeOptions::with_max_payload_len(limit))
+    let snapshot = files::open_input(path, &DecodeOptions::with_max_payload_len(limit))
+        .and_then(bloom_format::SnapshotReader::read_payload)
         .map_err(|e| match e {
             ReadError::Decode(DecodeError::OverLimit { .. }) if args.to == Legacy::SeedRaw => {
                 Failure::input(format!(
                     "{}: cannot export as seed raw: the payload is larger than the seed layout's {limit} bytes",
-                    path.display()
+                    files::shown(path)
                 ))
             }
             other => files::read_failure(path, &other),
         })?;
-    let refuse = |e: bloom_format::GuavaError| Failure::input(format!("{}: {e}", path.display()));
+    let refuse =
+        |e: bloom_format::GuavaError| Failure::input(format!("{}: {e}", files::shown(path)));
     match args.to {
         Legacy::SeedRaw => {
             let raw = export_seed_raw(&snapshot)
-                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+                .map_err(|e| Failure::input(format!("{}: {e}", files::shown(path))))?;
             let output = files::output(&args.output, !args.lock.no_wait)?;
             files::write_foreign(&output, Replaceable::SeedRaw, signals, |out| {
                 out.write_all(&raw).map_err(bloom_format::GuavaError::from)

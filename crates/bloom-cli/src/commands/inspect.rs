@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::cli::InspectArgs;
 use crate::error::CmdResult;
 use crate::files;
-use crate::output::{Out, number, show};
+use crate::output::{Out, encoding_json, layout_json, number, rule_json, show};
 
 pub(crate) fn run(args: &InspectArgs) -> CmdResult {
     let path = &args.snapshot;
@@ -65,14 +65,9 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
             "header_length": header_len,
             "bit_count": m,
             "hash_count": k,
-            "position_rule": {"id": h.position_rule.value(), "name": h.position_rule.name()},
-            "layout": {"id": h.layout.value(), "name": h.layout.name()},
-            "layout_parameter": h.layout_parameter,
-            "key_encoding": {
-                "id": h.key_encoding.id.value(),
-                "name": h.key_encoding.id.name(),
-                "version": h.key_encoding.version,
-            },
+            "position_rule": rule_json(h.position_rule),
+            "layout": layout_json(h.layout, h.layout_parameter),
+            "key_encoding": encoding_json(h.key_encoding.id, h.key_encoding.version),
             "unicode_version_normalization": unicode(h.key_encoding.normalization_unicode),
             "unicode_version_casing": unicode(h.key_encoding.casing_unicode),
             "unicode_tables_match_this_build": !config.has_foreign_tables(),

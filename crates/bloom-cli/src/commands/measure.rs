@@ -4,7 +4,7 @@ use bloom_core::{BloomFilter, FilterConfig};
 
 use crate::cli::MeasureArgs;
 use crate::error::{CmdResult, Failure};
-use crate::output::{Out, show};
+use crate::output::{Out, layout_of, number, rule_json, show};
 use crate::progress;
 
 /// Wilson score interval at 95%.
@@ -32,22 +32,50 @@ pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
         .with_rule(args.rule)
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
     let mut filter = BloomFilter::new(config).map_err(Failure::environment)?;
-    let bar = progress::bar("measuring");
+    let total = args.items.saturating_add(args.queries);
+    let bar = progress::keys_bar(progress::Total::Keys(total));
     let seed = args.seed;
-    filter.insert_all((0..args.items).map(|i| {
-        if i % 4096 == 0 {
-            bar.set_position(i);
+    let tick = |done: u64| {
+        if done.is_multiple_of(4096) {
+            progress::advance(&bar, false, done, 0);
         }
+    };
+    filter.insert_all((0..args.items).map(|i| {
+        tick(i);
         format!("inserted/{seed}/{i}")
     }));
     // The query keys have another prefix, so the two sets are disjoint.
     let hits = filter
-        .contains_each((0..args.queries).map(|i| format!("query/{seed}/{i}")))
+        .contains_each((0..args.queries).map(|i| {
+            tick(args.items + i);
+            format!("query/{seed}/{i}")
+        }))
         .filter(|&maybe| maybe)
         .count() as u64;
     bar.finish_and_clear();
     let (low, high) = wilson(hits, args.queries);
     let mut out = Out::new();
+    if args.json {
+        let layout = crate::cli::layout_for(args.layout, args.rule);
+        let value = serde_json::json!({
+            "position_rule": rule_json(args.rule.id()),
+            "layout": layout_of(layout),
+            "format_version": bloom_format::FormatVersion::CURRENT.value(),
+            "bit_count": filter.config().bits(),
+            "hash_count": filter.config().hashes(),
+            "items": args.items,
+            "queries": args.queries,
+            "seed": args.seed,
+            "false_positives": hits,
+            "measured_false_positive_rate": number(hits as f64 / args.queries as f64),
+            "interval_95": [number(low), number(high)],
+            "predicted_false_positive_rate": number(
+                filter.config().params().predicted_false_positive_rate(args.items)
+            ),
+        });
+        out.text(&format!("{value:#}\n"))?;
+        return out.flush();
+    }
     out.text(&format!(
         "rule: {}\nlayout: {}\nformat version: {}\nbits (m): {}\npositions per key (k): {}\ninserted keys: {}\nqueries (disjoint): {}\nfalse positives: {hits}\nmeasured false-positive rate: {} (95% Wilson interval {} .. {}, query sampling only; the fill of one filter also varies with --seed)\npredicted false-positive rate: {}\n",
         args.rule,

@@ -4,6 +4,7 @@ pub(crate) mod add;
 pub(crate) mod build;
 pub(crate) mod check;
 pub(crate) mod export;
+pub(crate) mod generated;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod measure;
@@ -20,7 +21,6 @@ use crate::cli::KeyInput;
 use crate::error::{CmdResult, Failure};
 use crate::keys::KeySource;
 use crate::output::escape_key;
-use crate::progress;
 
 /// Keys are required: checked before a snapshot is loaded or Redis is asked anything.
 pub(crate) fn require_keys(keys: &[String], input: &KeyInput) -> CmdResult {
@@ -144,7 +144,6 @@ impl Batch {
 /// on error (a bad key is reported with its line).
 pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResult<u64> {
     let name = source.name();
-    let bar = progress::bar("inserting");
     // With foreign Unicode tables, a key is inserted with its raw text, so that only keys
     // outside ASCII mark the tables as mixed; that path is one key at a time.
     let one_by_one = filter.config().has_foreign_tables();
@@ -165,13 +164,9 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
                 batch.clear();
             }
         }
-        if line % 4096 == 0 {
-            bar.set_position(line);
-        }
         Ok(())
     })?;
     filter.insert_all(batch.encoded());
-    bar.finish_and_clear();
     Ok(count)
 }
 

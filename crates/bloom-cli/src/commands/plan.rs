@@ -4,7 +4,7 @@ use bloom_core::{FilterParams, Layout};
 
 use crate::cli::PlanArgs;
 use crate::error::{CmdResult, Failure};
-use crate::output::{Out, show};
+use crate::output::{Out, layout_json, layout_of, number, show};
 
 pub(crate) fn run(args: &PlanArgs) -> CmdResult {
     let plan = |layout| FilterParams::planned(layout, args.items, args.fpr);
@@ -64,6 +64,54 @@ pub(crate) fn run(args: &PlanArgs) -> CmdResult {
         }
     }
     let mut out = Out::new();
-    out.text(&text)?;
+    if args.json {
+        out.text(&format!("{:#}\n", plan_json(args, &standard, &blocked)))?;
+    } else {
+        out.text(&text)?;
+    }
     out.flush()
+}
+
+/// `plan --json`: the target and one object per layout, each a plan or why there is none.
+fn plan_json(
+    args: &PlanArgs,
+    standard: &Result<FilterParams, bloom_core::ParamsError>,
+    blocked: &Result<FilterParams, bloom_core::ParamsError>,
+) -> serde_json::Value {
+    let items = args.items;
+    let entry = |layout: serde_json::Value,
+                 params: &Result<FilterParams, bloom_core::ParamsError>,
+                 counting: bool| match params {
+        Ok(p) => {
+            let rate = number(p.predicted_false_positive_rate(items));
+            let (bytes, per_key) = if counting {
+                (p.bits().div_ceil(2), 4.0 * p.bits_per_key(items))
+            } else {
+                (p.byte_len(), p.bits_per_key(items))
+            };
+            let lines = match (counting, p.layout()) {
+                (false, Layout::Blocked512) => 1,
+                _ => p.hashes(),
+            };
+            serde_json::json!({
+                "layout": layout,
+                "bit_count": p.bits(),
+                "hash_count": p.hashes(),
+                "bytes": bytes,
+                "bits_per_key": number(per_key),
+                "predicted_false_positive_rate": rate,
+                "cache_lines_per_key": lines,
+            })
+        }
+        Err(e) => serde_json::json!({"layout": layout, "error": e.to_string()}),
+    };
+    serde_json::json!({
+        "items": items,
+        "target_false_positive_rate": number(args.fpr),
+        "plans": [
+            entry(layout_of(Layout::Standard), standard, false),
+            entry(layout_of(Layout::Blocked512), blocked, false),
+            entry(layout_json(bloom_format::LayoutId::Counting4, 0), standard, true),
+        ],
+    })
 }

@@ -18,7 +18,7 @@ use crate::cli::{
 };
 use crate::commands::{key_batches_of, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
-use crate::output::{Answers, Out, number, show};
+use crate::output::{Answers, Out, encoding_json, layout_of, number, rule_json, show};
 
 /// Shards when none are asked for: 16, or enough to keep each under 256 MiB.
 const DEFAULT_SHARDS: u32 = 16;
@@ -381,11 +381,13 @@ fn export(args: &RedisExportArgs) -> CmdResult {
 }
 
 fn import(args: &RedisImportArgs) -> CmdResult {
-    RedisFilter::import_with(
+    let options = bloom_format::DecodeOptions::with_max_payload_len(args.limit.max_bytes);
+    let reader = crate::files::open_input(&args.snapshot, &options)
+        .map_err(|e| crate::files::read_failure(&args.snapshot, &e))?;
+    RedisFilter::import_from(
         &target(&args.at)?,
         &args.at.name,
-        &args.snapshot,
-        args.limit.max_bytes,
+        reader,
         durability(&args.durability),
     )
     .map_err(|e| match e {
@@ -406,16 +408,16 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             "name": args.at.name,
             "bit_count": h.bit_count,
             "hash_count": h.hash_count,
-            "position_rule": h.position_rule.name(),
-            "layout": c.layout().to_string(),
-            "shards": c.layout().shards(),
-            "key_encoding": {"name": h.key_encoding.id.name(), "version": h.key_encoding.version},
+            "position_rule": rule_json(h.position_rule),
+            "layout": layout_of(c.layout()),
+            "key_encoding": encoding_json(h.key_encoding.id, h.key_encoding.version),
             "salted": !h.salt.is_empty(),
             "dataset_generation": h.dataset_generation.get(),
             "item_count": h.item_count,
             "store_identity": h.store.map(|b| b.identity.to_string()),
             "history_digest": h.store.map(|b| b.history.to_string()),
             "set_bits": info.set_bits,
+            "fill_ratio": number(bloom_core::estimate::fill_ratio(info.set_bits, h.bit_count)),
             "estimated_items": number(info.estimated_items),
             "estimated_false_positive_rate": number(info.estimated_false_positive_rate),
             "durability": durability_json(info.durability),
@@ -424,7 +426,7 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
         out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&format!(
-            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nset bits: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
+            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
             args.at.name,
             h.bit_count,
             h.hash_count,
@@ -437,6 +439,7 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             h.item_count,
             h.store.map_or_else(|| "none".to_owned(), |b| b.identity.to_string()),
             info.set_bits,
+            show(bloom_core::estimate::fill_ratio(info.set_bits, h.bit_count)),
             show(info.estimated_items),
             show(info.estimated_false_positive_rate),
             durability_text(info.durability),
@@ -450,7 +453,7 @@ fn delete(args: &RedisDeleteArgs) -> CmdResult {
         .map_err(|e| failure(&args.at, &e))?;
     if !existed {
         return Err(Failure::input(format!(
-            "no redis filter named {} (nothing deleted); if its creation was interrupted before its metadata was written, pass --shards S",
+            "no redis filter named {} (nothing deleted)",
             args.at.name
         )));
     }

@@ -14,7 +14,7 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     require_keys(&args.keys, &args.input)?;
     files::in_place("remove", &args.snapshot)?;
     if let Err(e) = std::fs::metadata(&args.snapshot) {
-        return Err(Failure::input(format!(
+        return Err(Failure::environment(format!(
             "cannot read {}: {e}",
             args.snapshot.display()
         )));
@@ -93,9 +93,10 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
         crate::warn("note: the snapshot was bound to a store; the copy without these keys is not");
     }
     files::write(&output, &loaded.filter, header, signals)?;
-    crate::warn(&format!(
-        "removed {removed} key{}; {left} reported absent and left alone",
-        if removed == 1 { "" } else { "s" }
-    ));
+    crate::warn(&loaded.filter.summary(&format!(
+        "removed {removed} key{} from {}; {left} reported absent and left alone",
+        if removed == 1 { "" } else { "s" },
+        output.name(),
+    )));
     Ok(if left > 0 { Exit::Input as u8 } else { 0 })
 }

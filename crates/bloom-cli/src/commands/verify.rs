@@ -1,51 +1,113 @@
 //! `bloom verify`: every snapshot checked completely, streaming in constant memory.
 
+use serde_json::json;
+
 use crate::cli::VerifyArgs;
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files;
-use crate::output::{Out, escape_key};
+use crate::output::{Out, escape_key, one_line};
 
-/// A path as one field of one line: escaped like keys.
-fn shown(path: &std::path::Path) -> String {
-    escape_key(path.as_os_str().as_encoded_bytes())
+/// What `verify` found about one file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Every check passed.
+    Ok,
+    /// Intact as far as the header goes, but its payload is over `--max-bytes`: not read,
+    /// which is not the same as damaged.
+    Unverified,
+    /// The bytes are not a valid snapshot.
+    Damaged,
+    /// No file at the path.
+    Missing,
+    /// The path could not be read: not a regular file, no permission, an I/O error.
+    Unreadable,
 }
 
-/// Returns the exit code: 0 when every file is intact, 1 when one is damaged or was not
-/// verified (its payload is over `--max-bytes`). The report goes to standard output; if it
-/// cannot be written (other than a closed pipe, which ends the report quietly), every file
-/// is still checked and the failure is reported, exit 3.
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Unverified => "unverified",
+            Self::Damaged => "damaged",
+            Self::Missing => "missing",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// The status of one snapshot, and what is wrong (without the path) unless it is intact.
+fn check(path: &std::path::Path, max_bytes: u64) -> (Status, Option<String>) {
+    use bloom_format::{DecodeError, ReadError};
+    let options = bloom_format::DecodeOptions::with_max_payload_len(max_bytes);
+    let checked = files::open_input(path, &options).and_then(bloom_format::SnapshotReader::verify);
+    match checked {
+        Ok(_) => (Status::Ok, None),
+        Err(ReadError::Decode(DecodeError::OverLimit { payload_len, limit })) => (
+            Status::Unverified,
+            Some(format!(
+                "payload of {payload_len} bytes is over --max-bytes {limit}"
+            )),
+        ),
+        Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            (Status::Missing, Some("no such file".to_owned()))
+        }
+        Err(ReadError::Io { source, .. }) => (Status::Unreadable, Some(source.to_string())),
+        Err(ReadError::NotARegularFile { kind, .. }) => (
+            Status::Unreadable,
+            Some(format!("it is {kind}; a snapshot is a regular file")),
+        ),
+        Err(ReadError::Alloc { bytes }) => (
+            Status::Unreadable,
+            Some(format!("cannot allocate {bytes} bytes on this machine")),
+        ),
+        Err(ReadError::Decode(e)) => (Status::Damaged, Some(e.to_string())),
+        Err(e) => (Status::Damaged, Some(e.to_string())),
+    }
+}
+
+/// Returns the exit code: 0 when every file is intact; 1 when one is damaged or was not
+/// verified (its payload is over `--max-bytes`); otherwise 3 when one is missing or could
+/// not be read. The report goes to standard output, one line (or, with `--json`, one JSON
+/// object) per file; if it cannot be written (other than a closed pipe, which ends the report
+/// quietly), every file is still checked and the failure is reported, exit 3.
 pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
+    if args.snapshots.iter().filter(|p| files::is_stdio(p)).count() > 1 {
+        return Err(Failure::usage(
+            "standard input (-) can be verified once: it is read to its end",
+        ));
+    }
     let mut out = Out::new();
-    let mut damaged = 0usize;
+    let (mut bad, mut unreadable) = (0usize, 0usize);
     let mut output_failure = None;
     for path in &args.snapshots {
-        let options = bloom_format::DecodeOptions::with_max_payload_len(args.max_bytes);
-        let checked = bloom_format::SnapshotReader::open(path, &options)
-            .and_then(bloom_format::SnapshotReader::verify);
-        let line = match checked {
-            Ok(_) => format!("ok\t{}\n", shown(path)),
-            // Intact as far as the header goes, but larger than the limit: not verified,
-            // which is not the same as damaged.
-            Err(bloom_format::ReadError::Decode(bloom_format::DecodeError::OverLimit {
-                payload_len,
-                limit,
-            })) => {
-                damaged += 1;
-                format!(
-                    "unverified\t{}\tpayload of {payload_len} bytes is over --max-bytes {limit}\n",
-                    shown(path)
-                )
+        let (status, detail) = check(path, args.max_bytes);
+        match status {
+            Status::Ok => {}
+            Status::Unverified | Status::Damaged => bad += 1,
+            Status::Missing | Status::Unreadable => unreadable += 1,
+        }
+        let shown = if files::is_stdio(path) {
+            "-".to_owned()
+        } else {
+            path.display().to_string()
+        };
+        let written = if args.json {
+            out.json_line(&json!({
+                "path": shown,
+                "status": status.name(),
+                "detail": detail,
+            }))
+        } else {
+            let mut line = format!("{}\t{}", status.name(), escape_key(shown.as_bytes()));
+            if let Some(detail) = &detail {
+                line.push('\t');
+                line.push_str(&one_line(detail));
             }
-            Err(e) => match files::read_failure(path, &e) {
-                Failure::Report { message, .. } => {
-                    damaged += 1;
-                    format!("damaged\t{}\n", escape_key(message.as_bytes()))
-                }
-                other => return Err(other),
-            },
+            line.push('\n');
+            out.text(&line)
         };
         if output_failure.is_none()
-            && let Err(e) = out.text(&line).and_then(|()| out.flush())
+            && let Err(e) = written.and_then(|()| out.flush())
         {
             output_failure = Some(e);
         }
@@ -54,11 +116,17 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
         None | Some(Failure::OutputClosed) => {}
         Some(Failure::Report { message, .. }) => {
             return Err(Failure::environment(format!(
-                "{message}; {damaged} of {} snapshots are damaged or unverified",
+                "{message}; {bad} of {} snapshots are damaged or unverified, {unreadable} missing or unreadable",
                 args.snapshots.len()
             )));
         }
         Some(other) => return Err(other),
     }
-    Ok(if damaged == 0 { 0 } else { Exit::Input as u8 })
+    Ok(if bad > 0 {
+        Exit::Input as u8
+    } else if unreadable > 0 {
+        Exit::Environment as u8
+    } else {
+        0
+    })
 }

@@ -380,9 +380,24 @@ impl RedisFilter {
         max_payload_len: u64,
         durability: Durability,
     ) -> Result<Self, RedisFilterError> {
-        let path = path.as_ref();
-        let reader =
-            SnapshotReader::open(path, &DecodeOptions::with_max_payload_len(max_payload_len))?;
+        let reader = SnapshotReader::open(
+            path.as_ref(),
+            &DecodeOptions::with_max_payload_len(max_payload_len),
+        )?;
+        Self::import_from(target, name, reader, durability)
+    }
+
+    /// [`RedisFilter::import_with`] from a snapshot being read from anywhere (standard input,
+    /// a socket), its header already checked by `reader` (with the caller's payload limit).
+    ///
+    /// # Errors
+    /// As [`RedisFilter::import`].
+    pub fn import_from<R: std::io::Read>(
+        target: &RedisTarget,
+        name: &str,
+        reader: SnapshotReader<R>,
+        durability: Durability,
+    ) -> Result<Self, RedisFilterError> {
         let header = reader.header().clone();
         let config = bloom_core::FilterConfig::from_header(&header).map_err(|source| {
             RedisFilterError::Config {
@@ -402,9 +417,9 @@ impl RedisFilter {
         }
     }
 
-    fn fill_from(
+    fn fill_from<R: std::io::Read>(
         &self,
-        reader: SnapshotReader<std::fs::File>,
+        reader: SnapshotReader<R>,
         name: &str,
     ) -> Result<(), RedisFilterError> {
         let filter = self;
