@@ -106,9 +106,9 @@ macro_rules! text_key {
 
 /// Byte keys.
 macro_rules! byte_key {
-    ($($ty:ty),*) => {$(
-        impl sealed::Sealed for $ty {}
-        impl Key for $ty {
+    ($([$($generics:tt)*] $ty:ty),*) => {$(
+        impl<$($generics)*> sealed::Sealed for $ty {}
+        impl<$($generics)*> Key for $ty {
             type Error = KeyError;
             type Answer<T> = Result<T, KeyError>;
             #[inline(always)]
@@ -128,25 +128,7 @@ macro_rules! byte_key {
 }
 
 text_key!(str, String, Box<str>, Cow<'_, str>);
-byte_key!([u8], Vec<u8>, Box<[u8]>, Cow<'_, [u8]>);
-
-impl<const N: usize> sealed::Sealed for [u8; N] {}
-impl<const N: usize> Key for [u8; N] {
-    type Error = KeyError;
-    type Answer<T> = Result<T, KeyError>;
-    #[inline(always)]
-    fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
-        encoding.encode_bytes(self)
-    }
-    #[inline(always)]
-    fn depends_on_tables(&self) -> bool {
-        !self.is_ascii()
-    }
-    #[inline(always)]
-    fn answer<T>(result: Result<T, KeyError>) -> Result<T, KeyError> {
-        result
-    }
-}
+byte_key!([] [u8], [] Vec<u8>, [] Box<[u8]>, ['a] Cow<'a, [u8]>, [const N: usize] [u8; N]);
 
 impl sealed::Sealed for EncodedKey<'_> {}
 impl Key for EncodedKey<'_> {

@@ -270,10 +270,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         I::Item: Key,
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
-        let encoded = keys
-            .iter()
-            .map(|k| k.encode(self.encoding).map_err(Into::into))
-            .collect::<Result<Vec<_>, bloom_core::KeyError>>()?;
+        let encoded = encode_all(&keys, |k| k.encode(self.encoding).map_err(Into::into))?;
         let (maybe, lost_epoch) = {
             let state = self.read();
             match (&state.filter, state.trusted) {
@@ -381,10 +378,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         I::Item: Key,
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
-        let encoded = keys
-            .iter()
-            .map(|k| k.encode_checked(self.encoding))
-            .collect::<Result<Vec<_>, bloom_core::KeyError>>()?;
+        let encoded = encode_all(&keys, |k| k.encode_checked(self.encoding))?;
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
@@ -486,6 +480,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Err(CatchUp::Filter(e)) => Err(SharedError::Rebuild(e)),
         }
     }
+}
+
+/// Every key encoded by `encode`, or the first refusal.
+fn encode_all<'k, K: Key>(
+    keys: &'k [K],
+    encode: impl Fn(&'k K) -> Result<EncodedKey<'k>, bloom_core::KeyError>,
+) -> Result<Vec<EncodedKey<'k>>, bloom_core::KeyError> {
+    keys.iter().map(encode).collect()
 }
 
 enum CatchUp<E> {
