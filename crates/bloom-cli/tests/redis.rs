@@ -61,6 +61,17 @@ fn create_add_check_export_import_info_delete() {
         .arg(&snapshot)
         .assert()
         .success();
+    // To standard output: the same bytes, and no file named `-`.
+    let piped = bloom()
+        .current_dir(dir.path())
+        .args(["redis", "export"])
+        .args(at(&url, "orders"))
+        .args(["-o", "-"])
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert_eq!(piped.stdout, std::fs::read(&snapshot).unwrap());
+    assert!(!dir.path().join("-").exists());
     let from_file = stdout(
         bloom()
             .arg("check")

@@ -145,8 +145,8 @@ pub(crate) struct RedisCheckArgs {
 pub(crate) struct RedisExportArgs {
     #[command(flatten)]
     pub(crate) at: RedisAt,
-    /// The snapshot file to write (atomically).
-    #[arg(short, long, value_name = "PATH")]
+    /// The snapshot file to write (atomically; `-` for standard output).
+    #[arg(short, long, value_name = "PATH|-")]
     pub(crate) output: PathBuf,
 }
 

@@ -371,13 +371,64 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
 
 fn export(args: &RedisExportArgs) -> CmdResult {
     let filter = open(&args.at)?;
+    let to_stdout = crate::files::is_stdio(&args.output) || args.output == Path::new("/dev/stdout");
+    if !to_stdout {
+        return export_to(&filter, &args.at, &args.output);
+    }
+    // A snapshot's header carries the payload's checksum, known only once every shard was
+    // read: the export goes to a file in a private directory first, then to standard output.
+    let dir = private_dir()?;
+    let path = dir.join("export.bloom");
+    let exported = export_to(&filter, &args.at, &path).and_then(|()| {
+        let mut file = std::fs::File::open(&path)
+            .map_err(|e| Failure::environment(format!("cannot read back the export: {e}")))?;
+        std::io::copy(&mut file, &mut std::io::stdout().lock())
+            .map(|_| ())
+            .map_err(|e| Failure::file_to_stdout(&e))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    exported
+}
+
+fn export_to(filter: &RedisFilter, at: &RedisAt, path: &Path) -> CmdResult {
     filter
-        .export(&args.output)
+        .export(path)
         .map_err(|e| match e {
             RedisFilterError::Write(e) => crate::files::write_failure(e),
-            other => failure(&args.at, &other),
+            other => failure(at, &other),
         })
         .map(|_| ())
+}
+
+/// A new directory only this user can enter, under the system's temporary directory.
+fn private_dir() -> CmdResult<std::path::PathBuf> {
+    let base = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..16u32 {
+        let dir = base.join(format!(
+            "bloom-export-{}-{nanos}-{attempt}",
+            std::process::id()
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(Failure::environment(format!(
+                    "cannot make a temporary directory in {}: {e}",
+                    base.display()
+                )));
+            }
+        }
+    }
+    Err(Failure::environment(format!(
+        "cannot make a temporary directory in {}: every name was taken",
+        base.display()
+    )))
 }
 
 fn import(args: &RedisImportArgs) -> CmdResult {
