@@ -243,7 +243,7 @@ fn fixtures() -> Vec<Fixture> {
         Fixture {
             name: "xxh3-sharded",
             config: with(
-                Layout::sharded(8).expect("8 shards"),
+                Layout::sharded_v1(8).expect("8 shards"),
                 PositionRule::Xxh3_128,
                 8192,
                 7,
@@ -256,6 +256,36 @@ fn fixtures() -> Vec<Fixture> {
         },
         Fixture {
             name: "sha256-sharded-salted",
+            config: with(
+                Layout::sharded_v1(3).expect("3 shards"),
+                PositionRule::Sha256Double,
+                3072,
+                5,
+            )
+            .with_encoding(KeyEncoding::Utf8)
+            .with_salt(Salt::new(b"golden-fixture-salt-shards").expect("short salt"))
+            .expect("salted sha256"),
+            generation: 64,
+            store: None,
+            removed: None,
+            keys: unicode_keys(),
+        },
+        Fixture {
+            name: "xxh3-sharded-v2",
+            config: with(
+                Layout::sharded(8).expect("8 shards"),
+                PositionRule::Xxh3_128,
+                8192,
+                7,
+            )
+            .with_encoding(KeyEncoding::Nfc),
+            generation: 120,
+            store: None,
+            removed: None,
+            keys: records(120),
+        },
+        Fixture {
+            name: "sha256-sharded-v2-salted",
             config: with(
                 Layout::sharded(3).expect("3 shards"),
                 PositionRule::Sha256Double,

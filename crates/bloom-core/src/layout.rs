@@ -25,11 +25,23 @@ pub enum Layout {
     /// 1% (see [`Layout::false_positive_rate`]). `m` is a multiple of 512.
     Blocked512,
     /// The array cut into `shards` equal shards; all of a key's positions fall in one shard
-    /// (id 3, the shard count is the snapshot's layout parameter). For filters held in
-    /// separate bitmaps (one Redis key per shard), so that a key is answered by one of them.
-    /// `m` is a multiple of `64 * shards`; with shards of many keys the false-positive rate
-    /// is the standard layout's.
+    /// (id 3, the shard count is the snapshot's layout parameter). Superseded by
+    /// [`Layout::ShardedV2`], which places positions inside a shard with a step independent of
+    /// the shard: this layout's step shares its top bits with the shard choice, so with
+    /// shards of fewer than about `256 * shards` bits its false-positive rate is well above
+    /// [`Layout::false_positive_rate`]. Read and written as specified, for filters made with
+    /// it; [`Layout::sharded_v1`] makes one.
     Sharded {
+        /// The number of shards, 1 to [`MAX_SHARDS`].
+        shards: u32,
+    },
+    /// The array cut into `shards` equal shards; all of a key's positions fall in one shard
+    /// (id 5, the shard count is the snapshot's layout parameter). For filters held in
+    /// separate bitmaps (one Redis key per shard), so that a key is answered by one of them.
+    /// `m` is a multiple of `64 * shards`; the false-positive rate is the partitioned one of
+    /// [`Layout::false_positive_rate`], the standard layout's for shards of many keys.
+    /// [`Layout::sharded`] makes one.
+    ShardedV2 {
         /// The number of shards, 1 to [`MAX_SHARDS`].
         shards: u32,
     },
@@ -47,9 +59,11 @@ impl Layout {
     pub const ALL: [Self; 2] = [Self::Standard, Self::Blocked512];
 
     /// The names accepted by [`Layout::from_str`].
-    pub const NAMES: &'static str = "standard, blocked-512, sharded-S (S shards)";
+    pub const NAMES: &'static str =
+        "standard, blocked-512, sharded-v2-S (S shards), sharded-S (the superseded sharded layout)";
 
-    /// The sharded layout with `shards` shards.
+    /// The sharded layout with `shards` shards: [`Layout::ShardedV2`], the one for new
+    /// filters.
     ///
     /// # Errors
     /// [`ParamsError::InvalidShards`](crate::ParamsError::InvalidShards) unless `shards` is
@@ -58,7 +72,26 @@ impl Layout {
         if shards == 0 || shards > MAX_SHARDS {
             return Err(crate::ParamsError::InvalidShards { found: shards });
         }
+        Ok(Self::ShardedV2 { shards })
+    }
+
+    /// The superseded sharded layout ([`Layout::Sharded`], id 3) with `shards` shards, for
+    /// filters that must stay readable by builds before [`Layout::ShardedV2`].
+    ///
+    /// # Errors
+    /// As [`Layout::sharded`].
+    pub const fn sharded_v1(shards: u32) -> Result<Self, crate::ParamsError> {
+        if shards == 0 || shards > MAX_SHARDS {
+            return Err(crate::ParamsError::InvalidShards { found: shards });
+        }
         Ok(Self::Sharded { shards })
+    }
+
+    /// Whether a key's positions fall in one of `S` shards ([`Layout::Sharded`] or
+    /// [`Layout::ShardedV2`]).
+    #[must_use]
+    pub const fn is_sharded(self) -> bool {
+        matches!(self, Self::Sharded { .. } | Self::ShardedV2 { .. })
     }
 
     /// The bits of one part that a key's positions all fall in: a 512-bit block, a shard of
@@ -67,8 +100,10 @@ impl Layout {
     pub const fn part_bits(self, bits: u64) -> Option<u64> {
         match self {
             Self::Blocked512 => Some(BLOCK_BITS),
-            Self::Sharded { shards } if shards > 1 => Some(bits / shards as u64),
-            Self::Standard | Self::Sharded { .. } => None,
+            Self::Sharded { shards } | Self::ShardedV2 { shards } if shards > 1 => {
+                Some(bits / shards as u64)
+            }
+            Self::Standard | Self::Sharded { .. } | Self::ShardedV2 { .. } => None,
         }
     }
 
@@ -76,7 +111,7 @@ impl Layout {
     #[must_use]
     pub const fn parameter(self) -> u64 {
         match self {
-            Self::Sharded { shards } => shards as u64,
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => shards as u64,
             Self::Standard | Self::Blocked512 => 0,
         }
     }
@@ -85,7 +120,7 @@ impl Layout {
     #[must_use]
     pub const fn shards(self) -> u32 {
         match self {
-            Self::Sharded { shards } => shards,
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => shards,
             Self::Standard | Self::Blocked512 => 1,
         }
     }
@@ -97,6 +132,7 @@ impl Layout {
             Self::Standard => LayoutId::Standard,
             Self::Blocked512 => LayoutId::Blocked512,
             Self::Sharded { .. } => LayoutId::Sharded,
+            Self::ShardedV2 { .. } => LayoutId::ShardedV2,
         }
     }
 
@@ -108,6 +144,9 @@ impl Layout {
             (LayoutId::Standard, 0) => Some(Self::Standard),
             (LayoutId::Blocked512, 0) => Some(Self::Blocked512),
             (LayoutId::Sharded, shards @ 1..=0x1_0000) => Some(Self::Sharded {
+                shards: shards as u32,
+            }),
+            (LayoutId::ShardedV2, shards @ 1..=0x1_0000) => Some(Self::ShardedV2 {
                 shards: shards as u32,
             }),
             _ => None,
@@ -126,7 +165,7 @@ impl Layout {
         match self {
             Self::Standard => 1,
             Self::Blocked512 => BLOCK_BITS,
-            Self::Sharded { shards } => 64 * shards as u64,
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => 64 * shards as u64,
         }
     }
 
@@ -150,9 +189,11 @@ impl Layout {
         }
         let per_key = bits as f64 / items as f64;
         match self {
-            Self::Standard | Self::Sharded { shards: 1 } => standard_rate(per_key, hashes),
+            Self::Standard | Self::Sharded { shards: 1 } | Self::ShardedV2 { shards: 1 } => {
+                standard_rate(per_key, hashes)
+            }
             Self::Blocked512 => blocked_rate(per_key, hashes),
-            Self::Sharded { shards } => {
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => {
                 partitioned_rate(per_key, hashes, bits as f64 / f64::from(shards))
             }
         }
@@ -186,7 +227,7 @@ impl Layout {
     fn compute_plan(self, fpr: f64, max_hashes: u32) -> (f64, u32) {
         match self {
             // Shards are planned as standard filters: the caller rounds m to whole shards.
-            Self::Standard | Self::Sharded { .. } => {
+            Self::Standard | Self::Sharded { .. } | Self::ShardedV2 { .. } => {
                 // The closed form: b = -ln p / (ln 2)^2 at k = b ln 2; a capped k needs
                 // b = -k / ln(1 - p^(1/k)).
                 let ln2 = std::f64::consts::LN_2;
@@ -312,11 +353,14 @@ fn bits_per_key_for(fpr: f64, hashes: u32, rate: fn(f64, u32) -> f64) -> f64 {
     high
 }
 
-/// `standard`, `blocked-512`, or `sharded-S` (the form [`Layout::from_str`] reads).
+/// `standard`, `blocked-512`, `sharded-v2-S` or `sharded-S` (the form [`Layout::from_str`]
+/// reads).
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Sharded { shards } => write!(f, "{}-{shards}", self.name()),
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => {
+                write!(f, "{}-{shards}", self.name())
+            }
             _ => f.write_str(self.name()),
         }
     }
@@ -331,9 +375,13 @@ impl FromStr for Layout {
             found: s.to_owned(),
             expected: Self::NAMES,
         };
-        if let Some(count) = s.strip_prefix("sharded-") {
+        if let Some(count) = s.strip_prefix("sharded-v2-") {
             let shards: u32 = count.parse().map_err(|_| unknown())?;
             return Self::sharded(shards).map_err(|_| unknown());
+        }
+        if let Some(count) = s.strip_prefix("sharded-") {
+            let shards: u32 = count.parse().map_err(|_| unknown())?;
+            return Self::sharded_v1(shards).map_err(|_| unknown());
         }
         Self::ALL
             .into_iter()
@@ -354,9 +402,13 @@ mod tests {
             .collect();
         assert_eq!(ids, [(1, "standard"), (2, "blocked-512")]);
         let sharded = Layout::sharded(16).unwrap();
-        assert_eq!((sharded.id().value(), sharded.name()), (3, "sharded"));
+        assert_eq!((sharded.id().value(), sharded.name()), (5, "sharded-v2"));
+        let v1 = Layout::sharded_v1(16).unwrap();
+        assert_eq!((v1.id().value(), v1.name()), (3, "sharded"));
+        assert_eq!("sharded-16".parse::<Layout>(), Ok(v1));
+        assert_eq!("sharded-v2-16".parse::<Layout>(), Ok(sharded));
         for &id in LayoutId::ALL {
-            let parameter = u64::from(id == LayoutId::Sharded);
+            let parameter = u64::from(matches!(id, LayoutId::Sharded | LayoutId::ShardedV2));
             // The counting layout places counters, not bits: `CountingBloomFilter` reads it.
             let expected = (id != LayoutId::Counting4).then_some(id);
             assert_eq!(Layout::from_id(id, parameter).map(Layout::id), expected);
@@ -368,7 +420,7 @@ mod tests {
         );
         assert_eq!(Layout::from_id(LayoutId::Sharded, (1 << 16) + 1), None);
         assert_eq!(Layout::from_id(LayoutId::Standard, 1), None);
-        for l in Layout::ALL.into_iter().chain([sharded]) {
+        for l in Layout::ALL.into_iter().chain([sharded, v1]) {
             assert_eq!(l.to_string().parse::<Layout>(), Ok(l));
         }
         assert!("sharded-0".parse::<Layout>().is_err());

@@ -138,6 +138,10 @@ id_table! {
         /// can delete keys), two per byte, counter `i` in byte `i / 2`, the low nibble for
         /// even `i`. Positions are those of the standard layout. `ceil(m / 2)` bytes.
         Counting4 = 4, "counting-4bit";
+        /// The bit array cut into `S` equal shards, as [`LayoutId::Sharded`], with a key's
+        /// positions inside its shard stepped independently of the shard choice (see
+        /// `docs/format.md`). `m` is a multiple of `64 S`; `m / 8` bytes.
+        ShardedV2 = 5, "sharded-v2";
     }
 }
 
@@ -232,7 +236,8 @@ mod tests {
                 (1, "standard"),
                 (2, "blocked-512"),
                 (3, "sharded"),
-                (4, "counting-4bit")
+                (4, "counting-4bit"),
+                (5, "sharded-v2")
             ])
         );
         assert_eq!(
@@ -254,7 +259,7 @@ mod tests {
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
         assert_eq!(PositionRuleId::try_from(6), Err(6));
-        assert_eq!(LayoutId::try_from(5), Err(5));
+        assert_eq!(LayoutId::try_from(6), Err(6));
         assert_eq!(KeyEncodingId::try_from(6), Err(6));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));

@@ -235,8 +235,8 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
         PositionRuleId::try_from(named("rule", &rules)?).map_err(|_| bad("rule", "a rule"))?;
     let layout =
         LayoutId::try_from(named("layout", &layouts)?).map_err(|_| bad("layout", "a layout"))?;
-    if layout != LayoutId::Sharded {
-        return Err(bad("layout", "sharded"));
+    if !matches!(layout, LayoutId::Sharded | LayoutId::ShardedV2) {
+        return Err(bad("layout", "sharded-v2 or sharded"));
     }
     let encoding = KeyEncodingId::try_from(named("encoding", &encodings)?)
         .map_err(|_| bad("encoding", "an encoding"))?;

@@ -84,7 +84,7 @@ impl PositionHasher {
             hashes,
             // Blocks of the blocked layout; shards of the sharded one.
             blocks: match layout {
-                Layout::Sharded { shards } => u64::from(shards),
+                Layout::Sharded { shards } | Layout::ShardedV2 { shards } => u64::from(shards),
                 Layout::Standard | Layout::Blocked512 => bits / BLOCK_BITS,
             },
             start,
@@ -174,10 +174,24 @@ impl PositionHasher {
                 }
             }
             (_, Layout::Sharded { .. }) => {
-                // The shard from h1; inside it, enhanced double hashing from h2 and h1.
+                // The shard from h1; inside it, enhanced double hashing from h2 and h1. (The
+                // step's top bits are the shard's: see `Layout::Sharded`.)
                 let shard_bits = m / self.blocks;
                 let base = reduce(h1, self.blocks) * shard_bits;
                 let (mut a, mut b) = (h2, h1);
+                for i in 0..u64::from(self.hashes) {
+                    visit(base + reduce(a, shard_bits));
+                    a = a.wrapping_add(b);
+                    b = b.wrapping_add(i + 1);
+                }
+            }
+            (_, Layout::ShardedV2 { .. }) => {
+                // The shard from h1's top bits; inside it, enhanced double hashing from h2
+                // and h1 rotated by 32 bits, whose top bits are h1's low ones: a step
+                // independent of the shard choice (for up to 2^32 shards).
+                let shard_bits = m / self.blocks;
+                let base = reduce(h1, self.blocks) * shard_bits;
+                let (mut a, mut b) = (h2, h1.rotate_left(32));
                 for i in 0..u64::from(self.hashes) {
                     visit(base + reduce(a, shard_bits));
                     a = a.wrapping_add(b);

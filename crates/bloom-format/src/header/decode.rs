@@ -362,7 +362,7 @@ pub(crate) fn validate(
     if header.position_rule.is_guava() {
         validate_guava(header)?;
     }
-    if header.layout == LayoutId::Sharded {
+    if matches!(header.layout, LayoutId::Sharded | LayoutId::ShardedV2) {
         let shards = header.layout_parameter;
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(DecodeError::InvalidParameter {

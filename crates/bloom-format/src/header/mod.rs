@@ -160,7 +160,7 @@ impl Header {
     pub const fn payload_len(&self) -> u64 {
         match self.layout {
             LayoutId::Counting4 => self.bit_count.div_ceil(2),
-            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded => {
+            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded | LayoutId::ShardedV2 => {
                 self.bit_count.div_ceil(8)
             }
         }
@@ -172,7 +172,9 @@ impl Header {
     pub const fn payload_bits(&self) -> u64 {
         match self.layout {
             LayoutId::Counting4 => self.bit_count.saturating_mul(4),
-            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded => self.bit_count,
+            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded | LayoutId::ShardedV2 => {
+                self.bit_count
+            }
         }
     }
 

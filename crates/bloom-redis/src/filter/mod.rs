@@ -72,7 +72,7 @@ const STRING_OVERHEAD: u64 = 9 + 1 + 2;
 /// whose own rounding differs) and plans that cannot grow are returned unchanged.
 #[must_use]
 pub fn fit_to_allocator(params: FilterParams) -> FilterParams {
-    let Layout::Sharded { shards } = params.layout() else {
+    let (Layout::Sharded { shards } | Layout::ShardedV2 { shards }) = params.layout() else {
         return params;
     };
     let shard_bytes = params.bits() / u64::from(shards) / 8;
@@ -105,7 +105,7 @@ fn check_name(name: &str) -> Result<(), RedisFilterError> {
 
 /// Checks that `config` can be held in Redis; returns the shard count and bits per shard.
 pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisFilterError> {
-    let Layout::Sharded { shards } = config.layout() else {
+    let (Layout::Sharded { shards } | Layout::ShardedV2 { shards }) = config.layout() else {
         return Err(RedisFilterError::NotSharded {
             layout: config.layout().to_string(),
             rule: config.rule().to_string(),
