@@ -35,7 +35,8 @@ pub(crate) fn in_place(command: &str, path: &Path) -> CmdResult {
 }
 
 /// A read error about `path` as a [`Failure`]: the environment for what the system failed
-/// to do (the file missing or unreadable, memory), bad input for what the bytes are. An
+/// to do (the file missing, unreadable or not a regular file, memory), bad input for what
+/// the bytes are. An
 /// error that names the path already is not prefixed with it again.
 pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
     let message = match error {
@@ -45,7 +46,9 @@ pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
         _ => format!("{}: {error}", shown(path)),
     };
     match error {
-        ReadError::Alloc { .. } | ReadError::Io { .. } => Failure::environment(message),
+        ReadError::Alloc { .. } | ReadError::Io { .. } | ReadError::NotARegularFile { .. } => {
+            Failure::environment(message)
+        }
         ReadError::Decode(DecodeError::OverLimit { .. }) => {
             Failure::input(format!("{message}; raise --max-bytes to read it"))
         }
@@ -64,7 +67,8 @@ pub(crate) fn shown(path: &Path) -> String {
 
 /// Standard input can be read once: a snapshot and a key file cannot both be `-`.
 pub(crate) fn one_standard_input(snapshot: &Path, keys: Option<&Path>) -> CmdResult {
-    if is_stdio(snapshot) && keys.is_some_and(is_stdio) {
+    let stdin = |p: &Path| is_stdio(p) || p == Path::new("/dev/stdin");
+    if stdin(snapshot) && keys.is_some_and(stdin) {
         return Err(Failure::usage(
             "the snapshot and --keys cannot both be standard input (-): give one of them as a file",
         ));
@@ -248,10 +252,10 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     .map_err(|e| match e {
         LoadError::Read(e) => read_failure(path, &e),
         LoadError::Bits(BitsError::Alloc(e)) => {
-            Failure::environment(format!("{}: {e}", path.display()))
+            Failure::environment(format!("{}: {e}", shown(path)))
         }
-        LoadError::Bits(e) => Failure::input(format!("{}: {e}", path.display())),
-        LoadError::Counting(e) => Failure::input(format!("{}: {e}", path.display())),
+        LoadError::Bits(e) => Failure::input(format!("{}: {e}", shown(path))),
+        LoadError::Counting(e) => Failure::input(format!("{}: {e}", shown(path))),
     })?;
     Ok(Loaded { header, filter })
 }
@@ -288,6 +292,13 @@ impl Output {
 /// this says so on standard error and waits (or fails with `--no-wait`).
 pub(crate) fn output(path: &Path, wait: bool) -> CmdResult<Output> {
     if is_stdio(path) || path == Path::new("/dev/stdout") {
+        // A snapshot is binary: written to a terminal it is noise, and the terminal may act
+        // on some of its bytes.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return Err(Failure::usage(
+                "standard output is a terminal: redirect it to a file or a pipe to write a snapshot there",
+            ));
+        }
         return Ok(Output::Stdout);
     }
     let failure = |e: LockError| match e {

@@ -102,7 +102,7 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Measure(args) => done(measure::run(args)),
         Command::Redis(command) => redis::run(command),
         Command::Completions(args) => done(generated::completions(args)),
-        Command::Man => done(generated::man()),
+        Command::Man(args) => done(generated::man(args)),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::cell::Cell;
 use std::io::{IsTerminal, Read};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
@@ -30,6 +31,16 @@ pub(crate) fn human(count: f64) -> String {
     format!("{value:.digits$}{unit}")
 }
 
+/// Set by a command whose report goes to standard output as the keys are read (`check`,
+/// `remove`): a bar on the same terminal would be drawn into the report's lines.
+static REPORTS_ON_STDOUT: AtomicBool = AtomicBool::new(false);
+
+/// Says that the command reports on standard output while it reads keys: progress is then
+/// drawn only when standard output is not the terminal standard error is.
+pub(crate) fn reports_on_stdout() {
+    REPORTS_ON_STDOUT.store(true, Ordering::Relaxed);
+}
+
 /// What a bar's length counts.
 #[derive(Clone, Copy)]
 pub(crate) enum Total {
@@ -48,7 +59,9 @@ pub(crate) fn keys_bar(total: Total) -> ProgressBar {
         Total::Bytes(n) | Total::Keys(n) => ProgressBar::new(n),
         Total::Unknown => ProgressBar::new_spinner(),
     };
-    if !std::io::stderr().is_terminal() {
+    let drawn = std::io::stderr().is_terminal()
+        && !(REPORTS_ON_STDOUT.load(Ordering::Relaxed) && std::io::stdout().is_terminal());
+    if !drawn {
         bar.set_draw_target(ProgressDrawTarget::hidden());
         return bar;
     }

@@ -90,6 +90,12 @@ fn completions_and_the_manual_come_from_the_command_line() {
     for command in ["plan", "build", "verify", "completions"] {
         assert!(page.contains(command), "the manual lacks {command}");
     }
+    // A command's own page, with its flags.
+    let create = stdout(bloom().args(["man", "redis", "create"]));
+    assert!(create.contains(".TH bloom-redis-create 1"), "{create}");
+    assert!(create.contains("shards"), "{create}");
+    let (code, _, err) = run(bloom().args(["man", "frobnicate"]));
+    assert_eq!(code, 2, "{err}");
 }
 
 /// `build`, `add` and `remove` end with one line on standard error saying what they wrote;

@@ -277,7 +277,13 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
     assert!(err.contains("truncated"), "{err}");
     #[cfg(unix)]
     {
-        // An endless input of zeros: k = 0 after six bytes.
+        // A long input of zeros: k = 0 after six bytes.
+        let (code, _, err) = run(bloom()
+            .args(["import", "--from", "guava", "--funnel", "utf8", "-", "-o"])
+            .arg(&out)
+            .write_stdin(vec![0u8; 4 << 20]));
+        assert_eq!(code, 1, "{err}");
+        // A device is not read at all.
         let (code, _, err) = run(bloom()
             .args([
                 "import",
@@ -289,7 +295,7 @@ fn hostile_streams_get_typed_errors_quickly_and_write_nothing() {
                 "-o",
             ])
             .arg(&out));
-        assert_eq!(code, 1, "{err}");
+        assert_eq!(code, 3, "{err}");
     }
     let (code, _, err) = run(bloom()
         .args(["import", "--from", "seed-raw", "--funnel", "utf8"])

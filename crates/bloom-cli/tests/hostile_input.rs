@@ -145,15 +145,27 @@ fn import_reads_no_more_than_the_raw_layout_needs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("seed.bloom");
     let start = Instant::now();
+    // A stream far longer than the layout: refused after 129 bytes.
     let (code, _, err) = run(bloom()
-        .args(["import", "--from", "seed-raw", "/dev/zero", "-o"])
-        .arg(&out));
+        .args(["import", "--from", "seed-raw", "-", "-o"])
+        .arg(&out)
+        .write_stdin(vec![0u8; 4 << 20]));
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("exactly 128 bytes") && err.contains("longer"),
         "{err}"
     );
     assert!(start.elapsed() < Duration::from_secs(60));
+    assert!(!out.exists());
+    // A device is not read at all, as for snapshots: the environment's failure.
+    let (code, _, err) = run(bloom()
+        .args(["import", "--from", "seed-raw", "/dev/zero", "-o"])
+        .arg(&out));
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("a snapshot is a regular file") || err.contains("regular file"),
+        "{err}"
+    );
     assert!(!out.exists());
 }
 
@@ -189,7 +201,8 @@ fn snapshots_that_are_not_regular_files_are_refused_without_blocking() {
             std::thread::sleep(Duration::from_millis(10));
         };
         let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
-        assert_eq!(status.code(), Some(1), "{}: {err}", path.display());
+        // Not a file to read: the environment's failure, as `verify` calls it unreadable.
+        assert_eq!(status.code(), Some(3), "{}: {err}", path.display());
         assert!(err.contains("a snapshot is a regular file"), "{err}");
     }
 }

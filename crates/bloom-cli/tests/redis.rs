@@ -96,7 +96,7 @@ fn create_add_check_export_import_info_delete() {
     // The layout is the object `inspect` shows; the estimates have its names too.
     assert_eq!(
         json["layout"],
-        serde_json::json!({"id": 3, "name": "sharded", "parameter": 8})
+        serde_json::json!({"id": 5, "name": "sharded-v2", "parameter": 8})
     );
     assert_eq!(json["item_count"], 2000);
     let inspected: serde_json::Value =

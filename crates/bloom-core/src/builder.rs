@@ -119,7 +119,12 @@ impl FilterBuilder {
             } else {
                 Layout::Standard
             });
-        let params = FilterParams::planned_for(self.rule, layout, self.items, self.fpr)?;
+        // Guava's rules size as Guava does (whole 64-bit words), in Guava's standard layout.
+        let params = if self.rule.is_guava() && layout == Layout::Standard {
+            FilterParams::for_guava(self.items, self.fpr)?
+        } else {
+            FilterParams::planned_for(self.rule, layout, self.items, self.fpr)?
+        };
         let mut config = FilterConfig::new(params).with_encoding(self.encoding);
         config = config.with_rule(self.rule)?;
         if !self.salt.is_empty() {

@@ -416,8 +416,13 @@ mod tests {
         assert_eq!(Layout::from_id(LayoutId::Sharded, 0), None);
         assert_eq!(
             Layout::from_id(LayoutId::Sharded, 1 << 16),
+            Layout::sharded_v1(1 << 16).ok()
+        );
+        assert_eq!(
+            Layout::from_id(LayoutId::ShardedV2, 1 << 16),
             Layout::sharded(1 << 16).ok()
         );
+        assert_eq!(Layout::from_id(LayoutId::ShardedV2, 0), None);
         assert_eq!(Layout::from_id(LayoutId::Sharded, (1 << 16) + 1), None);
         assert_eq!(Layout::from_id(LayoutId::Standard, 1), None);
         for l in Layout::ALL.into_iter().chain([sharded, v1]) {

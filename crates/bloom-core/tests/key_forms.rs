@@ -160,6 +160,18 @@ fn the_builder_plans_and_refuses() {
         .build()
         .unwrap();
     assert_eq!(guava.config().layout(), Layout::Standard);
+    // Guava's rules are sized as Guava sizes, for any item count.
+    for items in [1000, 1001, 12_345, 1_000_000] {
+        let guava = BloomFilter::builder(items)
+            .rule(PositionRule::GuavaMitz64)
+            .encoding(KeyEncoding::Utf8)
+            .build()
+            .unwrap();
+        assert_eq!(
+            guava.config().params(),
+            FilterParams::for_guava(items, 0.01).unwrap()
+        );
+    }
     assert!(matches!(
         BloomFilter::builder(0).build(),
         Err(BuildError::Params(ParamsError::ZeroItems))

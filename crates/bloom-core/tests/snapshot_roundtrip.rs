@@ -22,12 +22,17 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     let keys = keys();
     let probes: Vec<String> = (0..300).map(|i| format!("probe-{i}")).collect();
     let mut cases = 0;
-    let sharded = [Layout::sharded(1).unwrap(), Layout::sharded(5).unwrap()];
+    let sharded = [
+        Layout::sharded(1).unwrap(),
+        Layout::sharded(5).unwrap(),
+        Layout::sharded_v1(1).unwrap(),
+        Layout::sharded_v1(5).unwrap(),
+    ];
     for layout in Layout::ALL.into_iter().chain(sharded) {
         let sizes: &[u64] = match layout {
             Layout::Standard => &EDGE_BITS,
-            Layout::Sharded { shards: 1 } => &[64, 128, 1 << 20],
-            Layout::Sharded { .. } => &SHARDED_BITS,
+            Layout::Sharded { shards: 1 } | Layout::ShardedV2 { shards: 1 } => &[64, 128, 1 << 20],
+            Layout::Sharded { .. } | Layout::ShardedV2 { .. } => &SHARDED_BITS,
             _ => &BLOCKED_BITS,
         };
         for rule in PositionRule::ALL {
@@ -82,10 +87,11 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     }
     // Per encoding: standard split4 (3 k) and two 5-k rules over 6 sizes with and without
     // salt; blocked, two rules over 4 sizes; the Guava rules unsalted over 2 sizes.
-    // Sharded: two rules over 3 sizes for each of the two shard counts, salted and not.
+    // Sharded, both layouts: two rules over 3 sizes for each of the two shard counts,
+    // salted and not.
     assert_eq!(
         cases,
-        5 * (2 * 6 * (3 + 5 + 5) + 2 * 4 * (5 + 5) + 2 * 2 * 5 + 2 * 2 * 3 * (5 + 5))
+        5 * (2 * 6 * (3 + 5 + 5) + 2 * 4 * (5 + 5) + 2 * 2 * 5 + 2 * 2 * 2 * 3 * (5 + 5))
     );
 }
 

@@ -85,7 +85,7 @@ pub use hex::{hex, hex_dump, unhex};
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
 pub use lock::{LockError, SnapshotLock};
-pub use read::SnapshotReader;
+pub use read::{SnapshotReader, open_regular_file};
 pub use snapshot::{EncodeError, Snapshot};
 pub use unicode::UnicodeVersion;
 pub use write::{AtomicFile, SnapshotWriter, StreamWriteError, WriteOptions, write_atomic};

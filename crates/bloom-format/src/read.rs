@@ -48,6 +48,27 @@ pub struct SnapshotReader<R> {
     known_len: Option<u64>,
 }
 
+/// Opens `path` for reading if it is a regular file (after following symbolic links),
+/// without blocking: a named pipe, device or directory is refused unread, as
+/// [`SnapshotReader::open`] refuses it. For files of other forms (a Guava stream, a seed raw
+/// snapshot) read with the same care.
+///
+/// # Errors
+/// [`ReadError::NotARegularFile`], or [`ReadError::Io`] naming the path.
+pub fn open_regular_file(path: impl AsRef<Path>) -> Result<File, ReadError> {
+    let path = path.as_ref();
+    fsutil::open_regular(path).map_err(|e| match e {
+        OpenFailure::Io(source) => ReadError::Io {
+            path: Some(path.to_owned()),
+            source,
+        },
+        OpenFailure::NotRegular(kind) => ReadError::NotARegularFile {
+            path: path.to_owned(),
+            kind,
+        },
+    })
+}
+
 impl SnapshotReader<File> {
     /// Opens a snapshot file and reads its header.
     ///

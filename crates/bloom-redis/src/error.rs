@@ -52,7 +52,7 @@ pub enum RedisFilterError {
     },
     /// The filter is being created, or its creation was interrupted.
     #[error(
-        "filter {name} is not ready (state {state:?}): its creation is running or was interrupted; delete it and create it again"
+        "filter {name} is not ready (state {state:?}): its creation is running (wait for it) or was interrupted (then delete it and create it again)"
     )]
     NotReady {
         /// The filter name.

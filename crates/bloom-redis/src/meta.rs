@@ -18,10 +18,17 @@ use crate::error::RedisFilterError;
 /// write.
 pub(crate) const SCHEMA: &str = "bloom-redis/2";
 
+/// Schema 2 for a filter whose keys were not all encoded with the Unicode tables its
+/// metadata records (a filter of other tables, written to by this build with keys outside
+/// ASCII): every build must answer *maybe* for such keys, as for a snapshot whose tables are
+/// "not recorded". Its own value, so that a build that does not know it refuses the filter
+/// rather than trust the recorded tables.
+pub(crate) const SCHEMA_MIXED: &str = "bloom-redis/3";
+
 /// The schemas this build reads. A filter of version 1 has no epoch records: it is
 /// unverified until [`RedisFilter::restore_whole`](crate::RedisFilter::restore_whole) records
-/// its nodes (which makes it version 2).
-const READS: [&str; 2] = ["bloom-redis/1", SCHEMA];
+/// its nodes (which makes it version 2, or 3 for mixed tables).
+const READS: [&str; 3] = ["bloom-redis/1", SCHEMA, SCHEMA_MIXED];
 
 /// The state of a filter whose shards are complete and may be answered from.
 pub(crate) const READY: &str = "ready";
@@ -133,6 +140,8 @@ pub(crate) struct Meta {
     pub(crate) header: Header,
     pub(crate) creation: Creation,
     pub(crate) state: String,
+    /// Schema 3: the keys' Unicode tables are not all the recorded ones.
+    pub(crate) tables_mixed: bool,
 }
 
 fn unicode(version: Option<UnicodeVersion>) -> String {
@@ -292,6 +301,7 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
         header,
         creation,
         state: get("state").to_owned(),
+        tables_mixed: get("schema") == SCHEMA_MIXED,
     })
 }
 

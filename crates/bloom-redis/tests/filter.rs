@@ -866,3 +866,50 @@ fn every_form_of_key_answers_as_locally() {
         Err(RedisFilterError::Key(_))
     ));
 }
+
+/// A filter of other Unicode tables than this build's (imported from a snapshot another
+/// build wrote): ASCII keys change nothing, but the first key outside ASCII records, before
+/// its bits, that the keys' tables are mixed (schema 3). Every handle then answers *maybe*
+/// for keys outside ASCII, and an export records the tables as not recorded, as a local
+/// filter's snapshot does.
+#[test]
+fn keys_of_other_tables_are_recorded_before_their_bits() {
+    use bloom_core::{UnicodeTables, UnicodeVersion};
+    let server = RedisServer::start();
+    let target = server.target();
+    let dir = tempfile::tempdir().unwrap();
+    let old = UnicodeVersion::new(15, 0, 0);
+    let config = config(4, 1_000).with_tables(UnicodeTables::new(Some(old), None));
+    assert!(config.has_foreign_tables());
+    let mut local = BloomFilter::new(config).unwrap();
+    local.insert("plain");
+    let snapshot = dir.path().join("old-tables.bloom");
+    std::fs::write(&snapshot, local.to_snapshot().encode()).unwrap();
+    let redis = RedisFilter::import(&target, "tables", &snapshot, 1 << 20).unwrap();
+    let schema = || server.cli(&["HGET", &bloom_redis::meta_key("tables"), "schema"]);
+    redis.insert("ascii-only").unwrap();
+    assert_eq!(
+        schema().trim(),
+        "bloom-redis/2",
+        "ASCII keys are the same under any tables"
+    );
+    redis.insert("naïve").unwrap();
+    assert_eq!(schema().trim(), "bloom-redis/3");
+    // Another handle reads it: keys outside ASCII are maybe, ASCII ones exact.
+    let other = RedisFilter::open(&target, "tables").unwrap();
+    assert!(other.config().has_foreign_tables());
+    assert!(other.contains("never-added-é").unwrap());
+    assert!(!other.contains("never-added").unwrap());
+    assert!(other.contains("plain").unwrap());
+    let exported = dir.path().join("exported.bloom");
+    let header = other.export(&exported).unwrap();
+    assert_eq!(header.key_encoding.normalization_unicode, None);
+    let reread =
+        Snapshot::decode(std::fs::read(&exported).unwrap(), &DecodeOptions::default()).unwrap();
+    assert_eq!(reread.header().key_encoding.normalization_unicode, None);
+    // Still readable after its nodes are recorded again (a restore keeps schema 3).
+    other
+        .restore_whole(["plain", "ascii-only", "naïve"], None)
+        .unwrap();
+    assert_eq!(schema().trim(), "bloom-redis/3");
+}

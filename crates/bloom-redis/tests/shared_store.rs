@@ -21,14 +21,14 @@ fn open(
     db: &std::path::Path,
     server: &RedisServer,
 ) -> (SharedFilteredStore<SqliteStore>, SharedOpen) {
-    let (wrapper, outcome) = SharedFilteredStore::open(
+    SharedFilteredStore::open_with_grace(
         SqliteStore::open(db).unwrap(),
         server.target(),
         "records",
         KeyEncoding::Nfc,
+        Duration::from_millis(50),
     )
-    .unwrap();
-    (wrapper.with_grace(Duration::from_millis(50)), outcome)
+    .unwrap()
 }
 
 /// Every committed key is reported present (never absent), by every wrapper.
@@ -229,8 +229,14 @@ fn a_filter_lost_between_a_writers_bits_and_its_commit_gets_the_bits_again() {
         inner: SqliteStore::open(&db).unwrap(),
         hook: std::sync::Mutex::new(None),
     };
-    let (a, _) =
-        SharedFilteredStore::open(hooked, server.target(), "records", KeyEncoding::Nfc).unwrap();
+    let (a, _) = SharedFilteredStore::open_with_grace(
+        hooked,
+        server.target(),
+        "records",
+        KeyEncoding::Nfc,
+        Duration::from_millis(50),
+    )
+    .unwrap();
     assert!(a.is_trusted());
     // Between A's bits and A's commit: Redis loses everything and B rebuilds (its scan
     // cannot see A's key, which is not committed yet).
@@ -368,8 +374,9 @@ fn a_filter_put_back_from_an_older_copy_is_caught_up_from_what_it_records() {
 }
 
 /// A filter just created (bound to no store yet) is trusted at the first open: the store's
-/// keys are taken in from the start and the filter is bound to the store, with no rebuild
-/// and no grace period. A second open finds it bound to this store's history.
+/// keys are taken in from the start (after the grace period, for writers of a filter it may
+/// replace) and the filter is bound to the store, with no rebuild. A second open finds it
+/// bound to this store's history, and waits no grace.
 #[test]
 fn a_new_filter_is_trusted_at_the_first_open() {
     let server = RedisServer::start();
@@ -406,11 +413,12 @@ fn a_new_filter_is_trusted_at_the_first_open() {
         ),
         Err(bloom_redis::RedisFilterError::Incompatible { .. })
     ));
-    let (a, outcome) = SharedFilteredStore::open(
+    let (a, outcome) = SharedFilteredStore::open_with_grace(
         SqliteStore::open(&db).unwrap(),
         server.target(),
         "records",
         KeyEncoding::Nfc,
+        Duration::from_millis(50),
     )
     .unwrap();
     assert!(

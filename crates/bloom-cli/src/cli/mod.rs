@@ -16,11 +16,13 @@ pub(crate) use redis::*;
 const AFTER_HELP: &str = "\
 Exit codes:
   0    success
-  1    bad input: a damaged or invalid snapshot, an invalid key or key file
+  1    bad input: a damaged or invalid snapshot, an invalid key or key file; `verify` found
+       a damaged or unverified file; `remove` left keys it reports absent
   2    usage error: flags or values that do not make sense
-  3    environment failure: a file or standard output could not be written, a lock could
-       not be taken, memory could not be allocated, Redis could not be reached, refused a
-       command, or did not finish within --timeout
+  3    environment failure: a file is missing, unreadable or not a regular file, a file or
+       standard output could not be written, a lock could not be taken, memory could not be
+       allocated, Redis could not be reached, refused a command, or did not finish within
+       --timeout
   4    `check --exit-status`: at least one key is absent
   5    a Redis filter is unverified: Redis may have lost writes it acknowledged (a restart
        from an older save, a failover to a replica that missed writes); nothing is answered
@@ -55,8 +57,8 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    /// Print m, k, size and predicted false-positive rate for a plan, for both layouts side
-    /// by side.
+    /// Print m, k, size and predicted false-positive rate for a plan, for the standard,
+    /// blocked-512 and counting layouts side by side.
     Plan(PlanArgs),
     /// Build a snapshot from keys and write it atomically.
     Build(BuildArgs),
@@ -87,8 +89,15 @@ pub(crate) enum Command {
     /// Print a shell completion script (bash, elvish, fish, powershell, zsh), generated from
     /// this command line: `bloom completions bash > /etc/bash_completion.d/bloom`.
     Completions(CompletionsArgs),
-    /// Print the manual page (roff), generated from this command line: `bloom man > bloom.1`.
-    Man,
+    /// Print a manual page (roff), generated from this command line: `bloom man > bloom.1`,
+    /// `bloom man redis create > bloom-redis-create.1`.
+    Man(ManArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct ManArgs {
+    /// The command whose page to print (`plan`, `redis create`, ...); none for `bloom(1)`.
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Args)]

@@ -9,6 +9,7 @@ use crate::output::{Answers, escape_key};
 /// Returns the exit code: 0, or 4 with `--exit-status` when a key is absent.
 pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     require_keys(&args.keys, &args.input)?;
+    crate::progress::reports_on_stdout();
     files::one_standard_input(&args.snapshot, args.input.path.as_deref())?;
     let loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
     // A counting filter answers as its projection, a quarter of its size.

@@ -3,8 +3,8 @@
 
 use clap::CommandFactory;
 
-use crate::cli::{Cli, CompletionsArgs};
-use crate::error::CmdResult;
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::error::{CmdResult, Failure};
 use crate::output::Out;
 
 pub(crate) fn completions(args: &CompletionsArgs) -> CmdResult {
@@ -15,14 +15,27 @@ pub(crate) fn completions(args: &CompletionsArgs) -> CmdResult {
     out.flush()
 }
 
-pub(crate) fn man() -> CmdResult {
+pub(crate) fn man(args: &ManArgs) -> CmdResult {
+    let mut command = Cli::command();
+    let mut name = "bloom".to_owned();
+    for part in &args.command {
+        let Some(sub) = command.find_subcommand(part).cloned() else {
+            return Err(Failure::usage(format!(
+                "no command `{} {part}`: see `{name} --help`",
+                name.replace('-', " ")
+            )));
+        };
+        name = format!("{name}-{}", sub.get_name());
+        command = sub;
+    }
+    // The page's name; clap takes a static one (one small string, once per process).
+    let command = command
+        .name(&*Box::leak(name.into_boxed_str()))
+        .version(env!("CARGO_PKG_VERSION"));
     let mut page = Vec::new();
-    // Rendering into memory cannot fail; an error would be a bug of the renderer.
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(command)
         .render(&mut page)
-        .map_err(|e| {
-            crate::error::Failure::environment(format!("cannot render the manual: {e}"))
-        })?;
+        .map_err(|e| Failure::environment(format!("cannot render the manual: {e}")))?;
     let mut out = Out::new();
     out.bytes(&page)?;
     out.flush()

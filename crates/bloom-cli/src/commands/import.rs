@@ -10,7 +10,7 @@ use crate::files;
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
-    let name = args.input.display();
+    let name = files::shown(&args.input);
     if args.from != Legacy::Guava && args.funnel.is_some() {
         return Err(Failure::usage("--funnel goes with --from guava"));
     }
@@ -28,17 +28,17 @@ pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
         Box::new(std::io::stdin())
     } else {
         Box::new(
-            std::fs::File::open(&args.input)
-                .map_err(|e| Failure::input(format!("cannot read {name}: {e}")))?,
+            bloom_format::open_regular_file(&args.input)
+                .map_err(|e| files::read_failure(&args.input, &e))?,
         )
     };
     let snapshot = match args.from {
-        Legacy::SeedRaw => seed_raw(source, &name.to_string())?,
+        Legacy::SeedRaw => seed_raw(source, &name)?,
         Legacy::Guava => {
             let funnel = funnel.unwrap_or(Funnel::Utf8).guava();
             let options = DecodeOptions::with_max_payload_len(args.limit.max_bytes);
             let snapshot = import_guava(source, funnel, &options).map_err(|e| match e {
-                bloom_format::GuavaError::Alloc { .. } => {
+                bloom_format::GuavaError::Alloc { .. } | bloom_format::GuavaError::Io(_) => {
                     Failure::environment(format!("{name}: {e}"))
                 }
                 bloom_format::GuavaError::OverLimit { .. } => {
@@ -63,7 +63,7 @@ fn seed_raw(source: Box<dyn Read>, name: &str) -> CmdResult<Snapshot> {
     source
         .take(SEED_RAW_LEN as u64 + 1)
         .read_to_end(&mut raw)
-        .map_err(|e| Failure::input(format!("cannot read {name}: {e}")))?;
+        .map_err(|e| Failure::environment(format!("cannot read {name}: {e}")))?;
     if raw.len() > SEED_RAW_LEN {
         return Err(Failure::input(format!(
             "{name}: a seed raw snapshot is exactly {SEED_RAW_LEN} bytes (1024 bits); this input is longer"

@@ -53,10 +53,11 @@ pub(crate) fn key_batches_of(
     mut each: impl FnMut(&Batch, &Batch) -> CmdResult,
 ) -> CmdResult {
     let (mut originals, mut encoded) = (Batch::with_size(size), Batch::with_size(size));
+    let source = input.source().map(|s| s.name()).unwrap_or_default();
     let mut push =
         |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
             let bytes = config.encode_bytes(key).map_err(|e| match line {
-                Some(n) => Failure::input(format!("key on line {n}: {e}")),
+                Some(n) => Failure::input(format!("{source} line {n}: {e}")),
                 None => Failure::input(format!("key {}: {e}", escape_key(key))),
             })?;
             originals.push(key);

@@ -343,6 +343,7 @@ fn add(args: &RedisAddArgs) -> CmdResult {
 fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
     let keys = &args.keys;
     require_keys(&keys.keys, &keys.input)?;
+    crate::progress::reports_on_stdout();
     let filter = open(&keys.at)?;
     let at = &keys.at;
     let mut answers = Answers::new(args.json);
@@ -374,6 +375,11 @@ fn export(args: &RedisExportArgs) -> CmdResult {
     let to_stdout = crate::files::is_stdio(&args.output) || args.output == Path::new("/dev/stdout");
     if !to_stdout {
         return export_to(&filter, &args.at, &args.output);
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(Failure::usage(
+            "standard output is a terminal: redirect it to a file or a pipe to write a snapshot there",
+        ));
     }
     // A snapshot's header carries the payload's checksum, known only once every shard was
     // read: the export goes to a file in a private directory first, then to standard output.

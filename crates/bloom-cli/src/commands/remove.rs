@@ -12,6 +12,7 @@ use crate::signals::Signals;
 /// Returns the exit code: 0, or 1 when a key was left alone (listed on standard output).
 pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     require_keys(&args.keys, &args.input)?;
+    crate::progress::reports_on_stdout();
     files::in_place("remove", &args.snapshot)?;
     if let Err(e) = std::fs::metadata(&args.snapshot) {
         return Err(Failure::environment(format!(

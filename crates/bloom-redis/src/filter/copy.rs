@@ -62,10 +62,13 @@ impl fmt::Debug for Info {
 
 /// What the metadata hash holds.
 pub(crate) struct Meta {
+    /// As recorded (the markers bind it).
     pub(crate) header: Header,
     pub(crate) creation: meta::Creation,
     pub(crate) state: String,
     pub(crate) durability: Durability,
+    /// The keys' Unicode tables are not all the recorded ones (schema 3).
+    pub(crate) tables_mixed: bool,
 }
 
 pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilterError> {
@@ -118,6 +121,7 @@ pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilter
         creation: parsed.creation,
         state: parsed.state,
         durability,
+        tables_mixed: parsed.tables_mixed,
     })
 }
 
@@ -184,7 +188,13 @@ impl RedisFilter {
                 "the metadata is another filter's: the filter was recreated",
             ));
         }
-        Ok(meta.header)
+        let mut header = meta.header;
+        if meta.tables_mixed {
+            // As a local filter records it: the tables are not recorded.
+            header.key_encoding.normalization_unicode = None;
+            header.key_encoding.casing_unicode = None;
+        }
+        Ok(header)
     }
 
     /// Records that the bits cover the primary store up to `generation`, at the history

@@ -80,6 +80,7 @@ impl RedisFilter {
             acks: None,
             verified: Mutex::new(HashSet::new()),
             marked: Mutex::new(HashSet::new()),
+            tables_mixed: AtomicBool::new(false),
         };
         let mut fields = meta::fields(&header, creation, BUILDING);
         fields.push(("durability", durability.field()));
@@ -101,9 +102,12 @@ impl RedisFilter {
 
     /// Opens filter `name`, or creates it with `config` and `durability` when no filter has
     /// that name ([`RedisFilter::create_with`]); when two processes do this at once, one
-    /// creates and the other opens what it made. An existing filter must have been made
+    /// creates and the other waits (within the target's timeout) for that creation to finish,
+    /// then opens what it made. An existing filter must have been made
     /// with `config` (every part that decides positions: layout, bits, positions per key,
-    /// rule, encoding and salt).
+    /// rule, encoding and salt); its durability is the one it was made with
+    /// ([`RedisFilter::durability`]; a handle can ask for more with
+    /// [`RedisFilter::require_replica_acks`]).
     ///
     /// ```no_run
     /// use bloom_core::{FilterConfig, FilterParams, Layout};
@@ -125,13 +129,18 @@ impl RedisFilter {
         config: FilterConfig,
         durability: Durability,
     ) -> Result<Self, RedisFilterError> {
+        let deadline = target.deadline_from_now();
         let opened = match Self::open(target, name) {
             Err(RedisFilterError::NotFound { .. }) => {
                 match Self::create_with(target, name, config.clone(), durability) {
-                    Err(RedisFilterError::AlreadyExists { .. }) => Self::open(target, name),
+                    Err(RedisFilterError::AlreadyExists { .. }) => {
+                        Self::open_when_ready(target, name, deadline)
+                    }
                     created => return created,
                 }
             }
+            // Another process is creating it.
+            Err(RedisFilterError::NotReady { .. }) => Self::open_when_ready(target, name, deadline),
             opened => opened,
         }?;
         match opened.config().mismatch(&config) {
@@ -140,6 +149,27 @@ impl RedisFilter {
                 name: name.to_owned(),
                 mismatch,
             }),
+        }
+    }
+
+    /// Opens filter `name` once the creation another process is running has finished: a
+    /// filter that is not ready yet is opened again every 50 ms until `deadline` (an
+    /// interrupted creation stays [`RedisFilterError::NotReady`]).
+    fn open_when_ready(
+        target: &RedisTarget,
+        name: &str,
+        deadline: std::time::Instant,
+    ) -> Result<Self, RedisFilterError> {
+        loop {
+            match Self::open(target, name) {
+                // Claimed, its metadata not written yet, or its shards being written.
+                Err(RedisFilterError::NotReady { .. } | RedisFilterError::Metadata { .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                opened => return opened,
+            }
         }
     }
 
@@ -185,6 +215,12 @@ impl RedisFilter {
             },
             other => other,
         })?;
+        // Keys of other tables than the recorded ones: every key outside ASCII is *maybe*.
+        let config = if meta.tables_mixed {
+            config.with_tables(bloom_core::UnicodeTables::default())
+        } else {
+            config
+        };
         Ok(Self {
             target: target.clone(),
             conn: Mutex::new(conn),
@@ -198,6 +234,7 @@ impl RedisFilter {
             acks: None,
             verified: Mutex::new(HashSet::new()),
             marked: Mutex::new(HashSet::new()),
+            tables_mixed: AtomicBool::new(meta.tables_mixed),
         })
     }
 

@@ -11,6 +11,7 @@ pub use copy::Info;
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -177,6 +178,9 @@ pub struct RedisFilter {
     /// write to them: a write to a shard whose markers are not the filter's (edited
     /// metadata, a deleted or replaced key) would grow or recreate the key.
     pub(crate) marked: Mutex<HashSet<u32>>,
+    /// The metadata says (schema 3) that keys of other Unicode tables than the recorded
+    /// ones went in; set before the first such key's bits.
+    pub(crate) tables_mixed: AtomicBool,
 }
 
 /// Names the filter and its size; never its salt, URLs or bits.

@@ -47,6 +47,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         };
         // Keys committed since that point: normally none (writers set bits first). They go
         // into this very filter, which is installed only afterwards.
+        if !bound {
+            // Perhaps a filter made in place of a lost one: writers that set bits in the
+            // lost one commit within the grace period, and the scan below finds their keys.
+            std::thread::sleep(self.grace);
+        }
         match self.take_in_since(&filter, from, restore || !bound, restore) {
             Ok((to, caught_up)) => {
                 self.install(Some(filter), true);
@@ -102,7 +107,8 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Err(e) => return Ok(Err(e.to_string())),
         };
         // A filter bound to no store yet (just created) claims nothing: it covers the store
-        // once every key of it is in, from the start.
+        // once every key of it is in, from the start (after the grace period: see
+        // `SharedFilteredStore::open_with_grace`).
         let Some(binding) = header.store else {
             return Ok(Ok((DatasetGeneration::ZERO, false)));
         };

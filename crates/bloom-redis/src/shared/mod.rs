@@ -18,6 +18,9 @@ use crate::filter::{RedisFilter, shard_geometry};
 /// How often a bypassed wrapper tries to attach to the shared filter again, on queries.
 const REATTACH_EVERY: Duration = Duration::from_secs(5);
 
+/// The grace period of [`SharedFilteredStore::open`].
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
 /// How [`SharedFilteredStore::open`] found the shared filter.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -158,7 +161,8 @@ impl<S> std::fmt::Debug for SharedFilteredStore<S> {
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Opens the shared filter `name` over `store`, with the key encoding `encoding` (the
-    /// store's keys and the filter's must agree).
+    /// store's keys and the filter's must agree), and the default grace period of
+    /// [`SharedFilteredStore::open_with_grace`] (10 s).
     ///
     /// # Errors
     /// [`SharedError::Store`] or [`SharedError::EncodingMismatch`]. Redis being unreachable
@@ -168,6 +172,24 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         target: RedisTarget,
         name: &str,
         encoding: KeyEncoding,
+    ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
+        Self::open_with_grace(store, target, name, encoding, DEFAULT_GRACE)
+    }
+
+    /// [`SharedFilteredStore::open`] with the grace period `grace`: how long the wrapper waits
+    /// before it scans the store into a filter that may replace one whose writers are still
+    /// in flight (a writer sets a key's bits, then commits it): a filter bound to no store yet
+    /// (just created, perhaps in place of a lost one), at its first open, and the shards a
+    /// rebuild recreates. Longer than any insert takes from setting bits to committing.
+    ///
+    /// # Errors
+    /// As [`SharedFilteredStore::open`].
+    pub fn open_with_grace(
+        store: S,
+        target: RedisTarget,
+        name: &str,
+        encoding: KeyEncoding,
+        grace: Duration,
     ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
         let label = format!("{} v{}", encoding.name(), encoding.version());
         let recorded = store
@@ -190,15 +212,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 epoch: 0,
             }),
             last_attach: Mutex::new(Instant::now()),
-            grace: Duration::from_secs(10),
+            grace,
             lookups_avoided: AtomicU64::new(0),
         };
         let outcome = wrapper.attach()?;
         Ok((wrapper, outcome))
     }
 
-    /// How long a rebuild that recreates lost shards waits before it scans the store
-    /// (default 10 s): longer than any insert takes from setting bits to committing.
+    /// The grace period of [`SharedFilteredStore::open_with_grace`], from now on (for the
+    /// next rebuild or attach).
     #[must_use]
     pub fn with_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;

@@ -303,6 +303,23 @@ impl RedisFilter {
             .collect()
     }
 
+    /// Before the bits of a key outside ASCII go into a filter of other Unicode tables than
+    /// this build's: the metadata says (schema 3) that its keys' tables are not all the
+    /// recorded ones, so that no build trusts them for such keys again (a local filter does
+    /// the same: see `FilterConfig::mark_tables_mixed`).
+    fn note_mixed_tables<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<(), RedisFilterError> {
+        if self.tables_mixed.load(std::sync::atomic::Ordering::Acquire)
+            || !self.config.has_foreign_tables()
+            || keys.iter().all(|k| k.as_ref().is_ascii())
+        {
+            return Ok(());
+        }
+        self.set_fields([("schema", crate::meta::SCHEMA_MIXED)])?;
+        self.tables_mixed
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// Inserts keys (judging their shards' nodes with `verify`), counts them in the metadata
     /// and makes the writes durable; returns how many changed a bit and which connection
     /// took each shard's writes.
@@ -311,6 +328,7 @@ impl RedisFilter {
         keys: &[K],
         verify: bool,
     ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
+        self.note_mixed_tables(keys)?;
         let deadline = self.deadline();
         let mut changed = 0u64;
         let mut written: HashSet<(u64, u32)> = HashSet::new();

@@ -56,7 +56,12 @@ impl RedisFilter {
         written: &[(u64, u32)],
     ) -> Result<(), RedisFilterError> {
         self.record_nodes(coverage, written)?;
-        self.set_fields([("schema", crate::meta::SCHEMA)])
+        let schema = if self.tables_mixed.load(std::sync::atomic::Ordering::Acquire) {
+            crate::meta::SCHEMA_MIXED
+        } else {
+            crate::meta::SCHEMA
+        };
+        self.set_fields([("schema", schema)])
     }
 }
 
