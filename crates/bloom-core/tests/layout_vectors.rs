@@ -1,4 +1,4 @@
-//! The `xxh3-128` rule and the `blocked-512`, sharded and counting layouts against vectors computed
+//! The `xxh3-128` rule and the `blocked-512`, sharded (both) and counting layouts against vectors computed
 //! independently from `docs/format.md` (Python's hashlib and the `xxhash` package:
 //! `tests/data/layout_vectors.py`): positions of sample keys for every combination, salted and
 //! not, and the whole payload of every golden fixture that uses them.
@@ -87,4 +87,46 @@ fn fixture_payloads_match_the_independent_implementation() {
             "{name}: the payload differs from the independent implementation's"
         );
     }
+}
+
+/// The `sharded-v2` layout against `tests/data/sharded_v2_vectors.py` (Python's hashlib
+/// only): sample positions for several shard counts, salted and not, and the whole payload of
+/// the `sha256-sharded-v2-salted` fixture.
+#[test]
+fn sharded_v2_matches_the_independent_implementation() {
+    let vectors: Value =
+        serde_json::from_str(include_str!("data/sharded_v2_vectors.json")).unwrap();
+    let samples = vectors["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 4 * 2);
+    for case in samples {
+        let config = config(case);
+        assert_eq!(config.layout().id(), bloom_format::LayoutId::ShardedV2);
+        for entry in case["positions"].as_array().unwrap() {
+            let key = entry["key"].as_str().unwrap();
+            let expected: Vec<u64> = entry["positions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_u64().unwrap())
+                .collect();
+            let got: Vec<u64> = config
+                .positions(&EncodedKey::from_encoded(key.as_bytes()))
+                .collect();
+            assert_eq!(got, expected, "{key:?} in {case:#}");
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v2");
+    let case = &vectors["fixtures"][0];
+    let name = case["fixture"].as_str().unwrap();
+    let snapshot = Snapshot::read_file(
+        root.join(format!("{name}.bloom")),
+        &DecodeOptions::unlimited(),
+    )
+    .unwrap();
+    assert_eq!(snapshot.header().layout, bloom_format::LayoutId::ShardedV2);
+    assert_eq!(
+        snapshot.payload().as_ref(),
+        unhex(case["payload_hex"].as_str().unwrap()).as_slice(),
+        "{name}: the payload differs from the independent implementation's"
+    );
 }
