@@ -90,8 +90,7 @@ fn answers_and_snapshots_equal_a_local_filter() {
         redis.export(&exported).unwrap();
         let bytes = std::fs::read(&exported).unwrap();
         assert!(bytes == local.to_snapshot().encode().to_vec(), "{name}");
-        let copy =
-            RedisFilter::import(&target, &format!("{name}-copy"), &exported, 1 << 30).unwrap();
+        let copy = RedisFilter::import(&target, &format!("{name}-copy"), &exported).unwrap();
         let again = dir.path().join(format!("{name}-again.bloom"));
         copy.export(&again).unwrap();
         assert!(std::fs::read(&again).unwrap() == bytes, "{name}");
@@ -885,7 +884,7 @@ fn keys_of_other_tables_are_recorded_before_their_bits() {
     local.insert("plain");
     let snapshot = dir.path().join("old-tables.bloom");
     std::fs::write(&snapshot, local.to_snapshot().encode()).unwrap();
-    let redis = RedisFilter::import(&target, "tables", &snapshot, 1 << 20).unwrap();
+    let redis = RedisFilter::import(&target, "tables", &snapshot).unwrap();
     let schema = || server.cli(&["HGET", &bloom_redis::meta_key("tables"), "schema"]);
     redis.insert("ascii-only").unwrap();
     assert_eq!(

@@ -359,8 +359,14 @@ fn an_import_waits_for_its_durability_after_writing_the_bits() {
         replicas: 1,
         timeout_ms: 5000,
     };
-    let imported =
-        RedisFilter::import_with(&primary.target(), "imp", &snapshot, 1 << 30, durable).unwrap();
+    let imported = RedisFilter::import_with(
+        &primary.target(),
+        "imp",
+        &snapshot,
+        &bloom_format::DecodeOptions::default(),
+        durable,
+    )
+    .unwrap();
     // A marker command after the import: the stream is read up to it.
     primary.cli(&["ECHO", "import-returned"]);
     let mut seen = Vec::new();

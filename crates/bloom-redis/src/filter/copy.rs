@@ -362,24 +362,32 @@ impl RedisFilter {
         Ok(header)
     }
 
-    /// Loads a snapshot file (of the sharded layout) into a new filter `name` with
-    /// `durability`: the metadata first (not ready), the bits shard by shard, and the filter
+    /// Loads a snapshot file (of the sharded layout) into a new filter `name`, with the
+    /// default limits ([`DecodeOptions::default`]: payloads up to 1 GiB) and no durability
+    /// requirement: the metadata first (not ready), the bits shard by shard, and the filter
     /// is marked ready only after the whole payload passed its checksum.
     ///
     /// # Errors
-    /// A file error ([`RedisFilterError::Read`]: not a snapshot, damaged, over
-    /// `max_payload_len`), [`RedisFilterError::NotSharded`],
-    /// [`RedisFilterError::AlreadyExists`], or a Redis error.
+    /// A file error ([`RedisFilterError::Read`]: not a snapshot, damaged, over the limit),
+    /// [`RedisFilterError::NotSharded`], [`RedisFilterError::AlreadyExists`], or a Redis
+    /// error.
     pub fn import(
         target: &RedisTarget,
         name: &str,
         path: impl AsRef<Path>,
-        max_payload_len: u64,
     ) -> Result<Self, RedisFilterError> {
-        Self::import_with(target, name, path, max_payload_len, Durability::None)
+        Self::import_with(
+            target,
+            name,
+            path,
+            &DecodeOptions::default(),
+            Durability::None,
+        )
     }
 
-    /// [`RedisFilter::import`] with the durability every writer must give each insert.
+    /// [`RedisFilter::import`] with the decoder's limits `options` (a payload over 1 GiB
+    /// needs `DecodeOptions::with_max_payload_len`) and the durability every writer must give
+    /// each insert.
     ///
     /// # Errors
     /// As [`RedisFilter::import`].
@@ -387,13 +395,10 @@ impl RedisFilter {
         target: &RedisTarget,
         name: &str,
         path: impl AsRef<Path>,
-        max_payload_len: u64,
+        options: &DecodeOptions,
         durability: Durability,
     ) -> Result<Self, RedisFilterError> {
-        let reader = SnapshotReader::open(
-            path.as_ref(),
-            &DecodeOptions::with_max_payload_len(max_payload_len),
-        )?;
+        let reader = SnapshotReader::open(path.as_ref(), options)?;
         Self::import_from(target, name, reader, durability)
     }
 
