@@ -112,6 +112,9 @@ fn create_add_check_export_import_info_delete() {
         "estimated_items",
         "estimated_false_positive_rate",
         "item_count",
+        "unicode_version_normalization",
+        "unicode_version_casing",
+        "unicode_tables_match_this_build",
     ] {
         assert_eq!(json[key], inspected[key], "{key}");
     }

@@ -886,6 +886,8 @@ fn keys_of_other_tables_are_recorded_before_their_bits() {
     std::fs::write(&snapshot, local.to_snapshot().encode()).unwrap();
     let redis = RedisFilter::import(&target, "tables", &snapshot).unwrap();
     let schema = || server.cli(&["HGET", &bloom_redis::meta_key("tables"), "schema"]);
+    // A handle opened before the filter is marked: its restore must not take the mark back.
+    let early = RedisFilter::open(&target, "tables").unwrap();
     redis.insert("ascii-only").unwrap();
     assert_eq!(
         schema().trim(),
@@ -906,9 +908,18 @@ fn keys_of_other_tables_are_recorded_before_their_bits() {
     let reread =
         Snapshot::decode(std::fs::read(&exported).unwrap(), &DecodeOptions::default()).unwrap();
     assert_eq!(reread.header().key_encoding.normalization_unicode, None);
-    // Still readable after its nodes are recorded again (a restore keeps schema 3).
+    // Still marked after its nodes are recorded again, by a handle that knew of the mark
+    // and by one opened before it (a restore never takes schema 3 back).
     other
         .restore_whole(["plain", "ascii-only", "naïve"], None)
         .unwrap();
     assert_eq!(schema().trim(), "bloom-redis/3");
+    early.restore_whole(["plain", "ascii-only"], None).unwrap();
+    assert_eq!(schema().trim(), "bloom-redis/3");
+    // A key that is ASCII once encoded, but not as given (the Kelvin sign is K under NFC),
+    // marks a filter as a local filter would.
+    let kelvin = RedisFilter::import(&target, "kelvin", &snapshot).unwrap();
+    let kelvin_schema = || server.cli(&["HGET", &bloom_redis::meta_key("kelvin"), "schema"]);
+    kelvin.insert("\u{212a}").unwrap();
+    assert_eq!(kelvin_schema().trim(), "bloom-redis/3");
 }

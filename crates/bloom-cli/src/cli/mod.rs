@@ -212,8 +212,9 @@ pub(crate) struct BuildArgs {
     #[arg(long)]
     pub(crate) rule: Option<PositionRule>,
     /// Layout: blocked-512 (all of a key's bits in one 64-byte cache line, about 3% more
-    /// bits at 1%; the default) or standard (the fewest bits, one cache line per position;
-    /// the default for sha256-split4, which works with it only).
+    /// bits at 1%; the default), standard (the fewest bits, one cache line per position;
+    /// the default for sha256-split4, which works with it only), sharded-v2-S (S shards, as
+    /// Redis filters are held), or sharded-S (the superseded sharded layout).
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
     /// Key encoding (default: nfc; utf8 for the Guava rules, whose filters use the encoding
@@ -417,7 +418,8 @@ pub(crate) struct MeasureArgs {
     /// Position rule.
     #[arg(long, default_value = "xxh3-128")]
     pub(crate) rule: PositionRule,
-    /// Layout (default: blocked-512, or standard for sha256-split4).
+    /// Layout: standard, blocked-512, sharded-v2-S (S shards), or sharded-S (the superseded
+    /// sharded layout). Default: blocked-512, or standard for sha256-split4.
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
     #[command(flatten)]

@@ -20,9 +20,9 @@ pub(crate) fn man(args: &ManArgs) -> CmdResult {
     let mut name = "bloom".to_owned();
     for part in &args.command {
         let Some(sub) = command.find_subcommand(part).cloned() else {
+            let spelled = name.replace('-', " ");
             return Err(Failure::usage(format!(
-                "no command `{} {part}`: see `{name} --help`",
-                name.replace('-', " ")
+                "no command `{spelled} {part}`: see `{spelled} --help`"
             )));
         };
         name = format!("{name}-{}", sub.get_name());

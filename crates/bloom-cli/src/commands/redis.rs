@@ -353,9 +353,14 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
         &keys.keys,
         &keys.input,
         |originals, encoded| {
-            let maybe = filter
-                .contains_each(encoded.encoded())
-                .map_err(|e| failure(at, &e))?;
+            // With other Unicode tables the answer depends on the raw key (ASCII keys are
+            // exact), as for a local filter; otherwise the encoded batch is asked.
+            let maybe = if filter.config().has_foreign_tables() {
+                filter.contains_each(originals.keys())
+            } else {
+                filter.contains_each(encoded.encoded())
+            }
+            .map_err(|e| failure(at, &e))?;
             for (key, maybe) in originals.keys().zip(maybe) {
                 answers.answer(key, maybe)?;
             }
@@ -473,6 +478,9 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             "item_count": h.item_count,
             "store_identity": h.store.map(|b| b.identity.to_string()),
             "history_digest": h.store.map(|b| b.history.to_string()),
+            "unicode_version_normalization": h.key_encoding.normalization_unicode.map(|v| v.to_string()),
+            "unicode_version_casing": h.key_encoding.casing_unicode.map(|v| v.to_string()),
+            "unicode_tables_match_this_build": !c.has_foreign_tables(),
             "set_bits": info.set_bits,
             "fill_ratio": number(bloom_core::estimate::fill_ratio(info.set_bits, h.bit_count)),
             "estimated_items": number(info.estimated_items),
@@ -483,7 +491,7 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
         out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&format!(
-            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
+            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nunicode tables: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
             args.at.name,
             h.bit_count,
             h.hash_count,
@@ -495,6 +503,11 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             h.dataset_generation,
             h.item_count,
             h.store.map_or_else(|| "none".to_owned(), |b| b.identity.to_string()),
+            if c.has_foreign_tables() {
+                "differ from this build's (or are not recorded): keys outside ASCII answer maybe"
+            } else {
+                "this build's"
+            },
             info.set_bits,
             show(bloom_core::estimate::fill_ratio(info.set_bits, h.bit_count)),
             show(info.estimated_items),

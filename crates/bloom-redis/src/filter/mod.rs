@@ -225,6 +225,12 @@ pub(crate) fn kind_of(value: &Value) -> &'static str {
 pub(crate) const GUARDED_HSET: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
      return redis.call('HSET', KEYS[1], unpack(ARGV, 2))";
 
+/// Sets `schema` to `ARGV[2]` only if `creation` is `ARGV[1]` (else -1), and never over
+/// schema 3 (mixed tables: a writer may have set it since this handle read the metadata).
+pub(crate) const GUARDED_SCHEMA: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
+     if redis.call('HGET', KEYS[1], 'schema') == 'bloom-redis/3' then return 0 end \
+     return redis.call('HSET', KEYS[1], 'schema', ARGV[2])";
+
 /// `HINCRBY KEYS[1] items ARGV[2]` only if its `creation` is `ARGV[1]`; -1 otherwise.
 pub(crate) const GUARDED_HINCRBY: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
      return redis.call('HINCRBY', KEYS[1], 'items', ARGV[2])";

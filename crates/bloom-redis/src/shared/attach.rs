@@ -150,7 +150,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         let mut written = Vec::new();
         let mut flush = |batch: &mut Vec<Vec<u8>>, failed: &mut Option<RedisFilterError>| {
             if failed.is_none() && !batch.is_empty() {
-                match filter.insert_keys(batch, !restore) {
+                // The store's keys are encoded: with other tables, they mark the filter.
+                let encoded: Vec<EncodedKey<'_>> =
+                    batch.iter().map(|k| EncodedKey::from_encoded(k)).collect();
+                let inserted = filter
+                    .note_mixed_tables(&encoded)
+                    .and_then(|()| filter.insert_keys(batch, !restore));
+                match inserted {
                     Ok((_, took)) => {
                         taken += batch.len() as u64;
                         if restore {

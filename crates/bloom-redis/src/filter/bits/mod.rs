@@ -286,6 +286,7 @@ impl RedisFilter {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = self.encode_keys(&keys)?;
+        self.note_mixed_tables(&keys)?;
         self.insert_keys(&encoded, true).map(|(changed, _)| changed)
     }
 
@@ -307,10 +308,12 @@ impl RedisFilter {
     /// this build's: the metadata says (schema 3) that its keys' tables are not all the
     /// recorded ones, so that no build trusts them for such keys again (a local filter does
     /// the same: see `FilterConfig::mark_tables_mixed`).
-    fn note_mixed_tables<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<(), RedisFilterError> {
+    /// The keys are those given (text, bytes, or encoded: an encoded key may come from any
+    /// text, and counts as outside ASCII), as a local filter judges them.
+    pub(crate) fn note_mixed_tables<K: Key>(&self, keys: &[K]) -> Result<(), RedisFilterError> {
         if self.tables_mixed.load(std::sync::atomic::Ordering::Acquire)
             || !self.config.has_foreign_tables()
-            || keys.iter().all(|k| k.as_ref().is_ascii())
+            || !keys.iter().any(Key::depends_on_tables)
         {
             return Ok(());
         }
@@ -328,7 +331,6 @@ impl RedisFilter {
         keys: &[K],
         verify: bool,
     ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
-        self.note_mixed_tables(keys)?;
         let deadline = self.deadline();
         let mut changed = 0u64;
         let mut written: HashSet<(u64, u32)> = HashSet::new();

@@ -61,7 +61,17 @@ impl RedisFilter {
         } else {
             crate::meta::SCHEMA
         };
-        self.set_fields([("schema", schema)])
+        // Guarded in Redis: a schema 3 set by another writer since is never taken back.
+        let key = self.meta_key();
+        let creation = self.creation.hex();
+        self.guarded(&[
+            b"EVAL",
+            crate::filter::GUARDED_SCHEMA.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            creation.as_bytes(),
+            schema.as_bytes(),
+        ])
     }
 }
 
@@ -97,6 +107,7 @@ impl Restore<'_> {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = self.filter.encode_keys(&keys)?;
+        self.filter.note_mixed_tables(&keys)?;
         let (changed, written) = self.filter.insert_keys(&encoded, false)?;
         self.written.extend(written);
         self.changed += changed;
