@@ -67,13 +67,32 @@ pub(crate) fn shown(path: &Path) -> String {
 
 /// Standard input can be read once: a snapshot and a key file cannot both be `-`.
 pub(crate) fn one_standard_input(snapshot: &Path, keys: Option<&Path>) -> CmdResult {
-    let stdin = |p: &Path| is_stdio(p) || p == Path::new("/dev/stdin");
+    let stdin = |p: &Path| is_stdio(p) || p == Path::new("/dev/stdin") || is_standard_input(p);
     if stdin(snapshot) && keys.is_some_and(stdin) {
         return Err(Failure::usage(
             "the snapshot and --keys cannot both be standard input (-): give one of them as a file",
         ));
     }
     Ok(())
+}
+
+/// Whether `path` names what standard input is (`/dev/fd/0`, `/proc/self/fd/0`, or the file
+/// redirected into it): the same device and inode.
+fn is_standard_input(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (Ok(named), Ok(stdin)) = (std::fs::metadata(path), std::fs::metadata("/dev/stdin"))
+        else {
+            return false;
+        };
+        named.dev() == stdin.dev() && named.ino() == stdin.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
 }
 
 /// A snapshot being read: from a file, or from standard input (`-`).

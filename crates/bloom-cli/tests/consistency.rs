@@ -184,3 +184,65 @@ fn environment_failures_are_exit_3() {
         "{err}"
     );
 }
+
+/// `plan --layout` plans one layout, the sharded ones included, in the same shapes; a rate
+/// too small for a double says so; standard input named another way is still standard
+/// input; a path that is not UTF-8 is shown exactly, escaped as keys are.
+#[test]
+fn the_rest_of_the_command_line_reads_the_same_way() {
+    let plan: serde_json::Value = serde_json::from_str(&stdout(bloom().args([
+        "plan",
+        "--items",
+        "100000",
+        "--fpr",
+        "0.01",
+        "--layout",
+        "sharded-v2-16",
+        "--json",
+    ])))
+    .unwrap();
+    let plans = plan["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 1);
+    assert_eq!(
+        plans[0]["layout"],
+        serde_json::json!({"id": 5, "name": "sharded-v2", "parameter": 16})
+    );
+    assert!(plans[0]["predicted_false_positive_rate"].as_f64().unwrap() <= 0.01);
+    let text = stdout(bloom().args([
+        "plan",
+        "--items",
+        "1000",
+        "--fpr",
+        "0.01",
+        "--layout",
+        "sharded-4",
+    ]));
+    assert!(
+        text.contains("layout                          sharded-4\n"),
+        "{text}"
+    );
+    let (code, _, err) = run(bloom().args(["plan", "--items", "10", "--fpr", "1e-400"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("below the smallest rate"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("s.bloom");
+    build(&snapshot, &["a"]);
+    #[cfg(target_os = "linux")]
+    {
+        let (code, _, err) = run(bloom()
+            .args(["check", "-", "--keys", "/dev/fd/0"])
+            .write_stdin(std::fs::read(&snapshot).unwrap()));
+        assert_eq!(code, 2, "{err}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = dir
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"caf\xe9.bloom"));
+        std::fs::copy(&snapshot, &odd).unwrap();
+        let out = stdout(bloom().arg("verify").arg(&odd));
+        assert!(out.starts_with("ok\t"), "{out}");
+        assert!(out.contains("caf\\xe9.bloom"), "{out}");
+    }
+}

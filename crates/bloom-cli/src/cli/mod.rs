@@ -115,6 +115,10 @@ pub(crate) struct PlanArgs {
     /// Target false-positive rate, strictly between 0 and 1.
     #[arg(long, value_parser = parse_rate)]
     pub(crate) fpr: f64,
+    /// Plan this layout only (standard, blocked-512, sharded-v2-S, sharded-S) instead of
+    /// the standard, blocked-512 and counting layouts side by side.
+    #[arg(long)]
+    pub(crate) layout: Option<Layout>,
     /// Print JSON instead.
     #[arg(long)]
     pub(crate) json: bool,
@@ -436,6 +440,11 @@ fn parse_rate(text: &str) -> Result<f64, String> {
         .map_err(|_| format!("{text:?} is not a number"))?;
     if rate > 0.0 && rate < 1.0 {
         Ok(rate)
+    } else if rate == 0.0 && text.bytes().any(|b| matches!(b, b'1'..=b'9')) {
+        // A positive rate too small for a double (1e-400) reads as 0.
+        Err(format!(
+            "{text} is below the smallest rate a double can hold (about 5e-324)"
+        ))
     } else {
         Err(format!("{text} is not strictly between 0 and 1"))
     }

@@ -1,117 +1,155 @@
 //! `bloom plan`: the parameters a filter needs.
 
-use bloom_core::{FilterParams, Layout};
+use bloom_core::{FilterParams, Layout, ParamsError};
+use serde_json::{Value, json};
 
 use crate::cli::PlanArgs;
 use crate::error::{CmdResult, Failure};
 use crate::output::{Out, layout_json, layout_of, number, show};
 
+/// One column of the plan: a layout and what it needs.
+struct Column {
+    name: String,
+    layout: Value,
+    params: Result<FilterParams, ParamsError>,
+    /// Counters of 4 bits instead of bits (the counting filter, placed as the standard
+    /// layout places bits).
+    counting: bool,
+}
+
+impl Column {
+    fn of(layout: Layout, args: &PlanArgs) -> Self {
+        Self {
+            name: layout.to_string(),
+            layout: layout_of(layout),
+            params: FilterParams::planned(layout, args.items, args.fpr),
+            counting: false,
+        }
+    }
+
+    /// A cell of the column: `value` of its plan, or `-` without one.
+    fn cell(&self, value: impl Fn(&FilterParams, bool) -> String) -> String {
+        self.params
+            .as_ref()
+            .map_or_else(|_| "-".to_owned(), |p| value(p, self.counting))
+    }
+}
+
 pub(crate) fn run(args: &PlanArgs) -> CmdResult {
-    let plan = |layout| FilterParams::planned(layout, args.items, args.fpr);
-    let (standard, blocked) = (plan(Layout::Standard), plan(Layout::Blocked512));
-    if let (Err(e), Err(_)) = (&standard, &blocked) {
+    let columns = match args.layout {
+        Some(layout) => vec![Column::of(layout, args)],
+        None => {
+            let standard = Column::of(Layout::Standard, args);
+            // The counting filter (`build --counting`) has the standard layout's m and k,
+            // with four bits per position: its cells come from the standard plan.
+            let counting = Column {
+                name: "counting-4bit".to_owned(),
+                layout: layout_json(bloom_format::LayoutId::Counting4, 0),
+                params: standard.params.clone(),
+                counting: true,
+            };
+            vec![standard, Column::of(Layout::Blocked512, args), counting]
+        }
+    };
+    if let Some(Err(e)) = columns
+        .iter()
+        .all(|c| c.params.is_err())
+        .then(|| &columns[0].params)
+    {
         return Err(Failure::usage(format!("cannot plan: {e}")));
     }
-    let cell = |params: &Result<FilterParams, _>, value: &dyn Fn(&FilterParams) -> String| {
-        params.as_ref().map_or_else(|_| "-".to_owned(), value)
+    let line = |name: &str, cells: Vec<String>| {
+        let mut line = format!("{name:<32}");
+        let last = cells.len().saturating_sub(1);
+        for (i, cell) in cells.into_iter().enumerate() {
+            if i == last {
+                line.push_str(&cell);
+            } else {
+                line.push_str(&format!("{cell:<18}"));
+            }
+        }
+        line.push('\n');
+        line
     };
-    // The counting filter (`build --counting`) has the standard layout's m and k, with four
-    // bits per position: its cells come from the standard plan.
-    let row = |name: &str,
-               value: &dyn Fn(&FilterParams) -> String,
-               counting: &dyn Fn(&FilterParams) -> String| {
-        format!(
-            "{name:<32}{:<18}{:<18}{}\n",
-            cell(&standard, value),
-            cell(&blocked, value),
-            cell(&standard, counting)
-        )
+    let row = |name: &str, value: &dyn Fn(&FilterParams, bool) -> String| {
+        line(name, columns.iter().map(|c| c.cell(value)).collect())
     };
+    let items = args.items;
     let mut text = format!(
-        "items: {}\ntarget false-positive rate: {}\n\n",
-        args.items,
+        "items: {items}\ntarget false-positive rate: {}\n\n",
         show(args.fpr)
     );
-    text += &format!(
-        "{:<32}{:<18}{:<18}{}\n",
-        "layout", "standard", "blocked-512", "counting-4bit"
-    );
-    let bits = |p: &FilterParams| p.bits().to_string();
-    let hashes = |p: &FilterParams| p.hashes().to_string();
-    let rate = |p: &FilterParams| show(p.predicted_false_positive_rate(args.items));
-    text += &row("bits (m)", &bits, &|p| format!("{} counters", p.bits()));
-    text += &row("positions per key (k)", &hashes, &hashes);
-    text += &row("bytes", &|p| p.byte_len().to_string(), &|p| {
-        p.bits().div_ceil(2).to_string()
+    text += &line("layout", columns.iter().map(|c| c.name.clone()).collect());
+    text += &row("bits (m)", &|p, counting| {
+        if counting {
+            format!("{} counters", p.bits())
+        } else {
+            p.bits().to_string()
+        }
     });
-    text += &row(
-        "bits per key",
-        &|p| show(p.bits_per_key(args.items)),
-        &|p| show(4.0 * p.bits_per_key(args.items)),
-    );
-    text += &row("predicted false-positive rate", &rate, &rate);
-    text += &row(
-        "cache lines per key",
-        &|p| match p.layout() {
-            Layout::Standard => p.hashes().to_string(),
-            _ => "1".to_owned(),
-        },
-        &hashes,
-    );
-    for (layout, params) in [("standard", &standard), ("blocked-512", &blocked)] {
-        if let Err(e) = params {
-            text += &format!("{layout}: {e}\n");
+    text += &row("positions per key (k)", &|p, _| p.hashes().to_string());
+    text += &row("bytes", &|p, counting| bytes(p, counting).to_string());
+    text += &row("bits per key", &|p, counting| {
+        show(per_key(p, counting, items))
+    });
+    text += &row("predicted false-positive rate", &|p, _| {
+        show(p.predicted_false_positive_rate(items))
+    });
+    text += &row("cache lines per key", &|p, counting| {
+        cache_lines(p, counting).to_string()
+    });
+    for column in &columns {
+        if let (Err(e), false) = (&column.params, column.counting) {
+            text += &format!("{}: {e}\n", column.name);
         }
     }
     let mut out = Out::new();
     if args.json {
-        out.text(&format!("{:#}\n", plan_json(args, &standard, &blocked)))?;
+        let plans: Vec<Value> = columns
+            .iter()
+            .map(|c| match &c.params {
+                Ok(p) => json!({
+                    "layout": c.layout,
+                    "bit_count": p.bits(),
+                    "hash_count": p.hashes(),
+                    "bytes": bytes(p, c.counting),
+                    "bits_per_key": number(per_key(p, c.counting, items)),
+                    "predicted_false_positive_rate": number(p.predicted_false_positive_rate(items)),
+                    "cache_lines_per_key": cache_lines(p, c.counting),
+                }),
+                Err(e) => json!({"layout": c.layout, "error": e.to_string()}),
+            })
+            .collect();
+        let value = json!({
+            "items": items,
+            "target_false_positive_rate": number(args.fpr),
+            "plans": plans,
+        });
+        out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&text)?;
     }
     out.flush()
 }
 
-/// `plan --json`: the target and one object per layout, each a plan or why there is none.
-fn plan_json(
-    args: &PlanArgs,
-    standard: &Result<FilterParams, bloom_core::ParamsError>,
-    blocked: &Result<FilterParams, bloom_core::ParamsError>,
-) -> serde_json::Value {
-    let items = args.items;
-    let entry = |layout: serde_json::Value,
-                 params: &Result<FilterParams, bloom_core::ParamsError>,
-                 counting: bool| match params {
-        Ok(p) => {
-            let rate = number(p.predicted_false_positive_rate(items));
-            let (bytes, per_key) = if counting {
-                (p.bits().div_ceil(2), 4.0 * p.bits_per_key(items))
-            } else {
-                (p.byte_len(), p.bits_per_key(items))
-            };
-            let lines = match (counting, p.layout()) {
-                (false, Layout::Blocked512) => 1,
-                _ => p.hashes(),
-            };
-            serde_json::json!({
-                "layout": layout,
-                "bit_count": p.bits(),
-                "hash_count": p.hashes(),
-                "bytes": bytes,
-                "bits_per_key": number(per_key),
-                "predicted_false_positive_rate": rate,
-                "cache_lines_per_key": lines,
-            })
-        }
-        Err(e) => serde_json::json!({"layout": layout, "error": e.to_string()}),
-    };
-    serde_json::json!({
-        "items": items,
-        "target_false_positive_rate": number(args.fpr),
-        "plans": [
-            entry(layout_of(Layout::Standard), standard, false),
-            entry(layout_of(Layout::Blocked512), blocked, false),
-            entry(layout_json(bloom_format::LayoutId::Counting4, 0), standard, true),
-        ],
-    })
+/// The payload bytes: a bit per position, or 4 for a counting filter.
+fn bytes(p: &FilterParams, counting: bool) -> u64 {
+    if counting {
+        p.bits().div_ceil(2)
+    } else {
+        p.byte_len()
+    }
+}
+
+fn per_key(p: &FilterParams, counting: bool, items: u64) -> f64 {
+    let bits = p.bits_per_key(items);
+    if counting { 4.0 * bits } else { bits }
+}
+
+/// Cache lines a probe touches: one for the blocked layout, `k` otherwise.
+fn cache_lines(p: &FilterParams, counting: bool) -> u32 {
+    match (counting, p.layout()) {
+        (false, Layout::Blocked512) => 1,
+        _ => p.hashes(),
+    }
 }

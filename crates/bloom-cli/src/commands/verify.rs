@@ -98,7 +98,13 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
                 "detail": detail,
             }))
         } else {
-            let mut line = format!("{}\t{}", status.name(), escape_key(shown.as_bytes()));
+            // The path's own bytes, escaped as keys are (a name that is not UTF-8 stays exact).
+            let bytes = if files::is_stdio(path) {
+                b"-".as_slice()
+            } else {
+                path.as_os_str().as_encoded_bytes()
+            };
+            let mut line = format!("{}\t{}", status.name(), escape_key(bytes));
             if let Some(detail) = &detail {
                 line.push('\t');
                 line.push_str(&one_line(detail));
