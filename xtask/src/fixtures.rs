@@ -166,7 +166,42 @@ fn fixtures() -> Vec<Fixture> {
     };
     let mut seed_keys = records(80);
     seed_keys.push(String::new());
-    vec![
+    // The same two filters in each sharded layout: layout 3 (`sharded`) and layout 5.
+    let sharded = |names: [&'static str; 2], layout: fn(u32) -> Result<Layout, _>| {
+        [
+            Fixture {
+                name: names[0],
+                config: with(
+                    layout(8).expect("8 shards"),
+                    PositionRule::Xxh3_128,
+                    8192,
+                    7,
+                )
+                .with_encoding(KeyEncoding::Nfc),
+                generation: 120,
+                store: None,
+                removed: None,
+                keys: records(120),
+            },
+            Fixture {
+                name: names[1],
+                config: with(
+                    layout(3).expect("3 shards"),
+                    PositionRule::Sha256Double,
+                    3072,
+                    5,
+                )
+                .with_encoding(KeyEncoding::Utf8)
+                .with_salt(Salt::new(b"golden-fixture-salt-shards").expect("short salt"))
+                .expect("salted sha256"),
+                generation: 64,
+                store: None,
+                removed: None,
+                keys: unicode_keys(),
+            },
+        ]
+    };
+    let mut all = vec![
         Fixture {
             name: "seed-contract",
             config: FilterConfig::seed_teaching(),
@@ -239,66 +274,6 @@ fn fixtures() -> Vec<Fixture> {
             )),
             removed: None,
             keys: records(120),
-        },
-        Fixture {
-            name: "xxh3-sharded",
-            config: with(
-                Layout::sharded_v1(8).expect("8 shards"),
-                PositionRule::Xxh3_128,
-                8192,
-                7,
-            )
-            .with_encoding(KeyEncoding::Nfc),
-            generation: 120,
-            store: None,
-            removed: None,
-            keys: records(120),
-        },
-        Fixture {
-            name: "sha256-sharded-salted",
-            config: with(
-                Layout::sharded_v1(3).expect("3 shards"),
-                PositionRule::Sha256Double,
-                3072,
-                5,
-            )
-            .with_encoding(KeyEncoding::Utf8)
-            .with_salt(Salt::new(b"golden-fixture-salt-shards").expect("short salt"))
-            .expect("salted sha256"),
-            generation: 64,
-            store: None,
-            removed: None,
-            keys: unicode_keys(),
-        },
-        Fixture {
-            name: "xxh3-sharded-v2",
-            config: with(
-                Layout::sharded(8).expect("8 shards"),
-                PositionRule::Xxh3_128,
-                8192,
-                7,
-            )
-            .with_encoding(KeyEncoding::Nfc),
-            generation: 120,
-            store: None,
-            removed: None,
-            keys: records(120),
-        },
-        Fixture {
-            name: "sha256-sharded-v2-salted",
-            config: with(
-                Layout::sharded(3).expect("3 shards"),
-                PositionRule::Sha256Double,
-                3072,
-                5,
-            )
-            .with_encoding(KeyEncoding::Utf8)
-            .with_salt(Salt::new(b"golden-fixture-salt-shards").expect("short salt"))
-            .expect("salted sha256"),
-            generation: 64,
-            store: None,
-            removed: None,
-            keys: unicode_keys(),
         },
         Fixture {
             name: "xxh3-standard",
@@ -380,7 +355,16 @@ fn fixtures() -> Vec<Fixture> {
             removed: removed(120..160),
             keys: records(120),
         },
-    ]
+    ];
+    all.extend(sharded(
+        ["xxh3-sharded", "sha256-sharded-salted"],
+        Layout::sharded_v1,
+    ));
+    all.extend(sharded(
+        ["xxh3-sharded-v2", "sha256-sharded-v2-salted"],
+        Layout::sharded,
+    ));
+    all
 }
 
 /// Every file this build generates, by path relative to the workspace root.

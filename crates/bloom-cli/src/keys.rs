@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 pub(crate) use bloom_cli::keyfile::LineFormat;
@@ -34,17 +34,13 @@ pub(crate) struct KeySource {
 impl KeySource {
     /// How errors name the source.
     pub(crate) fn name(&self) -> String {
-        if self.path == Path::new("-") {
-            "standard input".to_owned()
-        } else {
-            self.path.display().to_string()
-        }
+        crate::files::shown(&self.path)
     }
 
     /// The key source as a buffered reader, with the count of bytes read from it and its
     /// size when known (a regular file).
     fn open(&self) -> CmdResult<Opened> {
-        if self.path == Path::new("-") {
+        if crate::files::is_stdio(&self.path) {
             let (counted, read) = Counted::new(io::stdin());
             return Ok((
                 Box::new(BufReader::with_capacity(1 << 16, counted)),

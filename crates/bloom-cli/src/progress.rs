@@ -72,16 +72,15 @@ pub(crate) fn keys_bar(total: Total) -> ProgressBar {
         Total::Keys(_) => "{spinner} [{bar:30}] {percent:>3}%  {msg} keys  {key_rate}  {eta} left",
         Total::Unknown => "{spinner} {msg} keys  {key_rate}",
     };
+    // `key_rate` appears only where the position counts keys.
     let started = std::time::Instant::now();
-    let keys_shown = matches!(total, Total::Keys(_) | Total::Unknown);
     let style = ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_spinner())
         .with_key(
             "key_rate",
             move |state: &ProgressState, out: &mut dyn std::fmt::Write| {
                 let seconds = started.elapsed().as_secs_f64().max(1e-3);
-                let keys = if keys_shown { state.pos() } else { 0 };
-                let _ = write!(out, "{} keys/s", human(keys as f64 / seconds));
+                let _ = write!(out, "{} keys/s", human(state.pos() as f64 / seconds));
             },
         )
         .progress_chars("=> ");

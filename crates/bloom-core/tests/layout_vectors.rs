@@ -33,6 +33,23 @@ fn config(case: &Value) -> FilterConfig {
     .unwrap()
 }
 
+/// Every sample key of `case` has the positions the vectors list.
+fn check_positions(config: &FilterConfig, case: &Value) {
+    for entry in case["positions"].as_array().unwrap() {
+        let key = entry["key"].as_str().unwrap();
+        let expected: Vec<u64> = entry["positions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_u64().unwrap())
+            .collect();
+        let got: Vec<u64> = config
+            .positions(&EncodedKey::from_encoded(key.as_bytes()))
+            .collect();
+        assert_eq!(got, expected, "{key:?} in {case:#}");
+    }
+}
+
 #[test]
 fn sample_positions_match_the_independent_implementation() {
     let vectors = vectors();
@@ -40,19 +57,7 @@ fn sample_positions_match_the_independent_implementation() {
     assert_eq!(samples.len(), 2 * 5 * 2);
     for case in samples {
         let config = config(case);
-        for entry in case["positions"].as_array().unwrap() {
-            let key = entry["key"].as_str().unwrap();
-            let expected: Vec<u64> = entry["positions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p.as_u64().unwrap())
-                .collect();
-            let got: Vec<u64> = config
-                .positions(&EncodedKey::from_encoded(key.as_bytes()))
-                .collect();
-            assert_eq!(got, expected, "{key:?} in {case:#}");
-        }
+        check_positions(&config, case);
     }
 }
 
@@ -101,19 +106,7 @@ fn sharded_v2_matches_the_independent_implementation() {
     for case in samples {
         let config = config(case);
         assert_eq!(config.layout().id(), bloom_format::LayoutId::ShardedV2);
-        for entry in case["positions"].as_array().unwrap() {
-            let key = entry["key"].as_str().unwrap();
-            let expected: Vec<u64> = entry["positions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| p.as_u64().unwrap())
-                .collect();
-            let got: Vec<u64> = config
-                .positions(&EncodedKey::from_encoded(key.as_bytes()))
-                .collect();
-            assert_eq!(got, expected, "{key:?} in {case:#}");
-        }
+        check_positions(&config, case);
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/v2");
     let case = &vectors["fixtures"][0];

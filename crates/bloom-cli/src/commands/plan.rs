@@ -51,10 +51,9 @@ pub(crate) fn run(args: &PlanArgs) -> CmdResult {
             vec![standard, Column::of(Layout::Blocked512, args), counting]
         }
     };
-    if let Some(Err(e)) = columns
-        .iter()
-        .all(|c| c.params.is_err())
-        .then(|| &columns[0].params)
+    // No layout can reach the target: the first one's reason.
+    if columns.iter().all(|c| c.params.is_err())
+        && let Err(e) = &columns[0].params
     {
         return Err(Failure::usage(format!("cannot plan: {e}")));
     }

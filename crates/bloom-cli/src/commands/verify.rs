@@ -60,7 +60,7 @@ fn check(path: &std::path::Path, max_bytes: u64) -> (Status, Option<String>) {
             Status::Unreadable,
             Some(format!("cannot allocate {bytes} bytes on this machine")),
         ),
-        Err(ReadError::Decode(e)) => (Status::Damaged, Some(e.to_string())),
+        // The bytes are not a valid snapshot.
         Err(e) => (Status::Damaged, Some(e.to_string())),
     }
 }
