@@ -140,6 +140,8 @@ pub struct SharedFilteredStore<S> {
     encoding: KeyEncoding,
     state: RwLock<Attached>,
     last_attach: Mutex<Instant>,
+    /// How often a bypassed wrapper's queries look for a repaired filter.
+    reattach_every: Duration,
     grace: Duration,
     lookups_avoided: AtomicU64,
 }
@@ -212,6 +214,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 epoch: 0,
             }),
             last_attach: Mutex::new(Instant::now()),
+            reattach_every: REATTACH_EVERY,
             grace,
             lookups_avoided: AtomicU64::new(0),
         };
@@ -224,6 +227,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     #[must_use]
     pub fn with_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// How often, at most, a bypassed wrapper's queries open the filter again to see whether
+    /// it was repaired (default 5 s; inserts and rebuilds attach whenever they need to).
+    #[must_use]
+    pub fn with_reattach_every(mut self, every: Duration) -> Self {
+        self.reattach_every = every;
         self
     }
 
@@ -354,7 +365,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .elapsed()
-            >= REATTACH_EVERY;
+            >= self.reattach_every;
         if due && !self.is_trusted() {
             self.attach()?;
         }
