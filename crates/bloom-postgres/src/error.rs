@@ -1,0 +1,103 @@
+//! [`PostgresStoreError`]: what can go wrong with the PostgreSQL store.
+
+use bloom_store::history::IdentityError;
+
+/// Errors of [`PostgresStore`](crate::PostgresStore).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostgresStoreError {
+    /// PostgreSQL failed, or could not be reached (the server's own message is kept; no
+    /// password is ever part of it).
+    #[error("PostgreSQL: {}", describe(.0))]
+    Postgres(#[from] postgres::Error),
+    /// The name given for the store's PostgreSQL schema is not one bloom-postgres uses.
+    #[error(
+        "{0:?} is not a usable schema name: 1 to 63 characters of a-z, 0-9 and _, not starting with a digit, and not pg_…"
+    )]
+    InvalidNamespace(String),
+    /// The store was written by a newer bloom-postgres.
+    #[error(
+        "the store in schema {namespace} was written by a newer bloom-postgres (store schema {found}); this build reads versions up to {supported}"
+    )]
+    NewerSchema {
+        /// The PostgreSQL schema the store is in.
+        namespace: String,
+        /// The version recorded there.
+        found: i64,
+        /// The newest this build reads.
+        supported: i64,
+    },
+    /// The PostgreSQL schema holds objects bloom-postgres did not create (and no store): it
+    /// belongs to someone else and is left alone.
+    #[error(
+        "the schema {namespace} holds {detail}, which bloom-postgres did not create; refusing to change it (choose another schema for the store)"
+    )]
+    ForeignObject {
+        /// The PostgreSQL schema.
+        namespace: String,
+        /// What is there.
+        detail: String,
+    },
+    /// A table, guard or value of the store is not what bloom-postgres made: it was changed
+    /// behind its back, and the store refuses to be read or written through it.
+    #[error("{what} of the store is damaged ({detail}); it was changed outside bloom-postgres")]
+    Damaged {
+        /// What is damaged.
+        what: &'static str,
+        /// How.
+        detail: String,
+    },
+    /// No identity could be made for a new store.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+}
+
+/// The server's message, detail and hint for a database error (`postgres::Error`'s own
+/// `Display` says only "db error"), the error itself otherwise.
+fn describe(error: &postgres::Error) -> String {
+    let Some(db) = error.as_db_error() else {
+        return match std::error::Error::source(error) {
+            Some(source) => format!("{error}: {source}"),
+            None => error.to_string(),
+        };
+    };
+    let mut text = format!("{} ({})", db.message(), db.code().code());
+    if let Some(detail) = db.detail() {
+        text.push_str(": ");
+        text.push_str(detail);
+    }
+    if let Some(hint) = db.hint() {
+        text.push_str(" (hint: ");
+        text.push_str(hint);
+        text.push(')');
+    }
+    text
+}
+
+impl PostgresStoreError {
+    /// Whether PostgreSQL refused the write because a guard of the store raised (an edit
+    /// behind the store's back, or a write that does not extend its head).
+    #[must_use]
+    pub fn is_guard(&self) -> bool {
+        matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres:")))
+    }
+
+    /// Whether the error is the connection's (the server could not be reached, restarted,
+    /// or closed it), rather than the store's: retrying once the server is back may succeed.
+    #[must_use]
+    pub fn is_connection(&self) -> bool {
+        match self {
+            Self::Postgres(e) => {
+                e.is_closed()
+                    || e.as_db_error().is_some_and(|db| {
+                        // Class 08 (connection exception), 57P01-57P03 (shutdown, crash
+                        // recovery, cannot connect now).
+                        let code = db.code().code();
+                        code.starts_with("08") || code.starts_with("57P")
+                    })
+                    || (e.as_db_error().is_none() && std::error::Error::source(e).is_some())
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! A primary store on PostgreSQL: the database a fleet of machines shares, under
+//! `bloom_store::FilteredStore` (one process) or `bloom_redis::SharedFilteredStore` (a fleet
+//! sharing one filter in Redis).
+//!
+//! ```
+//! use bloom_postgres::PostgresStore;
+//! use bloom_store::{FilterOptions, FilteredStore, Lookup, PrimaryStore};
+//!
+//! # let server = bloom_postgres::testing::TempServer::start_with(&[("fsync", "off")])?;
+//! # let params = server.params("postgres");
+//! // params: "host=127.0.0.1 port=5432 user=app dbname=app" or a postgresql:// URL.
+//! let store = PostgresStore::connect(&params)?;        // tables in the schema `bloom`
+//! let (seen, _) = FilteredStore::open_and_recover(&store, FilterOptions::new(10_000, 0.01))?;
+//! assert!(seen.insert("record-1")?);                    // committed, generation 1
+//! assert_eq!(seen.contains("record-1")?, Lookup::Present);
+//! assert!(!seen.contains("record-2")?.is_present());    // absent, usually without a query
+//! assert_eq!(store.head()?.generation.get(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What it keeps
+//!
+//! The semantics of `SqliteStore`, in one PostgreSQL schema of its own (`bloom` by default,
+//! [`PostgresStore::connect_in`] for another), so it lives in an application's existing
+//! database beside its tables; `docs/postgres-schema.md` documents every table:
+//!
+//! - a random **store identity**, written in the transaction that creates the tables: a
+//!   database dropped and recreated gets a new one, a restored backup keeps its own;
+//! - a **change log** whose `seq` is the generation (1, 2, 3, … without gaps), with the
+//!   **history digest** of every generation on its row, and removals as changes of their
+//!   own (what a counting filter's catch-up replays);
+//! - **guards** (triggers) that refuse edits and deletions of the log and of the metadata,
+//!   truncations, moves of the head by hand, and appends that do not extend the head; an
+//!   open checks that the tables, the index and every guard are exactly this build's
+//!   (enabled, with their functions' bodies unchanged) and refuses the store otherwise;
+//! - a **versioned schema** ([`PostgresStore::SCHEMA_VERSION`], in `store_meta`): a store of
+//!   a newer version is refused untouched, and a PostgreSQL schema that holds someone
+//!   else's tables is never written to.
+//!
+//! # Many writers, on many machines
+//!
+//! The digest chain needs one order of appends. Every writing transaction (READ COMMITTED)
+//! first takes the single row of `head` — the newest generation and its digest —
+//! `FOR UPDATE`, and holds it until it commits: writers on every machine queue on that one
+//! row lock, each extends exactly the head the one before it committed, and a statement-level
+//! trigger moves the head to the newest appended row (refusing rows that do not follow it).
+//! Why this lock rather than the alternatives:
+//!
+//! - **Gapless by construction.** A sequence hands out numbers outside the transaction, so
+//!   a rolled-back or killed writer leaves a gap, and the chain would need a second
+//!   serializing step anyway to know the digest before it.
+//! - **The lock is the data.** The row that orders writers also holds what each writer needs
+//!   first (the previous digest), read in the same step: no separate `MAX(seq)` query, no
+//!   window between the lock and the read.
+//! - **Failure frees it.** A row lock belongs to a transaction: a writer killed mid-batch,
+//!   or a connection cut, is rolled back by the server and the next writer proceeds. A
+//!   writer stopped inside its transaction (a paused process) loses it after
+//!   [`Settings::idle_in_transaction_timeout`] (30 s), and a waiting writer gives up after
+//!   [`Settings::lock_timeout`] (60 s) instead of hanging. A transaction-level advisory lock
+//!   frees itself as well, but lives in a namespace shared with every application in the
+//!   database (and must be taken with the right keys by every writer, including one by
+//!   hand); the row lock is taken by anything that appends through the trigger.
+//! - **The cost is one commit at a time.** Appends are serialized, including each commit's
+//!   flush of the write-ahead log, so commits per second are bounded by the log's flush
+//!   time, whatever the number of writers. Batches ([`PrimaryStore::insert_all`]) are the
+//!   answer: one transaction and one flush for up to thousands of keys (the benchmarks in
+//!   `benches/postgres_ratio.rs` measure both).
+//!
+//! A key of any length is indexed by its SHA-256 (the unique partial index `keys`), and a
+//! batch finds the keys already in the store with one query after it holds the head.
+//!
+//! # One `FilteredStore` per store
+//!
+//! [`PrimaryStore::claim_wrapper`] takes a session-level advisory lock on a connection of its
+//! own, held while the claim is: a second `FilteredStore` over the same store, on any
+//! machine, is refused with `StoreError::InUse`. Processes that share a store share one
+//! filter through `bloom_redis::SharedFilteredStore`, which makes no claim. The claim ends
+//! with its connection: after the server restarts, another wrapper can claim the store.
+//!
+//! # Connections
+//!
+//! The store keeps a pool of connections (one per concurrent caller, up to 16 kept idle),
+//! reconnecting after a server restart; an error is returned, never retried behind the
+//! caller's back, so a write either committed or is reported failed (a connection lost
+//! during `COMMIT` is reported failed, and the key may be there: inserting it again is
+//! harmless). TLS is not offered: connect over loopback, a private network or a local
+//! proxy. Passwords given in the parameters are never part of an error or of `Debug`.
+//!
+//! # Tests and examples
+//!
+//! With the feature `testing`, [`testing::TempServer`] starts a throwaway PostgreSQL (Debian's
+//! `initdb` and `postgres`) in a temporary directory, on 127.0.0.1 and a random port.
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod primary;
+mod schema;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::PostgresStoreError;
+pub use store::{DEFAULT_NAMESPACE, PostgresStore, Settings};
+
+/// The client crate, for building a [`postgres::Config`] by hand.
+pub use postgres;
+
+#[cfg(doc)]
+use bloom_store::PrimaryStore;

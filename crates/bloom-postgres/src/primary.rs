@@ -1,0 +1,289 @@
+//! [`PrimaryStore`] for [`PostgresStore`].
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
+use bloom_store::{PrimaryStore, StoreClaim};
+
+use crate::PostgresStoreError;
+use crate::schema::CLAIM_LOCK_CLASS;
+use crate::store::{PostgresStore, Q, digest16, from_seq, point, to_seq};
+
+/// Rows read per page of a scan: the memory a scan holds, whatever the store's size.
+const PAGE: i64 = 4096;
+
+fn damaged(what: &'static str, detail: String) -> PostgresStoreError {
+    PostgresStoreError::Damaged { what, detail }
+}
+
+/// The error for a generation missing from the log, which no writer of the store leaves.
+fn gap(missing: DatasetGeneration) -> PostgresStoreError {
+    damaged(
+        "the change log",
+        format!("generation {missing} is missing below the head"),
+    )
+}
+
+fn kind_of(value: i16, seq: i64) -> Result<ChangeKind, PostgresStoreError> {
+    match value {
+        1 => Ok(ChangeKind::Inserted),
+        2 => Ok(ChangeKind::Removed),
+        other => Err(damaged("a change kind", format!("{other} at generation {seq}"))),
+    }
+}
+
+fn next(head: HistoryPoint) -> Result<DatasetGeneration, PostgresStoreError> {
+    head.generation
+        .next()
+        .ok_or_else(|| damaged("the generation", "at its maximum".into()))
+}
+
+impl PostgresStore {
+    /// Inserts keys in one transaction holding the head: those not in the store (once each)
+    /// are appended with the next generations and their digests.
+    fn insert_batch(
+        &self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<DatasetGeneration>>, PostgresStoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let done = self.with_head(|tx, mut head| {
+            // Read after the head was granted: every commit before ours is seen.
+            let mut present = vec![false; keys.len()];
+            for row in tx.query(Q::PresentOf, &[&keys])? {
+                let position: i64 = row.get(0);
+                if let Some(slot) = usize::try_from(position - 1)
+                    .ok()
+                    .and_then(|i| present.get_mut(i))
+                {
+                    *slot = true;
+                }
+            }
+            let mut seen = HashSet::with_capacity(keys.len());
+            let mut done = Vec::with_capacity(keys.len());
+            let (mut seqs, mut new_keys, mut digests) = (Vec::new(), Vec::new(), Vec::new());
+            for (&key, present) in keys.iter().zip(present) {
+                if present || !seen.insert(key) {
+                    done.push(None);
+                    continue;
+                }
+                let generation = next(head)?;
+                let digest = history::after_insert(head.digest, generation, key);
+                seqs.push(to_seq(generation));
+                new_keys.push(key);
+                digests.push(digest.to_bytes());
+                head = HistoryPoint { generation, digest };
+                done.push(Some(generation));
+            }
+            if seqs.is_empty() {
+                return Ok(None);
+            }
+            let digest_refs: Vec<&[u8]> = digests.iter().map(<[u8; 16]>::as_slice).collect();
+            tx.execute(Q::Append, &[&seqs, &new_keys, &digest_refs])?;
+            Ok(Some(done))
+        })?;
+        Ok(done.unwrap_or_else(|| vec![None; keys.len()]))
+    }
+
+    fn remove_one(&self, key: &[u8]) -> Result<Option<Removal>, PostgresStoreError> {
+        self.with_head(|tx, head| {
+            let Some(row) = tx.query(Q::LiveInsert, &[&key])?.into_iter().next() else {
+                return Ok(None);
+            };
+            let inserted_at: i64 = row.get(0);
+            let generation = next(head)?;
+            let digest = history::after_remove(head.digest, generation, key);
+            let seq = to_seq(generation);
+            tx.execute(
+                Q::AppendRemoval,
+                &[&seq, &key, &digest.to_bytes().as_slice(), &inserted_at],
+            )?;
+            tx.execute(Q::MarkRemoved, &[&seq, &inserted_at])?;
+            Ok(Some(Removal {
+                generation,
+                inserted_at: from_seq(inserted_at),
+            }))
+        })
+    }
+
+    /// Scans the log after `after`, up to the head as it was when the scan began, a page at
+    /// a time, checking that generations follow one another; `visit` gets each row.
+    fn scan(
+        &self,
+        q: Q,
+        after: DatasetGeneration,
+        mut visit: impl FnMut(DatasetGeneration, &postgres::Row) -> Result<(), PostgresStoreError>,
+    ) -> Result<DatasetGeneration, PostgresStoreError> {
+        let end = self.head()?.generation;
+        let mut reached = after;
+        while reached < end {
+            let rows = self.query(q, &[&to_seq(reached), &to_seq(end), &PAGE])?;
+            if rows.is_empty() {
+                return Err(gap(reached.next().unwrap_or(reached)));
+            }
+            for row in &rows {
+                let generation = from_seq(row.get(0));
+                let expected = reached.next().unwrap_or(reached);
+                if generation != expected {
+                    return Err(gap(expected));
+                }
+                visit(generation, row)?;
+                reached = generation;
+            }
+        }
+        Ok(reached)
+    }
+}
+
+impl PrimaryStore for PostgresStore {
+    type Error = PostgresStoreError;
+
+    fn identity(&self) -> Result<StoreIdentity, PostgresStoreError> {
+        Ok(self.identity)
+    }
+
+    fn contains(&self, key: &[u8]) -> Result<bool, PostgresStoreError> {
+        let rows = self.query(Q::Contains, &[&key])?;
+        Ok(rows.first().is_some_and(|row| row.get(0)))
+    }
+
+    fn head(&self) -> Result<HistoryPoint, PostgresStoreError> {
+        let rows = self.query(Q::Head, &[])?;
+        let row = rows
+            .first()
+            .ok_or_else(|| damaged("the head of the change log", "missing".into()))?;
+        point(self.identity, row.get(0), row.get(1))
+    }
+
+    fn history_at(
+        &self,
+        generation: DatasetGeneration,
+    ) -> Result<Option<HistoryDigest>, PostgresStoreError> {
+        if generation == DatasetGeneration::ZERO {
+            return Ok(Some(history::genesis(self.identity)));
+        }
+        let rows = self.query(Q::HistoryAt, &[&to_seq(generation)])?;
+        match rows.first() {
+            Some(row) => Ok(Some(digest16(row.get(0))?)),
+            None if self.head()?.generation >= generation => Err(gap(generation)),
+            None => Ok(None),
+        }
+    }
+
+    fn keys_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<DatasetGeneration, PostgresStoreError> {
+        self.scan(Q::KeysPage, after, |_, row| {
+            if row.get::<_, bool>(1) {
+                visit(row.get(2));
+            }
+            Ok(())
+        })
+    }
+
+    fn changes_since(
+        &self,
+        after: DatasetGeneration,
+        visit: &mut dyn FnMut(Change<'_>),
+    ) -> Result<DatasetGeneration, PostgresStoreError> {
+        // Each row's digest is checked against the chain as it is read: a row appended by
+        // hand with a wrong digest fails the replay instead of being applied.
+        let mut digest = self.history_at(after)?.ok_or_else(|| gap(after))?;
+        self.scan(Q::ChangesPage, after, |generation, row| {
+            let seq: i64 = row.get(0);
+            let kind = kind_of(row.get(1), seq)?;
+            let key: &[u8] = row.get(2);
+            digest = history::after_change(digest, generation, kind, key);
+            if digest16(row.get(3))? != digest {
+                return Err(damaged(
+                    "the change log",
+                    format!(
+                        "the history digest at generation {generation} does not follow from the changes before it"
+                    ),
+                ));
+            }
+            if row.get::<_, bool>(4) {
+                visit(Change {
+                    generation,
+                    kind,
+                    key,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, PostgresStoreError> {
+        Ok(self.insert_batch(&[key])?.pop().flatten())
+    }
+
+    fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, PostgresStoreError> {
+        let rows = self.query(Q::LiveInsert, &[&key])?;
+        Ok(rows.first().map_or(KeyGeneration::Absent, |row| {
+            KeyGeneration::Since(from_seq(row.get(0)))
+        }))
+    }
+
+    /// One transaction for the batch: all of it is committed, or (on an error) none of it.
+    fn insert_all(
+        &self,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<DatasetGeneration>>, PostgresStoreError> {
+        self.insert_batch(keys)
+    }
+
+    /// One statement: the answers are of one snapshot of the store.
+    fn contains_each(&self, keys: &[&[u8]]) -> Result<Vec<bool>, PostgresStoreError> {
+        let mut answers = vec![false; keys.len()];
+        if keys.is_empty() {
+            return Ok(answers);
+        }
+        for row in self.query(Q::PresentOf, &[&keys])? {
+            let position: i64 = row.get(0);
+            if let Some(slot) = usize::try_from(position - 1)
+                .ok()
+                .and_then(|i| answers.get_mut(i))
+            {
+                *slot = true;
+            }
+        }
+        Ok(answers)
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<Option<Removal>, PostgresStoreError> {
+        self.remove_one(key)
+    }
+
+    fn claim_key_encoding(&self, proposed: &str) -> Result<String, PostgresStoreError> {
+        let recorded = |rows: Vec<postgres::Row>| rows.first().map(|row| row.get::<_, String>(0));
+        if let Some(found) = recorded(self.query(Q::Encoding, &[])?) {
+            return Ok(found);
+        }
+        // Two statements: the second's snapshot sees whichever insert won.
+        self.query(Q::ClaimEncoding, &[&proposed])?;
+        recorded(self.query(Q::Encoding, &[])?)
+            .ok_or_else(|| damaged("the key encoding", "vanished after it was recorded".into()))
+    }
+
+    /// A session-level advisory lock, held by a connection of its own for as long as the
+    /// claim is, and freed by the server when that connection ends (the process died, the
+    /// server restarted). Its keys are the class `0x626c6f63` and `hashtext` of the
+    /// namespace and the identity.
+    fn claim_wrapper(&self) -> Result<Option<StoreClaim>, PostgresStoreError> {
+        let mut conn = self.connect_one()?;
+        let name = format!("{}:{}", self.namespace(), self.identity);
+        let granted: bool = conn
+            .client
+            .query_one(
+                "SELECT pg_try_advisory_lock($1, hashtext($2))",
+                &[&CLAIM_LOCK_CLASS, &name],
+            )?
+            .get(0);
+        Ok(granted.then(|| StoreClaim::holding(Mutex::new(conn.client))))
+    }
+}

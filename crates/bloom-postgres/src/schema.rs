@@ -1,0 +1,517 @@
+//! The store's tables and guards in PostgreSQL, how its version is recorded, and the checks
+//! an open makes before trusting them. `docs/postgres-schema.md` is the same contract for
+//! readers of the database.
+//!
+//! Everything lives in one PostgreSQL schema of its own (the namespace, `bloom` unless told
+//! otherwise), so a store sits beside an application's tables in its database, and several
+//! stores can share one database under different namespaces.
+
+use postgres::GenericClient;
+
+use bloom_format::StoreIdentity;
+use bloom_store::history;
+
+use crate::PostgresStoreError;
+
+/// The version of the store's tables this build writes, and the newest it reads.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// The advisory-lock class of the creation of a store (with `hashtext(namespace)` as the
+/// second key), held for the creating transaction only.
+pub(crate) const CREATE_LOCK_CLASS: i32 = 0x626c_6f6f; // "bloo"
+/// The advisory-lock class of the claim of one `FilteredStore` on a store (session-level).
+pub(crate) const CLAIM_LOCK_CLASS: i32 = 0x626c_6f63; // "bloc"
+
+/// A PostgreSQL schema name for the store: checked, so that it can be written into SQL
+/// unquoted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Namespace(String);
+
+impl Namespace {
+    pub(crate) fn new(name: &str) -> Result<Self, PostgresStoreError> {
+        let bytes = name.as_bytes();
+        let ok = !bytes.is_empty()
+            && bytes.len() <= 63
+            && !bytes[0].is_ascii_digit()
+            && !name.starts_with("pg_")
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
+        if ok {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(PostgresStoreError::InvalidNamespace(name.to_owned()))
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `sql` with every `{ns}` replaced by the namespace.
+    pub(crate) fn sql(&self, sql: &str) -> String {
+        sql.replace("{ns}", &self.0)
+    }
+}
+
+/// The tables of version 1.
+///
+/// - `store_meta(name, value)`: `identity` (16 random bytes, written in the transaction that
+///   creates the tables), `schema` (the version, as text) and `key_encoding`.
+/// - `changes`: the change log, one row per change. `seq` is the generation (1, 2, 3, …
+///   without gaps), `kind` 1 for an insert and 2 for a removal, `key` the encoded key,
+///   `history` the history digest at `seq`; an insert's `removed_at` is the generation of
+///   the removal that undid it, a removal's `undoes` the generation of that insert.
+/// - `head`: one row, the newest generation and its digest. Every append takes it
+///   `FOR UPDATE` first: the one lock that orders every writer's appends.
+/// - `keys`: the keys in the store (inserts not removed), one entry each, by the SHA-256 of
+///   the key (so a key of any length fits a B-tree entry).
+const TABLES: &str = r"
+CREATE TABLE {ns}.store_meta (
+    name text PRIMARY KEY,
+    value bytea NOT NULL
+);
+CREATE TABLE {ns}.changes (
+    seq bigint PRIMARY KEY CHECK (seq > 0),
+    kind smallint NOT NULL CHECK (kind IN (1, 2)),
+    key bytea NOT NULL,
+    history bytea NOT NULL CHECK (octet_length(history) = 16),
+    removed_at bigint,
+    undoes bigint,
+    CHECK ((kind = 1 AND undoes IS NULL) OR (kind = 2 AND undoes IS NOT NULL AND removed_at IS NULL))
+);
+CREATE UNIQUE INDEX keys ON {ns}.changes (sha256(key)) WHERE kind = 1 AND removed_at IS NULL;
+CREATE TABLE {ns}.head (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    seq bigint NOT NULL CHECK (seq >= 0),
+    history bytea NOT NULL CHECK (octet_length(history) = 16)
+);
+";
+
+/// The guards: trigger functions, by name, with their bodies exactly as created (an open
+/// compares them with `pg_proc.prosrc`, so a function replaced by hand is caught).
+const FUNCTIONS: [(&str, &str); 4] = [
+    (
+        // After every statement that appends to the log: the rows must extend the head
+        // without a gap, and the head moves to the newest of them. A row appended by hand
+        // must do the same (and a concurrent one waits for the head, then finds it moved).
+        "changes_extend_head",
+        r"
+DECLARE
+    lo bigint;
+    hi bigint;
+    n bigint;
+    top bytea;
+BEGIN
+    SELECT min(seq), max(seq), count(*) INTO lo, hi, n FROM appended;
+    IF n = 0 THEN
+        RETURN NULL;
+    END IF;
+    IF hi - lo + 1 <> n THEN
+        RAISE EXCEPTION 'bloom-postgres: the change log takes rows without gaps (got % rows for generations % to %)', n, lo, hi;
+    END IF;
+    SELECT history INTO top FROM appended WHERE seq = hi;
+    UPDATE {ns}.head SET seq = hi, history = top WHERE seq = lo - 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'bloom-postgres: rows appended to the change log must extend its head (generations % to % do not follow it)', lo, hi;
+    END IF;
+    RETURN NULL;
+END
+",
+    ),
+    (
+        // Before an update of a log row: only the `removed_at` of a live insert, set once, to
+        // the removal of the same key that was just appended (the head) and names it.
+        "changes_are_append_only",
+        r"
+BEGIN
+    IF TG_OP = 'UPDATE'
+        AND OLD.kind = 1 AND OLD.removed_at IS NULL AND NEW.removed_at IS NOT NULL
+        AND NEW.seq = OLD.seq AND NEW.kind = OLD.kind AND NEW.key = OLD.key
+        AND NEW.history = OLD.history AND NEW.undoes IS NULL
+        AND EXISTS (SELECT 1 FROM {ns}.changes r, {ns}.head h
+                    WHERE r.seq = NEW.removed_at AND r.kind = 2 AND r.key = OLD.key
+                      AND r.undoes = OLD.seq AND h.seq = r.seq)
+    THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'bloom-postgres: the change log is append-only (% refused): an edited or deleted row breaks the history every snapshot is checked against', TG_OP;
+END
+",
+    ),
+    (
+        // The head moves only with the log (from `changes_extend_head`).
+        "head_moves_with_changes",
+        r"
+BEGIN
+    IF TG_OP = 'UPDATE' AND pg_trigger_depth() > 1 THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'bloom-postgres: the head of the change log moves only with the log (% refused)', TG_OP;
+END
+",
+    ),
+    (
+        // The identity, version and key encoding are written once.
+        "meta_is_written_once",
+        r"
+BEGIN
+    RAISE EXCEPTION 'bloom-postgres: the store metadata is written once (% refused)', TG_OP;
+END
+",
+    ),
+];
+
+/// The triggers: name, table, `pg_trigger.tgtype` (the timing, level and events, as
+/// PostgreSQL encodes them), function, and the statement that creates it.
+const TRIGGERS: [(&str, &str, i16, &str, &str); 7] = [
+    (
+        "changes_extend_head",
+        "changes",
+        TG_INSERT,
+        "changes_extend_head",
+        "AFTER INSERT ON {ns}.changes REFERENCING NEW TABLE AS appended FOR EACH STATEMENT",
+    ),
+    (
+        "changes_are_append_only",
+        "changes",
+        TG_ROW | TG_BEFORE | TG_UPDATE | TG_DELETE,
+        "changes_are_append_only",
+        "BEFORE UPDATE OR DELETE ON {ns}.changes FOR EACH ROW",
+    ),
+    (
+        "changes_are_never_truncated",
+        "changes",
+        TG_BEFORE | TG_TRUNCATE,
+        "changes_are_append_only",
+        "BEFORE TRUNCATE ON {ns}.changes FOR EACH STATEMENT",
+    ),
+    (
+        "head_moves_with_changes",
+        "head",
+        TG_ROW | TG_BEFORE | TG_INSERT | TG_UPDATE | TG_DELETE,
+        "head_moves_with_changes",
+        "BEFORE INSERT OR UPDATE OR DELETE ON {ns}.head FOR EACH ROW",
+    ),
+    (
+        "head_is_never_truncated",
+        "head",
+        TG_BEFORE | TG_TRUNCATE,
+        "head_moves_with_changes",
+        "BEFORE TRUNCATE ON {ns}.head FOR EACH STATEMENT",
+    ),
+    (
+        "meta_is_written_once",
+        "store_meta",
+        TG_ROW | TG_BEFORE | TG_UPDATE | TG_DELETE,
+        "meta_is_written_once",
+        "BEFORE UPDATE OR DELETE ON {ns}.store_meta FOR EACH ROW",
+    ),
+    (
+        "meta_is_never_truncated",
+        "store_meta",
+        TG_BEFORE | TG_TRUNCATE,
+        "meta_is_written_once",
+        "BEFORE TRUNCATE ON {ns}.store_meta FOR EACH STATEMENT",
+    ),
+];
+
+// `pg_trigger.tgtype` bits (PostgreSQL's `catalog/pg_trigger.h`).
+const TG_ROW: i16 = 1 << 0;
+const TG_BEFORE: i16 = 1 << 1;
+const TG_INSERT: i16 = 1 << 2;
+const TG_DELETE: i16 = 1 << 3;
+const TG_UPDATE: i16 = 1 << 4;
+const TG_TRUNCATE: i16 = 1 << 5;
+
+/// The columns of each table, as `name type` (`format_type`), in order.
+const COLUMNS: [(&str, &str); 3] = [
+    ("store_meta", "name text,value bytea"),
+    (
+        "changes",
+        "seq bigint,kind smallint,key bytea,history bytea,removed_at bigint,undoes bigint",
+    ),
+    ("head", "one boolean,seq bigint,history bytea"),
+];
+
+/// The definition of the index of the keys in the store, as `pg_get_indexdef` gives it.
+const KEYS_INDEX: &str = "CREATE UNIQUE INDEX keys ON {ns}.changes USING btree (sha256(key)) WHERE ((kind = 1) AND (removed_at IS NULL))";
+
+/// What the database holds of the store, read without writing.
+pub(crate) struct SchemaState {
+    /// Whether the PostgreSQL schema exists.
+    namespace_exists: bool,
+    /// The relations in it (tables, indexes, sequences, views), by name.
+    relations: Vec<String>,
+    /// The recorded version (`None` without `store_meta` or its row).
+    version: Option<i64>,
+    /// The recorded identity.
+    identity: Option<Vec<u8>>,
+}
+
+impl SchemaState {
+    pub(crate) fn is_created(&self) -> bool {
+        self.relations.iter().any(|r| r == "store_meta")
+    }
+}
+
+pub(crate) fn read_state(
+    client: &mut impl GenericClient,
+    ns: &Namespace,
+) -> Result<SchemaState, PostgresStoreError> {
+    let namespace_exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+            &[&ns.as_str()],
+        )?
+        .is_some();
+    let relations: Vec<String> = client
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 ORDER BY c.relname",
+            &[&ns.as_str()],
+        )?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut state = SchemaState {
+        namespace_exists,
+        relations,
+        version: None,
+        identity: None,
+    };
+    if state.is_created() {
+        for row in client.query(&ns.sql("SELECT name, value FROM {ns}.store_meta"), &[])? {
+            let name: &str = row.get(0);
+            let value: Vec<u8> = row.get(1);
+            match name {
+                "schema" => {
+                    state.version = Some(
+                        std::str::from_utf8(&value)
+                            .ok()
+                            .and_then(|v| v.parse().ok())
+                            .ok_or_else(|| PostgresStoreError::Damaged {
+                                what: "the schema version",
+                                detail: format!("{value:?} is not a number"),
+                            })?,
+                    );
+                }
+                "identity" => state.identity = Some(value),
+                _ => {}
+            }
+        }
+    }
+    Ok(state)
+}
+
+/// Checks a created store: its version, identity, tables, index and guards are this build's.
+/// Returns the identity.
+pub(crate) fn check(
+    client: &mut impl GenericClient,
+    ns: &Namespace,
+    state: &SchemaState,
+) -> Result<StoreIdentity, PostgresStoreError> {
+    let damaged = |what, detail: String| PostgresStoreError::Damaged { what, detail };
+    let version = state
+        .version
+        .ok_or_else(|| damaged("the schema version", "missing".into()))?;
+    if version > SCHEMA_VERSION {
+        return Err(PostgresStoreError::NewerSchema {
+            namespace: ns.as_str().to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let identity = state
+        .identity
+        .as_deref()
+        .ok_or_else(|| damaged("the store identity", "missing".into()))?;
+    let identity = <[u8; 16]>::try_from(identity)
+        .map_err(|_| damaged("the store identity", format!("{} bytes", identity.len())))?;
+    for (table, wanted) in COLUMNS {
+        let found: Option<String> = client
+            .query_one(
+                "SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ',' ORDER BY a.attnum)
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
+                   AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&ns.as_str(), &table],
+            )?
+            .get(0);
+        if found.as_deref() != Some(wanted) {
+            return Err(damaged(
+                "a table",
+                format!(
+                    "{}.{table} has columns {}",
+                    ns.as_str(),
+                    found.as_deref().unwrap_or("none (it is missing)")
+                ),
+            ));
+        }
+    }
+    let index: Option<(String, bool)> = client
+        .query_opt(
+            "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid AND i.indisready
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = 'keys'",
+            &[&ns.as_str()],
+        )?
+        .map(|row| (row.get(0), row.get(1)));
+    match index {
+        Some((definition, true)) if definition == ns.sql(KEYS_INDEX) => {}
+        Some((definition, valid)) => {
+            return Err(damaged(
+                "the index of the keys",
+                format!("{definition}{}", if valid { "" } else { " (not valid)" }),
+            ));
+        }
+        None => return Err(damaged("the index of the keys", "missing".into())),
+    }
+    for (name, body) in FUNCTIONS {
+        let found: Option<String> = client
+            .query_opt(
+                "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = $1 AND p.proname = $2",
+                &[&ns.as_str(), &name],
+            )?
+            .map(|row| row.get(0));
+        if found.as_deref() != Some(ns.sql(body).as_str()) {
+            return Err(damaged(
+                "a guard",
+                format!(
+                    "the function {}.{name} is {}",
+                    ns.as_str(),
+                    if found.is_some() {
+                        "not the one bloom-postgres made"
+                    } else {
+                        "missing"
+                    }
+                ),
+            ));
+        }
+    }
+    for (name, table, tgtype, function, _) in TRIGGERS {
+        let found: Option<(i16, String, bool)> = client
+            .query_opt(
+                "SELECT t.tgtype, p.proname::text, t.tgenabled IN ('O', 'A')
+                 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 JOIN pg_proc p ON p.oid = t.tgfoid
+                 WHERE n.nspname = $1 AND c.relname = $2 AND t.tgname = $3 AND NOT t.tgisinternal",
+                &[&ns.as_str(), &table, &name],
+            )?
+            .map(|row| (row.get(0), row.get(1), row.get(2)));
+        let detail = match found {
+            None => "missing",
+            Some((_, _, false)) => "disabled",
+            Some((found_type, found_function, true))
+                if found_type != tgtype || found_function != function =>
+            {
+                "not the one bloom-postgres made"
+            }
+            Some(_) => continue,
+        };
+        return Err(damaged(
+            "a guard",
+            format!("the trigger {name} on {}.{table} is {detail}", ns.as_str()),
+        ));
+    }
+    Ok(StoreIdentity::from_bytes(identity))
+}
+
+/// Creates the store in `tx`, which holds the creation lock and read `state` under it.
+pub(crate) fn create(
+    tx: &mut impl GenericClient,
+    ns: &Namespace,
+    state: &SchemaState,
+) -> Result<StoreIdentity, PostgresStoreError> {
+    if !state.relations.is_empty() {
+        let shown: Vec<&str> = state.relations.iter().take(5).map(String::as_str).collect();
+        return Err(PostgresStoreError::ForeignObject {
+            namespace: ns.as_str().to_owned(),
+            detail: format!(
+                "{} relation(s) ({}) and no store metadata",
+                state.relations.len(),
+                shown.join(", ")
+            ),
+        });
+    }
+    if !state.namespace_exists {
+        tx.batch_execute(&ns.sql("CREATE SCHEMA {ns}"))?;
+    }
+    tx.batch_execute(&ns.sql(TABLES))?;
+    let identity = history::new_identity()?;
+    let genesis = history::genesis(identity);
+    tx.execute(
+        &ns.sql("INSERT INTO {ns}.head (seq, history) VALUES (0, $1)"),
+        &[&genesis.to_bytes().as_slice()],
+    )?;
+    tx.execute(
+        &ns.sql(
+            "INSERT INTO {ns}.store_meta (name, value) VALUES ('identity', $1), ('schema', $2)",
+        ),
+        &[
+            &identity.to_bytes().as_slice(),
+            &SCHEMA_VERSION.to_string().as_bytes(),
+        ],
+    )?;
+    for (name, body) in FUNCTIONS {
+        // Dollar quoting with a tag no body contains.
+        tx.batch_execute(&format!(
+            "CREATE FUNCTION {}.{name}() RETURNS trigger LANGUAGE plpgsql AS $bloom_guard${}$bloom_guard$",
+            ns.as_str(),
+            ns.sql(body)
+        ))?;
+    }
+    for (name, _, _, function, when) in TRIGGERS {
+        tx.batch_execute(&format!(
+            "CREATE TRIGGER {name} {} EXECUTE FUNCTION {}.{function}()",
+            ns.sql(when),
+            ns.as_str()
+        ))?;
+    }
+    Ok(identity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_plain_lowercase_identifiers() {
+        for good in ["bloom", "bloom_2", "_x", "a"] {
+            assert!(Namespace::new(good).is_ok(), "{good}");
+        }
+        let long = "a".repeat(64);
+        for bad in [
+            "",
+            "Bloom",
+            "2bloom",
+            "bloom-x",
+            "bloom; DROP TABLE x",
+            "pg_bloom",
+            "\"q\"",
+            long.as_str(),
+        ] {
+            assert!(
+                matches!(
+                    Namespace::new(bad),
+                    Err(PostgresStoreError::InvalidNamespace(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_trigger_runs_a_guard_function() {
+        for (_, _, _, function, _) in TRIGGERS {
+            assert!(FUNCTIONS.iter().any(|(name, _)| *name == function));
+        }
+        for (_, body) in FUNCTIONS {
+            assert!(!body.contains("$bloom_guard$"));
+        }
+    }
+}

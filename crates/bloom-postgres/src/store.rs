@@ -1,0 +1,438 @@
+//! [`PostgresStore`]: its connections, how it opens (creating or checking the tables), and
+//! the statements it runs.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use postgres::{Client, IsolationLevel, NoTls, Statement, Transaction};
+
+use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+use bloom_store::HistoryPoint;
+
+use crate::PostgresStoreError;
+use crate::schema::{self, CREATE_LOCK_CLASS, Namespace};
+
+/// The PostgreSQL schema a store is in unless told otherwise.
+pub const DEFAULT_NAMESPACE: &str = "bloom";
+
+/// Idle connections kept for reuse.
+const MAX_IDLE: usize = 16;
+
+/// The statements of the store, by number (each connection prepares one the first time it
+/// runs it).
+#[derive(Clone, Copy)]
+pub(crate) enum Q {
+    /// `$1` key: whether it is in the store.
+    Contains = 0,
+    /// `$1` keys: the 1-based positions of those in the store.
+    PresentOf,
+    /// The head, read.
+    Head,
+    /// The head, locked for this transaction.
+    LockHead,
+    /// `$1` generation: its digest.
+    HistoryAt,
+    /// `$1` after, `$2` up to, `$3` limit: `seq, live insert, key`.
+    KeysPage,
+    /// `$1` after, `$2` up to, `$3` limit: `seq, kind, key, history, replayed`.
+    ChangesPage,
+    /// `$1` generations, `$2` keys, `$3` digests: inserts appended.
+    Append,
+    /// `$1` key: the generation of its live insert.
+    LiveInsert,
+    /// `$1` seq, `$2` key, `$3` digest, `$4` undone insert: a removal appended.
+    AppendRemoval,
+    /// `$1` removal, `$2` insert: the insert marked removed.
+    MarkRemoved,
+    /// `$1` value: the key encoding recorded unless one is.
+    ClaimEncoding,
+    /// The key encoding recorded.
+    Encoding,
+    /// The number of keys in the store.
+    KeyCount,
+}
+
+const STATEMENTS: [&str; 14] = [
+    "SELECT EXISTS (SELECT 1 FROM {ns}.changes
+         WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1 AND removed_at IS NULL)",
+    "SELECT k.i FROM unnest($1::bytea[]) WITH ORDINALITY AS k(key, i)
+     WHERE EXISTS (SELECT 1 FROM {ns}.changes c
+         WHERE sha256(c.key) = sha256(k.key) AND c.key = k.key AND c.kind = 1 AND c.removed_at IS NULL)",
+    "SELECT seq, history FROM {ns}.head",
+    "SELECT seq, history FROM {ns}.head FOR UPDATE",
+    "SELECT history FROM {ns}.changes WHERE seq = $1",
+    "SELECT seq, kind = 1 AND removed_at IS NULL, key FROM {ns}.changes
+     WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
+    "SELECT c.seq, c.kind, c.key, c.history,
+         c.kind = 1 OR EXISTS (SELECT 1 FROM {ns}.changes i
+             WHERE i.seq = c.undoes AND i.removed_at = c.seq AND i.key = c.key)
+     FROM {ns}.changes c WHERE c.seq > $1 AND c.seq <= $2 ORDER BY c.seq LIMIT $3",
+    "INSERT INTO {ns}.changes (seq, kind, key, history)
+     SELECT s, 1, k, h FROM unnest($1::int8[], $2::bytea[], $3::bytea[]) AS t(s, k, h)",
+    "SELECT seq FROM {ns}.changes
+     WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1 AND removed_at IS NULL",
+    "INSERT INTO {ns}.changes (seq, kind, key, history, undoes) VALUES ($1, 2, $2, $3, $4)",
+    "UPDATE {ns}.changes SET removed_at = $1 WHERE seq = $2",
+    "INSERT INTO {ns}.store_meta (name, value) VALUES ('key_encoding', convert_to($1, 'UTF8'))
+     ON CONFLICT (name) DO NOTHING",
+    "SELECT convert_from(value, 'UTF8') FROM {ns}.store_meta WHERE name = 'key_encoding'",
+    "SELECT count(*) FROM {ns}.changes WHERE kind = 1 AND removed_at IS NULL",
+];
+
+/// A connection of the pool, with the statements it prepared.
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    prepared: [Option<Statement>; STATEMENTS.len()],
+}
+
+/// Per-session settings of every connection the store opens.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `lock_timeout`: how long a writer waits for the head of the log (held by another
+    /// writer's transaction) before failing.
+    pub lock_timeout: Duration,
+    /// `idle_in_transaction_session_timeout`: a writer stopped inside its transaction (a
+    /// paused process, a lost machine whose connection lingers) loses it after this long, so
+    /// the head it holds is freed for the others.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            lock_timeout: Duration::from_secs(60),
+            idle_in_transaction_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A primary store in PostgreSQL, shared by every process and machine that connects to it;
+/// see the [crate documentation](crate) for the tables and the ordering of writers.
+pub struct PostgresStore {
+    pub(crate) config: postgres::Config,
+    pub(crate) namespace: Namespace,
+    pub(crate) identity: StoreIdentity,
+    settings: Settings,
+    sql: Vec<String>,
+    idle: Mutex<Vec<Conn>>,
+}
+
+/// Where the store is, never how it logs in.
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("hosts", &self.config.get_hosts())
+            .field("ports", &self.config.get_ports())
+            .field("dbname", &self.config.get_dbname())
+            .field("user", &self.config.get_user())
+            .field("namespace", &self.namespace.as_str())
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// The version of the store's tables this build writes, and the newest it reads (kept in
+    /// `store_meta`; see `docs/postgres-schema.md`).
+    pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
+
+    /// Connects to the database `params` names (`postgresql://user@host:port/db` or
+    /// `host=… port=… user=… dbname=…`, as libpq takes them; without TLS) and opens the
+    /// store in the PostgreSQL schema `bloom`, creating it there if the schema does not
+    /// exist or is empty.
+    ///
+    /// # Errors
+    /// [`PostgresStoreError`]: the server's error, a store of a newer version, a schema
+    /// holding someone else's tables, or a store whose tables or guards were changed.
+    pub fn connect(params: &str) -> Result<Self, PostgresStoreError> {
+        Self::connect_in(params, DEFAULT_NAMESPACE)
+    }
+
+    /// [`PostgresStore::connect`] with the store in the PostgreSQL schema `namespace` (so
+    /// that one database can hold several stores).
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`], and [`PostgresStoreError::InvalidNamespace`].
+    pub fn connect_in(params: &str, namespace: &str) -> Result<Self, PostgresStoreError> {
+        let config: postgres::Config = params.parse()?;
+        Self::open(config, namespace, Settings::default())
+    }
+
+    /// Opens the store with a connection configuration built by the caller, in the
+    /// PostgreSQL schema `namespace`, with the session settings `settings`.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect_in`].
+    pub fn open(
+        mut config: postgres::Config,
+        namespace: &str,
+        settings: Settings,
+    ) -> Result<Self, PostgresStoreError> {
+        let namespace = Namespace::new(namespace)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("bloom-postgres");
+        }
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(30));
+        let sql = STATEMENTS.iter().map(|s| namespace.sql(s)).collect();
+        let mut store = Self {
+            config,
+            namespace,
+            identity: StoreIdentity::from_bytes([0; 16]),
+            settings,
+            sql,
+            idle: Mutex::new(Vec::new()),
+        };
+        let mut conn = store.connect_one()?;
+        store.identity = open_schema(&mut conn.client, &store.namespace)?;
+        store.put_back(conn);
+        Ok(store)
+    }
+
+    /// The PostgreSQL schema the store is in.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_str()
+    }
+
+    /// The number of keys in the store.
+    ///
+    /// # Errors
+    /// The server's error.
+    pub fn key_count(&self) -> Result<u64, PostgresStoreError> {
+        let rows = self.query(Q::KeyCount, &[])?;
+        let count: i64 = rows.first().map_or(0, |row| row.get(0));
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// A new connection, with the store's session settings.
+    pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
+        let mut client = self.config.connect(NoTls)?;
+        client.batch_execute(&format!(
+            "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+            self.settings.lock_timeout.as_millis().max(1),
+            self.settings.idle_in_transaction_timeout.as_millis().max(1)
+        ))?;
+        Ok(Conn {
+            client,
+            prepared: Default::default(),
+        })
+    }
+
+    fn put_back(&self, conn: Conn) {
+        if conn.client.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    /// Runs `f` on a connection of the pool (a new one when none is idle). A connection that
+    /// failed is not reused: after a server restart, the next call connects anew.
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<T, PostgresStoreError>,
+    ) -> Result<T, PostgresStoreError> {
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut conn = match pooled {
+            Some(conn) if !conn.client.is_closed() => conn,
+            _ => self.connect_one()?,
+        };
+        let result = f(&mut conn);
+        if result.is_ok() {
+            self.put_back(conn);
+        }
+        result
+    }
+
+    /// Runs `f` in a READ COMMITTED transaction that first takes the head of the log
+    /// `FOR UPDATE`, and commits when it returns `Ok(Some(_))` (`Ok(None)`: nothing to
+    /// write, rolled back).
+    ///
+    /// The head is the one lock every append takes, first: writers in every process queue
+    /// on it, so the log has one order, and each writer reads the head it extends (READ
+    /// COMMITTED returns the newest committed row once the lock is granted; every later
+    /// statement sees the commits before it).
+    pub(crate) fn with_head<T>(
+        &self,
+        f: impl FnOnce(&mut Writing<'_, '_>, HistoryPoint) -> Result<Option<T>, PostgresStoreError>,
+    ) -> Result<Option<T>, PostgresStoreError> {
+        let identity = self.identity;
+        let sql = &self.sql;
+        self.with(|conn| {
+            let Conn { client, prepared } = conn;
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::ReadCommitted)
+                .start()?;
+            let mut writing = Writing { tx, prepared, sql };
+            let row = writing.query_one(Q::LockHead, &[])?;
+            let head = point(identity, row.get(0), row.get(1))?;
+            match f(&mut writing, head)? {
+                Some(done) => {
+                    writing.tx.commit()?;
+                    Ok(Some(done))
+                }
+                None => {
+                    writing.tx.rollback()?;
+                    Ok(None)
+                }
+            }
+        })
+    }
+}
+
+/// The newest point of the history read from the head row.
+pub(crate) fn point(
+    identity: StoreIdentity,
+    seq: i64,
+    digest: &[u8],
+) -> Result<HistoryPoint, PostgresStoreError> {
+    let generation = from_seq(seq);
+    if generation == DatasetGeneration::ZERO && digest16(digest)? != bloom_store::history::genesis(identity) {
+        return Err(PostgresStoreError::Damaged {
+            what: "the head of the change log",
+            detail: "its digest at generation 0 is not this store's".into(),
+        });
+    }
+    Ok(HistoryPoint {
+        generation,
+        digest: digest16(digest)?,
+    })
+}
+
+pub(crate) fn digest16(bytes: &[u8]) -> Result<HistoryDigest, PostgresStoreError> {
+    <[u8; 16]>::try_from(bytes)
+        .map(HistoryDigest::from_bytes)
+        .map_err(|_| PostgresStoreError::Damaged {
+            what: "a history digest",
+            detail: format!("{} bytes, expected 16", bytes.len()),
+        })
+}
+
+pub(crate) fn to_seq(generation: DatasetGeneration) -> i64 {
+    i64::try_from(generation.get()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn from_seq(seq: i64) -> DatasetGeneration {
+    DatasetGeneration::new(u64::try_from(seq).unwrap_or(0))
+}
+
+/// Reads the store's tables, creating them when there are none (under a transaction-level
+/// advisory lock, so that processes opening a new store at once create it once), and checks
+/// them. Returns the identity.
+fn open_schema(client: &mut Client, ns: &Namespace) -> Result<StoreIdentity, PostgresStoreError> {
+    {
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let state = schema::read_state(&mut tx, ns)?;
+        if state.is_created() {
+            let identity = schema::check(&mut tx, ns, &state)?;
+            tx.commit()?;
+            return Ok(identity);
+        }
+    }
+    let mut tx = client.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&CREATE_LOCK_CLASS, &ns.as_str()],
+    )?;
+    let state = schema::read_state(&mut tx, ns)?;
+    let identity = if state.is_created() {
+        schema::check(&mut tx, ns, &state)?
+    } else {
+        schema::create(&mut tx, ns, &state)?
+    };
+    tx.commit()?;
+    Ok(identity)
+}
+
+impl Conn {
+    fn statement(&mut self, sql: &[String], q: Q) -> Result<Statement, PostgresStoreError> {
+        prepare(&mut self.client, &mut self.prepared, sql, q)
+    }
+
+    pub(crate) fn query(
+        &mut self,
+        sql: &[String],
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
+        let statement = self.statement(sql, q)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+}
+
+fn prepare(
+    client: &mut impl postgres::GenericClient,
+    prepared: &mut [Option<Statement>],
+    sql: &[String],
+    q: Q,
+) -> Result<Statement, PostgresStoreError> {
+    let slot = &mut prepared[q as usize];
+    if let Some(statement) = slot {
+        return Ok(statement.clone());
+    }
+    let statement = client.prepare(&sql[q as usize])?;
+    *slot = Some(statement.clone());
+    Ok(statement)
+}
+
+/// A writing transaction that holds the head of the log.
+pub(crate) struct Writing<'c, 's> {
+    tx: Transaction<'c>,
+    prepared: &'c mut [Option<Statement>; STATEMENTS.len()],
+    sql: &'s [String],
+}
+
+impl Writing<'_, '_> {
+    pub(crate) fn query(
+        &mut self,
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
+        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
+        Ok(self.tx.query(&statement, params)?)
+    }
+
+    pub(crate) fn query_one(
+        &mut self,
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<postgres::Row, PostgresStoreError> {
+        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
+        Ok(self.tx.query_one(&statement, params)?)
+    }
+
+    pub(crate) fn execute(
+        &mut self,
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<u64, PostgresStoreError> {
+        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
+        Ok(self.tx.execute(&statement, params)?)
+    }
+}
+
+impl PostgresStore {
+    /// Runs statement `q` on a pooled connection.
+    pub(crate) fn query(
+        &self,
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
+        self.with(|conn| conn.query(&self.sql, q, params))
+    }
+}

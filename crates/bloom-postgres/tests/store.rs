@@ -1,0 +1,334 @@
+//! The store's contract against a real PostgreSQL (started by each test, on 127.0.0.1 and a
+//! random port): identity, history digests, the change log, guards against edits behind its
+//! back, the versioned schema in its own namespace, and many writers at once.
+
+use std::sync::Arc;
+
+use bloom_format::DatasetGeneration;
+use bloom_postgres::testing::TempServer;
+use bloom_postgres::{PostgresStore, PostgresStoreError, Settings};
+use bloom_store::history::{self, ChangeKind, HistoryPoint, KeyGeneration};
+use bloom_store::{FilterOptions, FilteredStore, PrimaryStore, StoreError};
+
+fn server() -> TempServer {
+    TempServer::start_with(&[("fsync", "off")]).expect("a PostgreSQL server (cargo xtask test installs it)")
+}
+
+fn g(n: u64) -> DatasetGeneration {
+    DatasetGeneration::new(n)
+}
+
+/// Replays the whole log with the documented chain, checking every digest the store reports.
+fn assert_history_is_the_chain(store: &PostgresStore) -> u64 {
+    let mut point = HistoryPoint::genesis(store.identity().unwrap());
+    let mut changes = Vec::new();
+    let reached = store
+        .changes_since(DatasetGeneration::ZERO, &mut |c| {
+            changes.push((c.generation, c.kind, c.key.to_vec()));
+        })
+        .unwrap();
+    for (generation, kind, key) in &changes {
+        assert_eq!(*generation, point.generation.next().unwrap());
+        point = HistoryPoint {
+            generation: *generation,
+            digest: history::after_change(point.digest, *generation, *kind, key),
+        };
+        assert_eq!(store.history_at(*generation).unwrap(), Some(point.digest));
+    }
+    assert_eq!(reached, point.generation);
+    assert_eq!(store.head().unwrap(), point);
+    point.generation.get()
+}
+
+#[test]
+fn a_store_keeps_an_identity_a_history_and_its_removals() {
+    let server = server();
+    let store = PostgresStore::connect(&server.params("postgres")).unwrap();
+    let identity = store.identity().unwrap();
+    assert!(!identity.is_zero());
+    assert_eq!(store.head().unwrap(), HistoryPoint::genesis(identity));
+    assert_eq!(store.history_at(g(1)).unwrap(), None);
+
+    assert_eq!(store.insert(b"a").unwrap(), Some(g(1)));
+    assert_eq!(store.insert(b"a").unwrap(), None);
+    assert_eq!(
+        store.insert_all(&[b"b", b"a", b"c", b"b"]).unwrap(),
+        [Some(g(2)), None, Some(g(3)), None]
+    );
+    assert_eq!(store.contains_each(&[b"c", b"zz", b"a"]).unwrap(), [true, false, true]);
+    assert_eq!(store.generation_of(b"c").unwrap(), KeyGeneration::Since(g(3)));
+    assert_eq!(store.generation_of(b"zz").unwrap(), KeyGeneration::Absent);
+
+    let removal = store.remove(b"a").unwrap().unwrap();
+    assert_eq!((removal.generation, removal.inserted_at), (g(4), g(1)));
+    assert_eq!(store.remove(b"a").unwrap(), None);
+    assert!(!store.contains(b"a").unwrap());
+    assert_eq!(store.insert(b"a").unwrap(), Some(g(5)));
+    // A long key (more than a B-tree entry holds) is a key like any other.
+    let long = vec![7u8; 100_000];
+    assert_eq!(store.insert(&long).unwrap(), Some(g(6)));
+    assert!(store.contains(&long).unwrap());
+    assert_eq!(store.key_count().unwrap(), 4);
+
+    let mut kinds = Vec::new();
+    store
+        .changes_since(g(2), &mut |c| kinds.push((c.generation.get(), c.kind)))
+        .unwrap();
+    assert_eq!(
+        kinds,
+        [
+            (3, ChangeKind::Inserted),
+            (4, ChangeKind::Removed),
+            (5, ChangeKind::Inserted),
+            (6, ChangeKind::Inserted)
+        ]
+    );
+    let mut keys = Vec::new();
+    let reached = store
+        .keys_since(DatasetGeneration::ZERO, &mut |k| keys.push(k.len()))
+        .unwrap();
+    assert_eq!(reached, g(6));
+    assert_eq!(keys, [1, 1, 1, 100_000]); // b, c, a again, the long one; not the removed a
+    assert_eq!(assert_history_is_the_chain(&store), 6);
+
+    // Opened again: the same store. Another database: another identity.
+    let again = PostgresStore::connect(&server.params("postgres")).unwrap();
+    assert_eq!(again.identity().unwrap(), identity);
+    assert_eq!(again.head().unwrap(), store.head().unwrap());
+    server.create_database("other").unwrap();
+    let other = PostgresStore::connect(&server.params("other")).unwrap();
+    assert_ne!(other.identity().unwrap(), identity);
+    assert!(!other.contains(b"b").unwrap());
+}
+
+#[test]
+fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
+    let server = server();
+    let mut app = server.client("postgres").unwrap();
+    app.batch_execute(
+        "CREATE TABLE changes (id int); CREATE TABLE head (x text); INSERT INTO head VALUES ('app');
+         CREATE SCHEMA crm; CREATE TABLE crm.contacts (id int);",
+    )
+    .unwrap();
+    let params = server.params("postgres");
+    let sessions = PostgresStore::connect_in(&params, "bloom_sessions").unwrap();
+    let records = PostgresStore::connect(&params).unwrap();
+    assert_ne!(sessions.identity().unwrap(), records.identity().unwrap());
+    sessions.insert(b"s-1").unwrap();
+    assert!(!records.contains(b"s-1").unwrap());
+    let app_head: String = app.query_one("SELECT x FROM public.head", &[]).unwrap().get(0);
+    assert_eq!(app_head, "app");
+
+    // A schema with someone else's tables is left alone; a bad name is refused before SQL.
+    assert!(matches!(
+        PostgresStore::connect_in(&params, "crm"),
+        Err(PostgresStoreError::ForeignObject { .. })
+    ));
+    let count: i64 = app
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'crm'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+    assert!(matches!(
+        PostgresStore::connect_in(&params, "x; DROP TABLE head"),
+        Err(PostgresStoreError::InvalidNamespace(_))
+    ));
+
+    // A newer store is refused untouched.
+    app.batch_execute(
+        "ALTER TABLE bloom.store_meta DISABLE TRIGGER meta_is_written_once;
+         UPDATE bloom.store_meta SET value = convert_to('2', 'UTF8') WHERE name = 'schema';
+         ALTER TABLE bloom.store_meta ENABLE TRIGGER meta_is_written_once;",
+    )
+    .unwrap();
+    assert!(matches!(
+        PostgresStore::connect(&params),
+        Err(PostgresStoreError::NewerSchema { found: 2, supported: 1, .. })
+    ));
+}
+
+#[test]
+fn edits_behind_the_stores_back_are_refused_and_a_weakened_store_is_not_opened() {
+    let server = server();
+    let params = server.params("postgres");
+    let store = PostgresStore::connect(&params).unwrap();
+    store.insert_all(&[b"a", b"b", b"c"]).unwrap();
+    store.remove(b"b").unwrap();
+    let mut sql = server.client("postgres").unwrap();
+    for edit in [
+        "DELETE FROM bloom.changes WHERE seq = 1",
+        "UPDATE bloom.changes SET key = 'x' WHERE seq = 1",
+        "UPDATE bloom.changes SET removed_at = 4 WHERE seq = 3",
+        "UPDATE bloom.changes SET removed_at = NULL WHERE seq = 2",
+        "TRUNCATE bloom.changes",
+        "UPDATE bloom.head SET seq = 1",
+        "DELETE FROM bloom.head",
+        "TRUNCATE bloom.head",
+        "UPDATE bloom.store_meta SET value = '\\x00' WHERE name = 'identity'",
+        "DELETE FROM bloom.store_meta",
+        // Appends that do not extend the head, or leave a gap.
+        "INSERT INTO bloom.changes (seq, kind, key, history) VALUES (3, 1, 'd', '\\x00000000000000000000000000000000')",
+        "INSERT INTO bloom.changes (seq, kind, key, history) VALUES (6, 1, 'd', '\\x00000000000000000000000000000000')",
+    ] {
+        let refused = sql.batch_execute(edit).unwrap_err();
+        let text = refused.as_db_error().map(|db| db.message().to_owned()).unwrap_or_default();
+        assert!(text.starts_with("bloom-postgres:") || text.contains("violates"), "{edit}: {text}");
+    }
+    assert_eq!(assert_history_is_the_chain(&store), 4);
+
+    // A row appended by hand that extends the head is a write behind the back; with a wrong
+    // digest, the replay that catch-up runs refuses it.
+    sql.batch_execute(
+        "INSERT INTO bloom.changes (seq, kind, key, history) VALUES (5, 1, 'd', '\\x00000000000000000000000000000000')",
+    )
+    .unwrap();
+    assert!(store.contains(b"d").unwrap());
+    let replay = store.changes_since(g(3), &mut |_| {});
+    assert!(matches!(replay, Err(PostgresStoreError::Damaged { .. })), "{replay:?}");
+
+    // A disabled or replaced guard, or a changed index: the store is not opened.
+    for (weaken, restore) in [
+        (
+            "ALTER TABLE bloom.changes DISABLE TRIGGER changes_are_append_only",
+            "ALTER TABLE bloom.changes ENABLE TRIGGER changes_are_append_only",
+        ),
+        (
+            "CREATE OR REPLACE FUNCTION bloom.head_moves_with_changes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+            "",
+        ),
+    ] {
+        sql.batch_execute(weaken).unwrap();
+        let opened = PostgresStore::connect(&params);
+        assert!(matches!(opened, Err(PostgresStoreError::Damaged { .. })), "{weaken}: {opened:?}");
+        if !restore.is_empty() {
+            sql.batch_execute(restore).unwrap();
+        }
+    }
+    sql.batch_execute("DROP INDEX bloom.keys").unwrap();
+    assert!(matches!(
+        PostgresStore::connect(&params),
+        Err(PostgresStoreError::Damaged { .. })
+    ));
+}
+
+#[test]
+fn many_writers_at_once_keep_one_gapless_history() {
+    let server = server();
+    let params = server.params("postgres");
+    // First opens at once: one store is created, and every writer has its identity.
+    let stores: Vec<Arc<PostgresStore>> = std::thread::scope(|s| {
+        let opening: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| PostgresStore::connect(&params).map(Arc::new)))
+            .collect();
+        opening.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+    });
+    let identity = stores[0].identity().unwrap();
+    assert!(stores.iter().all(|s| s.identity().unwrap() == identity));
+
+    // Each writer inserts its own keys and shared ones, in batches and one by one, and
+    // removes some of its own.
+    let new_counts: Vec<u64> = std::thread::scope(|s| {
+        let writers: Vec<_> = stores
+            .iter()
+            .enumerate()
+            .map(|(w, store)| {
+                s.spawn(move || {
+                    let mut new = 0u64;
+                    for round in 0..20 {
+                        let keys: Vec<Vec<u8>> = (0..25)
+                            .map(|i| format!("w{w}-{round}-{i}").into_bytes())
+                            .chain((0..5).map(|i| format!("shared-{round}-{i}").into_bytes()))
+                            .collect();
+                        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                        new += store.insert_all(&refs).unwrap().iter().flatten().count() as u64;
+                        if store.insert(format!("single-{w}-{round}").as_bytes()).unwrap().is_some() {
+                            new += 1;
+                        }
+                        if store.remove(format!("w{w}-{round}-0").as_bytes()).unwrap().is_some() {
+                            new += 1;
+                        }
+                    }
+                    new
+                })
+            })
+            .collect();
+        writers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every change got exactly one generation: the head is the sum, with no gap, and every
+    // shared key was new exactly once.
+    let total: u64 = new_counts.iter().sum();
+    assert_eq!(total, 8 * 20 * (25 + 1 + 1) + 20 * 5);
+    assert_eq!(assert_history_is_the_chain(&stores[3]), total);
+    assert_eq!(stores[0].key_count().unwrap(), 8 * 20 * (24 + 1) + 20 * 5);
+}
+
+#[test]
+fn a_writer_that_holds_the_head_never_stalls_the_others_for_long() {
+    let server = server();
+    let params = server.params("postgres");
+    let config: bloom_postgres::postgres::Config = params.parse().unwrap();
+    let impatient = PostgresStore::open(
+        config.clone(),
+        "bloom",
+        Settings {
+            lock_timeout: std::time::Duration::from_millis(200),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    // A transaction holding the head (a writer paused mid-batch): a writer waiting for it
+    // fails after its lock timeout instead of hanging, and commits nothing.
+    let mut stuck = server.client("postgres").unwrap();
+    let mut tx = stuck.transaction().unwrap();
+    tx.query_one("SELECT seq FROM bloom.head FOR UPDATE", &[]).unwrap();
+    let waited = impatient.insert(b"k");
+    assert!(matches!(waited, Err(PostgresStoreError::Postgres(_))), "{waited:?}");
+    tx.rollback().unwrap();
+    assert!(!impatient.contains(b"k").unwrap());
+    assert_eq!(impatient.insert(b"k").unwrap(), Some(g(1)));
+
+    // Idle in its transaction past the timeout: the server ends it, freeing the head.
+    let patient = PostgresStore::open(
+        config,
+        "bloom",
+        Settings {
+            idle_in_transaction_timeout: std::time::Duration::from_millis(300),
+            ..Settings::default()
+        },
+    )
+    .unwrap();
+    let mut idle = server.client("postgres").unwrap();
+    idle.batch_execute("SET idle_in_transaction_session_timeout = 300; BEGIN; SELECT seq FROM bloom.head FOR UPDATE;")
+        .unwrap();
+    assert_eq!(patient.insert(b"after").unwrap(), Some(g(2)));
+    assert!(idle.batch_execute("COMMIT").is_err());
+}
+
+#[test]
+fn one_filtered_store_per_store_on_any_connection() {
+    let server = server();
+    let params = server.params("postgres");
+    let a = PostgresStore::connect(&params).unwrap();
+    let b = PostgresStore::connect(&params).unwrap();
+    let (first, _) = FilteredStore::open_and_recover(&a, FilterOptions::new(1000, 0.01)).unwrap();
+    first.insert("k").unwrap();
+    let second = FilteredStore::open_and_recover(&b, FilterOptions::new(1000, 0.01));
+    assert!(matches!(second, Err(StoreError::InUse)), "{:?}", second.err());
+    drop(first);
+    let (again, _) = FilteredStore::open_and_recover(&b, FilterOptions::new(1000, 0.01)).unwrap();
+    assert!(again.contains("k").unwrap().is_present());
+}
+
+#[test]
+fn no_password_reaches_an_error_or_debug() {
+    let server = server();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let unreachable = format!("host=127.0.0.1 port={port} user=postgres password=hunter2-secret connect_timeout=5");
+    let error = PostgresStore::connect(&unreachable).unwrap_err();
+    assert!(error.is_connection(), "{error}");
+    for text in [error.to_string(), format!("{error:?}")] {
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+    let store = PostgresStore::connect(&format!("{} password=hunter2-secret", server.params("postgres"))).unwrap();
+    assert!(!format!("{store:?}").contains("hunter2"));
+}
