@@ -24,6 +24,13 @@ const fn no_extra_dirs() -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// Debian's `/usr/lib/postgresql/VERSION/bin` directories.
+fn postgres_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dirs| dirs.flatten().map(|d| d.path().join("bin")).collect())
+        .unwrap_or_default()
+}
+
 /// Everything the suite starts on 127.0.0.1 by itself. No test is skipped when one is missing:
 /// the tests that need it fail and say so, which is why this command installs them first.
 const REQUIREMENTS: &[Requirement] = &[
@@ -44,6 +51,18 @@ const REQUIREMENTS: &[Requirement] = &[
         extra_dirs: no_extra_dirs,
         package: "redis-sentinel",
         used_by: "the Redis Sentinel failover tests",
+    },
+    Requirement {
+        program: "initdb",
+        extra_dirs: postgres_dirs,
+        package: "postgresql",
+        used_by: "bloom-postgres's tests (a throwaway cluster per test: initdb, postgres, pg_ctl, pg_dump)",
+    },
+    Requirement {
+        program: "psql",
+        extra_dirs: postgres_dirs,
+        package: "postgresql-client",
+        used_by: "bloom-postgres's crash probe (restores a pg_dump)",
     },
     Requirement {
         program: "openssl",

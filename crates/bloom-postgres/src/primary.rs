@@ -30,7 +30,10 @@ fn kind_of(value: i16, seq: i64) -> Result<ChangeKind, PostgresStoreError> {
     match value {
         1 => Ok(ChangeKind::Inserted),
         2 => Ok(ChangeKind::Removed),
-        other => Err(damaged("a change kind", format!("{other} at generation {seq}"))),
+        other => Err(damaged(
+            "a change kind",
+            format!("{other} at generation {seq}"),
+        )),
     }
 }
 

@@ -298,7 +298,9 @@ pub(crate) fn point(
     digest: &[u8],
 ) -> Result<HistoryPoint, PostgresStoreError> {
     let generation = from_seq(seq);
-    if generation == DatasetGeneration::ZERO && digest16(digest)? != bloom_store::history::genesis(identity) {
+    if generation == DatasetGeneration::ZERO
+        && digest16(digest)? != bloom_store::history::genesis(identity)
+    {
         return Err(PostgresStoreError::Damaged {
             what: "the head of the change log",
             detail: "its digest at generation 0 is not this store's".into(),

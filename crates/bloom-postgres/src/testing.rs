@@ -24,7 +24,9 @@ pub const INSTALL_HINT: &str = "sudo apt-get install -y postgresql   (Debian's P
 #[non_exhaustive]
 pub enum ServerError {
     /// The server programs are not installed.
-    #[error("PostgreSQL's server programs (initdb, postgres, pg_ctl) are not installed; install them: {INSTALL_HINT}")]
+    #[error(
+        "PostgreSQL's server programs (initdb, postgres, pg_ctl) are not installed; install them: {INSTALL_HINT}"
+    )]
     NotInstalled,
     /// Run as root, but there is no `postgres` user to run the server as.
     #[error(
@@ -335,7 +337,16 @@ impl TempServer {
         let data = self.data_dir();
         let stopped = self.run(
             "pg_ctl",
-            &["stop", "-D", data.to_str().unwrap_or_default(), "-m", mode, "-w", "-t", "60"],
+            &[
+                "stop",
+                "-D",
+                data.to_str().unwrap_or_default(),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "60",
+            ],
         );
         if stopped.is_err() {
             let _ = child.kill();
@@ -414,7 +425,12 @@ impl TempServer {
             .arg(self.port.to_string())
             .arg("-k")
             .arg(self.dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "logging_collector=off"]);
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "logging_collector=off",
+            ]);
         for (name, value) in &self.settings {
             command.arg("-c").arg(format!("{name}={value}"));
         }

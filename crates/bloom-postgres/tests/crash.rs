@@ -1,1 +1,566 @@
-fn main(){}
+//! The crash and history probe for PostgreSQL, with real processes and real servers.
+//!
+//! **Writers.** Three writer processes share one PostgreSQL database and one Redis filter
+//! through `SharedFilteredStore`, inserting batches of 1, 16 and 64 keys and printing each
+//! acknowledged batch. The parent SIGKILLs one of them after a seeded number of
+//! acknowledgements (an event, not a clock) and starts it again; between kills it stops
+//! PostgreSQL with `pg_ctl stop -m immediate` and starts it again, kills Redis (the filter is
+//! lost, and the writers rebuild it), and takes a `pg_dump`. After every kill and every fault
+//! it checks, through a wrapper of its own, every key the database holds and every key a
+//! writer was told was committed.
+//!
+//! **History.** Then it damages the history under `FilteredStore` snapshots and the shared
+//! filter: it restores the older dump (the filter and the snapshot are newer than the store),
+//! writes past the point the snapshot covered (another history at the same generations),
+//! drops and recreates the database (another store), and points two fleets' snapshots and
+//! filters at each other's databases, checking every committed key after each.
+//!
+//! A key that a writer was told was committed must be in the database (nothing acknowledged
+//! is lost), and no key in the database may be reported absent. The figures are printed.
+//!
+//! A `harness = false` test: with `--writer`, the binary is a writer.
+
+#[path = "../../bloom-redis/tests/support/mod.rs"]
+mod redis_support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
+use bloom_postgres::PostgresStore;
+use bloom_postgres::testing::TempServer;
+use bloom_redis::{RedisTarget, SharedError, SharedFilteredStore, SharedOpen};
+use bloom_store::{BypassReason, FilterOptions, FilteredStore, Lookup, OpenOutcome, PrimaryStore};
+use redis_support::RedisServer;
+
+const SEED: u64 = 0x9057_C4A5_4B10;
+const WRITERS: usize = 3;
+const KILLS: u32 = 12;
+/// A writer that prints nothing for this long has stalled (a bound against a hang).
+const STALL: Duration = Duration::from_secs(120);
+/// The whole probe fails if it takes longer: something blocked.
+const WATCHDOG: Duration = Duration::from_secs(600);
+const FILTER: &str = "probe";
+const GRACE: Duration = Duration::from_millis(50);
+
+/// The PostgreSQL server's process, for the watchdog to stop it.
+static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+
+fn config() -> FilterConfig {
+    FilterConfig::new(FilterParams::planned(Layout::sharded(8).unwrap(), 50_000, 0.01).unwrap())
+}
+
+fn options() -> FilterOptions {
+    FilterOptions::new(50_000, 0.01)
+}
+
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Prints a line for the parent; `false` once the parent is gone (its pipe closed).
+fn say(line: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+}
+
+/// Whether the parent died (this writer was handed to init): then it stops.
+fn orphaned() -> bool {
+    std::os::unix::process::parent_id() == 1
+}
+
+/// A writer: connects (waiting out a restarting server), opens the shared filter, and inserts
+/// its keys batch after batch, retrying a failed batch (and rebuilding a lost filter).
+fn writer(params: &str, redis: &str, name: &str) -> ExitCode {
+    let target = RedisTarget::single(redis).with_timeout(Duration::from_secs(10));
+    let shared = loop {
+        let opened = PostgresStore::connect(params)
+            .map_err(|e| e.to_string())
+            .and_then(|store| {
+                SharedFilteredStore::open_with_grace(
+                    store,
+                    target.clone(),
+                    FILTER,
+                    KeyEncoding::Nfc,
+                    GRACE,
+                )
+                .map_err(|e| e.to_string())
+            });
+        match opened {
+            Ok((shared, _)) => break shared,
+            Err(_) if orphaned() => return ExitCode::FAILURE,
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let mut next = 0u64;
+    loop {
+        if orphaned() {
+            return ExitCode::FAILURE;
+        }
+        let size = [1, 16, 64][usize::try_from(next % 3).unwrap_or(0)];
+        let keys: Vec<String> = (next..next + size).map(|i| format!("{name}-{i}")).collect();
+        match shared.insert_all(&keys) {
+            Ok(_) => {
+                if !say(&format!("acked {name} {next} {size}")) {
+                    return ExitCode::FAILURE;
+                }
+                next += size;
+            }
+            Err(SharedError::Filter(_)) => {
+                let _ = shared.rebuild(config());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    kills: u32,
+    pg_crashes: u32,
+    redis_losses: u32,
+    checks: u32,
+    keys_checked: u64,
+    acked: u64,
+    opens: BTreeMap<String, u32>,
+}
+
+impl Tally {
+    fn open(&mut self, what: &str) {
+        *self.opens.entry(what.to_owned()).or_default() += 1;
+    }
+}
+
+fn outcome_name(outcome: &OpenOutcome) -> String {
+    let reason = match outcome {
+        OpenOutcome::Trusted { .. } => return "snapshot: trusted".into(),
+        OpenOutcome::CaughtUp { .. } => return "snapshot: caught up".into(),
+        OpenOutcome::Bypassed(reason) | OpenOutcome::Rebuilt { reason, .. } => reason,
+        _ => return "snapshot: other".into(),
+    };
+    let why = match reason {
+        BypassReason::NoSnapshot => "no snapshot",
+        BypassReason::OtherStore { .. } => "other store",
+        BypassReason::NewerThanStore { .. } => "newer than store",
+        BypassReason::HistoryDiverged { .. } => "history diverged",
+        _ => "other",
+    };
+    format!("snapshot: refused ({why}), rebuilt")
+}
+
+fn shared_name(outcome: &SharedOpen) -> String {
+    match outcome {
+        SharedOpen::Trusted { caught_up: 0, .. } => "shared filter: trusted".into(),
+        SharedOpen::Trusted { .. } => "shared filter: trusted after catching up".into(),
+        SharedOpen::Bypassed(why) if why.contains("another store") => {
+            "shared filter: bypassed (another store)".into()
+        }
+        SharedOpen::Bypassed(why) if why.contains("history") => {
+            "shared filter: bypassed (another history)".into()
+        }
+        SharedOpen::Bypassed(_) => "shared filter: bypassed (lost or unreachable)".into(),
+        _ => "shared filter: other".into(),
+    }
+}
+
+/// Every key of the database, and every acknowledged key, is reported present by a wrapper
+/// opened now on the shared filter `filter` (and, with `snapshot`, by a `FilteredStore` that
+/// recovers from that file).
+fn check(
+    server: &TempServer,
+    db: &str,
+    redis: &RedisTarget,
+    filter: &str,
+    snapshot: Option<&Path>,
+    acked: &HashSet<String>,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let store = PostgresStore::connect(&server.params(db)).map_err(|e| e.to_string())?;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    store
+        .keys_since(bloom_store::DatasetGeneration::ZERO, &mut |k| {
+            keys.push(k.to_vec())
+        })
+        .map_err(|e| e.to_string())?;
+    let held: HashSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    if let Some(lost) = acked.iter().find(|k| !held.contains(k.as_bytes())) {
+        return Err(format!(
+            "{lost} was acknowledged as committed but is not in the database"
+        ));
+    }
+    let (shared, outcome) = SharedFilteredStore::open_with_grace(
+        &store,
+        redis.clone(),
+        filter,
+        KeyEncoding::Nfc,
+        GRACE,
+    )
+    .map_err(|e| e.to_string())?;
+    tally.open(&shared_name(&outcome));
+    let texts: Vec<String> = keys
+        .iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
+    for chunk in texts.chunks(4096) {
+        let answers = shared.contains_each(chunk).map_err(|e| e.to_string())?;
+        if let Some((key, answer)) = chunk
+            .iter()
+            .zip(&answers)
+            .find(|(_, a)| **a != Lookup::Present)
+        {
+            return Err(format!(
+                "{key} is in the database but the shared filter's wrapper answered {answer:?}"
+            ));
+        }
+    }
+    if let Some(path) = snapshot {
+        let (filtered, outcome) =
+            FilteredStore::open_and_recover(&store, options().with_snapshot(path))
+                .map_err(|e| e.to_string())?;
+        tally.open(&outcome_name(&outcome));
+        for chunk in texts.chunks(4096) {
+            let answers = filtered.contains_each(chunk).map_err(|e| e.to_string())?;
+            if answers.iter().any(|a| *a != Lookup::Present) {
+                return Err("a key in the database was reported absent through a snapshot".into());
+            }
+        }
+    }
+    tally.checks += 1;
+    tally.keys_checked += keys.len() as u64;
+    Ok(())
+}
+
+struct Writer {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+/// A writer never outlives the probe, whatever fails.
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_writer(server: &TempServer, redis: &RedisServer, name: &str) -> Result<Writer, String> {
+    let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        .args(["--writer", &server.params("fleet"), &redis.url(), name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.map(|l| tx.send(l)).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Writer { child, lines })
+}
+
+/// Takes the acknowledgements a writer printed so far (waiting for at least `wait_for`).
+fn drain(writer: &Writer, wait_for: u64, acked: &mut HashSet<String>) -> Result<(), String> {
+    let mut seen = 0;
+    loop {
+        let line = if seen < wait_for {
+            writer
+                .lines
+                .recv_timeout(STALL)
+                .map_err(|e| format!("a writer stalled: {e}"))?
+        } else {
+            match writer.lines.try_recv() {
+                Ok(line) => line,
+                Err(_) => return Ok(()),
+            }
+        };
+        let fields: Vec<&str> = line.split(' ').collect();
+        if let ["acked", name, first, size] = fields[..] {
+            let first: u64 = first.parse().map_err(|_| line.clone())?;
+            let size: u64 = size.parse().map_err(|_| line.clone())?;
+            acked.extend((first..first + size).map(|i| format!("{name}-{i}")));
+            seen += 1;
+        }
+    }
+}
+
+fn kill(mut writer: Writer, acked: &mut HashSet<String>) -> Result<(), String> {
+    writer.child.kill().map_err(|e| e.to_string())?;
+    writer.child.wait().map_err(|e| e.to_string())?;
+    // What it printed before it died was acknowledged.
+    while let Ok(line) = writer.lines.recv_timeout(STALL) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if let ["acked", name, first, size] = fields[..] {
+            let (first, size): (u64, u64) = (first.parse().unwrap_or(0), size.parse().unwrap_or(0));
+            acked.extend((first..first + size).map(|i| format!("{name}-{i}")));
+        }
+    }
+    Ok(())
+}
+
+fn writers_phase(
+    server: &mut TempServer,
+    redis: &mut RedisServer,
+    dump: &Path,
+    tally: &mut Tally,
+    acked: &mut HashSet<String>,
+) -> Result<(), String> {
+    let target = redis.target();
+    // The filter, created and bound before the writers start.
+    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
+    let (first, _) = SharedFilteredStore::open_with_grace(
+        store,
+        target.clone(),
+        FILTER,
+        KeyEncoding::Nfc,
+        GRACE,
+    )
+    .map_err(|e| e.to_string())?;
+    first.rebuild(config()).map_err(|e| e.to_string())?;
+    drop(first);
+    let mut rng = SplitMix(SEED);
+    let mut generation = 0u32;
+    let mut writers: Vec<(String, Writer)> = Vec::new();
+    for w in 0..WRITERS {
+        let name = format!("w{w}g0");
+        writers.push((name.clone(), spawn_writer(server, redis, &name)?));
+    }
+    while tally.kills < KILLS {
+        let victim = usize::try_from(rng.next() % WRITERS as u64).unwrap_or(0);
+        let wait = 1 + rng.next() % 30;
+        for (i, (_, writer)) in writers.iter().enumerate() {
+            drain(writer, if i == victim { wait } else { 0 }, acked)?;
+        }
+        let (_, writer) = writers.remove(victim);
+        kill(writer, acked)?;
+        tally.kills += 1;
+        generation += 1;
+        let name = format!("w{victim}g{generation}");
+        writers.insert(victim, (name.clone(), spawn_writer(server, redis, &name)?));
+        match tally.kills % 4 {
+            1 => {
+                server.stop_immediate().map_err(|e| e.to_string())?;
+                server.start_again().map_err(|e| e.to_string())?;
+                SERVER_PID.store(server.pid().unwrap_or(0), Ordering::SeqCst);
+                tally.pg_crashes += 1;
+            }
+            2 => {
+                redis.restart_empty();
+                tally.redis_losses += 1;
+            }
+            3 if !dump.exists() => server.dump("fleet", dump).map_err(|e| e.to_string())?,
+            _ => {}
+        }
+        check(server, "fleet", &target, FILTER, None, acked, tally)?;
+    }
+    for (_, writer) in writers {
+        kill(writer, acked)?;
+    }
+    tally.acked = acked.len() as u64;
+    check(server, "fleet", &target, FILTER, None, acked, tally)
+}
+
+/// Inserts `n` keys named `prefix-i` through a `FilteredStore` and saves its snapshot.
+fn write_and_save(
+    server: &TempServer,
+    db: &str,
+    prefix: &str,
+    n: u32,
+    snapshot: &Path,
+) -> Result<(), String> {
+    let store = PostgresStore::connect(&server.params(db)).map_err(|e| e.to_string())?;
+    let (filtered, _) = FilteredStore::open_and_recover(&store, options().with_snapshot(snapshot))
+        .map_err(|e| e.to_string())?;
+    let keys: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    filtered.insert_all(&keys).map_err(|e| e.to_string())?;
+    filtered
+        .save_snapshot(snapshot)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn history_phase(
+    server: &TempServer,
+    redis: &RedisServer,
+    dir: &Path,
+    dump: &Path,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let target = redis.target();
+    let snapshot = dir.join("fleet.bloom");
+    let none = HashSet::new();
+    write_and_save(server, "fleet", "before-restore", 500, &snapshot)?;
+    check(
+        server,
+        "fleet",
+        &target,
+        FILTER,
+        Some(&snapshot),
+        &none,
+        tally,
+    )?;
+
+    let old = dir.join("old.bloom");
+    std::fs::copy(&snapshot, &old).map_err(|e| e.to_string())?;
+    let head = |server: &TempServer| -> Result<u64, String> {
+        let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
+        Ok(store.head().map_err(|e| e.to_string())?.generation.get())
+    };
+    let saved_at = head(server)?;
+
+    // The older dump restored: the snapshot and the shared filter are newer than the store.
+    server.drop_database("fleet").map_err(|e| e.to_string())?;
+    server.create_database("fleet").map_err(|e| e.to_string())?;
+    server.restore("fleet", dump).map_err(|e| e.to_string())?;
+    let restored_at = head(server)?;
+    if restored_at >= saved_at {
+        return Err(format!(
+            "the dump ({restored_at}) is not older than the snapshot ({saved_at})"
+        ));
+    }
+    check(
+        server,
+        "fleet",
+        &target,
+        FILTER,
+        Some(&snapshot),
+        &none,
+        tally,
+    )?;
+    // Written past where the old snapshot was saved: other changes at its generations.
+    let saved = dir.join("restored.bloom");
+    let past = u32::try_from(saved_at - restored_at + 50).map_err(|e| e.to_string())?;
+    write_and_save(server, "fleet", "after-restore", past, &saved)?;
+    check(server, "fleet", &target, FILTER, Some(&old), &none, tally)?;
+    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
+    store
+        .insert_all(&[b"behind-1".as_slice(), b"behind-2"])
+        .map_err(|e| e.to_string())?;
+    drop(store);
+    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+
+    // Dropped and recreated, empty: another store.
+    server.drop_database("fleet").map_err(|e| e.to_string())?;
+    server.create_database("fleet").map_err(|e| e.to_string())?;
+    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
+    store
+        .insert_all(&[b"recreated-1".as_slice(), b"recreated-2"])
+        .map_err(|e| e.to_string())?;
+    drop(store);
+    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+
+    // Two fleets pointed at each other's databases, filters and snapshots.
+    server
+        .create_database("fleet_b")
+        .map_err(|e| e.to_string())?;
+    let snapshot_b = dir.join("fleet_b.bloom");
+    write_and_save(server, "fleet_b", "b", 300, &snapshot_b)?;
+    let store_b = PostgresStore::connect(&server.params("fleet_b")).map_err(|e| e.to_string())?;
+    let (shared_b, _) = SharedFilteredStore::open_with_grace(
+        store_b,
+        target.clone(),
+        "probe_b",
+        KeyEncoding::Nfc,
+        GRACE,
+    )
+    .map_err(|e| e.to_string())?;
+    shared_b.rebuild(config()).map_err(|e| e.to_string())?;
+    shared_b
+        .insert_all(&["b-shared-1", "b-shared-2"])
+        .map_err(|e| e.to_string())?;
+    drop(shared_b);
+    write_and_save(server, "fleet", "a", 300, &snapshot)?;
+    check(
+        server,
+        "fleet",
+        &target,
+        "probe_b",
+        Some(&snapshot_b),
+        &none,
+        tally,
+    )?;
+    check(
+        server,
+        "fleet_b",
+        &target,
+        FILTER,
+        Some(&snapshot),
+        &none,
+        tally,
+    )?;
+    Ok(())
+}
+
+fn probe() -> Result<Tally, String> {
+    let mut server = TempServer::start_with(&[("fsync", "off")]).map_err(|e| e.to_string())?;
+    SERVER_PID.store(server.pid().unwrap_or(0), Ordering::SeqCst);
+    server.create_database("fleet").map_err(|e| e.to_string())?;
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dump = dir.path().join("fleet.sql");
+    let mut tally = Tally::default();
+    let mut acked = HashSet::new();
+    writers_phase(&mut server, &mut redis, &dump, &mut tally, &mut acked)?;
+    history_phase(&server, &redis, dir.path(), &dump, &mut tally)?;
+    Ok(tally)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--writer") {
+        let arg = |i: usize| args.get(at + i).map_or("", String::as_str);
+        return writer(arg(1), arg(2), arg(3));
+    }
+    std::thread::spawn(|| {
+        std::thread::sleep(WATCHDOG);
+        eprintln!("the PostgreSQL probe did not finish within {WATCHDOG:?}: something blocked");
+        let pid = SERVER_PID.load(Ordering::SeqCst);
+        if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::QUIT);
+        }
+        println!("crash: 0 passed, 1 failed");
+        std::process::exit(1);
+    });
+    match probe() {
+        Ok(t)
+            if t.kills == KILLS && t.pg_crashes > 0 && t.redis_losses > 0 && t.keys_checked > 0 =>
+        {
+            println!(
+                "PostgreSQL probe: {} writer SIGKILLs, {} `pg_ctl stop -m immediate`, {} Redis losses; {} acknowledged keys all in the database; {} checks of {} keys in all, none reported absent; opens {:?}",
+                t.kills, t.pg_crashes, t.redis_losses, t.acked, t.checks, t.keys_checked, t.opens
+            );
+            println!("crash: 1 passed, 0 failed");
+            ExitCode::SUCCESS
+        }
+        Ok(t) => {
+            eprintln!(
+                "the probe did not exercise enough: {} kills, {} crashes, {} losses",
+                t.kills, t.pg_crashes, t.redis_losses
+            );
+            println!("crash: 0 passed, 1 failed");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("the PostgreSQL probe failed: {e}");
+            println!("crash: 0 passed, 1 failed");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -11,7 +11,8 @@ use bloom_store::history::{self, ChangeKind, HistoryPoint, KeyGeneration};
 use bloom_store::{FilterOptions, FilteredStore, PrimaryStore, StoreError};
 
 fn server() -> TempServer {
-    TempServer::start_with(&[("fsync", "off")]).expect("a PostgreSQL server (cargo xtask test installs it)")
+    TempServer::start_with(&[("fsync", "off")])
+        .expect("a PostgreSQL server (cargo xtask test installs it)")
 }
 
 fn g(n: u64) -> DatasetGeneration {
@@ -55,8 +56,14 @@ fn a_store_keeps_an_identity_a_history_and_its_removals() {
         store.insert_all(&[b"b", b"a", b"c", b"b"]).unwrap(),
         [Some(g(2)), None, Some(g(3)), None]
     );
-    assert_eq!(store.contains_each(&[b"c", b"zz", b"a"]).unwrap(), [true, false, true]);
-    assert_eq!(store.generation_of(b"c").unwrap(), KeyGeneration::Since(g(3)));
+    assert_eq!(
+        store.contains_each(&[b"c", b"zz", b"a"]).unwrap(),
+        [true, false, true]
+    );
+    assert_eq!(
+        store.generation_of(b"c").unwrap(),
+        KeyGeneration::Since(g(3))
+    );
     assert_eq!(store.generation_of(b"zz").unwrap(), KeyGeneration::Absent);
 
     let removal = store.remove(b"a").unwrap().unwrap();
@@ -116,7 +123,10 @@ fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
     assert_ne!(sessions.identity().unwrap(), records.identity().unwrap());
     sessions.insert(b"s-1").unwrap();
     assert!(!records.contains(b"s-1").unwrap());
-    let app_head: String = app.query_one("SELECT x FROM public.head", &[]).unwrap().get(0);
+    let app_head: String = app
+        .query_one("SELECT x FROM public.head", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(app_head, "app");
 
     // A schema with someone else's tables is left alone; a bad name is refused before SQL.
@@ -125,7 +135,10 @@ fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
         Err(PostgresStoreError::ForeignObject { .. })
     ));
     let count: i64 = app
-        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'crm'", &[])
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'crm'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(count, 1);
@@ -143,7 +156,11 @@ fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
     .unwrap();
     assert!(matches!(
         PostgresStore::connect(&params),
-        Err(PostgresStoreError::NewerSchema { found: 2, supported: 1, .. })
+        Err(PostgresStoreError::NewerSchema {
+            found: 2,
+            supported: 1,
+            ..
+        })
     ));
 }
 
@@ -171,8 +188,14 @@ fn edits_behind_the_stores_back_are_refused_and_a_weakened_store_is_not_opened()
         "INSERT INTO bloom.changes (seq, kind, key, history) VALUES (6, 1, 'd', '\\x00000000000000000000000000000000')",
     ] {
         let refused = sql.batch_execute(edit).unwrap_err();
-        let text = refused.as_db_error().map(|db| db.message().to_owned()).unwrap_or_default();
-        assert!(text.starts_with("bloom-postgres:") || text.contains("violates"), "{edit}: {text}");
+        let text = refused
+            .as_db_error()
+            .map(|db| db.message().to_owned())
+            .unwrap_or_default();
+        assert!(
+            text.starts_with("bloom-postgres:") || text.contains("violates"),
+            "{edit}: {text}"
+        );
     }
     assert_eq!(assert_history_is_the_chain(&store), 4);
 
@@ -184,7 +207,10 @@ fn edits_behind_the_stores_back_are_refused_and_a_weakened_store_is_not_opened()
     .unwrap();
     assert!(store.contains(b"d").unwrap());
     let replay = store.changes_since(g(3), &mut |_| {});
-    assert!(matches!(replay, Err(PostgresStoreError::Damaged { .. })), "{replay:?}");
+    assert!(
+        matches!(replay, Err(PostgresStoreError::Damaged { .. })),
+        "{replay:?}"
+    );
 
     // A disabled or replaced guard, or a changed index: the store is not opened.
     for (weaken, restore) in [
@@ -199,7 +225,10 @@ fn edits_behind_the_stores_back_are_refused_and_a_weakened_store_is_not_opened()
     ] {
         sql.batch_execute(weaken).unwrap();
         let opened = PostgresStore::connect(&params);
-        assert!(matches!(opened, Err(PostgresStoreError::Damaged { .. })), "{weaken}: {opened:?}");
+        assert!(
+            matches!(opened, Err(PostgresStoreError::Damaged { .. })),
+            "{weaken}: {opened:?}"
+        );
         if !restore.is_empty() {
             sql.batch_execute(restore).unwrap();
         }
@@ -220,7 +249,10 @@ fn many_writers_at_once_keep_one_gapless_history() {
         let opening: Vec<_> = (0..8)
             .map(|_| s.spawn(|| PostgresStore::connect(&params).map(Arc::new)))
             .collect();
-        opening.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        opening
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
     });
     let identity = stores[0].identity().unwrap();
     assert!(stores.iter().all(|s| s.identity().unwrap() == identity));
@@ -241,10 +273,18 @@ fn many_writers_at_once_keep_one_gapless_history() {
                             .collect();
                         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
                         new += store.insert_all(&refs).unwrap().iter().flatten().count() as u64;
-                        if store.insert(format!("single-{w}-{round}").as_bytes()).unwrap().is_some() {
+                        if store
+                            .insert(format!("single-{w}-{round}").as_bytes())
+                            .unwrap()
+                            .is_some()
+                        {
                             new += 1;
                         }
-                        if store.remove(format!("w{w}-{round}-0").as_bytes()).unwrap().is_some() {
+                        if store
+                            .remove(format!("w{w}-{round}-0").as_bytes())
+                            .unwrap()
+                            .is_some()
+                        {
                             new += 1;
                         }
                     }
@@ -280,9 +320,13 @@ fn a_writer_that_holds_the_head_never_stalls_the_others_for_long() {
     // fails after its lock timeout instead of hanging, and commits nothing.
     let mut stuck = server.client("postgres").unwrap();
     let mut tx = stuck.transaction().unwrap();
-    tx.query_one("SELECT seq FROM bloom.head FOR UPDATE", &[]).unwrap();
+    tx.query_one("SELECT seq FROM bloom.head FOR UPDATE", &[])
+        .unwrap();
     let waited = impatient.insert(b"k");
-    assert!(matches!(waited, Err(PostgresStoreError::Postgres(_))), "{waited:?}");
+    assert!(
+        matches!(waited, Err(PostgresStoreError::Postgres(_))),
+        "{waited:?}"
+    );
     tx.rollback().unwrap();
     assert!(!impatient.contains(b"k").unwrap());
     assert_eq!(impatient.insert(b"k").unwrap(), Some(g(1)));
@@ -313,7 +357,11 @@ fn one_filtered_store_per_store_on_any_connection() {
     let (first, _) = FilteredStore::open_and_recover(&a, FilterOptions::new(1000, 0.01)).unwrap();
     first.insert("k").unwrap();
     let second = FilteredStore::open_and_recover(&b, FilterOptions::new(1000, 0.01));
-    assert!(matches!(second, Err(StoreError::InUse)), "{:?}", second.err());
+    assert!(
+        matches!(second, Err(StoreError::InUse)),
+        "{:?}",
+        second.err()
+    );
     drop(first);
     let (again, _) = FilteredStore::open_and_recover(&b, FilterOptions::new(1000, 0.01)).unwrap();
     assert!(again.contains("k").unwrap().is_present());
@@ -322,13 +370,23 @@ fn one_filtered_store_per_store_on_any_connection() {
 #[test]
 fn no_password_reaches_an_error_or_debug() {
     let server = server();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let unreachable = format!("host=127.0.0.1 port={port} user=postgres password=hunter2-secret connect_timeout=5");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = format!(
+        "host=127.0.0.1 port={port} user=postgres password=hunter2-secret connect_timeout=5"
+    );
     let error = PostgresStore::connect(&unreachable).unwrap_err();
     assert!(error.is_connection(), "{error}");
     for text in [error.to_string(), format!("{error:?}")] {
         assert!(!text.contains("hunter2"), "{text}");
     }
-    let store = PostgresStore::connect(&format!("{} password=hunter2-secret", server.params("postgres"))).unwrap();
+    let store = PostgresStore::connect(&format!(
+        "{} password=hunter2-secret",
+        server.params("postgres")
+    ))
+    .unwrap();
     assert!(!format!("{store:?}").contains("hunter2"));
 }
