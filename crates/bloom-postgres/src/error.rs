@@ -82,6 +82,11 @@ impl PostgresStoreError {
         matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres:")))
     }
 
+    /// Whether the log's guard refused rows that leave a gap.
+    pub(crate) fn is_gap(&self) -> bool {
+        matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres: the change log takes rows without gaps")))
+    }
+
     /// Whether the error is the connection's (the server could not be reached, restarted,
     /// or closed it), rather than the store's: retrying once the server is back may succeed.
     #[must_use]

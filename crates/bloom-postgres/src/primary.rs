@@ -46,6 +46,12 @@ fn next(head: HistoryPoint) -> Result<DatasetGeneration, PostgresStoreError> {
 impl PostgresStore {
     /// Inserts keys in one transaction holding the head: those not in the store (once each)
     /// are appended with the next generations and their digests.
+    ///
+    /// First as if every key were new (the usual case behind a filter): one statement
+    /// appends them all, skipping those in the store. A key skipped before a new one leaves
+    /// a gap, which the log's guard refuses, rolling the attempt back; the batch is then
+    /// written again knowing which keys are there. Skipped keys at the end leave no gap, and
+    /// the digests of the rows before them are the chain's.
     fn insert_batch(
         &self,
         keys: &[&[u8]],
@@ -53,16 +59,31 @@ impl PostgresStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
+        match self.append(keys, false) {
+            Err(e) if e.is_gap() => self.append(keys, true),
+            done => done,
+        }
+    }
+
+    /// One attempt of [`PostgresStore::insert_batch`]: with `probe`, the keys in the store
+    /// are looked up (after the head is held) and left out.
+    fn append(
+        &self,
+        keys: &[&[u8]],
+        probe: bool,
+    ) -> Result<Vec<Option<DatasetGeneration>>, PostgresStoreError> {
         let done = self.with_head(|tx, mut head| {
             // Read after the head was granted: every commit before ours is seen.
             let mut present = vec![false; keys.len()];
-            for row in tx.query(Q::PresentOf, &[&keys])? {
-                let position: i64 = row.get(0);
-                if let Some(slot) = usize::try_from(position - 1)
-                    .ok()
-                    .and_then(|i| present.get_mut(i))
-                {
-                    *slot = true;
+            if probe {
+                for row in tx.query(Q::PresentOf, &[&keys])? {
+                    let position: i64 = row.get(0);
+                    if let Some(slot) = usize::try_from(position - 1)
+                        .ok()
+                        .and_then(|i| present.get_mut(i))
+                    {
+                        *slot = true;
+                    }
                 }
             }
             let mut seen = HashSet::with_capacity(keys.len());
@@ -85,8 +106,35 @@ impl PostgresStore {
                 return Ok(None);
             }
             let digest_refs: Vec<&[u8]> = digests.iter().map(<[u8; 16]>::as_slice).collect();
-            tx.execute(Q::Append, &[&seqs, &new_keys, &digest_refs])?;
-            Ok(Some(done))
+            let appended: HashSet<i64> = tx
+                .query(Q::Append, &[&seqs, &new_keys, &digest_refs])?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            if appended.len() == seqs.len() {
+                return Ok(Some(done));
+            }
+            // Only keys at the end were skipped (a gap fails the statement). They must be in
+            // the store: a row skipped for any other conflict means the log is not as its
+            // guards keep it, and nothing is committed.
+            let skipped: Vec<&[u8]> = new_keys
+                .iter()
+                .zip(&seqs)
+                .filter(|(_, seq)| !appended.contains(seq))
+                .map(|(key, _)| *key)
+                .collect();
+            if tx.query(Q::PresentOf, &[&skipped])?.len() != skipped.len() {
+                return Err(damaged(
+                    "the change log",
+                    "an append was refused for another reason than its key being there".into(),
+                ));
+            }
+            for slot in &mut done {
+                if slot.is_some_and(|g| !appended.contains(&to_seq(g))) {
+                    *slot = None;
+                }
+            }
+            Ok(Some(done).filter(|_| !appended.is_empty()))
         })?;
         Ok(done.unwrap_or_else(|| vec![None; keys.len()]))
     }

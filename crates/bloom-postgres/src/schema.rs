@@ -64,8 +64,9 @@ impl Namespace {
 ///   the removal that undid it, a removal's `undoes` the generation of that insert.
 /// - `head`: one row, the newest generation and its digest. Every append takes it
 ///   `FOR UPDATE` first: the one lock that orders every writer's appends.
-/// - `keys`: the keys in the store (inserts not removed), one entry each, by the SHA-256 of
-///   the key (so a key of any length fits a B-tree entry).
+/// - `keys` and `long_keys`: the keys in the store (inserts not removed), one entry each:
+///   keys of up to 2,000 bytes as they are, longer ones by their SHA-256 (a B-tree entry
+///   holds about 2,700 bytes).
 const TABLES: &str = r"
 CREATE TABLE {ns}.store_meta (
     name text PRIMARY KEY,
@@ -80,7 +81,10 @@ CREATE TABLE {ns}.changes (
     undoes bigint,
     CHECK ((kind = 1 AND undoes IS NULL) OR (kind = 2 AND undoes IS NOT NULL AND removed_at IS NULL))
 );
-CREATE UNIQUE INDEX keys ON {ns}.changes (sha256(key)) WHERE kind = 1 AND removed_at IS NULL;
+CREATE UNIQUE INDEX keys ON {ns}.changes (key)
+    WHERE kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000;
+CREATE UNIQUE INDEX long_keys ON {ns}.changes (sha256(key))
+    WHERE kind = 1 AND removed_at IS NULL AND octet_length(key) > 2000;
 CREATE TABLE {ns}.head (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     seq bigint NOT NULL CHECK (seq >= 0),
@@ -234,8 +238,17 @@ const COLUMNS: [(&str, &str); 3] = [
     ("head", "one boolean,seq bigint,history bytea"),
 ];
 
-/// The definition of the index of the keys in the store, as `pg_get_indexdef` gives it.
-const KEYS_INDEX: &str = "CREATE UNIQUE INDEX keys ON {ns}.changes USING btree (sha256(key)) WHERE ((kind = 1) AND (removed_at IS NULL))";
+/// The indexes of the keys in the store, as `pg_get_indexdef` gives them.
+const KEY_INDEXES: [(&str, &str); 2] = [
+    (
+        "keys",
+        "CREATE UNIQUE INDEX keys ON {ns}.changes USING btree (key) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) <= 2000))",
+    ),
+    (
+        "long_keys",
+        "CREATE UNIQUE INDEX long_keys ON {ns}.changes USING btree (sha256(key)) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) > 2000))",
+    ),
+];
 
 /// What the database holds of the store, read without writing.
 pub(crate) struct SchemaState {
@@ -350,24 +363,31 @@ pub(crate) fn check(
             ));
         }
     }
-    let index: Option<(String, bool)> = client
-        .query_opt(
-            "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid AND i.indisready
-             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = $1 AND c.relname = 'keys'",
-            &[&ns.as_str()],
-        )?
-        .map(|row| (row.get(0), row.get(1)));
-    match index {
-        Some((definition, true)) if definition == ns.sql(KEYS_INDEX) => {}
-        Some((definition, valid)) => {
-            return Err(damaged(
-                "the index of the keys",
-                format!("{definition}{}", if valid { "" } else { " (not valid)" }),
-            ));
+    for (name, wanted) in KEY_INDEXES {
+        let index: Option<(String, bool)> = client
+            .query_opt(
+                "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid AND i.indisready
+                 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.relname = $2",
+                &[&ns.as_str(), &name],
+            )?
+            .map(|row| (row.get(0), row.get(1)));
+        match index {
+            Some((definition, true)) if definition == ns.sql(wanted) => {}
+            Some((definition, valid)) => {
+                return Err(damaged(
+                    "an index of the keys",
+                    format!("{definition}{}", if valid { "" } else { " (not valid)" }),
+                ));
+            }
+            None => {
+                return Err(damaged(
+                    "an index of the keys",
+                    format!("{}.{name} is missing", ns.as_str()),
+                ));
+            }
         }
-        None => return Err(damaged("the index of the keys", "missing".into())),
     }
     for (name, body) in FUNCTIONS {
         let found: Option<String> = client

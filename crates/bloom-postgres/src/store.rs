@@ -36,7 +36,8 @@ pub(crate) enum Q {
     KeysPage,
     /// `$1` after, `$2` up to, `$3` limit: `seq, kind, key, history, replayed`.
     ChangesPage,
-    /// `$1` generations, `$2` keys, `$3` digests: inserts appended.
+    /// `$1` generations, `$2` keys, `$3` digests: inserts appended, but for keys in the
+    /// store; the generations of those appended returned.
     Append,
     /// `$1` key: the generation of its live insert.
     LiveInsert,
@@ -53,11 +54,24 @@ pub(crate) enum Q {
 }
 
 const STATEMENTS: [&str; 14] = [
+    // Keys of up to 2,000 bytes are indexed as they are, longer ones by their SHA-256
+    // (a B-tree entry holds about 2,700 bytes): each lookup asks both indexes.
     "SELECT EXISTS (SELECT 1 FROM {ns}.changes
-         WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1 AND removed_at IS NULL)",
+             WHERE key = $1::bytea AND kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000)
+         OR EXISTS (SELECT 1 FROM {ns}.changes
+             WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1
+               AND removed_at IS NULL AND octet_length(key) > 2000)",
+    // A lateral probe with LIMIT 1 per key: one index lookup each, whatever the planner
+    // guesses of the array's length (a semi-join would hash the whole log).
     "SELECT k.i FROM unnest($1::bytea[]) WITH ORDINALITY AS k(key, i)
-     WHERE EXISTS (SELECT 1 FROM {ns}.changes c
-         WHERE sha256(c.key) = sha256(k.key) AND c.key = k.key AND c.kind = 1 AND c.removed_at IS NULL)",
+     CROSS JOIN LATERAL (
+         (SELECT 1 FROM {ns}.changes c
+          WHERE c.key = k.key AND c.kind = 1 AND c.removed_at IS NULL AND octet_length(c.key) <= 2000)
+         UNION ALL
+         (SELECT 1 FROM {ns}.changes c
+          WHERE sha256(c.key) = sha256(k.key) AND c.key = k.key AND c.kind = 1
+            AND c.removed_at IS NULL AND octet_length(c.key) > 2000)
+         LIMIT 1) AS hit",
     "SELECT seq, history FROM {ns}.head",
     "SELECT seq, history FROM {ns}.head FOR UPDATE",
     "SELECT history FROM {ns}.changes WHERE seq = $1",
@@ -68,9 +82,15 @@ const STATEMENTS: [&str; 14] = [
              WHERE i.seq = c.undoes AND i.removed_at = c.seq AND i.key = c.key)
      FROM {ns}.changes c WHERE c.seq > $1 AND c.seq <= $2 ORDER BY c.seq LIMIT $3",
     "INSERT INTO {ns}.changes (seq, kind, key, history)
-     SELECT s, 1, k, h FROM unnest($1::int8[], $2::bytea[], $3::bytea[]) AS t(s, k, h)",
-    "SELECT seq FROM {ns}.changes
-     WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1 AND removed_at IS NULL",
+     SELECT s, 1, k, h FROM unnest($1::int8[], $2::bytea[], $3::bytea[]) AS t(s, k, h)
+     ON CONFLICT DO NOTHING
+     RETURNING seq",
+    "(SELECT seq FROM {ns}.changes
+      WHERE key = $1::bytea AND kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000)
+     UNION ALL
+     (SELECT seq FROM {ns}.changes
+      WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1
+        AND removed_at IS NULL AND octet_length(key) > 2000)",
     "INSERT INTO {ns}.changes (seq, kind, key, history, undoes) VALUES ($1, 2, $2, $3, $4)",
     "UPDATE {ns}.changes SET removed_at = $1 WHERE seq = $2",
     "INSERT INTO {ns}.store_meta (name, value) VALUES ('key_encoding', convert_to($1, 'UTF8'))

@@ -97,6 +97,12 @@ fn a_store_keeps_an_identity_a_history_and_its_removals() {
     assert_eq!(reached, g(6));
     assert_eq!(keys, [1, 1, 1, 100_000]); // b, c, a again, the long one; not the removed a
     assert_eq!(assert_history_is_the_chain(&store), 6);
+    // Keys already there at the end of a batch (the long one too) are skipped in one step.
+    assert_eq!(
+        store.insert_all(&[b"d", b"c", &long]).unwrap(),
+        [Some(g(7)), None, None]
+    );
+    assert_eq!(assert_history_is_the_chain(&store), 7);
 
     // Opened again: the same store. Another database: another identity.
     let again = PostgresStore::connect(&server.params("postgres")).unwrap();
