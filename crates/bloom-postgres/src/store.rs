@@ -4,7 +4,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use postgres::{Client, IsolationLevel, NoTls, Statement, Transaction};
+use postgres::{Client, IsolationLevel, NoTls, Statement};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use bloom_store::HistoryPoint;
@@ -28,8 +28,6 @@ pub(crate) enum Q {
     PresentOf,
     /// The head, read.
     Head,
-    /// The head, locked for this transaction.
-    LockHead,
     /// `$1` generation: its digest.
     HistoryAt,
     /// `$1` after, `$2` up to, `$3` limit: `seq, live insert, key`.
@@ -53,7 +51,7 @@ pub(crate) enum Q {
     KeyCount,
 }
 
-const STATEMENTS: [&str; 14] = [
+const STATEMENTS: [&str; 13] = [
     // Keys of up to 2,000 bytes are indexed as they are, longer ones by their SHA-256
     // (a B-tree entry holds about 2,700 bytes): each lookup asks both indexes.
     "SELECT EXISTS (SELECT 1 FROM {ns}.changes
@@ -73,7 +71,6 @@ const STATEMENTS: [&str; 14] = [
             AND c.removed_at IS NULL AND octet_length(c.key) > 2000)
          LIMIT 1) AS hit",
     "SELECT seq, history FROM {ns}.head",
-    "SELECT seq, history FROM {ns}.head FOR UPDATE",
     "SELECT history FROM {ns}.changes WHERE seq = $1",
     "SELECT seq, kind = 1 AND removed_at IS NULL, key FROM {ns}.changes
      WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
@@ -268,9 +265,9 @@ impl PostgresStore {
             _ => self.connect_one()?,
         };
         let result = f(&mut conn);
-        if result.is_ok() {
-            self.put_back(conn);
-        }
+        // A connection whose call failed is kept unless it is closed (every writing
+        // transaction is rolled back before an error leaves it).
+        self.put_back(conn);
         result
     }
 
@@ -282,33 +279,89 @@ impl PostgresStore {
     /// on it, so the log has one order, and each writer reads the head it extends (READ
     /// COMMITTED returns the newest committed row once the lock is granted; every later
     /// statement sees the commits before it).
+    ///
+    /// The commit waits for its write-ahead log to reach the disk while it still holds the
+    /// head, so writers' commits are flushed one at a time. (Committing without waiting and
+    /// then waiting in a transaction of its own would free the head sooner, but a
+    /// transaction that writes nothing of its own is committed without a flush in
+    /// PostgreSQL: the crash probe lost acknowledged keys that way.)
     pub(crate) fn with_head<T>(
         &self,
         f: impl FnOnce(&mut Writing<'_, '_>, HistoryPoint) -> Result<Option<T>, PostgresStoreError>,
     ) -> Result<Option<T>, PostgresStoreError> {
         let identity = self.identity;
         let sql = &self.sql;
+        let begin = self.namespace.sql(
+            "BEGIN ISOLATION LEVEL READ COMMITTED;
+             SELECT seq, encode(history, 'hex') FROM {ns}.head FOR UPDATE",
+        );
         self.with(|conn| {
             let Conn { client, prepared } = conn;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::ReadCommitted)
-                .start()?;
-            let mut writing = Writing { tx, prepared, sql };
-            let row = writing.query_one(Q::LockHead, &[])?;
-            let head = point(identity, row.get(0), row.get(1))?;
-            match f(&mut writing, head)? {
-                Some(done) => {
-                    writing.tx.commit()?;
+            let head = match begin_holding_head(client, &begin, identity) {
+                Ok(head) => head,
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK");
+                    return Err(e);
+                }
+            };
+            let mut writing = Writing {
+                client,
+                prepared,
+                sql,
+            };
+            match f(&mut writing, head) {
+                Ok(Some(done)) => {
+                    writing.client.batch_execute("COMMIT")?;
                     Ok(Some(done))
                 }
-                None => {
-                    writing.tx.rollback()?;
+                Ok(None) => {
+                    writing.client.batch_execute("ROLLBACK")?;
                     Ok(None)
+                }
+                Err(e) => {
+                    let _ = writing.client.batch_execute("ROLLBACK");
+                    Err(e)
                 }
             }
         })
     }
+}
+
+/// Starts the writing transaction and takes the head, in one round trip.
+fn begin_holding_head(
+    client: &mut Client,
+    begin: &str,
+    identity: StoreIdentity,
+) -> Result<HistoryPoint, PostgresStoreError> {
+    let missing = || PostgresStoreError::Damaged {
+        what: "the head of the change log",
+        detail: "missing".into(),
+    };
+    let row = client
+        .simple_query(begin)?
+        .into_iter()
+        .find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .ok_or_else(missing)?;
+    let seq: i64 = row
+        .get(0)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(missing)?;
+    let digest = row.get(1).and_then(from_hex).ok_or_else(missing)?;
+    point(identity, seq, &digest)
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [hi, lo] => Some(digit(*hi)? << 4 | digit(*lo)?),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The newest point of the history read from the head row.
@@ -412,9 +465,9 @@ fn prepare(
     Ok(statement)
 }
 
-/// A writing transaction that holds the head of the log.
+/// A writing transaction that holds the head of the log (on a connection inside `BEGIN`).
 pub(crate) struct Writing<'c, 's> {
-    tx: Transaction<'c>,
+    client: &'c mut Client,
     prepared: &'c mut [Option<Statement>; STATEMENTS.len()],
     sql: &'s [String],
 }
@@ -425,17 +478,8 @@ impl Writing<'_, '_> {
         q: Q,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
-        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
-        Ok(self.tx.query(&statement, params)?)
-    }
-
-    pub(crate) fn query_one(
-        &mut self,
-        q: Q,
-        params: &[&(dyn postgres::types::ToSql + Sync)],
-    ) -> Result<postgres::Row, PostgresStoreError> {
-        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
-        Ok(self.tx.query_one(&statement, params)?)
+        let statement = prepare(self.client, self.prepared, self.sql, q)?;
+        Ok(self.client.query(&statement, params)?)
     }
 
     pub(crate) fn execute(
@@ -443,8 +487,8 @@ impl Writing<'_, '_> {
         q: Q,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, PostgresStoreError> {
-        let statement = prepare(&mut self.tx, self.prepared, self.sql, q)?;
-        Ok(self.tx.execute(&statement, params)?)
+        let statement = prepare(self.client, self.prepared, self.sql, q)?;
+        Ok(self.client.execute(&statement, params)?)
     }
 }
 
