@@ -47,6 +47,17 @@ pub enum PostgresStoreError {
         /// How.
         detail: String,
     },
+    /// The store was replaced while it was open: a new connection found another store (or
+    /// none) in its place, because the database was dropped and recreated, or another
+    /// store's backup was restored into it. Nothing more is read or written through this
+    /// handle; open the store again (its filters and snapshots are then judged afresh).
+    #[error(
+        "the store in schema {namespace} was replaced while it was open (the database was dropped and recreated, or another store restored into it); open it again"
+    )]
+    Replaced {
+        /// The PostgreSQL schema.
+        namespace: String,
+    },
     /// No identity could be made for a new store.
     #[error(transparent)]
     Identity(#[from] IdentityError),

@@ -228,11 +228,34 @@ impl PostgresStore {
     /// A new connection, with the store's session settings.
     pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
         let mut client = self.config.connect(NoTls)?;
-        client.batch_execute(&format!(
+        let settings = format!(
             "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
             self.settings.lock_timeout.as_millis().max(1),
             self.settings.idle_in_transaction_timeout.as_millis().max(1)
-        ))?;
+        );
+        if self.identity.is_zero() {
+            // The first connection, which opens the store and reads its identity.
+            client.batch_execute(&settings)?;
+        } else {
+            // Every later one checks that the store is still the one opened: a database
+            // dropped and recreated (or another store's backup restored) under a running
+            // process must not be written with this store's history, nor answered for.
+            let found = client
+                .simple_query(&format!(
+                    "{settings} SELECT encode(value, 'hex') FROM {}.store_meta WHERE name = 'identity'",
+                    self.namespace.as_str()
+                ))?
+                .into_iter()
+                .find_map(|message| match message {
+                    postgres::SimpleQueryMessage::Row(row) => row.get(0).and_then(from_hex),
+                    _ => None,
+                });
+            if found.as_deref() != Some(self.identity.to_bytes().as_slice()) {
+                return Err(PostgresStoreError::Replaced {
+                    namespace: self.namespace.as_str().to_owned(),
+                });
+            }
+        }
         Ok(Conn {
             client,
             prepared: Default::default(),
@@ -293,11 +316,12 @@ impl PostgresStore {
         let sql = &self.sql;
         let begin = self.namespace.sql(
             "BEGIN ISOLATION LEVEL READ COMMITTED;
-             SELECT seq, encode(history, 'hex') FROM {ns}.head FOR UPDATE",
+             SELECT h.seq, encode(h.history, 'hex'), encode(m.value, 'hex')
+             FROM {ns}.head h, {ns}.store_meta m WHERE m.name = 'identity' FOR UPDATE OF h",
         );
         self.with(|conn| {
             let Conn { client, prepared } = conn;
-            let head = match begin_holding_head(client, &begin, identity) {
+            let head = match begin_holding_head(client, &begin, identity, &self.namespace) {
                 Ok(head) => head,
                 Err(e) => {
                     let _ = client.batch_execute("ROLLBACK");
@@ -332,6 +356,7 @@ fn begin_holding_head(
     client: &mut Client,
     begin: &str,
     identity: StoreIdentity,
+    namespace: &Namespace,
 ) -> Result<HistoryPoint, PostgresStoreError> {
     let missing = || PostgresStoreError::Damaged {
         what: "the head of the change log",
@@ -350,6 +375,13 @@ fn begin_holding_head(
         .and_then(|s| s.parse().ok())
         .ok_or_else(missing)?;
     let digest = row.get(1).and_then(from_hex).ok_or_else(missing)?;
+    // Another store in its place (recreated, or restored from another's backup) is never
+    // written with this one's history.
+    if row.get(2).and_then(from_hex).as_deref() != Some(identity.to_bytes().as_slice()) {
+        return Err(PostgresStoreError::Replaced {
+            namespace: namespace.as_str().to_owned(),
+        });
+    }
     point(identity, seq, &digest)
 }
 

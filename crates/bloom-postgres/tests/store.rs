@@ -396,3 +396,42 @@ fn no_password_reaches_an_error_or_debug() {
     .unwrap();
     assert!(!format!("{store:?}").contains("hunter2"));
 }
+
+#[test]
+fn a_store_replaced_under_a_running_process_is_never_written_or_answered_for() {
+    let server = server();
+    server.create_database("app").unwrap();
+    let store = PostgresStore::connect(&server.params("app")).unwrap();
+    store.insert(b"before").unwrap();
+    // Recreated under the running process (its connections are ended): every call now
+    // refuses, on a new connection, instead of writing this store's history into another.
+    server.drop_database("app").unwrap();
+    server.create_database("app").unwrap();
+    let other = PostgresStore::connect(&server.params("app")).unwrap();
+    other.insert(b"theirs").unwrap();
+    for _ in 0..2 {
+        assert!(matches!(
+            store.insert(b"k"),
+            Err(PostgresStoreError::Replaced { .. } | PostgresStoreError::Postgres(_))
+        ));
+    }
+    assert!(matches!(
+        store.contains(b"theirs"),
+        Err(PostgresStoreError::Replaced { .. })
+    ));
+    assert!(!other.contains(b"k").unwrap());
+
+    // Replaced on a live connection (the schema dropped and made again by another store):
+    // the next write finds another identity under the head it takes, and writes nothing.
+    let live = PostgresStore::connect(&server.params("app")).unwrap();
+    live.insert(b"mine").unwrap();
+    let mut sql = server.client("app").unwrap();
+    sql.batch_execute("DROP SCHEMA bloom CASCADE").unwrap();
+    let newer = PostgresStore::connect(&server.params("app")).unwrap();
+    assert!(matches!(
+        live.insert(b"after"),
+        Err(PostgresStoreError::Replaced { .. })
+    ));
+    assert!(!newer.contains(b"after").unwrap());
+    assert_eq!(newer.head().unwrap().generation.get(), 0);
+}
