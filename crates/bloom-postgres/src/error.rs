@@ -12,7 +12,7 @@ pub enum PostgresStoreError {
     Postgres(#[from] postgres::Error),
     /// The name given for the store's PostgreSQL schema is not one bloom-postgres uses.
     #[error(
-        "{0:?} is not a usable schema name: 1 to 63 characters of a-z, 0-9 and _, not starting with a digit, and not pg_…"
+        "{0:?} is not a usable schema name: 1 to 63 characters of a-z, 0-9 and _, not starting with a digit, not pg_…, and not a word PostgreSQL reserves"
     )]
     InvalidNamespace(String),
     /// The store was written by a newer bloom-postgres.

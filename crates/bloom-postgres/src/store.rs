@@ -438,6 +438,14 @@ pub(crate) fn from_seq(seq: i64) -> DatasetGeneration {
 /// advisory lock, so that processes opening a new store at once create it once), and checks
 /// them. Returns the identity.
 fn open_schema(client: &mut Client, ns: &Namespace) -> Result<StoreIdentity, PostgresStoreError> {
+    // A name PostgreSQL would need quoted (a reserved word such as `user`) is refused: the
+    // store's SQL writes it bare.
+    let quoted: String = client
+        .query_one("SELECT quote_ident($1)", &[&ns.as_str()])?
+        .get(0);
+    if quoted != ns.as_str() {
+        return Err(PostgresStoreError::InvalidNamespace(ns.as_str().to_owned()));
+    }
     {
         let mut tx = client
             .build_transaction()

@@ -148,10 +148,12 @@ fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
         .unwrap()
         .get(0);
     assert_eq!(count, 1);
-    assert!(matches!(
-        PostgresStore::connect_in(&params, "x; DROP TABLE head"),
-        Err(PostgresStoreError::InvalidNamespace(_))
-    ));
+    for bad in ["x; DROP TABLE head", "user", "select"] {
+        assert!(matches!(
+            PostgresStore::connect_in(&params, bad),
+            Err(PostgresStoreError::InvalidNamespace(_))
+        ));
+    }
 
     // A newer store is refused untouched.
     app.batch_execute(
