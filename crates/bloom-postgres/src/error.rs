@@ -93,9 +93,11 @@ impl PostgresStoreError {
         matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres:")))
     }
 
-    /// Whether the log's guard refused rows that leave a gap.
+    /// Whether the log's guard refused appended rows that do not follow its head without a
+    /// gap (SQLSTATE `BL001`): what a batch's first attempt meets when a key it took for new
+    /// is in the store.
     pub(crate) fn is_gap(&self) -> bool {
-        matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres: the change log takes rows without gaps")))
+        matches!(self, Self::Postgres(e) if e.code().is_some_and(|c| c.code() == "BL001"))
     }
 
     /// Whether the error is the connection's (the server could not be reached, restarted,

@@ -14,6 +14,30 @@ use crate::store::{PostgresStore, Q, digest16, from_seq, point, to_seq};
 /// Rows read per page of a scan: the memory a scan holds, whatever the store's size.
 const PAGE: i64 = 4096;
 
+/// Column `i` of `row`, or `Damaged` when it has another type or is NULL where a value
+/// must be (a column changed by hand): never a panic.
+pub(crate) fn field<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    i: usize,
+    what: &'static str,
+) -> Result<T, PostgresStoreError> {
+    row.try_get(i).map_err(|e| damaged(what, e.to_string()))
+}
+
+/// The 1-based positions in a `PresentOf` row, as indexes into `present`.
+fn mark_present(row: &postgres::Row, present: &mut [bool]) -> Result<(), PostgresStoreError> {
+    let positions: Vec<i64> = field(row, 1, "the keys found")?;
+    for position in positions {
+        if let Some(slot) = usize::try_from(position - 1)
+            .ok()
+            .and_then(|i| present.get_mut(i))
+        {
+            *slot = true;
+        }
+    }
+    Ok(())
+}
+
 fn damaged(what: &'static str, detail: String) -> PostgresStoreError {
     PostgresStoreError::Damaged { what, detail }
 }
@@ -77,13 +101,7 @@ impl PostgresStore {
             let mut present = vec![false; keys.len()];
             if probe {
                 for row in tx.query(Q::PresentOf, &[&keys])? {
-                    let position: i64 = row.get(0);
-                    if let Some(slot) = usize::try_from(position - 1)
-                        .ok()
-                        .and_then(|i| present.get_mut(i))
-                    {
-                        *slot = true;
-                    }
+                    mark_present(&row, &mut present)?;
                 }
             }
             let mut seen = HashSet::with_capacity(keys.len());
@@ -109,8 +127,8 @@ impl PostgresStore {
             let appended: HashSet<i64> = tx
                 .query(Q::Append, &[&seqs, &new_keys, &digest_refs])?
                 .iter()
-                .map(|row| row.get(0))
-                .collect();
+                .map(|row| field(row, 0, "an appended generation"))
+                .collect::<Result<_, _>>()?;
             if appended.len() == seqs.len() {
                 return Ok(Some(done));
             }
@@ -123,7 +141,11 @@ impl PostgresStore {
                 .filter(|(_, seq)| !appended.contains(seq))
                 .map(|(key, _)| *key)
                 .collect();
-            if tx.query(Q::PresentOf, &[&skipped])?.len() != skipped.len() {
+            let mut there = vec![false; skipped.len()];
+            for row in tx.query(Q::PresentOf, &[&skipped])? {
+                mark_present(&row, &mut there)?;
+            }
+            if there.contains(&false) {
                 return Err(damaged(
                     "the change log",
                     "an append was refused for another reason than its key being there".into(),
@@ -141,10 +163,14 @@ impl PostgresStore {
 
     fn remove_one(&self, key: &[u8]) -> Result<Option<Removal>, PostgresStoreError> {
         self.with_head(|tx, head| {
-            let Some(row) = tx.query(Q::LiveInsert, &[&key])?.into_iter().next() else {
+            let rows = tx.query(Q::LiveInsert, &[&key])?;
+            let inserted_at: Option<i64> = match rows.first() {
+                Some(row) => field(row, 1, "the generation of a key's insert")?,
+                None => None,
+            };
+            let Some(inserted_at) = inserted_at else {
                 return Ok(None);
             };
-            let inserted_at: i64 = row.get(0);
             let generation = next(head)?;
             let digest = history::after_remove(head.digest, generation, key);
             let seq = to_seq(generation);
@@ -165,6 +191,7 @@ impl PostgresStore {
     fn scan(
         &self,
         q: Q,
+        identity_column: usize,
         after: DatasetGeneration,
         mut visit: impl FnMut(DatasetGeneration, &postgres::Row) -> Result<(), PostgresStoreError>,
     ) -> Result<DatasetGeneration, PostgresStoreError> {
@@ -175,8 +202,11 @@ impl PostgresStore {
             if rows.is_empty() {
                 return Err(gap(reached.next().unwrap_or(reached)));
             }
+            if let Some(row) = rows.first() {
+                self.same_store(row, identity_column)?;
+            }
             for row in &rows {
-                let generation = from_seq(row.get(0));
+                let generation = from_seq(field(row, 0, "a generation")?);
                 let expected = reached.next().unwrap_or(reached);
                 if generation != expected {
                     return Err(gap(expected));
@@ -189,6 +219,55 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Replays the whole change log: the generations run 1, 2, 3, … to the head with no
+    /// row past it, and every row's digest follows from the changes before it (the
+    /// documented chain, from the store's identity). Returns the head.
+    ///
+    /// A store whose rows were rewritten or edited with its guards off (a key changed by
+    /// `ALTER TABLE … USING`, a row deleted with triggers disabled) fails with
+    /// [`PostgresStoreError::Damaged`]. An open does this unless
+    /// [`Settings::verify_history`](crate::Settings::verify_history) is off.
+    ///
+    /// # Errors
+    /// `Damaged`, or the server's error.
+    pub fn verify_history(&self) -> Result<HistoryPoint, PostgresStoreError> {
+        let head = self.head()?;
+        let mut point = HistoryPoint::genesis(self.identity);
+        let reached = self.scan(Q::ChangesPage, 5, DatasetGeneration::ZERO, |generation, row| {
+            let seq: i64 = field(row, 0, "a generation")?;
+            let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
+            let digest = history::after_change(point.digest, generation, kind, field(row, 2, "a key")?);
+            if digest16(field(row, 3, "a history digest")?)? != digest {
+                return Err(damaged(
+                    "the change log",
+                    format!(
+                        "the history digest at generation {generation} does not follow from the changes before it (a row was rewritten)"
+                    ),
+                ));
+            }
+            point = HistoryPoint { generation, digest };
+            Ok(())
+        })?;
+        // No row past the head: both read in one statement (writers may be appending).
+        let row = self.read_one(Q::LastSeq, &[])?;
+        let (at, last): (i64, Option<i64>) = (
+            field(&row, 1, "a generation")?,
+            field(&row, 2, "a generation")?,
+        );
+        if reached != head.generation || point != head || last.unwrap_or(0) != at {
+            return Err(damaged(
+                "the head of the change log",
+                format!(
+                    "it records generation {at} but the log ends at {}",
+                    last.unwrap_or(0)
+                ),
+            ));
+        }
+        Ok(head)
+    }
+}
+
 impl PrimaryStore for PostgresStore {
     type Error = PostgresStoreError;
 
@@ -197,16 +276,16 @@ impl PrimaryStore for PostgresStore {
     }
 
     fn contains(&self, key: &[u8]) -> Result<bool, PostgresStoreError> {
-        let rows = self.query(Q::Contains, &[&key])?;
-        Ok(rows.first().is_some_and(|row| row.get(0)))
+        field(&self.read_one(Q::Contains, &[&key])?, 1, "an answer")
     }
 
     fn head(&self) -> Result<HistoryPoint, PostgresStoreError> {
-        let rows = self.query(Q::Head, &[])?;
-        let row = rows
-            .first()
-            .ok_or_else(|| damaged("the head of the change log", "missing".into()))?;
-        point(self.identity, row.get(0), row.get(1))
+        let row = self.read_one(Q::Head, &[])?;
+        point(
+            self.identity,
+            field(&row, 1, "the head of the change log")?,
+            field(&row, 2, "the head of the change log")?,
+        )
     }
 
     fn history_at(
@@ -216,9 +295,9 @@ impl PrimaryStore for PostgresStore {
         if generation == DatasetGeneration::ZERO {
             return Ok(Some(history::genesis(self.identity)));
         }
-        let rows = self.query(Q::HistoryAt, &[&to_seq(generation)])?;
-        match rows.first() {
-            Some(row) => Ok(Some(digest16(row.get(0))?)),
+        let row = self.read_one(Q::HistoryAt, &[&to_seq(generation)])?;
+        match field::<Option<&[u8]>>(&row, 1, "a history digest")? {
+            Some(digest) => Ok(Some(digest16(digest)?)),
             None if self.head()?.generation >= generation => Err(gap(generation)),
             None => Ok(None),
         }
@@ -229,9 +308,9 @@ impl PrimaryStore for PostgresStore {
         after: DatasetGeneration,
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<DatasetGeneration, PostgresStoreError> {
-        self.scan(Q::KeysPage, after, |_, row| {
-            if row.get::<_, bool>(1) {
-                visit(row.get(2));
+        self.scan(Q::KeysPage, 3, after, |_, row| {
+            if field::<bool>(row, 1, "a change kind")? {
+                visit(field(row, 2, "a key")?);
             }
             Ok(())
         })
@@ -248,12 +327,12 @@ impl PrimaryStore for PostgresStore {
         // Each row's digest is checked against the chain as it is read: a row appended by
         // hand with a wrong digest fails the replay instead of being applied.
         let mut digest = self.history_at(after)?.ok_or_else(|| gap(after))?;
-        self.scan(Q::ChangesPage, after, |generation, row| {
-            let seq: i64 = row.get(0);
-            let kind = kind_of(row.get(1), seq)?;
-            let key: &[u8] = row.get(2);
+        self.scan(Q::ChangesPage, 5, after, |generation, row| {
+            let seq: i64 = field(row, 0, "a generation")?;
+            let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
+            let key: &[u8] = field(row, 2, "a key")?;
             digest = history::after_change(digest, generation, kind, key);
-            if digest16(row.get(3))? != digest {
+            if digest16(field(row, 3, "a history digest")?)? != digest {
                 return Err(damaged(
                     "the change log",
                     format!(
@@ -261,7 +340,7 @@ impl PrimaryStore for PostgresStore {
                     ),
                 ));
             }
-            if row.get::<_, bool>(4) {
+            if field::<bool>(row, 4, "a removal's link")? {
                 visit(Change {
                     generation,
                     kind,
@@ -277,9 +356,10 @@ impl PrimaryStore for PostgresStore {
     }
 
     fn generation_of(&self, key: &[u8]) -> Result<KeyGeneration, PostgresStoreError> {
-        let rows = self.query(Q::LiveInsert, &[&key])?;
-        Ok(rows.first().map_or(KeyGeneration::Absent, |row| {
-            KeyGeneration::Since(from_seq(row.get(0)))
+        let row = self.read_one(Q::LiveInsert, &[&key])?;
+        let seq: Option<i64> = field(&row, 1, "the generation of a key's insert")?;
+        Ok(seq.map_or(KeyGeneration::Absent, |seq| {
+            KeyGeneration::Since(from_seq(seq))
         }))
     }
 
@@ -297,15 +377,7 @@ impl PrimaryStore for PostgresStore {
         if keys.is_empty() {
             return Ok(answers);
         }
-        for row in self.query(Q::PresentOf, &[&keys])? {
-            let position: i64 = row.get(0);
-            if let Some(slot) = usize::try_from(position - 1)
-                .ok()
-                .and_then(|i| answers.get_mut(i))
-            {
-                *slot = true;
-            }
-        }
+        mark_present(&self.read_one(Q::PresentOf, &[&keys])?, &mut answers)?;
         Ok(answers)
     }
 
@@ -314,13 +386,15 @@ impl PrimaryStore for PostgresStore {
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, PostgresStoreError> {
-        let recorded = |rows: Vec<postgres::Row>| rows.first().map(|row| row.get::<_, String>(0));
-        if let Some(found) = recorded(self.query(Q::Encoding, &[])?) {
+        let recorded = || -> Result<Option<String>, PostgresStoreError> {
+            field(&self.read_one(Q::Encoding, &[])?, 1, "the key encoding")
+        };
+        if let Some(found) = recorded()? {
             return Ok(found);
         }
         // Two statements: the second's snapshot sees whichever insert won.
         self.query(Q::ClaimEncoding, &[&proposed])?;
-        recorded(self.query(Q::Encoding, &[])?)
+        recorded()?
             .ok_or_else(|| damaged("the key encoding", "vanished after it was recorded".into()))
     }
 
@@ -331,13 +405,14 @@ impl PrimaryStore for PostgresStore {
     fn claim_wrapper(&self) -> Result<Option<StoreClaim>, PostgresStoreError> {
         let mut conn = self.connect_one()?;
         let name = format!("{}:{}", self.namespace(), self.identity);
-        let granted: bool = conn
-            .client
-            .query_one(
+        let granted: bool = field(
+            &conn.client.query_one(
                 "SELECT pg_try_advisory_lock($1, hashtext($2))",
                 &[&CLAIM_LOCK_CLASS, &name],
-            )?
-            .get(0);
+            )?,
+            0,
+            "the claim",
+        )?;
         Ok(granted.then(|| StoreClaim::holding(Mutex::new(conn.client))))
     }
 }

@@ -112,12 +112,12 @@ BEGIN
         RETURN NULL;
     END IF;
     IF hi - lo + 1 <> n THEN
-        RAISE EXCEPTION 'bloom-postgres: the change log takes rows without gaps (got % rows for generations % to %)', n, lo, hi;
+        RAISE EXCEPTION USING ERRCODE = 'BL001', MESSAGE = format('bloom-postgres: the change log takes rows without gaps (got %s rows for generations %s to %s)', n, lo, hi);
     END IF;
     SELECT history INTO top FROM appended WHERE seq = hi;
     UPDATE {ns}.head SET seq = hi, history = top WHERE seq = lo - 1;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'bloom-postgres: rows appended to the change log must extend its head (generations % to % do not follow it)', lo, hi;
+        RAISE EXCEPTION USING ERRCODE = 'BL001', MESSAGE = format('bloom-postgres: rows appended to the change log must extend its head (generations %s to %s do not follow it)', lo, hi);
     END IF;
     RETURN NULL;
 END
@@ -228,27 +228,129 @@ const TG_DELETE: i16 = 1 << 3;
 const TG_UPDATE: i16 = 1 << 4;
 const TG_TRUNCATE: i16 = 1 << 5;
 
-/// The columns of each table, as `name type` (`format_type`), in order.
-const COLUMNS: [(&str, &str); 3] = [
-    ("store_meta", "name text,value bytea"),
-    (
-        "changes",
-        "seq bigint,kind smallint,key bytea,history bytea,removed_at bigint,undoes bigint",
-    ),
-    ("head", "one boolean,seq bigint,history bytea"),
+/// What each table must look like, as the catalog describes it (see [`shape_of`]): its
+/// columns (type, `NOT NULL`, default), its constraints, every index on it, and every
+/// trigger on it. Compared after [`normalized`], so that PostgreSQL versions that print an
+/// expression with other parentheses or spacing agree.
+struct Shape {
+    table: &'static str,
+    columns: &'static str,
+    constraints: &'static str,
+    indexes: &'static str,
+}
+
+const SHAPES: [Shape; 3] = [
+    Shape {
+        table: "store_meta",
+        columns: "name text not null,value bytea not null",
+        constraints: "p PRIMARY KEY (name)",
+        indexes: "CREATE UNIQUE INDEX store_meta_pkey ON {ns}.store_meta USING btree (name)",
+    },
+    Shape {
+        table: "changes",
+        columns: "seq bigint not null,kind smallint not null,key bytea not null,history bytea not null,removed_at bigint,undoes bigint",
+        constraints: "c CHECK ((((kind = 1) AND (undoes IS NULL)) OR ((kind = 2) AND (undoes IS NOT NULL) AND (removed_at IS NULL))));c CHECK ((kind = ANY (ARRAY[1, 2])));c CHECK ((octet_length(history) = 16));c CHECK ((seq > 0));p PRIMARY KEY (seq)",
+        indexes: "CREATE UNIQUE INDEX changes_pkey ON {ns}.changes USING btree (seq);CREATE UNIQUE INDEX keys ON {ns}.changes USING btree (key) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) <= 2000));CREATE UNIQUE INDEX long_keys ON {ns}.changes USING btree (sha256(key)) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) > 2000))",
+    },
+    Shape {
+        table: "head",
+        columns: "one boolean not null default true,seq bigint not null,history bytea not null",
+        constraints: "c CHECK ((octet_length(history) = 16));c CHECK ((seq >= 0));c CHECK (one);p PRIMARY KEY (one)",
+        indexes: "CREATE UNIQUE INDEX head_pkey ON {ns}.head USING btree (one)",
+    },
 ];
 
-/// The indexes of the keys in the store, as `pg_get_indexdef` gives them.
-const KEY_INDEXES: [(&str, &str); 2] = [
-    (
-        "keys",
-        "CREATE UNIQUE INDEX keys ON {ns}.changes USING btree (key) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) <= 2000))",
-    ),
-    (
-        "long_keys",
-        "CREATE UNIQUE INDEX long_keys ON {ns}.changes USING btree (sha256(key)) WHERE ((kind = 1) AND (removed_at IS NULL) AND (octet_length(key) > 2000))",
-    ),
-];
+/// One query for a table's shape: columns, constraints, indexes (an invalid one marked),
+/// triggers (name, type, enabled state, function, a `WHEN` or arguments or columns marked),
+/// rules, row security, inheritance.
+const SHAPE_OF: &str = "
+SELECT
+  (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || COALESCE(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+       || CASE WHEN a.attgenerated::text <> '' THEN ' generated' ELSE '' END
+       || CASE WHEN a.attidentity::text <> '' THEN ' identity' ELSE '' END, ',' ORDER BY a.attnum)
+   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+  (SELECT string_agg(co.contype::text || ' ' || pg_get_constraintdef(co.oid), ';'
+       ORDER BY co.contype::text, pg_get_constraintdef(co.oid))
+   FROM pg_constraint co WHERE co.conrelid = c.oid),
+  (SELECT string_agg(pg_get_indexdef(i.indexrelid)
+       || CASE WHEN i.indisvalid AND i.indisready THEN '' ELSE ' (not valid)' END, ';'
+       ORDER BY pg_get_indexdef(i.indexrelid))
+   FROM pg_index i WHERE i.indrelid = c.oid),
+  (SELECT string_agg(t.tgname || ' ' || t.tgtype::text || ' ' || t.tgenabled::text || ' '
+       || pn.nspname || '.' || p.proname
+       || CASE WHEN t.tgqual IS NULL THEN '' ELSE ' when' END
+       || CASE WHEN t.tgnargs = 0 THEN '' ELSE ' args' END
+       || CASE WHEN t.tgattr::text = '' THEN '' ELSE ' of' END, ';' ORDER BY t.tgname)
+   FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_namespace pn ON pn.oid = p.pronamespace
+   WHERE t.tgrelid = c.oid AND NOT t.tgisinternal),
+  (SELECT count(*) FROM pg_rewrite r WHERE r.ev_class = c.oid),
+  c.relrowsecurity OR c.relforcerowsecurity,
+  EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = c.oid OR h.inhparent = c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'r'";
+
+/// Lower case, without blanks and parentheses.
+fn normalized(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_whitespace() && *c != '(' && *c != ')')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The triggers a table must have, as [`SHAPE_OF`] lists them.
+fn triggers_of(ns: &Namespace, table: &str) -> String {
+    let mut found: Vec<String> = TRIGGERS
+        .iter()
+        .filter(|(_, on, _, _, _)| *on == table)
+        .map(|(name, _, tgtype, function, _)| {
+            format!("{name} {tgtype} A {}.{function}", ns.as_str())
+        })
+        .collect();
+    found.sort();
+    found.join(";")
+}
+
+/// Checks a table's shape against [`SHAPES`].
+fn check_shape(
+    client: &mut impl GenericClient,
+    ns: &Namespace,
+    shape: &Shape,
+) -> Result<(), PostgresStoreError> {
+    let damaged = |detail: String| PostgresStoreError::Damaged {
+        what: "a table",
+        detail: format!("{}.{}: {detail}", ns.as_str(), shape.table),
+    };
+    let row = client
+        .query_opt(SHAPE_OF, &[&ns.as_str(), &shape.table])?
+        .ok_or_else(|| damaged("missing".into()))?;
+    let text = |i: usize| -> Result<String, PostgresStoreError> {
+        Ok(crate::primary::field::<Option<String>>(&row, i, "the catalog")?.unwrap_or_default())
+    };
+    for (what, found, wanted) in [
+        ("columns", text(0)?, shape.columns.to_owned()),
+        ("constraints", text(1)?, shape.constraints.to_owned()),
+        ("indexes", text(2)?, ns.sql(shape.indexes)),
+        ("triggers", text(3)?, triggers_of(ns, shape.table)),
+    ] {
+        if normalized(&found) != normalized(&wanted) {
+            return Err(damaged(format!(
+                "its {what} are not bloom-postgres's: {found}"
+            )));
+        }
+    }
+    let rules: i64 = crate::primary::field(&row, 4, "the catalog")?;
+    let secured: bool = crate::primary::field(&row, 5, "the catalog")?;
+    let inherits: bool = crate::primary::field(&row, 6, "the catalog")?;
+    if rules != 0 || secured || inherits {
+        return Err(damaged(
+            "it has rules, row security or inheritance bloom-postgres never gives it".into(),
+        ));
+    }
+    Ok(())
+}
 
 /// What the database holds of the store, read without writing.
 pub(crate) struct SchemaState {
@@ -341,58 +443,16 @@ pub(crate) fn check(
         .ok_or_else(|| damaged("the store identity", "missing".into()))?;
     let identity = <[u8; 16]>::try_from(identity)
         .map_err(|_| damaged("the store identity", format!("{} bytes", identity.len())))?;
-    for (table, wanted) in COLUMNS {
-        let found: Option<String> = client
-            .query_one(
-                "SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ',' ORDER BY a.attnum)
-                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-                 JOIN pg_namespace n ON n.oid = c.relnamespace
-                 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
-                   AND a.attnum > 0 AND NOT a.attisdropped",
-                &[&ns.as_str(), &table],
-            )?
-            .get(0);
-        if found.as_deref() != Some(wanted) {
-            return Err(damaged(
-                "a table",
-                format!(
-                    "{}.{table} has columns {}",
-                    ns.as_str(),
-                    found.as_deref().unwrap_or("none (it is missing)")
-                ),
-            ));
-        }
-    }
-    for (name, wanted) in KEY_INDEXES {
-        let index: Option<(String, bool)> = client
-            .query_opt(
-                "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid AND i.indisready
-                 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                 JOIN pg_namespace n ON n.oid = c.relnamespace
-                 WHERE n.nspname = $1 AND c.relname = $2",
-                &[&ns.as_str(), &name],
-            )?
-            .map(|row| (row.get(0), row.get(1)));
-        match index {
-            Some((definition, true)) if definition == ns.sql(wanted) => {}
-            Some((definition, valid)) => {
-                return Err(damaged(
-                    "an index of the keys",
-                    format!("{definition}{}", if valid { "" } else { " (not valid)" }),
-                ));
-            }
-            None => {
-                return Err(damaged(
-                    "an index of the keys",
-                    format!("{}.{name} is missing", ns.as_str()),
-                ));
-            }
-        }
+    for shape in &SHAPES {
+        check_shape(client, ns, shape)?;
     }
     for (name, body) in FUNCTIONS {
         let found: Option<String> = client
             .query_opt(
-                "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                "SELECT p.prosrc || CASE WHEN p.prosecdef OR p.proconfig IS NOT NULL
+                         OR l.lanname <> 'plpgsql' THEN ' (altered)' ELSE '' END
+                 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 JOIN pg_language l ON l.oid = p.prolang
                  WHERE n.nspname = $1 AND p.proname = $2",
                 &[&ns.as_str(), &name],
             )?
@@ -411,32 +471,6 @@ pub(crate) fn check(
                 ),
             ));
         }
-    }
-    for (name, table, tgtype, function, _) in TRIGGERS {
-        let found: Option<(i16, String, bool)> = client
-            .query_opt(
-                "SELECT t.tgtype, p.proname::text, t.tgenabled IN ('O', 'A')
-                 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-                 JOIN pg_namespace n ON n.oid = c.relnamespace
-                 JOIN pg_proc p ON p.oid = t.tgfoid
-                 WHERE n.nspname = $1 AND c.relname = $2 AND t.tgname = $3 AND NOT t.tgisinternal",
-                &[&ns.as_str(), &table, &name],
-            )?
-            .map(|row| (row.get(0), row.get(1), row.get(2)));
-        let detail = match found {
-            None => "missing",
-            Some((_, _, false)) => "disabled",
-            Some((found_type, found_function, true))
-                if found_type != tgtype || found_function != function =>
-            {
-                "not the one bloom-postgres made"
-            }
-            Some(_) => continue,
-        };
-        return Err(damaged(
-            "a guard",
-            format!("the trigger {name} on {}.{table} is {detail}", ns.as_str()),
-        ));
     }
     Ok(StoreIdentity::from_bytes(identity))
 }
@@ -485,11 +519,13 @@ pub(crate) fn create(
             ns.sql(body)
         ))?;
     }
-    for (name, _, _, function, when) in TRIGGERS {
+    for (name, table, _, function, when) in TRIGGERS {
+        // ENABLE ALWAYS: the guards fire under `session_replication_role = replica` too.
         tx.batch_execute(&format!(
-            "CREATE TRIGGER {name} {} EXECUTE FUNCTION {}.{function}()",
+            "CREATE TRIGGER {name} {} EXECUTE FUNCTION {ns}.{function}();
+             ALTER TABLE {ns}.{table} ENABLE ALWAYS TRIGGER {name};",
             ns.sql(when),
-            ns.as_str()
+            ns = ns.as_str()
         ))?;
     }
     Ok(identity)

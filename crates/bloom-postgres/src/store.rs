@@ -24,7 +24,7 @@ const MAX_IDLE: usize = 16;
 pub(crate) enum Q {
     /// `$1` key: whether it is in the store.
     Contains = 0,
-    /// `$1` keys: the 1-based positions of those in the store.
+    /// `$1` keys: the 1-based positions of those in the store, as one array.
     PresentOf,
     /// The head, read.
     Head,
@@ -49,19 +49,27 @@ pub(crate) enum Q {
     Encoding,
     /// The number of keys in the store.
     KeyCount,
+    /// The head's generation and the largest in the log, read together.
+    LastSeq,
 }
 
-const STATEMENTS: [&str; 13] = [
+/// The identity of the store the statement ran on: every read returns it, so that a store
+/// replaced under a running process (the schema dropped and made again by another store,
+/// whose tables PostgreSQL silently re-plans a prepared statement against) is never
+/// answered for.
+const IDENTITY: &str = "(SELECT value FROM {ns}.store_meta WHERE name = 'identity')";
+
+const STATEMENTS: [&str; 14] = [
     // Keys of up to 2,000 bytes are indexed as they are, longer ones by their SHA-256
     // (a B-tree entry holds about 2,700 bytes): each lookup asks both indexes.
-    "SELECT EXISTS (SELECT 1 FROM {ns}.changes
+    "SELECT {identity}, EXISTS (SELECT 1 FROM {ns}.changes
              WHERE key = $1::bytea AND kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000)
          OR EXISTS (SELECT 1 FROM {ns}.changes
              WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1
                AND removed_at IS NULL AND octet_length(key) > 2000)",
     // A lateral probe with LIMIT 1 per key: one index lookup each, whatever the planner
     // guesses of the array's length (a semi-join would hash the whole log).
-    "SELECT k.i FROM unnest($1::bytea[]) WITH ORDINALITY AS k(key, i)
+    "SELECT {identity}, ARRAY(SELECT k.i FROM unnest($1::bytea[]) WITH ORDINALITY AS k(key, i)
      CROSS JOIN LATERAL (
          (SELECT 1 FROM {ns}.changes c
           WHERE c.key = k.key AND c.kind = 1 AND c.removed_at IS NULL AND octet_length(c.key) <= 2000)
@@ -69,31 +77,36 @@ const STATEMENTS: [&str; 13] = [
          (SELECT 1 FROM {ns}.changes c
           WHERE sha256(c.key) = sha256(k.key) AND c.key = k.key AND c.kind = 1
             AND c.removed_at IS NULL AND octet_length(c.key) > 2000)
-         LIMIT 1) AS hit",
-    "SELECT seq, history FROM {ns}.head",
-    "SELECT history FROM {ns}.changes WHERE seq = $1",
-    "SELECT seq, kind = 1 AND removed_at IS NULL, key FROM {ns}.changes
+         LIMIT 1) AS hit)",
+    "SELECT {identity}, seq, history FROM {ns}.head",
+    "SELECT {identity}, (SELECT history FROM {ns}.changes WHERE seq = $1)",
+    "SELECT seq, kind = 1 AND removed_at IS NULL, key, {identity} FROM {ns}.changes
      WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
     "SELECT c.seq, c.kind, c.key, c.history,
          c.kind = 1 OR EXISTS (SELECT 1 FROM {ns}.changes i
-             WHERE i.seq = c.undoes AND i.removed_at = c.seq AND i.key = c.key)
+             WHERE i.seq = c.undoes AND i.removed_at = c.seq AND i.key = c.key),
+         {identity}
      FROM {ns}.changes c WHERE c.seq > $1 AND c.seq <= $2 ORDER BY c.seq LIMIT $3",
-    "INSERT INTO {ns}.changes (seq, kind, key, history)
-     SELECT s, 1, k, h FROM unnest($1::int8[], $2::bytea[], $3::bytea[]) AS t(s, k, h)
+    // Every column given: a default added by hand cannot change what a row means.
+    "INSERT INTO {ns}.changes (seq, kind, key, history, removed_at, undoes)
+     SELECT s, 1, k, h, NULL, NULL FROM unnest($1::int8[], $2::bytea[], $3::bytea[]) AS t(s, k, h)
      ON CONFLICT DO NOTHING
      RETURNING seq",
-    "(SELECT seq FROM {ns}.changes
-      WHERE key = $1::bytea AND kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000)
-     UNION ALL
-     (SELECT seq FROM {ns}.changes
-      WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1
-        AND removed_at IS NULL AND octet_length(key) > 2000)",
-    "INSERT INTO {ns}.changes (seq, kind, key, history, undoes) VALUES ($1, 2, $2, $3, $4)",
+    "SELECT {identity}, (SELECT seq FROM (
+         (SELECT seq FROM {ns}.changes
+          WHERE key = $1::bytea AND kind = 1 AND removed_at IS NULL AND octet_length(key) <= 2000)
+         UNION ALL
+         (SELECT seq FROM {ns}.changes
+          WHERE sha256(key) = sha256($1::bytea) AND key = $1::bytea AND kind = 1
+            AND removed_at IS NULL AND octet_length(key) > 2000)) AS live LIMIT 1)",
+    "INSERT INTO {ns}.changes (seq, kind, key, history, removed_at, undoes)
+     VALUES ($1, 2, $2, $3, NULL, $4)",
     "UPDATE {ns}.changes SET removed_at = $1 WHERE seq = $2",
     "INSERT INTO {ns}.store_meta (name, value) VALUES ('key_encoding', convert_to($1, 'UTF8'))
      ON CONFLICT (name) DO NOTHING",
-    "SELECT convert_from(value, 'UTF8') FROM {ns}.store_meta WHERE name = 'key_encoding'",
-    "SELECT count(*) FROM {ns}.changes WHERE kind = 1 AND removed_at IS NULL",
+    "SELECT {identity}, (SELECT convert_from(value, 'UTF8') FROM {ns}.store_meta WHERE name = 'key_encoding')",
+    "SELECT {identity}, count(*) FROM {ns}.changes WHERE kind = 1 AND removed_at IS NULL",
+    "SELECT {identity}, h.seq, (SELECT max(seq) FROM {ns}.changes) FROM {ns}.head h",
 ];
 
 /// A connection of the pool, with the statements it prepared.
@@ -112,6 +125,12 @@ pub struct Settings {
     /// paused process, a lost machine whose connection lingers) loses it after this long, so
     /// the head it holds is freed for the others.
     pub idle_in_transaction_timeout: Duration,
+    /// Whether an open replays the whole change log and checks every row's digest, the
+    /// generations and the head ([`PostgresStore::verify_history`]): a table rewritten or
+    /// edited with its guards off (by `ALTER TABLE … USING`, or with triggers disabled) is
+    /// then refused instead of trusted. It reads every row once (about a second per million
+    /// changes on a local server); turn it off for a store known to be intact.
+    pub verify_history: bool,
 }
 
 impl Default for Settings {
@@ -119,6 +138,7 @@ impl Default for Settings {
         Self {
             lock_timeout: Duration::from_secs(60),
             idle_in_transaction_timeout: Duration::from_secs(30),
+            verify_history: true,
         }
     }
 }
@@ -194,7 +214,10 @@ impl PostgresStore {
         }
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(30));
-        let sql = STATEMENTS.iter().map(|s| namespace.sql(s)).collect();
+        let sql = STATEMENTS
+            .iter()
+            .map(|s| namespace.sql(&s.replace("{identity}", IDENTITY)))
+            .collect();
         let mut store = Self {
             config,
             namespace,
@@ -206,6 +229,9 @@ impl PostgresStore {
         let mut conn = store.connect_one()?;
         store.identity = open_schema(&mut conn.client, &store.namespace)?;
         store.put_back(conn);
+        if store.settings.verify_history {
+            store.verify_history()?;
+        }
         Ok(store)
     }
 
@@ -220,8 +246,8 @@ impl PostgresStore {
     /// # Errors
     /// The server's error.
     pub fn key_count(&self) -> Result<u64, PostgresStoreError> {
-        let rows = self.query(Q::KeyCount, &[])?;
-        let count: i64 = rows.first().map_or(0, |row| row.get(0));
+        let row = self.read_one(Q::KeyCount, &[])?;
+        let count: i64 = crate::primary::field(&row, 1, "the key count")?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
@@ -540,5 +566,38 @@ impl PostgresStore {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
         self.with(|conn| conn.query(&self.sql, q, params))
+    }
+
+    /// Runs a statement that returns one row whose first column is the identity of the
+    /// store it ran on, and checks that identity.
+    pub(crate) fn read_one(
+        &self,
+        q: Q,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<postgres::Row, PostgresStoreError> {
+        let row = self.query(q, params)?.into_iter().next().ok_or_else(|| {
+            PostgresStoreError::Damaged {
+                what: "a statement of the store",
+                detail: "it returned no row".into(),
+            }
+        })?;
+        self.same_store(&row, 0)?;
+        Ok(row)
+    }
+
+    /// `Replaced` unless column `i` of `row` is this store's identity.
+    pub(crate) fn same_store(
+        &self,
+        row: &postgres::Row,
+        i: usize,
+    ) -> Result<(), PostgresStoreError> {
+        let found: Option<&[u8]> = crate::primary::field(row, i, "the store identity")?;
+        if found == Some(self.identity.to_bytes().as_slice()) {
+            Ok(())
+        } else {
+            Err(PostgresStoreError::Replaced {
+                namespace: self.namespace.as_str().to_owned(),
+            })
+        }
     }
 }

@@ -103,6 +103,13 @@ fn a_store_keeps_an_identity_a_history_and_its_removals() {
         [Some(g(7)), None, None]
     );
     assert_eq!(assert_history_is_the_chain(&store), 7);
+    // Keys already there at the start of a batch: the first attempt is refused by the
+    // guard (its rows would not follow the head), the second looks the keys up.
+    assert_eq!(
+        store.insert_all(&[b"a", b"b", b"e", b"f"]).unwrap(),
+        [None, None, Some(g(8)), Some(g(9))]
+    );
+    assert_eq!(assert_history_is_the_chain(&store), 9);
 
     // Opened again: the same store. Another database: another identity.
     let again = PostgresStore::connect(&server.params("postgres")).unwrap();
@@ -159,7 +166,7 @@ fn it_lives_beside_an_applications_tables_in_a_namespace_of_its_own() {
     app.batch_execute(
         "ALTER TABLE bloom.store_meta DISABLE TRIGGER meta_is_written_once;
          UPDATE bloom.store_meta SET value = convert_to('2', 'UTF8') WHERE name = 'schema';
-         ALTER TABLE bloom.store_meta ENABLE TRIGGER meta_is_written_once;",
+         ALTER TABLE bloom.store_meta ENABLE ALWAYS TRIGGER meta_is_written_once;",
     )
     .unwrap();
     assert!(matches!(
@@ -224,7 +231,7 @@ fn edits_behind_the_stores_back_are_refused_and_a_weakened_store_is_not_opened()
     for (weaken, restore) in [
         (
             "ALTER TABLE bloom.changes DISABLE TRIGGER changes_are_append_only",
-            "ALTER TABLE bloom.changes ENABLE TRIGGER changes_are_append_only",
+            "ALTER TABLE bloom.changes ENABLE ALWAYS TRIGGER changes_are_append_only",
         ),
         (
             "CREATE OR REPLACE FUNCTION bloom.head_moves_with_changes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
@@ -436,4 +443,68 @@ fn a_store_replaced_under_a_running_process_is_never_written_or_answered_for() {
     ));
     assert!(!newer.contains(b"after").unwrap());
     assert_eq!(newer.head().unwrap().generation.get(), 0);
+}
+
+/// Every way of weakening a store behind its back that an open can see: each is applied to
+/// a store of its own (with a few changes in it), which then no longer opens.
+#[test]
+fn a_store_weakened_or_rewritten_behind_its_back_is_not_opened() {
+    let server = server();
+    let params = server.params("postgres");
+    let weakenings = [
+        "ALTER TABLE {ns}.changes ALTER COLUMN removed_at SET DEFAULT 0",
+        "ALTER TABLE {ns}.changes ALTER COLUMN key DROP NOT NULL",
+        "ALTER TABLE {ns}.changes DROP CONSTRAINT changes_seq_check",
+        "CREATE INDEX extra ON {ns}.changes (kind)",
+        "CREATE UNIQUE INDEX extra ON {ns}.changes (seq, kind)",
+        "CREATE FUNCTION {ns}.evil() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.removed_at := 0; RETURN NEW; END $$;
+         CREATE TRIGGER aaa BEFORE INSERT ON {ns}.changes FOR EACH ROW EXECUTE FUNCTION {ns}.evil()",
+        "DROP TRIGGER changes_are_append_only ON {ns}.changes;
+         CREATE TRIGGER changes_are_append_only BEFORE UPDATE OR DELETE ON {ns}.changes FOR EACH ROW
+             WHEN (false) EXECUTE FUNCTION {ns}.changes_are_append_only();
+         ALTER TABLE {ns}.changes ENABLE ALWAYS TRIGGER changes_are_append_only",
+        "CREATE SCHEMA {ns}_evil;
+         CREATE FUNCTION {ns}_evil.head_moves_with_changes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+         DROP TRIGGER head_moves_with_changes ON {ns}.head;
+         CREATE TRIGGER head_moves_with_changes BEFORE INSERT OR UPDATE OR DELETE ON {ns}.head
+             FOR EACH ROW EXECUTE FUNCTION {ns}_evil.head_moves_with_changes();
+         ALTER TABLE {ns}.head ENABLE ALWAYS TRIGGER head_moves_with_changes",
+        "ALTER TABLE {ns}.changes ENABLE TRIGGER changes_are_append_only",
+        "ALTER TABLE {ns}.changes DISABLE TRIGGER changes_extend_head",
+        "CREATE RULE nothing AS ON INSERT TO {ns}.changes DO INSTEAD NOTHING",
+        "ALTER TABLE {ns}.changes ENABLE ROW LEVEL SECURITY",
+        "ALTER FUNCTION {ns}.changes_extend_head() SECURITY DEFINER",
+        "ALTER FUNCTION {ns}.changes_are_append_only() SET search_path = public",
+        // Rows rewritten or edited with the guards off.
+        "ALTER TABLE {ns}.changes ALTER COLUMN key TYPE bytea USING CASE WHEN seq = 2 THEN '\\x01'::bytea ELSE key END",
+        "ALTER TABLE {ns}.changes DISABLE TRIGGER changes_are_append_only;
+         DELETE FROM {ns}.changes WHERE seq = 2;
+         ALTER TABLE {ns}.changes ENABLE ALWAYS TRIGGER changes_are_append_only",
+        "ALTER TABLE {ns}.head DISABLE TRIGGER head_moves_with_changes;
+         UPDATE {ns}.head SET seq = 1;
+         ALTER TABLE {ns}.head ENABLE ALWAYS TRIGGER head_moves_with_changes",
+    ];
+    let mut sql = server.client("postgres").unwrap();
+    for (i, weaken) in weakenings.iter().enumerate() {
+        let ns = format!("w{i}");
+        let store = PostgresStore::connect_in(&params, &ns).unwrap();
+        store.insert_all(&[b"a", b"b", b"c"]).unwrap();
+        drop(store);
+        sql.batch_execute(&weaken.replace("{ns}", &ns)).unwrap();
+        let opened = PostgresStore::connect_in(&params, &ns);
+        assert!(
+            matches!(opened, Err(PostgresStoreError::Damaged { .. })),
+            "{weaken}: {opened:?}"
+        );
+    }
+    // The guards fire under `session_replication_role = replica` too.
+    let store = PostgresStore::connect_in(&params, "replica").unwrap();
+    store.insert(b"a").unwrap();
+    let refused = sql.batch_execute(
+        "SET session_replication_role = replica; DELETE FROM replica.changes; UPDATE replica.head SET seq = 0;",
+    );
+    assert!(refused.is_err());
+    sql.batch_execute("SET session_replication_role = origin")
+        .unwrap();
+    assert_eq!(assert_history_is_the_chain(&store), 1);
 }
