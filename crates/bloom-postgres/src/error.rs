@@ -10,6 +10,11 @@ pub enum PostgresStoreError {
     /// password is ever part of it).
     #[error("PostgreSQL: {}", describe(.0))]
     Postgres(#[from] postgres::Error),
+    /// No PostgreSQL server answered at the address given, within the connect timeout (a
+    /// port of another service, a listener that never answers, a host that cannot be
+    /// reached).
+    #[error("no PostgreSQL server answers: {0}")]
+    Unreachable(String),
     /// The name given for the store's PostgreSQL schema is not one bloom-postgres uses.
     #[error(
         "{0:?} is not a usable schema name: 1 to 63 characters of a-z, 0-9 and _, not starting with a digit, not pg_…, and not a word PostgreSQL reserves"
@@ -105,6 +110,7 @@ impl PostgresStoreError {
     #[must_use]
     pub fn is_connection(&self) -> bool {
         match self {
+            Self::Unreachable(_) => true,
             Self::Postgres(e) => {
                 e.is_closed()
                     || e.as_db_error().is_some_and(|db| {

@@ -214,6 +214,12 @@ impl PostgresStore {
         }
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(30));
+        if config.get_tcp_user_timeout().is_none() {
+            // A host that stops acknowledging (gone, cut off) fails the call in bounded time.
+            config.tcp_user_timeout(Duration::from_secs(30));
+        }
+        // The store writes, and a standby would answer from a past state: the primary only.
+        config.target_session_attrs(postgres::config::TargetSessionAttrs::ReadWrite);
         let sql = STATEMENTS
             .iter()
             .map(|s| namespace.sql(&s.replace("{identity}", IDENTITY)))
@@ -253,6 +259,7 @@ impl PostgresStore {
 
     /// A new connection, with the store's session settings.
     pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
+        preflight(&self.config)?;
         let mut client = self.config.connect(NoTls)?;
         let settings = format!(
             "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
@@ -315,7 +322,15 @@ impl PostgresStore {
         };
         let result = f(&mut conn);
         // A connection whose call failed is kept unless it is closed (every writing
-        // transaction is rolled back before an error leaves it).
+        // transaction is rolled back before an error leaves it). A closed one most likely
+        // means the server restarted: the idle ones are gone too, and are dropped rather
+        // than each failing a caller once.
+        if conn.client.is_closed() {
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
         self.put_back(conn);
         result
     }
@@ -422,6 +437,55 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Asks every TCP host of `config` whether it speaks PostgreSQL (an `SSLRequest`, which a
+/// server answers with one byte at once), within the connect timeout: the client's own
+/// timeout covers only the TCP connection, and a listener that never answers (another
+/// service on the port, a stalled proxy) would hang the startup without bound. Passes when
+/// one host answers, or when the hosts are Unix sockets.
+fn preflight(config: &postgres::Config) -> Result<(), PostgresStoreError> {
+    use std::io::{Read as _, Write as _};
+    use std::net::ToSocketAddrs as _;
+    let timeout = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(Duration::from_secs(10));
+    let ports = config.get_ports();
+    let mut last = None;
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let postgres::config::Host::Tcp(name) = host else {
+            return Ok(());
+        };
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let asked = (|| -> std::io::Result<u8> {
+            let address = (name.as_str(), port)
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| std::io::Error::other("the host name has no address"))?;
+            let mut stream = std::net::TcpStream::connect_timeout(&address, timeout)?;
+            stream.set_read_timeout(Some(timeout))?;
+            stream.set_write_timeout(Some(timeout))?;
+            // Length 8, then the SSLRequest code 80877103.
+            stream.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])?;
+            let mut answer = [0u8];
+            stream.read_exact(&mut answer)?;
+            Ok(answer[0])
+        })();
+        match asked {
+            Ok(b'N' | b'S') => return Ok(()),
+            Ok(other) => {
+                last = Some(format!(
+                    "{name}:{port} answered {other:#04x}, not as PostgreSQL does"
+                ))
+            }
+            Err(e) => last = Some(format!("{name}:{port}: {e}")),
+        }
+    }
+    match last {
+        None => Ok(()),
+        Some(detail) => Err(PostgresStoreError::Unreachable(detail)),
+    }
+}
+
 /// The newest point of the history read from the head row.
 pub(crate) fn point(
     identity: StoreIdentity,
@@ -485,7 +549,10 @@ fn open_schema(client: &mut Client, ns: &Namespace) -> Result<StoreIdentity, Pos
             return Ok(identity);
         }
     }
-    let mut tx = client.transaction()?;
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()?;
     tx.execute(
         "SELECT pg_advisory_xact_lock($1, hashtext($2))",
         &[&CREATE_LOCK_CLASS, &ns.as_str()],

@@ -508,3 +508,28 @@ fn a_store_weakened_or_rewritten_behind_its_back_is_not_opened() {
         .unwrap();
     assert_eq!(assert_history_is_the_chain(&store), 1);
 }
+
+#[test]
+fn a_port_that_is_not_postgresql_fails_the_open_instead_of_hanging() {
+    // A listener that never answers (its backlog takes the connection), and one that
+    // answers as another protocol does.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::Write as _;
+        for stream in other.incoming().flatten() {
+            let mut stream = stream;
+            let _ = stream.write_all(b"-ERR unknown command\r\n");
+        }
+    });
+    for port in [silent.local_addr().unwrap().port(), other_port] {
+        let params = format!("host=127.0.0.1 port={port} user=postgres connect_timeout=1");
+        let opened = PostgresStore::connect(&params);
+        assert!(
+            matches!(opened, Err(PostgresStoreError::Unreachable(_))),
+            "{port}: {opened:?}"
+        );
+        assert!(opened.unwrap_err().is_connection());
+    }
+}
