@@ -63,6 +63,16 @@ pub enum PostgresStoreError {
         /// The PostgreSQL schema.
         namespace: String,
     },
+    /// The claim of one `FilteredStore` on the store, which this store handed out, was
+    /// lost (the server restarted, ending the connection that held it) and another wrapper
+    /// holds it now. This store answers nothing more: drop its wrapper.
+    #[error(
+        "the store in schema {namespace} is now claimed by another FilteredStore (this one's claim ended with a server restart); drop this one"
+    )]
+    ClaimLost {
+        /// The PostgreSQL schema.
+        namespace: String,
+    },
     /// No identity could be made for a new store.
     #[error(transparent)]
     Identity(#[from] IdentityError),

@@ -1,14 +1,12 @@
 //! [`PrimaryStore`] for [`PostgresStore`].
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
 use bloom_store::{PrimaryStore, StoreClaim};
 
 use crate::PostgresStoreError;
-use crate::schema::CLAIM_LOCK_CLASS;
 use crate::store::{PostgresStore, Q, digest16, from_seq, point, to_seq};
 
 /// Rows read per page of a scan: the memory a scan holds, whatever the store's size.
@@ -402,17 +400,14 @@ impl PrimaryStore for PostgresStore {
     /// claim is, and freed by the server when that connection ends (the process died, the
     /// server restarted). Its keys are the class `0x626c6f63` and `hashtext` of the
     /// namespace and the identity.
+    ///
+    /// A heartbeat checks the connection every second. When it ended (a server restart, a
+    /// connection cut), the lock is taken again; when another wrapper took it first, the
+    /// claim is given up: the `FilteredStore` holding it stops answering from its filter
+    /// alone, and every call of this store fails with [`PostgresStoreError::ClaimLost`].
+    /// Until the heartbeat notices (about a second), the first wrapper may still answer
+    /// "absent" from its filter for a key the second one committed.
     fn claim_wrapper(&self) -> Result<Option<StoreClaim>, PostgresStoreError> {
-        let mut conn = self.connect_one()?;
-        let name = format!("{}:{}", self.namespace(), self.identity);
-        let granted: bool = field(
-            &conn.client.query_one(
-                "SELECT pg_try_advisory_lock($1, hashtext($2))",
-                &[&CLAIM_LOCK_CLASS, &name],
-            )?,
-            0,
-            "the claim",
-        )?;
-        Ok(granted.then(|| StoreClaim::holding(Mutex::new(conn.client))))
+        self.claim()
     }
 }

@@ -152,6 +152,65 @@ pub struct PostgresStore {
     settings: Settings,
     sql: Vec<String>,
     idle: Mutex<Vec<Conn>>,
+    /// The claim this store handed out, while it is held.
+    claim: Mutex<std::sync::Weak<Claim>>,
+}
+
+/// How often a held claim checks that its connection (and so its lock) is still there.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// The connection that holds a wrapper's claim (its advisory lock), and whether it still
+/// does.
+pub(crate) struct Claim {
+    client: Mutex<Option<Client>>,
+    valid: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    config: postgres::Config,
+    /// The lock's second key, hashed by the server.
+    name: String,
+}
+
+impl Claim {
+    /// Takes the advisory lock on a new connection; `false` when another session holds it.
+    fn take(&self) -> Result<bool, PostgresStoreError> {
+        preflight(&self.config)?;
+        let mut client = self.config.connect(NoTls)?;
+        let granted: bool = crate::primary::field(
+            &client.query_one(
+                "SELECT pg_try_advisory_lock($1, hashtext($2))",
+                &[&schema::CLAIM_LOCK_CLASS, &self.name],
+            )?,
+            0,
+            "the claim",
+        )?;
+        if granted {
+            *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client);
+        }
+        Ok(granted)
+    }
+
+    /// Whether the claim still holds: its connection answers, or (after a server restart
+    /// ended it) the lock could be taken again. When another wrapper took it meanwhile, the
+    /// claim is given up for good.
+    fn renew(&self) -> bool {
+        if !self.valid.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        let alive = self
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+            .is_some_and(|client| client.simple_query("SELECT 1").is_ok());
+        match alive || self.take().unwrap_or(true) {
+            // An error while taking it again (the server not back yet) is tried again.
+            true => true,
+            false => {
+                self.valid
+                    .store(false, std::sync::atomic::Ordering::Release);
+                false
+            }
+        }
+    }
 }
 
 /// Where the store is, never how it logs in.
@@ -231,6 +290,7 @@ impl PostgresStore {
             settings,
             sql,
             idle: Mutex::new(Vec::new()),
+            claim: Mutex::new(std::sync::Weak::new()),
         };
         let mut conn = store.connect_one()?;
         store.identity = open_schema(&mut conn.client, &store.namespace)?;
@@ -258,6 +318,74 @@ impl PostgresStore {
     }
 
     /// A new connection, with the store's session settings.
+    /// The claim of one wrapper on this store ([`PrimaryStore::claim_wrapper`]), with a
+    /// heartbeat that notices a server restart within about a second and takes the lock
+    /// again (or gives the claim up, when another wrapper took it).
+    ///
+    /// [`PrimaryStore::claim_wrapper`]: bloom_store::PrimaryStore::claim_wrapper
+    pub(crate) fn claim(&self) -> Result<Option<bloom_store::StoreClaim>, PostgresStoreError> {
+        let claim = std::sync::Arc::new(Claim {
+            client: Mutex::new(None),
+            valid: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            config: self.config.clone(),
+            name: format!("{}:{}", self.namespace.as_str(), self.identity),
+        });
+        if !claim.take()? {
+            return Ok(None);
+        }
+        *self.claim.lock().unwrap_or_else(PoisonError::into_inner) =
+            std::sync::Arc::downgrade(&claim);
+        let watched = std::sync::Arc::downgrade(&claim);
+        std::thread::Builder::new()
+            .name("bloom-postgres claim".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(HEARTBEAT);
+                    // Ends with the claim (its holder dropped it) or once it is given up.
+                    match watched.upgrade() {
+                        Some(claim) if claim.renew() => {}
+                        _ => return,
+                    }
+                }
+            })
+            .map_err(|e| {
+                PostgresStoreError::Unreachable(format!("cannot start the claim's heartbeat: {e}"))
+            })?;
+        let valid = std::sync::Arc::clone(&claim.valid);
+        Ok(Some(bloom_store::StoreClaim::holding_while(claim, valid)))
+    }
+
+    /// `ClaimLost` once the claim this store handed out was taken by another wrapper.
+    fn check_claim(&self) -> Result<(), PostgresStoreError> {
+        let claim = self
+            .claim
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade();
+        match claim {
+            Some(claim) if !claim.valid.load(std::sync::atomic::Ordering::Acquire) => {
+                Err(PostgresStoreError::ClaimLost {
+                    namespace: self.namespace.as_str().to_owned(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// When a new connection is made while a claim is held: the claim's connection may have
+    /// ended with the one before (a server restart), and is renewed at once.
+    fn renew_claim(&self) -> Result<(), PostgresStoreError> {
+        let claim = self
+            .claim
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade();
+        if let Some(claim) = claim {
+            claim.renew();
+        }
+        self.check_claim()
+    }
+
     pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
         preflight(&self.config)?;
         let mut client = self.config.connect(NoTls)?;
@@ -289,6 +417,7 @@ impl PostgresStore {
                 });
             }
         }
+        self.renew_claim()?;
         Ok(Conn {
             client,
             prepared: Default::default(),
@@ -311,6 +440,7 @@ impl PostgresStore {
         &self,
         f: impl FnOnce(&mut Conn) -> Result<T, PostgresStoreError>,
     ) -> Result<T, PostgresStoreError> {
+        self.check_claim()?;
         let pooled = self
             .idle
             .lock()

@@ -533,3 +533,72 @@ fn a_port_that_is_not_postgresql_fails_the_open_instead_of_hanging() {
         assert!(opened.unwrap_err().is_connection());
     }
 }
+
+#[test]
+fn a_claim_ended_by_a_server_restart_is_taken_again_or_given_up() {
+    let mut server = server();
+    let params = server.params("postgres");
+    let options = || FilterOptions::new(1000, 0.01);
+    let a = PostgresStore::connect(&params).unwrap();
+    let (first, _) = FilteredStore::open_and_recover(&a, options()).unwrap();
+    first.insert("k1").unwrap();
+
+    // Restarted: the claim's connection is gone. The next connection takes the claim again,
+    // so a second wrapper is still refused.
+    server.stop().unwrap();
+    server.start_again().unwrap();
+    while first.insert("k2").is_err() {} // the pooled connections fail, once each
+    let b = PostgresStore::connect(&params).unwrap();
+    assert!(matches!(
+        FilteredStore::open_and_recover(&b, options()),
+        Err(StoreError::InUse)
+    ));
+
+    // The claim's connection ended while another session waits for its lock (another
+    // wrapper that got there first): the claim is given up, and the first wrapper stops
+    // answering instead of answering "absent" for the other's keys.
+    let find_claim = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2
+                      AND classid = 1651273571::oid AND granted";
+    let mut admin = server.client("postgres").unwrap();
+    let holder: i32 = admin.query_one(find_claim, &[]).unwrap().get(0);
+    let name = format!("bloom:{}", a.identity().unwrap());
+    let waiter = std::thread::spawn({
+        let params = params.clone();
+        move || {
+            let mut other = postgres::Client::connect(&params, postgres::NoTls).unwrap();
+            other
+                .execute(
+                    "SELECT pg_advisory_lock(1651273571, hashtext($1))",
+                    &[&name],
+                )
+                .unwrap();
+            other
+        }
+    });
+    while admin
+        .query_opt(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND NOT granted",
+            &[],
+        )
+        .unwrap()
+        .is_none()
+    {
+        std::thread::yield_now();
+    }
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&holder])
+        .unwrap();
+    let _other = waiter.join().unwrap();
+    let lost = loop {
+        match first.contains("never-inserted") {
+            Err(StoreError::Store(e @ PostgresStoreError::ClaimLost { .. })) => break e,
+            Err(e) => panic!("{e}"),
+            Ok(_) => std::thread::yield_now(),
+        }
+    };
+    assert!(lost.to_string().contains("claimed by another"));
+    assert!(matches!(
+        first.insert("k3"),
+        Err(StoreError::Store(PostgresStoreError::ClaimLost { .. }))
+    ));
+}

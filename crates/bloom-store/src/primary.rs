@@ -253,6 +253,9 @@ forward_primary_store!(&S, Arc<S>, Box<S>);
 /// (and by the operating system when the process ends, for a lock on a file).
 pub struct StoreClaim {
     held: Option<Box<dyn Send + Sync>>,
+    /// Cleared by the store when the claim ended behind the holder's back (for a claim
+    /// that lives on a server connection: the server restarted and another wrapper took it).
+    valid: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl StoreClaim {
@@ -262,13 +265,41 @@ impl StoreClaim {
     pub fn holding(held: impl Send + Sync + 'static) -> Self {
         Self {
             held: Some(Box::new(held)),
+            valid: None,
+        }
+    }
+
+    /// A claim that holds `held` while `valid` stays `true`: the store clears it when the
+    /// claim ends without being dropped (a lock on a server connection that a restart
+    /// ended, now held by another wrapper). A `FilteredStore` whose claim is no longer valid
+    /// stops answering "absent" from its filter alone, and asks the store.
+    #[must_use]
+    pub fn holding_while(
+        held: impl Send + Sync + 'static,
+        valid: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        Self {
+            held: Some(Box::new(held)),
+            valid: Some(valid),
         }
     }
 
     /// A claim that holds nothing: the store cannot tell wrappers apart.
     #[must_use]
     pub fn unenforced() -> Self {
-        Self { held: None }
+        Self {
+            held: None,
+            valid: None,
+        }
+    }
+
+    /// Whether the claim still holds ([`StoreClaim::holding_while`]); always `true` for the
+    /// others.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        self.valid
+            .as_ref()
+            .is_none_or(|v| v.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Whether the claim holds anything (`false` for [`StoreClaim::unenforced`]).
@@ -282,6 +313,7 @@ impl std::fmt::Debug for StoreClaim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreClaim")
             .field("enforced", &self.is_enforced())
+            .field("valid", &self.is_valid())
             .finish()
     }
 }

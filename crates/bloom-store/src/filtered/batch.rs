@@ -136,7 +136,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let maybe: Option<Vec<bool>> = {
             let state = self.read();
             match state.mode {
-                Mode::Trusted => Some(state.active.contains_each(keys)),
+                Mode::Trusted if self.claim.is_valid() => Some(state.active.contains_each(keys)),
+                Mode::Trusted => None,
                 Mode::Bypassed(_) => None,
             }
         };

@@ -113,7 +113,7 @@ pub struct FilteredStore<S> {
     /// This wrapper's claim on the store ([`PrimaryStore::claim_wrapper`]). The last field,
     /// so the last dropped: the store's connections are closed (and, for SQLite, the log
     /// checkpointed) before another wrapper can claim it.
-    _claim: StoreClaim,
+    claim: StoreClaim,
 }
 
 /// Shows the options (the salt redacted), the mode and the filter's size; never the bits.
@@ -236,7 +236,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 ..Applied::default()
             }),
             counters,
-            _claim: claim,
+            claim,
         };
         Ok((wrapper, outcome))
     }

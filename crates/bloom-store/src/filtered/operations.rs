@@ -28,7 +28,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let trusted_maybe = {
             let state = self.read();
             match state.mode {
-                Mode::Trusted => Some(state.active.contains(key)),
+                // A claim the store says was lost (another wrapper may write it now): the
+                // filter no longer answers alone.
+                Mode::Trusted if self.claim.is_valid() => Some(state.active.contains(key)),
+                Mode::Trusted => None,
                 Mode::Bypassed(_) => None,
             }
         };
