@@ -34,7 +34,7 @@ use std::time::Duration;
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::TempServer;
-use bloom_redis::{RedisTarget, SharedError, SharedFilteredStore, SharedOpen};
+use bloom_redis::{RedisFilter, RedisTarget, SharedError, SharedFilteredStore, SharedOpen};
 use bloom_store::{BypassReason, FilterOptions, FilteredStore, Lookup, OpenOutcome, PrimaryStore};
 use redis_support::RedisServer;
 
@@ -46,7 +46,11 @@ const STALL: Duration = Duration::from_secs(120);
 /// The whole probe fails if it takes longer: something blocked.
 const WATCHDOG: Duration = Duration::from_secs(600);
 const FILTER: &str = "probe";
-const GRACE: Duration = Duration::from_millis(50);
+/// Longer than a writer stalls between setting a key's bits and committing it, on a busy
+/// machine too (see `SharedFilteredStore::open_with_grace`).
+const GRACE: Duration = Duration::from_secs(2);
+/// New keys per writer process (then it re-sends keys already there).
+const PER_WRITER: u64 = 4000;
 
 /// The PostgreSQL server's process, for the watchdog to stop it.
 static SERVER_PID: AtomicU32 = AtomicU32::new(0);
@@ -110,14 +114,29 @@ fn writer(params: &str, redis: &str, name: &str) -> ExitCode {
         if orphaned() {
             return ExitCode::FAILURE;
         }
-        let size = [1, 16, 64][usize::try_from(next % 3).unwrap_or(0)];
-        let keys: Vec<String> = (next..next + size).map(|i| format!("{name}-{i}")).collect();
+        // Past its share of new keys, a writer sends its last batch again (every key there
+        // already): the parent's events go on, the store stops growing.
+        let size = if next >= PER_WRITER {
+            16
+        } else {
+            [1, 16, 64][usize::try_from(next % 3).unwrap_or(0)]
+        };
+        let first = next.min(PER_WRITER);
+        // Each batch after the first begins with a key of the batch before (already in the
+        // store): a batch led by keys already there must still commit its new ones.
+        let lead = first.checked_sub(1).map(|i| format!("{name}-{i}"));
+        let keys: Vec<String> = lead
+            .into_iter()
+            .chain((first..first + size).map(|i| format!("{name}-{i}")))
+            .collect();
         match shared.insert_all(&keys) {
             Ok(_) => {
-                if !say(&format!("acked {name} {next} {size}")) {
+                if !say(&format!("acked {name} {first} {size}")) {
                     return ExitCode::FAILURE;
                 }
-                next += size;
+                if next < PER_WRITER {
+                    next += size;
+                }
             }
             Err(SharedError::Filter(_)) => {
                 let _ = shared.rebuild(config());
@@ -131,6 +150,8 @@ fn writer(params: &str, redis: &str, name: &str) -> ExitCode {
 #[derive(Default)]
 struct Tally {
     kills: u32,
+    /// Checks of the filter's own bits (without a wrapper's catch-up).
+    raw_checks: u32,
     pg_crashes: u32,
     redis_losses: u32,
     checks: u32,
@@ -187,6 +208,7 @@ fn check(
     filter: &str,
     snapshot: Option<&Path>,
     acked: &HashSet<String>,
+    raw_bits: bool,
     tally: &mut Tally,
 ) -> Result<(), String> {
     let store = PostgresStore::connect(&server.params(db)).map_err(|e| e.to_string())?;
@@ -201,6 +223,37 @@ fn check(
         return Err(format!(
             "{lost} was acknowledged as committed but is not in the database"
         ));
+    }
+    // The filter's own bits, before any wrapper catches it up: while it is bound to this
+    // store's history, every committed key has its bits (writers set them before they
+    // commit), or some process trusting it would answer "absent".
+    // (Only where every write went through the shared filter: not in the history phase,
+    // whose writes behind its back a wrapper takes in at attach.)
+    if raw_bits
+        && let Ok(raw) = RedisFilter::open(redis, filter)
+        && raw.check_shards().is_ok()
+        && let Ok(header) = raw.header()
+        && let Some(binding) = header.store
+        && binding.identity == store.identity().map_err(|e| e.to_string())?
+        && store
+            .history_at(header.dataset_generation)
+            .map_err(|e| e.to_string())?
+            == Some(binding.history)
+    {
+        for chunk in keys.chunks(4096) {
+            let encoded: Vec<bloom_core::EncodedKey<'_>> = chunk
+                .iter()
+                .map(|k| bloom_core::EncodedKey::from_encoded(k))
+                .collect();
+            let bits = raw.contains_each(&encoded).map_err(|e| e.to_string())?;
+            if let Some((key, _)) = chunk.iter().zip(&bits).find(|(_, b)| !**b) {
+                return Err(format!(
+                    "{} is committed but has no bits in the shared filter it is bound to",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+        }
+        tally.raw_checks += 1;
     }
     let (shared, outcome) = SharedFilteredStore::open_with_grace(
         &store,
@@ -368,13 +421,13 @@ fn writers_phase(
             3 if !dump.exists() => server.dump("fleet", dump).map_err(|e| e.to_string())?,
             _ => {}
         }
-        check(server, "fleet", &target, FILTER, None, acked, tally)?;
+        check(server, "fleet", &target, FILTER, None, acked, true, tally)?;
     }
     for (_, writer) in writers {
         kill(writer, acked)?;
     }
     tally.acked = acked.len() as u64;
-    check(server, "fleet", &target, FILTER, None, acked, tally)
+    check(server, "fleet", &target, FILTER, None, acked, true, tally)
 }
 
 /// Inserts `n` keys named `prefix-i` through a `FilteredStore` and saves its snapshot.
@@ -414,6 +467,7 @@ fn history_phase(
         FILTER,
         Some(&snapshot),
         &none,
+        false,
         tally,
     )?;
 
@@ -442,19 +496,38 @@ fn history_phase(
         FILTER,
         Some(&snapshot),
         &none,
+        false,
         tally,
     )?;
     // Written past where the old snapshot was saved: other changes at its generations.
     let saved = dir.join("restored.bloom");
     let past = u32::try_from(saved_at - restored_at + 50).map_err(|e| e.to_string())?;
     write_and_save(server, "fleet", "after-restore", past, &saved)?;
-    check(server, "fleet", &target, FILTER, Some(&old), &none, tally)?;
+    check(
+        server,
+        "fleet",
+        &target,
+        FILTER,
+        Some(&old),
+        &none,
+        false,
+        tally,
+    )?;
     let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
     store
         .insert_all(&[b"behind-1".as_slice(), b"behind-2"])
         .map_err(|e| e.to_string())?;
     drop(store);
-    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+    check(
+        server,
+        "fleet",
+        &target,
+        FILTER,
+        Some(&saved),
+        &none,
+        false,
+        tally,
+    )?;
 
     // Dropped and recreated, empty: another store.
     server.drop_database("fleet").map_err(|e| e.to_string())?;
@@ -464,7 +537,16 @@ fn history_phase(
         .insert_all(&[b"recreated-1".as_slice(), b"recreated-2"])
         .map_err(|e| e.to_string())?;
     drop(store);
-    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+    check(
+        server,
+        "fleet",
+        &target,
+        FILTER,
+        Some(&saved),
+        &none,
+        false,
+        tally,
+    )?;
 
     // Two fleets pointed at each other's databases, filters and snapshots.
     server
@@ -494,6 +576,7 @@ fn history_phase(
         "probe_b",
         Some(&snapshot_b),
         &none,
+        false,
         tally,
     )?;
     check(
@@ -503,6 +586,7 @@ fn history_phase(
         FILTER,
         Some(&snapshot),
         &none,
+        false,
         tally,
     )?;
     Ok(())
@@ -540,11 +624,22 @@ fn main() -> ExitCode {
     });
     match probe() {
         Ok(t)
-            if t.kills == KILLS && t.pg_crashes > 0 && t.redis_losses > 0 && t.keys_checked > 0 =>
+            if t.kills == KILLS
+                && t.pg_crashes > 0
+                && t.redis_losses > 0
+                && t.keys_checked > 0
+                && t.raw_checks > 0 =>
         {
             println!(
-                "PostgreSQL probe: {} writer SIGKILLs, {} `pg_ctl stop -m immediate`, {} Redis losses; {} acknowledged keys all in the database; {} checks of {} keys in all, none reported absent; opens {:?}",
-                t.kills, t.pg_crashes, t.redis_losses, t.acked, t.checks, t.keys_checked, t.opens
+                "PostgreSQL probe: {} writer SIGKILLs, {} `pg_ctl stop -m immediate`, {} Redis losses; {} acknowledged keys all in the database; {} checks of {} keys in all, none reported absent ({} of them also of the shared filter's own bits); opens {:?}",
+                t.kills,
+                t.pg_crashes,
+                t.redis_losses,
+                t.acked,
+                t.checks,
+                t.keys_checked,
+                t.raw_checks,
+                t.opens
             );
             println!("crash: 1 passed, 0 failed");
             ExitCode::SUCCESS
