@@ -412,7 +412,12 @@ impl TempServer {
     }
 
     fn spawn(&mut self) -> Result<(), ServerError> {
-        let log = std::fs::File::create(self.log_path()).map_err(io("creating the server log"))?;
+        // Appended to: what the server said before a crash is kept.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(io("opening the server log"))?;
         if let Some((uid, gid)) = self.run_as {
             std::os::unix::fs::chown(self.log_path(), Some(uid), Some(gid))
                 .map_err(io("giving the log to the postgres user"))?;
@@ -442,14 +447,21 @@ impl TempServer {
             .map_err(io("starting postgres"))?;
         self.child = Some(child);
         let deadline = Instant::now() + START_DEADLINE;
+        // Ready once it answers on its own socket, in its own directory: never another
+        // server that holds the port.
+        let own = format!(
+            "host={} port={} user=postgres dbname=postgres connect_timeout=5",
+            self.dir.path().display(),
+            self.port
+        );
         loop {
-            if self.client("postgres").is_ok() {
-                return Ok(());
-            }
             let exited = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_none() && postgres::Client::connect(&own, postgres::NoTls).is_ok() {
+                return Ok(());
+            }
             if exited.is_some() || Instant::now() > deadline {
                 if let Some(mut child) = self.child.take() {
                     let _ = child.kill();
