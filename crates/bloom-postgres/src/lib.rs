@@ -29,10 +29,22 @@
 //! - a **change log** whose `seq` is the generation (1, 2, 3, … without gaps), with the
 //!   **history digest** of every generation on its row, and removals as changes of their
 //!   own (what a counting filter's catch-up replays);
-//! - **guards** (triggers) that refuse edits and deletions of the log and of the metadata,
-//!   truncations, moves of the head by hand, and appends that do not extend the head; an
-//!   open checks that the tables, the index and every guard are exactly this build's
-//!   (enabled, with their functions' bodies unchanged) and refuses the store otherwise;
+//! - **guards** (triggers, enabled `ALWAYS` so that they fire under
+//!   `session_replication_role = replica` too) that refuse edits and deletions of the log
+//!   and of the metadata, truncations, moves of the head by hand, and appends that do not
+//!   extend the head;
+//! - **checks at every open**: each table's columns (types, `NOT NULL`, defaults),
+//!   constraints, indexes, triggers (their events, `WHEN`, functions and schema), rules, row
+//!   security and inheritance, and each guard function's body and settings, are exactly
+//!   this build's; then the whole log is replayed against the digest chain
+//!   ([`PostgresStore::verify_history`]; [`Settings::verify_history`] turns it off), which
+//!   catches rows rewritten by DDL or edited with the guards off. A store that fails is
+//!   refused with [`PostgresStoreError::Damaged`];
+//! - **the same store on every call**: every statement returns the identity of the store it
+//!   ran on, so a store replaced under a running process (its database dropped and made
+//!   again, its schema replaced by another store's) fails with
+//!   [`PostgresStoreError::Replaced`] instead of being answered for or written with this
+//!   store's history;
 //! - a **versioned schema** ([`PostgresStore::SCHEMA_VERSION`], in `store_meta`): a store of
 //!   a newer version is refused untouched, and a PostgreSQL schema that holds someone
 //!   else's tables is never written to.
@@ -66,26 +78,40 @@
 //!   answer: one transaction and one flush for up to thousands of keys (the benchmarks in
 //!   `benches/postgres_ratio.rs` measure both).
 //!
-//! A key of any length is indexed by its SHA-256 (the unique partial index `keys`), and a
-//! batch finds the keys already in the store with one query after it holds the head.
+//! Keys of up to 2,000 bytes are indexed as they are (the unique partial index `keys`),
+//! longer ones by their SHA-256 (`long_keys`), so a key of any length fits. A batch is
+//! appended in one statement that takes its keys for new (`ON CONFLICT DO NOTHING`): a key
+//! already there before a new one leaves a gap, which the guard refuses (SQLSTATE
+//! `BL001`), and the batch is written again after one query for the keys already there,
+//! under the same lock.
 //!
 //! # One `FilteredStore` per store
 //!
 //! [`PrimaryStore::claim_wrapper`] takes a session-level advisory lock on a connection of its
 //! own, held while the claim is: a second `FilteredStore` over the same store, on any
 //! machine, is refused with `StoreError::InUse`. Processes that share a store share one
-//! filter through `bloom_redis::SharedFilteredStore`, which makes no claim. The claim ends
-//! with its connection: after the server restarts, another wrapper can claim the store.
-//!
+//! filter through `bloom_redis::SharedFilteredStore`, which makes no claim. A heartbeat
+//! checks the claim's connection every second: after a server restart ended it, the lock is
+//! taken again; if another wrapper took it first, the claim is given up, the first
+//! `FilteredStore` stops answering from its filter alone, and every call of its store fails
+//! with [`PostgresStoreError::ClaimLost`]. Until the heartbeat notices (about a second), the
+//! first wrapper may still answer "absent" for a key the second one committed.
+
 //! # Connections
 //!
 //! The store keeps a pool of connections (one per concurrent caller, up to 16 kept idle),
 //! reconnecting after a server restart; an error is returned, never retried behind the
 //! caller's back, so a write either committed or is reported failed (a connection lost
 //! during `COMMIT` is reported failed, and the key may be there: inserting it again is
-//! harmless). TLS is not offered: connect over loopback, a private network or a local
-//! proxy. Passwords given in the parameters are never part of an error or of `Debug`.
-//!
+//! harmless). Connections go to the primary only (`target_session_attrs=read-write`: a
+//! standby would answer from a past state). A port that does not answer as PostgreSQL does
+//! within the connect timeout fails the connection ([`PostgresStoreError::Unreachable`])
+//! instead of hanging; a host that stops acknowledging fails a call after
+//! `tcp_user_timeout` (30 s). A server process that is stopped (`SIGSTOP`) while its host
+//! still acknowledges holds a call until it resumes, as with libpq. TLS is not offered:
+//! connect over loopback, a private network or a local proxy. Passwords given in the
+//! parameters are never part of an error or of `Debug`.
+
 //! # Tests and examples
 //!
 //! With the feature `testing`, [`testing::TempServer`] starts a throwaway PostgreSQL (Debian's
