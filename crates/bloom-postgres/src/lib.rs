@@ -119,12 +119,16 @@
 
 #![forbid(unsafe_code)]
 
+mod claim;
+mod connect;
 mod error;
 mod primary;
 mod schema;
+mod statements;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod values;
 
 pub use error::PostgresStoreError;
 pub use store::{DEFAULT_NAMESPACE, PostgresStore, Settings};

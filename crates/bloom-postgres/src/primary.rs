@@ -7,20 +7,12 @@ use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, KeyGeneration
 use bloom_store::{PrimaryStore, StoreClaim};
 
 use crate::PostgresStoreError;
-use crate::store::{PostgresStore, Q, digest16, from_seq, point, to_seq};
+use crate::statements::Q;
+use crate::store::PostgresStore;
+use crate::values::{digest16, field, from_seq, point, to_seq};
 
 /// Rows read per page of a scan: the memory a scan holds, whatever the store's size.
 const PAGE: i64 = 4096;
-
-/// Column `i` of `row`, or `Damaged` when it has another type or is NULL where a value
-/// must be (a column changed by hand): never a panic.
-pub(crate) fn field<'a, T: postgres::types::FromSql<'a>>(
-    row: &'a postgres::Row,
-    i: usize,
-    what: &'static str,
-) -> Result<T, PostgresStoreError> {
-    row.try_get(i).map_err(|e| damaged(what, e.to_string()))
-}
 
 /// The 1-based positions in a `PresentOf` row, as indexes into `present`.
 fn mark_present(row: &postgres::Row, present: &mut [bool]) -> Result<(), PostgresStoreError> {

@@ -327,7 +327,7 @@ fn check_shape(
         .query_opt(SHAPE_OF, &[&ns.as_str(), &shape.table])?
         .ok_or_else(|| damaged("missing".into()))?;
     let text = |i: usize| -> Result<String, PostgresStoreError> {
-        Ok(crate::primary::field::<Option<String>>(&row, i, "the catalog")?.unwrap_or_default())
+        Ok(crate::values::field::<Option<String>>(&row, i, "the catalog")?.unwrap_or_default())
     };
     for (what, found, wanted) in [
         ("columns", text(0)?, shape.columns.to_owned()),
@@ -341,9 +341,9 @@ fn check_shape(
             )));
         }
     }
-    let rules: i64 = crate::primary::field(&row, 4, "the catalog")?;
-    let secured: bool = crate::primary::field(&row, 5, "the catalog")?;
-    let inherits: bool = crate::primary::field(&row, 6, "the catalog")?;
+    let rules: i64 = crate::values::field(&row, 4, "the catalog")?;
+    let secured: bool = crate::values::field(&row, 5, "the catalog")?;
+    let inherits: bool = crate::values::field(&row, 6, "the catalog")?;
     if rules != 0 || secured || inherits {
         return Err(damaged(
             "it has rules, row security or inheritance bloom-postgres never gives it".into(),

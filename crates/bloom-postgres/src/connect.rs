@@ -1,0 +1,142 @@
+//! Reaching a server: the preflight that it speaks PostgreSQL, the opening of the store's
+//! tables, and the start of a writing transaction.
+
+use std::time::Duration;
+
+use postgres::{Client, IsolationLevel};
+
+use bloom_format::StoreIdentity;
+use bloom_store::HistoryPoint;
+
+use crate::PostgresStoreError;
+use crate::schema::{self, CREATE_LOCK_CLASS, Namespace};
+use crate::values::{from_hex, point};
+
+/// Asks every TCP host of `config` whether it speaks PostgreSQL (an `SSLRequest`, which a
+/// server answers with one byte at once), within the connect timeout: the client's own
+/// timeout covers only the TCP connection, and a listener that never answers (another
+/// service on the port, a stalled proxy) would hang the startup without bound. Passes when
+/// one host answers, or when the hosts are Unix sockets.
+pub(crate) fn preflight(config: &postgres::Config) -> Result<(), PostgresStoreError> {
+    use std::io::{Read as _, Write as _};
+    use std::net::ToSocketAddrs as _;
+    let timeout = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(Duration::from_secs(10));
+    let ports = config.get_ports();
+    let mut last = None;
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let postgres::config::Host::Tcp(name) = host else {
+            return Ok(());
+        };
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let asked = (|| -> std::io::Result<u8> {
+            let address = (name.as_str(), port)
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| std::io::Error::other("the host name has no address"))?;
+            let mut stream = std::net::TcpStream::connect_timeout(&address, timeout)?;
+            stream.set_read_timeout(Some(timeout))?;
+            stream.set_write_timeout(Some(timeout))?;
+            // Length 8, then the SSLRequest code 80877103.
+            stream.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])?;
+            let mut answer = [0u8];
+            stream.read_exact(&mut answer)?;
+            Ok(answer[0])
+        })();
+        match asked {
+            Ok(b'N' | b'S') => return Ok(()),
+            Ok(other) => {
+                last = Some(format!(
+                    "{name}:{port} answered {other:#04x}, not as PostgreSQL does"
+                ))
+            }
+            Err(e) => last = Some(format!("{name}:{port}: {e}")),
+        }
+    }
+    match last {
+        None => Ok(()),
+        Some(detail) => Err(PostgresStoreError::Unreachable(detail)),
+    }
+}
+
+/// Starts the writing transaction and takes the head, in one round trip.
+pub(crate) fn begin_holding_head(
+    client: &mut Client,
+    begin: &str,
+    identity: StoreIdentity,
+    namespace: &Namespace,
+) -> Result<HistoryPoint, PostgresStoreError> {
+    let missing = || PostgresStoreError::Damaged {
+        what: "the head of the change log",
+        detail: "missing".into(),
+    };
+    let row = client
+        .simple_query(begin)?
+        .into_iter()
+        .find_map(|message| match message {
+            postgres::SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .ok_or_else(missing)?;
+    let seq: i64 = row
+        .get(0)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(missing)?;
+    let digest = row.get(1).and_then(from_hex).ok_or_else(missing)?;
+    // Another store in its place (recreated, or restored from another's backup) is never
+    // written with this one's history.
+    if row.get(2).and_then(from_hex).as_deref() != Some(identity.to_bytes().as_slice()) {
+        return Err(PostgresStoreError::Replaced {
+            namespace: namespace.as_str().to_owned(),
+        });
+    }
+    point(identity, seq, &digest)
+}
+
+/// Reads the store's tables, creating them when there are none (under a transaction-level
+/// advisory lock, so that processes opening a new store at once create it once), and checks
+/// them. Returns the identity.
+pub(crate) fn open_schema(
+    client: &mut Client,
+    ns: &Namespace,
+) -> Result<StoreIdentity, PostgresStoreError> {
+    // A name PostgreSQL would need quoted (a reserved word such as `user`) is refused: the
+    // store's SQL writes it bare.
+    let quoted: String = client
+        .query_one("SELECT quote_ident($1)", &[&ns.as_str()])?
+        .get(0);
+    if quoted != ns.as_str() {
+        return Err(PostgresStoreError::InvalidNamespace(ns.as_str().to_owned()));
+    }
+    {
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let state = schema::read_state(&mut tx, ns)?;
+        if state.is_created() {
+            let identity = schema::check(&mut tx, ns, &state)?;
+            tx.commit()?;
+            return Ok(identity);
+        }
+    }
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&CREATE_LOCK_CLASS, &ns.as_str()],
+    )?;
+    let state = schema::read_state(&mut tx, ns)?;
+    let identity = if state.is_created() {
+        schema::check(&mut tx, ns, &state)?
+    } else {
+        schema::create(&mut tx, ns, &state)?
+    };
+    tx.commit()?;
+    Ok(identity)
+}
