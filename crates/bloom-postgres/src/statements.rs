@@ -99,6 +99,9 @@ pub(crate) const STATEMENTS: [&str; 14] = [
 pub(crate) struct Conn {
     pub(crate) client: Client,
     pub(crate) prepared: [Option<Statement>; STATEMENTS.len()],
+    /// Whether the current call began a writing transaction on it (then a failure is never
+    /// retried: its commit may have landed).
+    pub(crate) wrote: bool,
 }
 
 impl Conn {

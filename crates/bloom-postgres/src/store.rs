@@ -248,6 +248,7 @@ impl PostgresStore {
         Ok(Conn {
             client,
             prepared: Default::default(),
+            wrote: false,
         })
     }
 
@@ -265,7 +266,7 @@ impl PostgresStore {
     /// failed is not reused: after a server restart, the next call connects anew.
     pub(crate) fn with<T>(
         &self,
-        f: impl FnOnce(&mut Conn) -> Result<T, PostgresStoreError>,
+        mut f: impl FnMut(&mut Conn) -> Result<T, PostgresStoreError>,
     ) -> Result<T, PostgresStoreError> {
         self.check_claim()?;
         let pooled = self
@@ -273,21 +274,28 @@ impl PostgresStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
-        let mut conn = match pooled {
-            Some(conn) if !conn.client.is_closed() => conn,
-            _ => self.connect_one()?,
+        let (mut conn, reused) = match pooled {
+            Some(conn) if !conn.client.is_closed() => (conn, true),
+            _ => (self.connect_one()?, false),
         };
-        let result = f(&mut conn);
-        // A connection whose call failed is kept unless it is closed (every writing
-        // transaction is rolled back before an error leaves it). A closed one most likely
-        // means the server restarted: the idle ones are gone too, and are dropped rather
-        // than each failing a caller once.
+        conn.wrote = false;
+        let mut result = f(&mut conn);
+        // A closed connection most likely means the server restarted: the idle ones are
+        // gone too, and are dropped rather than each failing a caller once. A call that
+        // failed on an idle connection found dead, before it began to write, did nothing:
+        // it is run again once on a new connection.
         if conn.client.is_closed() {
             self.idle
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clear();
+            if result.is_err() && reused && !conn.wrote {
+                conn = self.connect_one()?;
+                result = f(&mut conn);
+            }
         }
+        // A connection whose call failed is kept unless it is closed (every writing
+        // transaction is rolled back before an error leaves it).
         self.put_back(conn);
         result
     }
@@ -317,14 +325,27 @@ impl PostgresStore {
              SELECT h.seq, encode(h.history, 'hex'), encode(m.value, 'hex')
              FROM {ns}.head h, {ns}.store_meta m WHERE m.name = 'identity' FOR UPDATE OF h",
         );
+        let mut f = Some(f);
         self.with(|conn| {
-            let Conn { client, prepared } = conn;
+            let Conn {
+                client,
+                prepared,
+                wrote,
+            } = conn;
             let head = match begin_holding_head(client, &begin, identity, &self.namespace) {
                 Ok(head) => head,
                 Err(e) => {
                     let _ = client.batch_execute("ROLLBACK");
                     return Err(e);
                 }
+            };
+            *wrote = true;
+            let Some(f) = f.take() else {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(PostgresStoreError::Damaged {
+                    what: "a writing transaction",
+                    detail: "run twice".into(),
+                });
             };
             let mut writing = Writing {
                 client,

@@ -602,3 +602,28 @@ fn a_claim_ended_by_a_server_restart_is_taken_again_or_given_up() {
         Err(StoreError::Store(PostgresStoreError::ClaimLost { .. }))
     ));
 }
+
+#[test]
+fn after_a_server_restart_the_next_calls_reconnect_without_failing() {
+    let mut server = server();
+    let store = PostgresStore::connect(&server.params("postgres")).unwrap();
+    store.insert_all(&[b"a", b"b"]).unwrap();
+    for (immediate, key) in [(false, b"c"), (true, b"d")] {
+        if immediate {
+            server.stop_immediate().unwrap();
+        } else {
+            server.stop().unwrap();
+        }
+        server.start_again().unwrap();
+        // The idle connections are dead; a call that failed on one before it wrote anything
+        // is run again on a new connection.
+        assert!(store.contains(b"a").unwrap());
+        server.stop().unwrap();
+        server.start_again().unwrap();
+        assert_eq!(
+            store.insert(key).unwrap().map(|g| g.get()),
+            Some(if immediate { 4 } else { 3 })
+        );
+    }
+    assert_eq!(store.key_count().unwrap(), 4);
+}
