@@ -16,18 +16,28 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 /// The connection that holds a wrapper's claim (its advisory lock), and whether it still
 /// does.
 pub(crate) struct Claim {
+    /// The connection holding the lock. Its mutex is held across every check and retake,
+    /// so that two renewals at once never take the lock on two sessions (the second would
+    /// find it held and give up a claim that is still this wrapper's).
     client: Mutex<Option<Client>>,
+    /// Whether the lock was confirmed at the last heartbeat: cleared while the server cannot
+    /// be reached (so a wrapper cut off from it stops answering from its filter alone), set
+    /// again once the lock is confirmed or taken again.
     valid: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set for good when another session holds the lock.
+    lost: std::sync::atomic::AtomicBool,
     config: postgres::Config,
     /// The lock's second key, hashed by the server.
     name: String,
 }
 
 impl Claim {
-    /// Takes the advisory lock on a new connection; `false` when another session holds it.
-    fn take(&self) -> Result<bool, PostgresStoreError> {
+    /// Takes the advisory lock on a new connection into `slot`; `false` when another
+    /// session holds it.
+    fn take(&self, slot: &mut Option<Client>) -> Result<bool, PostgresStoreError> {
         preflight(&self.config)?;
         let mut client = self.config.connect(NoTls)?;
+        client.batch_execute(crate::connect::SESSION_SEARCH_PATH)?;
         let granted: bool = crate::values::field(
             &client.query_one(
                 "SELECT pg_try_advisory_lock($1, hashtext($2))",
@@ -37,33 +47,50 @@ impl Claim {
             "the claim",
         )?;
         if granted {
-            *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Some(client);
+            *slot = Some(client);
         }
         Ok(granted)
     }
 
-    /// Whether the claim still holds: its connection answers, or (after a server restart
-    /// ended it) the lock could be taken again. When another wrapper took it meanwhile, the
-    /// claim is given up for good.
+    /// Confirms the lock: its connection answers, or (after a server restart ended it) the
+    /// lock is taken again. Returns `false` once the claim is lost for good (another
+    /// session holds the lock).
     pub(crate) fn renew(&self) -> bool {
-        if !self.valid.load(std::sync::atomic::Ordering::Acquire) {
+        use std::sync::atomic::Ordering;
+        if self.lost.load(Ordering::Acquire) {
             return false;
         }
-        let alive = self
-            .client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let mut slot = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        let alive = slot
             .as_mut()
             .is_some_and(|client| client.simple_query("SELECT 1").is_ok());
-        match alive || self.take().unwrap_or(true) {
-            // An error while taking it again (the server not back yet) is tried again.
-            true => true,
-            false => {
-                self.valid
-                    .store(false, std::sync::atomic::Ordering::Release);
+        let confirmed = if alive {
+            Ok(true)
+        } else {
+            *slot = None;
+            self.take(&mut slot)
+        };
+        match confirmed {
+            Ok(true) => {
+                self.valid.store(true, Ordering::Release);
+                true
+            }
+            Ok(false) => {
+                self.lost.store(true, Ordering::Release);
+                self.valid.store(false, Ordering::Release);
                 false
             }
+            // The server cannot be reached: unconfirmed, tried again at the next heartbeat.
+            Err(_) => {
+                self.valid.store(false, Ordering::Release);
+                true
+            }
         }
+    }
+
+    /// Whether another session took the lock: the claim is over for good.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -77,10 +104,15 @@ impl Claim {
         let claim = Arc::new(Self {
             client: Mutex::new(None),
             valid: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            lost: std::sync::atomic::AtomicBool::new(false),
             config: config.clone(),
             name,
         });
-        if !claim.take()? {
+        let granted = {
+            let mut slot = claim.client.lock().unwrap_or_else(PoisonError::into_inner);
+            claim.take(&mut slot)?
+        };
+        if !granted {
             return Ok(None);
         }
         let watched = Arc::downgrade(&claim);
@@ -100,11 +132,6 @@ impl Claim {
                 PostgresStoreError::Unreachable(format!("cannot start the claim's heartbeat: {e}"))
             })?;
         Ok(Some(claim))
-    }
-
-    /// Whether the claim still holds.
-    pub(crate) fn is_valid(&self) -> bool {
-        self.valid.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The flag a `StoreClaim` watches.

@@ -12,52 +12,88 @@ use crate::PostgresStoreError;
 use crate::schema::{self, CREATE_LOCK_CLASS, Namespace};
 use crate::values::{from_hex, point};
 
-/// Asks every TCP host of `config` whether it speaks PostgreSQL (an `SSLRequest`, which a
-/// server answers with one byte at once), within the connect timeout: the client's own
-/// timeout covers only the TCP connection, and a listener that never answers (another
-/// service on the port, a stalled proxy) would hang the startup without bound. Passes when
-/// one host answers, or when the hosts are Unix sockets.
+/// Pins name lookup to the system catalog, so that no function or operator the store's
+/// SQL names unqualified (`octet_length`, `sha256`, `=`, the catalog's own) can be shadowed
+/// by one of the same name in another schema of the `search_path`.
+pub(crate) const SESSION_SEARCH_PATH: &str = "SET search_path = pg_catalog, pg_temp;";
+
+/// Asks every TCP address the client may try (each `hostaddr`, or every address of each
+/// host name) whether it speaks PostgreSQL (an `SSLRequest`, which a server answers with one
+/// byte at once), within the connect timeout. The client's own timeout covers only the TCP
+/// connection, and a listener that takes the connection and never answers (another service
+/// on the port, a stalled proxy) would hang its startup without bound: such an address fails
+/// the connection at once. An address that refuses the connection fails fast in the client
+/// too, and is passed over; when no TCP address answers at all, that is the error.
 pub(crate) fn preflight(config: &postgres::Config) -> Result<(), PostgresStoreError> {
     use std::io::{Read as _, Write as _};
-    use std::net::ToSocketAddrs as _;
+    use std::net::{SocketAddr, ToSocketAddrs as _};
     let timeout = config
         .get_connect_timeout()
         .copied()
         .unwrap_or(Duration::from_secs(10));
     let ports = config.get_ports();
-    let mut last = None;
-    for (i, host) in config.get_hosts().iter().enumerate() {
-        let postgres::config::Host::Tcp(name) = host else {
-            return Ok(());
-        };
-        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-        let asked = (|| -> std::io::Result<u8> {
-            let address = (name.as_str(), port)
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| std::io::Error::other("the host name has no address"))?;
-            let mut stream = std::net::TcpStream::connect_timeout(&address, timeout)?;
-            stream.set_read_timeout(Some(timeout))?;
-            stream.set_write_timeout(Some(timeout))?;
-            // Length 8, then the SSLRequest code 80877103.
-            stream.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])?;
-            let mut answer = [0u8];
-            stream.read_exact(&mut answer)?;
-            Ok(answer[0])
-        })();
-        match asked {
-            Ok(b'N' | b'S') => return Ok(()),
-            Ok(other) => {
-                last = Some(format!(
-                    "{name}:{port} answered {other:#04x}, not as PostgreSQL does"
-                ))
+    let port_of = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let mut targets: Vec<(String, Vec<SocketAddr>)> = Vec::new();
+    if config.get_hostaddrs().is_empty() {
+        for (i, host) in config.get_hosts().iter().enumerate() {
+            if let postgres::config::Host::Tcp(name) = host {
+                let port = port_of(i);
+                let addresses = (name.as_str(), port)
+                    .to_socket_addrs()
+                    .map(Iterator::collect)
+                    .unwrap_or_default();
+                targets.push((format!("{name}:{port}"), addresses));
             }
-            Err(e) => last = Some(format!("{name}:{port}: {e}")),
+        }
+    } else {
+        for (i, address) in config.get_hostaddrs().iter().enumerate() {
+            let address = SocketAddr::new(*address, port_of(i));
+            targets.push((address.to_string(), vec![address]));
         }
     }
-    match last {
-        None => Ok(()),
-        Some(detail) => Err(PostgresStoreError::Unreachable(detail)),
+    if targets.is_empty() {
+        return Ok(()); // Unix sockets only: a local server.
+    }
+    let mut answered = false;
+    let mut last = String::new();
+    for (name, addresses) in &targets {
+        for address in addresses {
+            let Ok(mut stream) = std::net::TcpStream::connect_timeout(address, timeout) else {
+                last = format!("{name}: nothing accepts connections at {address}");
+                continue;
+            };
+            let asked = (|| -> std::io::Result<u8> {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))?;
+                // Length 8, then the SSLRequest code 80877103.
+                stream.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])?;
+                let mut answer = [0u8];
+                stream.read_exact(&mut answer)?;
+                Ok(answer[0])
+            })();
+            match asked {
+                Ok(b'N' | b'S') => answered = true,
+                Ok(other) => {
+                    return Err(PostgresStoreError::Unreachable(format!(
+                        "{name} ({address}) answered {other:#04x}, not as PostgreSQL does"
+                    )));
+                }
+                Err(e) => {
+                    return Err(PostgresStoreError::Unreachable(format!(
+                        "{name} ({address}) took the connection but did not answer as PostgreSQL does: {e}"
+                    )));
+                }
+            }
+        }
+    }
+    if answered {
+        Ok(())
+    } else {
+        Err(PostgresStoreError::Unreachable(if last.is_empty() {
+            "no address to connect to".into()
+        } else {
+            last
+        }))
     }
 }
 

@@ -94,8 +94,10 @@
 //! checks the claim's connection every second: after a server restart ended it, the lock is
 //! taken again; if another wrapper took it first, the claim is given up, the first
 //! `FilteredStore` stops answering from its filter alone, and every call of its store fails
-//! with [`PostgresStoreError::ClaimLost`]. Until the heartbeat notices (about a second), the
-//! first wrapper may still answer "absent" for a key the second one committed.
+//! with [`PostgresStoreError::ClaimLost`]. While the server cannot be reached, the claim is
+//! unconfirmed and the wrapper asks the store for every lookup (and fails, as the store
+//! does). Until the heartbeat notices a change (about a second), the first wrapper may still
+//! answer "absent" for a key a second one committed.
 
 //! # Connections
 //!
@@ -103,7 +105,9 @@
 //! reconnecting after a server restart; an error is returned, never retried behind the
 //! caller's back, so a write either committed or is reported failed (a connection lost
 //! during `COMMIT` is reported failed, and the key may be there: inserting it again is
-//! harmless). Connections go to the primary only (`target_session_attrs=read-write`: a
+//! harmless; a call that fails on an idle connection found dead before it began to write is
+//! run again once on a new one). Every session pins `search_path` to the catalog.
+//! Connections go to the primary only (`target_session_attrs=read-write`: a
 //! standby would answer from a past state). A port that does not answer as PostgreSQL does
 //! within the connect timeout fails the connection ([`PostgresStoreError::Unreachable`])
 //! instead of hanging; a host that stops acknowledging fails a call after

@@ -176,16 +176,16 @@ impl PostgresStore {
         })
     }
 
-    /// Scans the log after `after`, up to the head as it was when the scan began, a page at
-    /// a time, checking that generations follow one another; `visit` gets each row.
+    /// Scans the log after `after`, up to `end` (the head read before the scan began), a page
+    /// at a time, checking that generations follow one another; `visit` gets each row.
     fn scan(
         &self,
         q: Q,
         identity_column: usize,
         after: DatasetGeneration,
+        end: DatasetGeneration,
         mut visit: impl FnMut(DatasetGeneration, &postgres::Row) -> Result<(), PostgresStoreError>,
     ) -> Result<DatasetGeneration, PostgresStoreError> {
-        let end = self.head()?.generation;
         let mut reached = after;
         while reached < end {
             let rows = self.query(q, &[&to_seq(reached), &to_seq(end), &PAGE])?;
@@ -224,7 +224,7 @@ impl PostgresStore {
     pub fn verify_history(&self) -> Result<HistoryPoint, PostgresStoreError> {
         let head = self.head()?;
         let mut point = HistoryPoint::genesis(self.identity);
-        let reached = self.scan(Q::ChangesPage, 5, DatasetGeneration::ZERO, |generation, row| {
+        let reached = self.scan(Q::ChangesPage, 5, DatasetGeneration::ZERO, head.generation, |generation, row| {
             let seq: i64 = field(row, 0, "a generation")?;
             let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
             let digest = history::after_change(point.digest, generation, kind, field(row, 2, "a key")?);
@@ -298,7 +298,7 @@ impl PrimaryStore for PostgresStore {
         after: DatasetGeneration,
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<DatasetGeneration, PostgresStoreError> {
-        self.scan(Q::KeysPage, 3, after, |_, row| {
+        self.scan(Q::KeysPage, 3, after, self.head()?.generation, |_, row| {
             if field::<bool>(row, 1, "a change kind")? {
                 visit(field(row, 2, "a key")?);
             }
@@ -311,13 +311,14 @@ impl PrimaryStore for PostgresStore {
         after: DatasetGeneration,
         visit: &mut dyn FnMut(Change<'_>),
     ) -> Result<DatasetGeneration, PostgresStoreError> {
-        if after >= self.head()?.generation {
+        let end = self.head()?.generation;
+        if after >= end {
             return Ok(after);
         }
         // Each row's digest is checked against the chain as it is read: a row appended by
         // hand with a wrong digest fails the replay instead of being applied.
         let mut digest = self.history_at(after)?.ok_or_else(|| gap(after))?;
-        self.scan(Q::ChangesPage, 5, after, |generation, row| {
+        self.scan(Q::ChangesPage, 5, after, end, |generation, row| {
             let seq: i64 = field(row, 0, "a generation")?;
             let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
             let key: &[u8] = field(row, 2, "a key")?;
@@ -383,7 +384,10 @@ impl PrimaryStore for PostgresStore {
             return Ok(found);
         }
         // Two statements: the second's snapshot sees whichever insert won.
-        self.query(Q::ClaimEncoding, &[&proposed])?;
+        self.query(
+            Q::ClaimEncoding,
+            &[&proposed, &self.identity.to_bytes().as_slice()],
+        )?;
         recorded()?
             .ok_or_else(|| damaged("the key encoding", "vanished after it was recorded".into()))
     }

@@ -115,10 +115,13 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'BL001', MESSAGE = format('bloom-postgres: the change log takes rows without gaps (got %s rows for generations %s to %s)', n, lo, hi);
     END IF;
     SELECT history INTO top FROM appended WHERE seq = hi;
+    -- The head's guard lets this update through, and no other (a mark for this statement).
+    PERFORM set_config('bloom_postgres.extending', '{ns}', true);
     UPDATE {ns}.head SET seq = hi, history = top WHERE seq = lo - 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'BL001', MESSAGE = format('bloom-postgres: rows appended to the change log must extend its head (generations %s to %s do not follow it)', lo, hi);
     END IF;
+    PERFORM set_config('bloom_postgres.extending', '', true);
     RETURN NULL;
 END
 ",
@@ -148,7 +151,8 @@ END
         "head_moves_with_changes",
         r"
 BEGIN
-    IF TG_OP = 'UPDATE' AND pg_trigger_depth() > 1 THEN
+    IF TG_OP = 'UPDATE' AND pg_trigger_depth() > 1
+        AND current_setting('bloom_postgres.extending', true) = '{ns}' THEN
         RETURN NEW;
     END IF;
     RAISE EXCEPTION 'bloom-postgres: the head of the change log moves only with the log (% refused)', TG_OP;
@@ -269,7 +273,9 @@ SELECT
        || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
        || COALESCE(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
        || CASE WHEN a.attgenerated::text <> '' THEN ' generated' ELSE '' END
-       || CASE WHEN a.attidentity::text <> '' THEN ' identity' ELSE '' END, ',' ORDER BY a.attnum)
+       || CASE WHEN a.attidentity::text <> '' THEN ' identity' ELSE '' END
+       || CASE WHEN a.attcollation NOT IN (0, 100) THEN ' collate ' || a.attcollation::regcollation::text ELSE '' END,
+       ',' ORDER BY a.attnum)
    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
   (SELECT string_agg(co.contype::text || ' ' || pg_get_constraintdef(co.oid), ';'
@@ -288,7 +294,8 @@ SELECT
    WHERE t.tgrelid = c.oid AND NOT t.tgisinternal),
   (SELECT count(*) FROM pg_rewrite r WHERE r.ev_class = c.oid),
   c.relrowsecurity OR c.relforcerowsecurity,
-  EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = c.oid OR h.inhparent = c.oid)
+  EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = c.oid OR h.inhparent = c.oid),
+  c.relpersistence::text || ' ' || COALESCE((SELECT amname::text FROM pg_am WHERE oid = c.relam), '')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'r'";
 
@@ -348,6 +355,14 @@ fn check_shape(
         return Err(damaged(
             "it has rules, row security or inheritance bloom-postgres never gives it".into(),
         ));
+    }
+    // Logged, on the heap: an unlogged table loses its rows in a crash (and is not
+    // replicated), another access method is not the one the guards were written for.
+    let storage = text(7)?;
+    if storage != "p heap" {
+        return Err(damaged(format!(
+            "it is stored as {storage:?} (persistence, access method), not as a logged heap table"
+        )));
     }
     Ok(())
 }
@@ -443,6 +458,9 @@ pub(crate) fn check(
         .ok_or_else(|| damaged("the store identity", "missing".into()))?;
     let identity = <[u8; 16]>::try_from(identity)
         .map_err(|_| damaged("the store identity", format!("{} bytes", identity.len())))?;
+    if identity == [0; 16] {
+        return Err(damaged("the store identity", "all zero".into()));
+    }
     for shape in &SHAPES {
         check_shape(client, ns, shape)?;
     }
@@ -450,7 +468,8 @@ pub(crate) fn check(
         let found: Option<String> = client
             .query_opt(
                 "SELECT p.prosrc || CASE WHEN p.prosecdef OR p.proconfig IS NOT NULL
-                         OR l.lanname <> 'plpgsql' THEN ' (altered)' ELSE '' END
+                         OR l.lanname <> 'plpgsql' OR p.provolatile <> 'v'
+                         THEN ' (altered)' ELSE '' END
                  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                  JOIN pg_language l ON l.oid = p.prolang
                  WHERE n.nspname = $1 AND p.proname = $2",

@@ -88,7 +88,9 @@ pub(crate) const STATEMENTS: [&str; 14] = [
     "INSERT INTO {ns}.changes (seq, kind, key, history, removed_at, undoes)
      VALUES ($1, 2, $2, $3, NULL, $4)",
     "UPDATE {ns}.changes SET removed_at = $1 WHERE seq = $2",
-    "INSERT INTO {ns}.store_meta (name, value) VALUES ('key_encoding', convert_to($1, 'UTF8'))
+    // Only into this very store (`$2`, its identity).
+    "INSERT INTO {ns}.store_meta (name, value)
+     SELECT 'key_encoding', convert_to($1, 'UTF8') WHERE {identity} = $2::bytea
      ON CONFLICT (name) DO NOTHING",
     "SELECT {identity}, (SELECT convert_from(value, 'UTF8') FROM {ns}.store_meta WHERE name = 'key_encoding')",
     "SELECT {identity}, count(*) FROM {ns}.changes WHERE kind = 1 AND removed_at IS NULL",

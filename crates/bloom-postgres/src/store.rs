@@ -192,7 +192,7 @@ impl PostgresStore {
             .unwrap_or_else(PoisonError::into_inner)
             .upgrade();
         match claim {
-            Some(claim) if !claim.is_valid() => Err(PostgresStoreError::ClaimLost {
+            Some(claim) if claim.is_lost() => Err(PostgresStoreError::ClaimLost {
                 namespace: self.namespace.as_str().to_owned(),
             }),
             _ => Ok(()),
@@ -217,7 +217,8 @@ impl PostgresStore {
         preflight(&self.config)?;
         let mut client = self.config.connect(NoTls)?;
         let settings = format!(
-            "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+            "{} SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+            crate::connect::SESSION_SEARCH_PATH,
             self.settings.lock_timeout.as_millis().max(1),
             self.settings.idle_in_transaction_timeout.as_millis().max(1)
         );

@@ -475,6 +475,9 @@ fn a_store_weakened_or_rewritten_behind_its_back_is_not_opened() {
         "ALTER TABLE {ns}.changes ENABLE ROW LEVEL SECURITY",
         "ALTER FUNCTION {ns}.changes_extend_head() SECURITY DEFINER",
         "ALTER FUNCTION {ns}.changes_are_append_only() SET search_path = public",
+        "ALTER FUNCTION {ns}.changes_extend_head() STABLE",
+        "ALTER TABLE {ns}.changes SET UNLOGGED",
+        "ALTER TABLE {ns}.store_meta ALTER COLUMN name TYPE text COLLATE \"C\"",
         // Rows rewritten or edited with the guards off.
         "ALTER TABLE {ns}.changes ALTER COLUMN key TYPE bytea USING CASE WHEN seq = 2 THEN '\\x01'::bytea ELSE key END",
         "ALTER TABLE {ns}.changes DISABLE TRIGGER changes_are_append_only;
@@ -497,6 +500,15 @@ fn a_store_weakened_or_rewritten_behind_its_back_is_not_opened() {
             "{weaken}: {opened:?}"
         );
     }
+    // A trigger of someone else's cannot move the head either.
+    let refused = sql.batch_execute(
+        "CREATE TABLE mover (x int);
+         CREATE FUNCTION mover_f() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN UPDATE w0.head SET seq = 5; RETURN NEW; END $$;
+         CREATE TRIGGER mover_t AFTER INSERT ON mover FOR EACH ROW EXECUTE FUNCTION mover_f();
+         INSERT INTO mover VALUES (1);",
+    );
+    assert!(refused.is_err());
     // The guards fire under `session_replication_role = replica` too.
     let store = PostgresStore::connect_in(&params, "replica").unwrap();
     store.insert(b"a").unwrap();
@@ -523,12 +535,23 @@ fn a_port_that_is_not_postgresql_fails_the_open_instead_of_hanging() {
             let _ = stream.write_all(b"-ERR unknown command\r\n");
         }
     });
-    for port in [silent.local_addr().unwrap().port(), other_port] {
-        let params = format!("host=127.0.0.1 port={port} user=postgres connect_timeout=1");
+    let silent_port = silent.local_addr().unwrap().port();
+    let server = server();
+    for params in [
+        format!("host=127.0.0.1 port={silent_port}"),
+        format!("host=127.0.0.1 port={other_port}"),
+        format!("hostaddr=127.0.0.1 port={silent_port}"),
+        // The client tries the silent one first: it would hang there.
+        format!(
+            "host=127.0.0.1,127.0.0.1 port={silent_port},{}",
+            server.port()
+        ),
+    ] {
+        let params = format!("{params} user=postgres connect_timeout=1");
         let opened = PostgresStore::connect(&params);
         assert!(
             matches!(opened, Err(PostgresStoreError::Unreachable(_))),
-            "{port}: {opened:?}"
+            "{params}: {opened:?}"
         );
         assert!(opened.unwrap_err().is_connection());
     }
