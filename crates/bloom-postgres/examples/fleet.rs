@@ -21,6 +21,10 @@
 //! `cargo run --release -p bloom-postgres --example fleet`. Needs Debian's `postgresql` and
 //! `redis-server`; without them it says how to install them.
 
+#[path = "../../bloom-store/tests/support/split_mix.rs"]
+mod split_mix;
+
+use split_mix::SplitMix;
 use std::io::{BufRead as _, Write as _};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -165,18 +169,6 @@ fn writer(params: &str, redis: &str, id: u64) -> Result<(), String> {
         committed.len()
     ));
     Ok(())
-}
-
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// A Redis server of the example's own, without persistence (a restart loses the filter).

@@ -23,6 +23,10 @@
 #[path = "../../bloom-redis/tests/support/mod.rs"]
 mod redis_support;
 
+#[path = "../../bloom-store/tests/support/split_mix.rs"]
+mod split_mix;
+
+use split_mix::SplitMix;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead as _, Write as _};
 use std::path::Path;
@@ -61,18 +65,6 @@ fn config() -> FilterConfig {
 
 fn options() -> FilterOptions {
     FilterOptions::new(50_000, 0.01)
-}
-
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// Prints a line for the parent; `false` once the parent is gone (its pipe closed).

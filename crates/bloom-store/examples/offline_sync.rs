@@ -19,6 +19,10 @@
 //! `cargo run --release -p bloom-store --example offline_sync [-- RECORDS]` (the example
 //! always has the `sqlite` feature: the crate enables it for its own examples and tests).
 
+#[path = "../tests/support/split_mix.rs"]
+mod split_mix;
+
+use split_mix::SplitMix;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -31,16 +35,12 @@ use bloom_store::{
 /// Records synced per batch: one `contains_each`, then one transaction for the new ones.
 const BATCH: usize = 1_000;
 
-/// A small deterministic generator (SplitMix64), so every run syncs the same feed.
-struct Feed(u64);
+/// A feed from a small deterministic generator, so every run syncs the same records.
+struct Feed(SplitMix);
 
 impl Feed {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
 
     /// `count` record ids drawn from `0..universe`: repeats are the duplicates a sync sees.
@@ -278,7 +278,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let db = dir.join("records.sqlite");
     let snapshot = dir.join("records.bloom");
     let capacity = records * 2;
-    let mut feed = Feed(2026);
+    let mut feed = Feed(SplitMix(2026));
     let mut totals = Totals::default();
     println!("offline sync demo in {}", dir.display());
     print_glossary();

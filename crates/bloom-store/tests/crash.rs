@@ -18,6 +18,10 @@
 //! This is a `harness = false` test: the same binary is the parent and, with `--crash-child`,
 //! the child.
 
+#[path = "support/split_mix.rs"]
+mod split_mix;
+
+use split_mix::SplitMix;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -142,18 +146,6 @@ fn child(dir: &Path, round: u32) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// The kinds of damage, applied between children.
