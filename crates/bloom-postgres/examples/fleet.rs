@@ -24,6 +24,8 @@
 #[path = "../../bloom-store/tests/support/split_mix.rs"]
 mod split_mix;
 
+#[path = "../../bloom-redis/tests/support/mod.rs"]
+mod redis_support;
 use split_mix::SplitMix;
 use std::io::{BufRead as _, Write as _};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
@@ -35,6 +37,7 @@ use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::{self, TempServer};
 use bloom_redis::{RedisFilter, RedisTarget, SharedError, SharedFilteredStore};
 use bloom_store::{DatasetGeneration, Lookup, PrimaryStore};
+use redis_support::RedisServer;
 
 const WRITERS: u64 = 4;
 const BATCHES: u64 = 30;
@@ -136,8 +139,10 @@ fn writer(params: &str, redis: &str, id: u64) -> Result<(), String> {
         }
         say(&format!("batch {batch}"));
     }
+    // The parent adds up the leading number of each of these lines.
     say(&format!(
-        "view writer {id}: {} records, {new} committed as new, {duplicates} answered present, {raced} found committed at insert (repeated in the batch or by another writer meanwhile); {} lookups answered by the filter alone; {refused} inserts refused while the filter was lost, {retried} calls retried while a server restarted, {rebuilds} rebuilds; the filter is {}",
+        "view {} writer {id}: {} records, {new} committed as new, {duplicates} answered present, {raced} found committed at insert (repeated in the batch or by another writer meanwhile); {} lookups answered by the filter alone; {refused} inserts refused while the filter was lost, {retried} calls retried while a server restarted, {rebuilds} rebuilds; the filter is {}",
+        shared.lookups_avoided(),
         BATCHES * BATCH,
         shared.lookups_avoided(),
         if shared.is_trusted() {
@@ -165,78 +170,10 @@ fn writer(params: &str, redis: &str, id: u64) -> Result<(), String> {
         reported_new += answers.iter().filter(|a| **a != Lookup::Present).count();
     }
     say(&format!(
-        "verified writer {id}: {} committed records checked, {reported_new} reported new",
+        "verified {reported_new} writer {id}: {} committed records checked, {reported_new} reported new",
         committed.len()
     ));
     Ok(())
-}
-
-/// A Redis server of the example's own, without persistence (a restart loses the filter).
-struct Redis {
-    port: u16,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl Redis {
-    fn start() -> Result<Self, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mut redis = Self {
-            port,
-            dir,
-            child: None,
-        };
-        redis.spawn()?;
-        Ok(redis)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn spawn(&mut self) -> Result<(), String> {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("redis-server: {e}"))?;
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
-        for _ in 0..1500 {
-            let pong = client
-                .get_connection()
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if pong.is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err("redis-server did not answer within 30 s".into())
-    }
-
-    fn restart_empty(&mut self) -> Result<(), String> {
-        self.stop();
-        self.spawn()
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// A writer process, killed if the example ends early.
@@ -252,6 +189,12 @@ impl Drop for Writer {
     }
 }
 
+/// A writer's line `PREFIX COUNT TEXT`, as the count and the text.
+fn counted(line: &str, prefix: &str) -> Option<(u64, String)> {
+    let (count, text) = line.strip_prefix(prefix)?.split_once(' ')?;
+    Some((count.parse().ok()?, text.to_owned()))
+}
+
 fn installed(program: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
@@ -265,7 +208,8 @@ fn run() -> Result<(), String> {
         ));
     }
     let mut pg = TempServer::start().map_err(|e| e.to_string())?;
-    let mut redis = Redis::start()?;
+    // Without persistence: a restart loses the filter.
+    let mut redis = RedisServer::start();
     let params = pg.params("postgres");
     println!(
         "PostgreSQL on 127.0.0.1:{} (cluster in {}), Redis on 127.0.0.1:{}",
@@ -316,7 +260,7 @@ fn run() -> Result<(), String> {
         if line.starts_with("batch ") {
             batches += 1;
             if batches == total / 3 {
-                redis.restart_empty()?;
+                redis.restart_empty();
                 println!(
                     "[{batches}/{total} batches] Redis restarted empty: the shared filter is lost; lookups go to PostgreSQL and inserts are refused until a writer rebuilds it from the database"
                 );
@@ -327,22 +271,17 @@ fn run() -> Result<(), String> {
                     "[{batches}/{total} batches] PostgreSQL stopped as in a crash (pg_ctl stop -m immediate) and started again: writers retry until it is back; the filter stays bound to the same history"
                 );
             }
-        } else if let Some(view) = line.strip_prefix("view ") {
-            views.push(view.to_owned());
+        } else if let Some(view) = counted(&line, "view ") {
+            views.push(view);
         } else if line == "done" {
             done += 1;
         }
     }
     println!("\nwhat each process saw:");
     let mut avoided = 0u64;
-    for view in &views {
+    for (count, view) in &views {
         println!("  {view}");
-        avoided += view
-            .split(" lookups answered by the filter alone")
-            .next()
-            .and_then(|s| s.rsplit(' ').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0);
+        avoided += count;
     }
     for writer in &mut writers {
         if let Some(mut stdin) = writer.stdin.take() {
@@ -353,8 +292,8 @@ fn run() -> Result<(), String> {
         let line = lines
             .recv()
             .map_err(|_| "a writer ended before its check")?;
-        if let Some(v) = line.strip_prefix("verified ") {
-            verified.push(v.to_owned());
+        if let Some(v) = counted(&line, "verified ") {
+            verified.push(v);
         }
     }
 
@@ -385,14 +324,9 @@ fn run() -> Result<(), String> {
     );
     println!("\nproof that no committed record was reported new:");
     let mut reported_new = 0u64;
-    for v in &verified {
+    for (count, v) in &verified {
         println!("  {v}");
-        reported_new += v
-            .rsplit(", ")
-            .next()
-            .and_then(|s| s.split(' ').next())
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(u64::MAX);
+        reported_new += count;
     }
     if reported_new != 0 {
         return Err(format!(
