@@ -210,6 +210,39 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
+    /// Replays the log from `from` up to `end`, checking that every row's digest follows
+    /// from the changes before it (a row appended by hand with a wrong digest, or rewritten,
+    /// fails the replay instead of being applied). `visit` gets each change and whether it
+    /// is to be applied (an insert, or a removal linked to the insert it undid). Returns the
+    /// point reached.
+    fn replay(
+        &self,
+        from: HistoryPoint,
+        end: DatasetGeneration,
+        mut visit: impl FnMut(Change<'_>, bool),
+    ) -> Result<HistoryPoint, PostgresStoreError> {
+        let mut point = from;
+        self.scan(Q::ChangesPage, 5, from.generation, end, |generation, row| {
+            let seq: i64 = field(row, 0, "a generation")?;
+            let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
+            let key: &[u8] = field(row, 2, "a key")?;
+            let digest = history::after_change(point.digest, generation, kind, key);
+            if digest16(field(row, 3, "a history digest")?)? != digest {
+                return Err(damaged(
+                    "the change log",
+                    format!(
+                        "the history digest at generation {generation} does not follow from the changes before it"
+                    ),
+                ));
+            }
+            point = HistoryPoint { generation, digest };
+            let applied = field::<bool>(row, 4, "a removal's link")?;
+            visit(Change { generation, kind, key }, applied);
+            Ok(())
+        })?;
+        Ok(point)
+    }
+
     /// Replays the whole change log: the generations run 1, 2, 3, … to the head with no
     /// row past it, and every row's digest follows from the changes before it (the
     /// documented chain, from the store's identity). Returns the head.
@@ -223,29 +256,18 @@ impl PostgresStore {
     /// `Damaged`, or the server's error.
     pub fn verify_history(&self) -> Result<HistoryPoint, PostgresStoreError> {
         let head = self.head()?;
-        let mut point = HistoryPoint::genesis(self.identity);
-        let reached = self.scan(Q::ChangesPage, 5, DatasetGeneration::ZERO, head.generation, |generation, row| {
-            let seq: i64 = field(row, 0, "a generation")?;
-            let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
-            let digest = history::after_change(point.digest, generation, kind, field(row, 2, "a key")?);
-            if digest16(field(row, 3, "a history digest")?)? != digest {
-                return Err(damaged(
-                    "the change log",
-                    format!(
-                        "the history digest at generation {generation} does not follow from the changes before it (a row was rewritten)"
-                    ),
-                ));
-            }
-            point = HistoryPoint { generation, digest };
-            Ok(())
-        })?;
+        let point = self.replay(
+            HistoryPoint::genesis(self.identity),
+            head.generation,
+            |_, _| {},
+        )?;
         // No row past the head: both read in one statement (writers may be appending).
         let row = self.read_one(Q::LastSeq, &[])?;
         let (at, last): (i64, Option<i64>) = (
             field(&row, 1, "a generation")?,
             field(&row, 2, "a generation")?,
         );
-        if reached != head.generation || point != head || last.unwrap_or(0) != at {
+        if point != head || last.unwrap_or(0) != at {
             return Err(damaged(
                 "the head of the change log",
                 format!(
@@ -315,31 +337,17 @@ impl PrimaryStore for PostgresStore {
         if after >= end {
             return Ok(after);
         }
-        // Each row's digest is checked against the chain as it is read: a row appended by
-        // hand with a wrong digest fails the replay instead of being applied.
-        let mut digest = self.history_at(after)?.ok_or_else(|| gap(after))?;
-        self.scan(Q::ChangesPage, 5, after, end, |generation, row| {
-            let seq: i64 = field(row, 0, "a generation")?;
-            let kind = kind_of(field(row, 1, "a change kind")?, seq)?;
-            let key: &[u8] = field(row, 2, "a key")?;
-            digest = history::after_change(digest, generation, kind, key);
-            if digest16(field(row, 3, "a history digest")?)? != digest {
-                return Err(damaged(
-                    "the change log",
-                    format!(
-                        "the history digest at generation {generation} does not follow from the changes before it"
-                    ),
-                ));
+        let digest = self.history_at(after)?.ok_or_else(|| gap(after))?;
+        let from = HistoryPoint {
+            generation: after,
+            digest,
+        };
+        let reached = self.replay(from, end, |change, applied| {
+            if applied {
+                visit(change);
             }
-            if field::<bool>(row, 4, "a removal's link")? {
-                visit(Change {
-                    generation,
-                    kind,
-                    key,
-                });
-            }
-            Ok(())
-        })
+        })?;
+        Ok(reached.generation)
     }
 
     fn insert(&self, key: &[u8]) -> Result<Option<DatasetGeneration>, PostgresStoreError> {
