@@ -45,6 +45,12 @@ pub(crate) enum Q {
 /// answered for.
 pub(crate) const IDENTITY: &str = "(SELECT value FROM {ns}.store_meta WHERE name = 'identity')";
 
+/// Begins a writing transaction and takes the head of the log, in one round trip (a simple
+/// query), with the identity of the store it ran on.
+pub(crate) const BEGIN_HOLDING_HEAD: &str = "BEGIN ISOLATION LEVEL READ COMMITTED;
+     SELECT h.seq, encode(h.history, 'hex'), encode(m.value, 'hex')
+     FROM {ns}.head h, {ns}.store_meta m WHERE m.name = 'identity' FOR UPDATE OF h";
+
 pub(crate) const STATEMENTS: [&str; 14] = [
     // Keys of up to 2,000 bytes are indexed as they are, longer ones by their SHA-256
     // (a B-tree entry holds about 2,700 bytes): each lookup asks both indexes.

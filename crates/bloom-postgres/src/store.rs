@@ -13,7 +13,7 @@ use crate::PostgresStoreError;
 use crate::claim::Claim;
 use crate::connect::{begin_holding_head, open_schema, preflight};
 use crate::schema::{self, Namespace};
-use crate::statements::{Conn, IDENTITY, Q, STATEMENTS, Writing};
+use crate::statements::{BEGIN_HOLDING_HEAD, Conn, IDENTITY, Q, STATEMENTS, Writing};
 use crate::values::from_hex;
 
 /// The PostgreSQL schema a store is in unless told otherwise.
@@ -58,6 +58,8 @@ pub struct PostgresStore {
     pub(crate) identity: StoreIdentity,
     settings: Settings,
     sql: Vec<String>,
+    /// The start of a writing transaction ([`BEGIN_HOLDING_HEAD`] in this namespace).
+    begin: String,
     idle: Mutex<Vec<Conn>>,
     /// The claim this store handed out, while it is held.
     claim: Mutex<std::sync::Weak<Claim>>,
@@ -133,7 +135,9 @@ impl PostgresStore {
             .iter()
             .map(|s| namespace.sql(&s.replace("{identity}", IDENTITY)))
             .collect();
+        let begin = namespace.sql(BEGIN_HOLDING_HEAD);
         let mut store = Self {
+            begin,
             config,
             namespace,
             identity: StoreIdentity::from_bytes([0; 16]),
@@ -184,17 +188,24 @@ impl PostgresStore {
         Ok(Some(bloom_store::StoreClaim::holding_while(claim, valid)))
     }
 
-    /// `ClaimLost` once the claim this store handed out was taken by another wrapper.
-    fn check_claim(&self) -> Result<(), PostgresStoreError> {
-        let claim = self
-            .claim
+    /// The claim this store handed out, while its holder keeps it.
+    fn held_claim(&self) -> Option<std::sync::Arc<Claim>> {
+        self.claim
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .upgrade();
-        match claim {
-            Some(claim) if claim.is_lost() => Err(PostgresStoreError::ClaimLost {
-                namespace: self.namespace.as_str().to_owned(),
-            }),
+            .upgrade()
+    }
+
+    fn claim_lost(&self) -> PostgresStoreError {
+        PostgresStoreError::ClaimLost {
+            namespace: self.namespace.as_str().to_owned(),
+        }
+    }
+
+    /// `ClaimLost` once the claim this store handed out was taken by another wrapper.
+    fn check_claim(&self) -> Result<(), PostgresStoreError> {
+        match self.held_claim() {
+            Some(claim) if claim.is_lost() => Err(self.claim_lost()),
             _ => Ok(()),
         }
     }
@@ -202,15 +213,10 @@ impl PostgresStore {
     /// When a new connection is made while a claim is held: the claim's connection may have
     /// ended with the one before (a server restart), and is renewed at once.
     fn renew_claim(&self) -> Result<(), PostgresStoreError> {
-        let claim = self
-            .claim
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .upgrade();
-        if let Some(claim) = claim {
-            claim.renew();
+        match self.held_claim() {
+            Some(claim) if !claim.renew() => Err(self.claim_lost()),
+            _ => Ok(()),
         }
-        self.check_claim()
     }
 
     pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
@@ -321,11 +327,7 @@ impl PostgresStore {
     ) -> Result<Option<T>, PostgresStoreError> {
         let identity = self.identity;
         let sql = &self.sql;
-        let begin = self.namespace.sql(
-            "BEGIN ISOLATION LEVEL READ COMMITTED;
-             SELECT h.seq, encode(h.history, 'hex'), encode(m.value, 'hex')
-             FROM {ns}.head h, {ns}.store_meta m WHERE m.name = 'identity' FOR UPDATE OF h",
-        );
+        let begin = &self.begin;
         let mut f = Some(f);
         self.with(|conn| {
             let Conn {
@@ -333,7 +335,7 @@ impl PostgresStore {
                 prepared,
                 wrote,
             } = conn;
-            let head = match begin_holding_head(client, &begin, identity, &self.namespace) {
+            let head = match begin_holding_head(client, begin, identity, &self.namespace) {
                 Ok(head) => head,
                 Err(e) => {
                     let _ = client.batch_execute("ROLLBACK");
