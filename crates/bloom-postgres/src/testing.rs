@@ -270,20 +270,9 @@ impl TempServer {
     /// # Errors
     /// When `pg_dump` fails.
     pub fn dump(&self, database: &str, file: &Path) -> Result<(), ServerError> {
-        let file = file.to_str().unwrap_or_default();
         self.run_client(
             "pg_dump",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-f",
-                file,
-                database,
-            ],
+            &["-f".as_ref(), file.as_os_str(), database.as_ref()],
         )
     }
 
@@ -292,23 +281,16 @@ impl TempServer {
     /// # Errors
     /// When `psql` fails.
     pub fn restore(&self, database: &str, file: &Path) -> Result<(), ServerError> {
-        let file = file.to_str().unwrap_or_default();
         self.run_client(
             "psql",
             &[
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                database,
-                "-f",
-                file,
+                "-q".as_ref(),
+                "-v".as_ref(),
+                "ON_ERROR_STOP=1".as_ref(),
+                "-d".as_ref(),
+                database.as_ref(),
+                "-f".as_ref(),
+                file.as_os_str(),
             ],
         )
     }
@@ -394,8 +376,9 @@ impl TempServer {
         check(program, &output)
     }
 
-    /// Runs a client program (`pg_dump`, `psql`) beside the server's, as this process's user.
-    fn run_client(&self, program: &str, args: &[&str]) -> Result<(), ServerError> {
+    /// Runs a client program (`pg_dump`, `psql`) beside the server's, as this process's
+    /// user, connected to the server as `postgres` over TCP.
+    fn run_client(&self, program: &str, args: &[&std::ffi::OsStr]) -> Result<(), ServerError> {
         let beside = self.bin.join(program);
         let path = if beside.is_file() {
             beside
@@ -403,6 +386,14 @@ impl TempServer {
             PathBuf::from(program)
         };
         let output = Command::new(path)
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+            ])
             .args(args)
             .env_remove("PGPASSWORD")
             .stdin(Stdio::null())
