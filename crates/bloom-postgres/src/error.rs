@@ -101,13 +101,6 @@ fn describe(error: &postgres::Error) -> String {
 }
 
 impl PostgresStoreError {
-    /// Whether PostgreSQL refused the write because a guard of the store raised (an edit
-    /// behind the store's back, or a write that does not extend its head).
-    #[must_use]
-    pub fn is_guard(&self) -> bool {
-        matches!(self, Self::Postgres(e) if e.as_db_error().is_some_and(|db| db.message().starts_with("bloom-postgres:")))
-    }
-
     /// Whether the log's guard refused appended rows that do not follow its head without a
     /// gap (SQLSTATE `BL001`): what a batch's first attempt meets when a key it took for new
     /// is in the store.
