@@ -52,16 +52,28 @@ fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+fn as_refs(batch: &[Vec<u8>]) -> Vec<&[u8]> {
+    batch.iter().map(Vec::as_slice).collect()
+}
+
+/// Seconds to run `f` on `keys`, [`BATCH`] keys at a time.
+fn in_batches(keys: &[Vec<u8>], mut f: impl FnMut(&[&[u8]])) -> f64 {
+    seconds(|| {
+        for batch in keys.chunks(BATCH) {
+            f(&as_refs(batch));
+        }
+    })
+}
+
 fn raw_client(server: &TempServer) -> postgres::Client {
     server.client("bench").expect("a client")
 }
 
-fn raw_insert(client: &mut postgres::Client, batch: &[Vec<u8>]) {
-    let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+fn raw_insert(client: &mut postgres::Client, batch: &[&[u8]]) {
     client
         .execute(
             "INSERT INTO raw_keys (key) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
-            &[&refs],
+            &[&batch],
         )
         .expect("raw insert");
 }
@@ -118,22 +130,10 @@ fn inserts(server: &TempServer, filtered: &FilteredStore<&PostgresStore>) {
         let ours = keys(&format!("ours-{round}"), BATCH * BATCHES);
         let plain = keys(&format!("plain-{round}"), BATCH * BATCHES);
         let bare = keys(&format!("bare-{round}"), BATCH * BATCHES);
-        let subject = seconds(|| {
-            for batch in ours.chunks(BATCH) {
-                let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-                filtered.insert_all(&refs).unwrap();
-            }
-        });
-        let peer = seconds(|| {
-            for batch in plain.chunks(BATCH) {
-                raw_insert(&mut raw, batch);
-            }
-        });
-        let store_only = seconds(|| {
-            for batch in bare.chunks(BATCH) {
-                let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-                filtered.store().insert_all(&refs).unwrap();
-            }
+        let subject = in_batches(&ours, |batch| drop(filtered.insert_all(batch).unwrap()));
+        let peer = in_batches(&plain, |batch| raw_insert(&mut raw, batch));
+        let store_only = in_batches(&bare, |batch| {
+            drop(filtered.store().insert_all(batch).unwrap());
         });
         ratios.push(subject / peer);
         store_ratios.push(store_only / peer);
@@ -170,11 +170,11 @@ fn commits_per_second(
                     let all = keys(&format!("{tag}-{w}"), commits * per_commit);
                     ready.wait();
                     for batch in all.chunks(per_commit) {
+                        let refs = as_refs(batch);
                         if let Some(store) = &store {
-                            let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
                             store.insert_all(&refs).unwrap();
                         } else if let Some(client) = client.as_mut() {
-                            raw_insert(client, batch);
+                            raw_insert(client, &refs);
                         }
                     }
                 })
@@ -209,9 +209,9 @@ fn main() {
         FilteredStore::open_and_recover(&store, FilterOptions::new(STORED as u64, 0.01)).unwrap();
     let mut raw = raw_client(&server);
     for batch in keys("stored", STORED).chunks(BATCH) {
-        let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+        let refs = as_refs(batch);
         filtered.insert_all(&refs).unwrap();
-        raw_insert(&mut raw, batch);
+        raw_insert(&mut raw, &refs);
     }
     lookups(&server, &filtered);
     drop(filtered);

@@ -67,6 +67,27 @@ fn options() -> FilterOptions {
     FilterOptions::new(50_000, 0.01)
 }
 
+/// An error as the probe reports it.
+fn text(error: impl std::fmt::Display) -> String {
+    error.to_string()
+}
+
+/// The shared filter `name` over `store`, with the probe's grace period.
+fn open_shared<S: PrimaryStore>(
+    store: S,
+    target: &RedisTarget,
+    name: &str,
+) -> Result<(SharedFilteredStore<S>, SharedOpen), String> {
+    SharedFilteredStore::open_with_grace(store, target.clone(), name, KeyEncoding::Nfc, GRACE)
+        .map_err(text)
+}
+
+/// Drops the database `db` and makes it again, empty.
+fn recreate(server: &TempServer, db: &str) -> Result<(), String> {
+    server.drop_database(db).map_err(text)?;
+    server.create_database(db).map_err(text)
+}
+
 /// Prints a line for the parent; `false` once the parent is gone (its pipe closed).
 fn say(line: &str) -> bool {
     let mut out = std::io::stdout().lock();
@@ -84,17 +105,8 @@ fn writer(params: &str, redis: &str, name: &str) -> ExitCode {
     let target = RedisTarget::single(redis).with_timeout(Duration::from_secs(10));
     let shared = loop {
         let opened = PostgresStore::connect(params)
-            .map_err(|e| e.to_string())
-            .and_then(|store| {
-                SharedFilteredStore::open_with_grace(
-                    store,
-                    target.clone(),
-                    FILTER,
-                    KeyEncoding::Nfc,
-                    GRACE,
-                )
-                .map_err(|e| e.to_string())
-            });
+            .map_err(text)
+            .and_then(|store| open_shared(store, &target, FILTER));
         match opened {
             Ok((shared, _)) => break shared,
             Err(_) if orphaned() => return ExitCode::FAILURE,
@@ -208,13 +220,13 @@ fn check(
 ) -> Result<(), String> {
     // The writers' phase (with acknowledged keys) writes only through the shared filter.
     let raw_bits = !acked.is_empty();
-    let store = PostgresStore::connect(&server.params(db)).map_err(|e| e.to_string())?;
+    let store = PostgresStore::connect(&server.params(db)).map_err(text)?;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     store
         .keys_since(bloom_store::DatasetGeneration::ZERO, &mut |k| {
             keys.push(k.to_vec())
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(text)?;
     let held: HashSet<&[u8]> = keys.iter().map(Vec::as_slice).collect();
     if let Some(lost) = acked.iter().find(|k| !held.contains(k.as_bytes())) {
         return Err(format!(
@@ -234,18 +246,15 @@ fn check(
         && raw.check_shards().is_ok()
         && let Ok(header) = raw.header()
         && let Some(binding) = header.store
-        && binding.identity == store.identity().map_err(|e| e.to_string())?
-        && store
-            .history_at(header.dataset_generation)
-            .map_err(|e| e.to_string())?
-            == Some(binding.history)
+        && binding.identity == store.identity().map_err(text)?
+        && store.history_at(header.dataset_generation).map_err(text)? == Some(binding.history)
     {
         for chunk in keys.chunks(4096) {
             let encoded: Vec<bloom_core::EncodedKey<'_>> = chunk
                 .iter()
                 .map(|k| bloom_core::EncodedKey::from_encoded(k))
                 .collect();
-            let bits = raw.contains_each(&encoded).map_err(|e| e.to_string())?;
+            let bits = raw.contains_each(&encoded).map_err(text)?;
             if let Some((key, _)) = chunk.iter().zip(&bits).find(|(_, b)| !**b) {
                 return Err(format!(
                     "{} is committed but has no bits in the shared filter it is bound to",
@@ -255,21 +264,14 @@ fn check(
         }
         tally.raw_checks += 1;
     }
-    let (shared, outcome) = SharedFilteredStore::open_with_grace(
-        &store,
-        redis.clone(),
-        filter,
-        KeyEncoding::Nfc,
-        GRACE,
-    )
-    .map_err(|e| e.to_string())?;
+    let (shared, outcome) = open_shared(&store, redis, filter)?;
     tally.open(&shared_name(&outcome));
     let texts: Vec<String> = keys
         .iter()
         .map(|k| String::from_utf8_lossy(k).into_owned())
         .collect();
     for chunk in texts.chunks(4096) {
-        let answers = shared.contains_each(chunk).map_err(|e| e.to_string())?;
+        let answers = shared.contains_each(chunk).map_err(text)?;
         if let Some((key, answer)) = chunk
             .iter()
             .zip(&answers)
@@ -282,11 +284,10 @@ fn check(
     }
     if let Some(path) = snapshot {
         let (filtered, outcome) =
-            FilteredStore::open_and_recover(&store, options().with_snapshot(path))
-                .map_err(|e| e.to_string())?;
+            FilteredStore::open_and_recover(&store, options().with_snapshot(path)).map_err(text)?;
         tally.open(&outcome_name(&outcome));
         for chunk in texts.chunks(4096) {
-            let answers = filtered.contains_each(chunk).map_err(|e| e.to_string())?;
+            let answers = filtered.contains_each(chunk).map_err(text)?;
             if answers.iter().any(|a| *a != Lookup::Present) {
                 return Err("a key in the database was reported absent through a snapshot".into());
             }
@@ -311,12 +312,12 @@ impl Drop for Writer {
 }
 
 fn spawn_writer(server: &TempServer, redis: &RedisServer, name: &str) -> Result<Writer, String> {
-    let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+    let mut child = Command::new(std::env::current_exe().map_err(text)?)
         .args(["--writer", &server.params("fleet"), &redis.url(), name])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(text)?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
@@ -355,8 +356,8 @@ fn drain(writer: &Writer, wait_for: u64, acked: &mut HashSet<String>) -> Result<
 }
 
 fn kill(mut writer: Writer, acked: &mut HashSet<String>) -> Result<(), String> {
-    writer.child.kill().map_err(|e| e.to_string())?;
-    writer.child.wait().map_err(|e| e.to_string())?;
+    writer.child.kill().map_err(text)?;
+    writer.child.wait().map_err(text)?;
     // What it printed before it died was acknowledged.
     while let Ok(line) = writer.lines.recv_timeout(STALL) {
         let fields: Vec<&str> = line.split(' ').collect();
@@ -377,16 +378,9 @@ fn writers_phase(
 ) -> Result<(), String> {
     let target = redis.target();
     // The filter, created and bound before the writers start.
-    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
-    let (first, _) = SharedFilteredStore::open_with_grace(
-        store,
-        target.clone(),
-        FILTER,
-        KeyEncoding::Nfc,
-        GRACE,
-    )
-    .map_err(|e| e.to_string())?;
-    first.rebuild(config()).map_err(|e| e.to_string())?;
+    let store = PostgresStore::connect(&server.params("fleet")).map_err(text)?;
+    let (first, _) = open_shared(store, &target, FILTER)?;
+    first.rebuild(config()).map_err(text)?;
     drop(first);
     let mut rng = SplitMix(SEED);
     let mut generation = 0u32;
@@ -409,8 +403,8 @@ fn writers_phase(
         writers.insert(victim, (name.clone(), spawn_writer(server, redis, &name)?));
         match tally.kills % 4 {
             1 => {
-                server.stop_immediate().map_err(|e| e.to_string())?;
-                server.start_again().map_err(|e| e.to_string())?;
+                server.stop_immediate().map_err(text)?;
+                server.start_again().map_err(text)?;
                 SERVER_PID.store(server.pid().unwrap_or(0), Ordering::SeqCst);
                 tally.pg_crashes += 1;
             }
@@ -418,7 +412,7 @@ fn writers_phase(
                 redis.restart_empty();
                 tally.redis_losses += 1;
             }
-            3 if !dump.exists() => server.dump("fleet", dump).map_err(|e| e.to_string())?,
+            3 if !dump.exists() => server.dump("fleet", dump).map_err(text)?,
             _ => {}
         }
         check(server, "fleet", &target, FILTER, None, acked, tally)?;
@@ -438,15 +432,12 @@ fn write_and_save(
     n: u32,
     snapshot: &Path,
 ) -> Result<(), String> {
-    let store = PostgresStore::connect(&server.params(db)).map_err(|e| e.to_string())?;
-    let (filtered, _) = FilteredStore::open_and_recover(&store, options().with_snapshot(snapshot))
-        .map_err(|e| e.to_string())?;
+    let store = PostgresStore::connect(&server.params(db)).map_err(text)?;
+    let (filtered, _) =
+        FilteredStore::open_and_recover(&store, options().with_snapshot(snapshot)).map_err(text)?;
     let keys: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
-    filtered.insert_all(&keys).map_err(|e| e.to_string())?;
-    filtered
-        .save_snapshot(snapshot)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    filtered.insert_all(&keys).map_err(text)?;
+    filtered.save_snapshot(snapshot).map(drop).map_err(text)
 }
 
 fn history_phase(
@@ -459,114 +450,72 @@ fn history_phase(
     let target = redis.target();
     let snapshot = dir.join("fleet.bloom");
     let none = HashSet::new();
+    // A check of database `db` through the shared filter `filter` and the snapshot file.
+    let judge = |db: &str, filter: &str, snapshot: &Path, tally: &mut Tally| {
+        check(server, db, &target, filter, Some(snapshot), &none, tally)
+    };
+    // Keys written to `db` behind every filter's back.
+    let behind = |db: &str, keys: &[&[u8]]| -> Result<(), String> {
+        let store = PostgresStore::connect(&server.params(db)).map_err(text)?;
+        store.insert_all(keys).map(drop).map_err(text)
+    };
     write_and_save(server, "fleet", "before-restore", 500, &snapshot)?;
-    check(
-        server,
-        "fleet",
-        &target,
-        FILTER,
-        Some(&snapshot),
-        &none,
-        tally,
-    )?;
+    judge("fleet", FILTER, &snapshot, tally)?;
 
     let old = dir.join("old.bloom");
-    std::fs::copy(&snapshot, &old).map_err(|e| e.to_string())?;
+    std::fs::copy(&snapshot, &old).map_err(text)?;
     let head = |server: &TempServer| -> Result<u64, String> {
-        let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
-        Ok(store.head().map_err(|e| e.to_string())?.generation.get())
+        let store = PostgresStore::connect(&server.params("fleet")).map_err(text)?;
+        Ok(store.head().map_err(text)?.generation.get())
     };
     let saved_at = head(server)?;
 
     // The older dump restored: the snapshot and the shared filter are newer than the store.
-    server.drop_database("fleet").map_err(|e| e.to_string())?;
-    server.create_database("fleet").map_err(|e| e.to_string())?;
-    server.restore("fleet", dump).map_err(|e| e.to_string())?;
+    recreate(server, "fleet")?;
+    server.restore("fleet", dump).map_err(text)?;
     let restored_at = head(server)?;
     if restored_at >= saved_at {
         return Err(format!(
             "the dump ({restored_at}) is not older than the snapshot ({saved_at})"
         ));
     }
-    check(
-        server,
-        "fleet",
-        &target,
-        FILTER,
-        Some(&snapshot),
-        &none,
-        tally,
-    )?;
+    judge("fleet", FILTER, &snapshot, tally)?;
     // Written past where the old snapshot was saved: other changes at its generations.
     let saved = dir.join("restored.bloom");
-    let past = u32::try_from(saved_at - restored_at + 50).map_err(|e| e.to_string())?;
+    let past = u32::try_from(saved_at - restored_at + 50).map_err(text)?;
     write_and_save(server, "fleet", "after-restore", past, &saved)?;
-    check(server, "fleet", &target, FILTER, Some(&old), &none, tally)?;
-    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
-    store
-        .insert_all(&[b"behind-1".as_slice(), b"behind-2"])
-        .map_err(|e| e.to_string())?;
-    drop(store);
-    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+    judge("fleet", FILTER, &old, tally)?;
+    behind("fleet", &[b"behind-1", b"behind-2"])?;
+    judge("fleet", FILTER, &saved, tally)?;
 
     // Dropped and recreated, empty: another store.
-    server.drop_database("fleet").map_err(|e| e.to_string())?;
-    server.create_database("fleet").map_err(|e| e.to_string())?;
-    let store = PostgresStore::connect(&server.params("fleet")).map_err(|e| e.to_string())?;
-    store
-        .insert_all(&[b"recreated-1".as_slice(), b"recreated-2"])
-        .map_err(|e| e.to_string())?;
-    drop(store);
-    check(server, "fleet", &target, FILTER, Some(&saved), &none, tally)?;
+    recreate(server, "fleet")?;
+    behind("fleet", &[b"recreated-1", b"recreated-2"])?;
+    judge("fleet", FILTER, &saved, tally)?;
 
     // Two fleets pointed at each other's databases, filters and snapshots.
-    server
-        .create_database("fleet_b")
-        .map_err(|e| e.to_string())?;
+    server.create_database("fleet_b").map_err(text)?;
     let snapshot_b = dir.join("fleet_b.bloom");
     write_and_save(server, "fleet_b", "b", 300, &snapshot_b)?;
-    let store_b = PostgresStore::connect(&server.params("fleet_b")).map_err(|e| e.to_string())?;
-    let (shared_b, _) = SharedFilteredStore::open_with_grace(
-        store_b,
-        target.clone(),
-        "probe_b",
-        KeyEncoding::Nfc,
-        GRACE,
-    )
-    .map_err(|e| e.to_string())?;
-    shared_b.rebuild(config()).map_err(|e| e.to_string())?;
+    let store_b = PostgresStore::connect(&server.params("fleet_b")).map_err(text)?;
+    let (shared_b, _) = open_shared(store_b, &target, "probe_b")?;
+    shared_b.rebuild(config()).map_err(text)?;
     shared_b
         .insert_all(&["b-shared-1", "b-shared-2"])
-        .map_err(|e| e.to_string())?;
+        .map_err(text)?;
     drop(shared_b);
     write_and_save(server, "fleet", "a", 300, &snapshot)?;
-    check(
-        server,
-        "fleet",
-        &target,
-        "probe_b",
-        Some(&snapshot_b),
-        &none,
-        tally,
-    )?;
-    check(
-        server,
-        "fleet_b",
-        &target,
-        FILTER,
-        Some(&snapshot),
-        &none,
-        tally,
-    )?;
+    judge("fleet", "probe_b", &snapshot_b, tally)?;
+    judge("fleet_b", FILTER, &snapshot, tally)?;
     Ok(())
 }
 
 fn probe() -> Result<Tally, String> {
-    let mut server = TempServer::start_with(&[("fsync", "off")]).map_err(|e| e.to_string())?;
+    let mut server = TempServer::start_with(&[("fsync", "off")]).map_err(text)?;
     SERVER_PID.store(server.pid().unwrap_or(0), Ordering::SeqCst);
-    server.create_database("fleet").map_err(|e| e.to_string())?;
+    server.create_database("fleet").map_err(text)?;
     let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = tempfile::tempdir().map_err(text)?;
     let dump = dir.path().join("fleet.sql");
     let mut tally = Tally::default();
     let mut acked = HashSet::new();
