@@ -67,6 +67,7 @@ mod ids;
 mod legacy;
 mod lock;
 mod read;
+pub mod sharded;
 mod snapshot;
 mod unicode;
 mod write;

@@ -3,12 +3,8 @@
 
 use std::collections::HashMap;
 
-use bloom_format::{
-    DatasetGeneration, Header, HistoryDigest, KeyEncodingId, KeyEncodingSpec, LayoutId,
-    PositionRuleId, StoreBinding, StoreIdentity, UnicodeVersion,
-};
-
-use bloom_format::unhex;
+use bloom_format::sharded::{self, CONFIG_FIELDS, ShardMarkers, config_text, config_values};
+use bloom_format::{DatasetGeneration, Header, HistoryDigest, StoreBinding, StoreIdentity, unhex};
 
 use crate::error::RedisFilterError;
 
@@ -39,20 +35,6 @@ pub(crate) const BUILDING: &str = "building";
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Creation([u8; 16]);
 
-/// splitmix64's finalizer: a bijection of u64 that mixes every bit.
-const fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a, 64 bits.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 impl Creation {
     pub(crate) fn random() -> Result<Self, RedisFilterError> {
         loop {
@@ -73,67 +55,30 @@ impl Creation {
     }
 
     fn parse(text: &str) -> Option<Self> {
-        if text.bytes().any(|b| b.is_ascii_uppercase()) {
-            return None;
-        }
-        let bytes: [u8; 16] = unhex(text)?.try_into().ok()?;
-        (bytes != [0; 16]).then_some(Self(bytes))
+        bloom_format::sharded::parse_creation(text).map(Self)
     }
 }
 
-/// The markers of a filter's shards: each shard's depends on the creation, on the
-/// configuration the shards were made for, and on the shard's number, so that a shard that
-/// is missing, emptied, of another filter, of another shard, or read with another
-/// configuration reads a marker other than the expected one.
+/// The markers of a filter's shards (see [`ShardMarkers`]).
 #[derive(Clone, Copy)]
-pub(crate) struct Markers {
-    creation: u64,
-    config: u64,
-}
+pub(crate) struct Markers(ShardMarkers);
 
 impl Markers {
-    /// `header`'s configuration fields, in the order and form of the metadata hash, one per
-    /// line: what the markers bind.
+    /// The markers of the filter `creation` made with `header`'s configuration.
     pub(crate) fn new(creation: Creation, header: &Header) -> Self {
-        let [a, b, c, d, e, f, g, h, ..] = creation.0;
-        let config: String = fields(header, creation, "")
-            .into_iter()
-            .filter(|(field, _)| CONFIG_FIELDS.contains(field))
-            .map(|(_, value)| value + "\n")
-            .collect();
-        Self {
-            creation: u64::from_le_bytes([h, g, f, e, d, c, b, a]),
-            config: fnv1a(config.as_bytes()),
-        }
+        Self(ShardMarkers::new(&creation.0, config_text(header).as_bytes()))
     }
 
-    /// The marker of shard `shard`, as `BITFIELD key GET i64 offset` reads it: never 0 (what
-    /// a missing or emptied key reads).
+    /// The marker of shard `shard`, as `BITFIELD key GET i64 offset` reads it.
     pub(crate) fn of(self, shard: u32) -> i64 {
-        let m = mix(self.creation ^ mix(self.config.wrapping_add(u64::from(shard) + 1)));
-        i64::from_le_bytes(if m == 0 { 1 } else { m }.to_le_bytes())
+        self.0.of(shard)
     }
 
-    /// The marker's 8 bytes as stored in the shard (Redis reads them most significant first).
+    /// The marker's 8 bytes as stored in the shard.
     pub(crate) fn bytes(self, shard: u32) -> [u8; 8] {
-        let [a, b, c, d, e, f, g, h] = self.of(shard).to_le_bytes();
-        [h, g, f, e, d, c, b, a]
+        self.0.bytes(shard)
     }
 }
-
-/// The metadata fields that configure a filter (and so its markers).
-const CONFIG_FIELDS: [&str; 10] = [
-    "bits",
-    "hashes",
-    "rule",
-    "layout",
-    "shards",
-    "encoding",
-    "encoding_version",
-    "unicode_normalization",
-    "unicode_casing",
-    "salt",
-];
 
 /// What the metadata hash holds.
 pub(crate) struct Meta {
@@ -144,33 +89,19 @@ pub(crate) struct Meta {
     pub(crate) tables_mixed: bool,
 }
 
-fn unicode(version: Option<UnicodeVersion>) -> String {
-    version.map(|v| v.to_string()).unwrap_or_default()
-}
-
 /// The fields of the metadata hash for `header` (a sharded filter's).
 pub(crate) fn fields(
     header: &Header,
     creation: Creation,
     state: &str,
 ) -> Vec<(&'static str, String)> {
-    let spec = header.key_encoding;
     let mut fields = vec![
         ("schema", SCHEMA.to_owned()),
         ("creation", creation.hex()),
         ("state", state.to_owned()),
-        ("bits", header.bit_count.to_string()),
-        ("hashes", header.hash_count.to_string()),
-        ("rule", header.position_rule.name().to_owned()),
-        ("layout", header.layout.name().to_owned()),
-        ("shards", header.layout_parameter.to_string()),
-        ("encoding", spec.id.name().to_owned()),
-        ("encoding_version", spec.version.to_string()),
-        ("unicode_normalization", unicode(spec.normalization_unicode)),
-        ("unicode_casing", unicode(spec.casing_unicode)),
-        ("salt", bloom_format::hex(&header.salt)),
-        ("items", header.item_count.to_string()),
     ];
+    fields.extend(CONFIG_FIELDS.into_iter().zip(config_values(header)));
+    fields.push(("items", header.item_count.to_string()));
     fields.extend(coverage_fields(header.dataset_generation, header.store));
     fields
 }
@@ -210,72 +141,10 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
     }
     let creation = Creation::parse(get("creation"))
         .ok_or_else(|| bad("creation", "32 lowercase hex digits, not all zero"))?;
-    // Canonical decimals only: what `fields` writes, nothing else (no sign, no leading zero).
+    let mut header = sharded::parse_config(get).map_err(|e| bad(e.field, &e.expected))?;
     let number = |field: &'static str| -> Result<u64, RedisFilterError> {
-        get(field)
-            .parse::<u64>()
-            .ok()
-            .filter(|n| n.to_string() == get(field))
-            .ok_or_else(|| bad(field, "a decimal number without sign or leading zeros"))
+        sharded::parse_number(field, get(field)).map_err(|e| bad(e.field, &e.expected))
     };
-    let named = |field: &'static str, names: &[(&str, u16)]| -> Result<u16, RedisFilterError> {
-        names
-            .iter()
-            .find(|(n, _)| *n == get(field))
-            .map(|&(_, id)| id)
-            .ok_or_else(|| {
-                let known: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
-                bad(field, &format!("one of {}", known.join(", ")))
-            })
-    };
-    let rules: Vec<(&str, u16)> = PositionRuleId::ALL
-        .iter()
-        .map(|r| (r.name(), r.value()))
-        .collect();
-    let layouts: Vec<(&str, u16)> = LayoutId::ALL
-        .iter()
-        .map(|l| (l.name(), l.value()))
-        .collect();
-    let encodings: Vec<(&str, u16)> = KeyEncodingId::ALL
-        .iter()
-        .map(|e| (e.name(), e.value()))
-        .collect();
-    let rule =
-        PositionRuleId::try_from(named("rule", &rules)?).map_err(|_| bad("rule", "a rule"))?;
-    let layout =
-        LayoutId::try_from(named("layout", &layouts)?).map_err(|_| bad("layout", "a layout"))?;
-    if !matches!(layout, LayoutId::Sharded | LayoutId::ShardedV2) {
-        return Err(bad("layout", "sharded-v2 or sharded"));
-    }
-    let encoding = KeyEncodingId::try_from(named("encoding", &encodings)?)
-        .map_err(|_| bad("encoding", "an encoding"))?;
-    let version = u16::try_from(number("encoding_version")?)
-        .map_err(|_| bad("encoding_version", "a version"))?;
-    let hashes =
-        u32::try_from(number("hashes")?).map_err(|_| bad("hashes", "a k that fits 32 bits"))?;
-    let parse_unicode = |field: &'static str| -> Result<Option<UnicodeVersion>, RedisFilterError> {
-        let text = get(field);
-        if text.is_empty() {
-            return Ok(None);
-        }
-        let parts: Vec<u8> = text
-            .split('.')
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad(field, "a version such as 16.0.0, or empty"))?;
-        match parts.as_slice() {
-            &[major, minor, update] => Ok(Some(UnicodeVersion::new(major, minor, update))),
-            _ => Err(bad(field, "a version such as 16.0.0, or empty")),
-        }
-    };
-    let mut spec = KeyEncodingSpec::new(encoding, version);
-    spec.normalization_unicode = parse_unicode("unicode_normalization")?;
-    spec.casing_unicode = parse_unicode("unicode_casing")?;
-    let mut header = Header::new(number("bits")?, hashes, rule, layout, spec);
-    header.layout_parameter = number("shards")?;
-    header.salt = unhex(get("salt"))
-        .filter(|_| !get("salt").bytes().any(|b| b.is_ascii_uppercase()))
-        .ok_or_else(|| bad("salt", "lowercase hex bytes"))?;
     header.dataset_generation = DatasetGeneration::new(number("generation")?);
     header.item_count = number("items")?;
     header.store = match (get("store_identity"), get("history_digest")) {
@@ -308,7 +177,7 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloom_format::{KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId};
+    use bloom_format::{KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId, UnicodeVersion};
 
     /// Computed independently from docs/format.md (a few lines of Python: splitmix64's
     /// finalizer and FNV-1a over the field values).
