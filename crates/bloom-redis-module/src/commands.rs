@@ -1,0 +1,220 @@
+//! The module's commands: the arguments checked, the shard opened, the work of [`crate::shard`]
+//! done on its bytes in place, the reply built. A command that changed bits is replicated
+//! verbatim (to replicas and the AOF), so replicas and AOF loads need the module too; the
+//! data itself stays plain strings.
+
+use redis_module::{
+    Context, KeyType, RedisError, RedisResult, RedisString, RedisValue, raw, redis_module,
+};
+
+use crate::shard::{self, CommandError, Mode, Plan};
+
+/// The module's version, as `MODULE LIST` reports it: clients use commands of this protocol
+/// from version 1 on.
+pub(crate) const VERSION: i32 = 1;
+
+fn refused(error: CommandError) -> RedisError {
+    RedisError::String(format!("{} {error}", error.code()))
+}
+
+/// The plan for a command's shard: arguments 1 to 3 are the shard key, the creation, the
+/// configuration text.
+fn plan(args: &[RedisString]) -> Result<Plan, RedisError> {
+    let [_, key, creation, config, ..] = args else {
+        return Err(RedisError::WrongArity);
+    };
+    Plan::new(key.as_slice(), creation.as_slice(), config.as_slice()).map_err(refused)
+}
+
+fn markers_reply((head, tail): (i64, i64), more: usize) -> Vec<RedisValue> {
+    let mut reply = Vec::with_capacity(2 + more);
+    reply.push(RedisValue::Integer(head));
+    reply.push(RedisValue::Integer(tail));
+    reply
+}
+
+/// The positions of the keys from argument 5 on, in the mode of argument 4.
+fn key_positions(
+    plan: &Plan,
+    args: &[RedisString],
+    adding: bool,
+) -> Result<(Vec<u64>, Vec<bool>), RedisError> {
+    let Some((mode, keys)) = args.get(4..).and_then(<[RedisString]>::split_first) else {
+        return Err(RedisError::WrongArity);
+    };
+    let mode = Mode::parse(mode.as_slice()).map_err(refused)?;
+    let mut positions = Vec::with_capacity(keys.len() * plan.hashes());
+    let mut maybe = Vec::with_capacity(keys.len());
+    plan.positions(
+        keys.iter().map(RedisString::as_slice),
+        mode,
+        adding,
+        &mut positions,
+        &mut maybe,
+    )
+    .map_err(refused)?;
+    Ok((positions, maybe))
+}
+
+/// `BLOOM.MADD shard creation config ENCODED|RAW key [key ...]`.
+fn madd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 6 {
+        return Err(RedisError::WrongArity);
+    }
+    let plan = plan(&args)?;
+    let (positions, _) = key_positions(&plan, &args, true)?;
+    let key = ctx.open_key_writable(&args[1]);
+    match key.key_type() {
+        KeyType::Empty => return Ok(RedisValue::Array(markers_reply((0, 0), 0))),
+        KeyType::String => {}
+        _ => return Err(RedisError::WrongType),
+    }
+    let mut value = key.as_string_dma()?;
+    if !plan.is_whole(&value) {
+        return Ok(RedisValue::Array(markers_reply(plan.markers(&value), 0)));
+    }
+    let mut all_set = Vec::with_capacity(args.len() - 5);
+    shard::set_bits(&mut value, &positions, plan.hashes(), &mut all_set);
+    let mut reply = markers_reply(plan.markers(&value), all_set.len());
+    reply.extend(all_set.iter().map(|&set| RedisValue::Integer(i64::from(set))));
+    if all_set.iter().any(|&set| !set) {
+        ctx.replicate_verbatim();
+    }
+    Ok(RedisValue::Array(reply))
+}
+
+/// `BLOOM.MEXISTS shard creation config ENCODED|RAW key [key ...]`.
+fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() < 6 {
+        return Err(RedisError::WrongArity);
+    }
+    let plan = plan(&args)?;
+    let (positions, maybe) = key_positions(&plan, &args, false)?;
+    let key = ctx.open_key(&args[1]);
+    let value = match key.key_type() {
+        KeyType::Empty => return Ok(RedisValue::Array(markers_reply((0, 0), 0))),
+        KeyType::String => key.read()?.unwrap_or_default(),
+        _ => return Err(RedisError::WrongType),
+    };
+    if !plan.is_whole(value) {
+        return Ok(RedisValue::Array(markers_reply(plan.markers(value), 0)));
+    }
+    let mut all_set = Vec::with_capacity(args.len() - 5);
+    shard::test_bits(value, &positions, plan.hashes(), &mut all_set);
+    let mut reply = markers_reply(plan.markers(value), all_set.len());
+    reply.extend(
+        all_set
+            .iter()
+            .zip(&maybe)
+            .map(|(&set, &maybe)| RedisValue::Integer(i64::from(set || maybe))),
+    );
+    Ok(RedisValue::Array(reply))
+}
+
+/// `BLOOM.RESERVE shard creation config`: the shard made whole and empty, its markers at
+/// both ends, replacing whatever the key held (as the plain path's `SET` does).
+fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let plan = plan(&args)?;
+    let key = ctx.open_key_writable(&args[1]);
+    if !key.is_empty() {
+        key.delete()?;
+    }
+    drop(key);
+    // A new string of the shard's length, zeroed, allocated at that size (what
+    // `RedisModule_StringTruncate` makes of an empty key): no buffer of that size in the
+    // module, and none on the wire.
+    let raw_key = raw::open_key(ctx.ctx, args[1].inner, raw::KeyMode::WRITE);
+    let sized = raw::string_truncate(raw_key, plan.shard_len());
+    raw::close_key(raw_key);
+    if sized != raw::Status::Ok {
+        return Err(RedisError::Str("ERR bloom: Redis refused the shard's size"));
+    }
+    let key = ctx.open_key_writable(&args[1]);
+    let mut value = key.as_string_dma()?;
+    plan.write_markers(&mut value);
+    let markers = plan.markers(&value);
+    ctx.replicate_verbatim();
+    Ok(RedisValue::Array(markers_reply(markers, 0)))
+}
+
+/// `BLOOM.SHARD shard creation config`: its markers, its length and its set bits (0 when
+/// the markers are not the shard's).
+fn shard_info(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let plan = plan(&args)?;
+    let key = ctx.open_key(&args[1]);
+    let value = match key.key_type() {
+        KeyType::Empty => &[][..],
+        KeyType::String => key.read()?.unwrap_or_default(),
+        _ => return Err(RedisError::WrongType),
+    };
+    let mut reply = markers_reply(plan.markers(value), 2);
+    let length = i64::try_from(value.len()).unwrap_or(i64::MAX);
+    let set = if plan.is_whole(value) {
+        shard::count_bits(value)
+    } else {
+        0
+    };
+    reply.push(RedisValue::Integer(length));
+    reply.push(RedisValue::Integer(i64::try_from(set).unwrap_or(i64::MAX)));
+    Ok(RedisValue::Array(reply))
+}
+
+/// `BLOOM.INFO`: what this build of the module implements.
+fn info(_: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 1 {
+        return Err(RedisError::WrongArity);
+    }
+    let names = |names: &[&str]| {
+        RedisValue::Array(
+            names
+                .iter()
+                .map(|n| RedisValue::BulkString((*n).to_owned()))
+                .collect(),
+        )
+    };
+    let tables = bloom_core::KeyEncoding::NfcTrimLowercase.build_tables();
+    let version = |v: Option<bloom_format::UnicodeVersion>| {
+        RedisValue::BulkString(v.map(|v| v.to_string()).unwrap_or_default())
+    };
+    Ok(RedisValue::Array(vec![
+        RedisValue::BulkString("version".into()),
+        RedisValue::Integer(i64::from(VERSION)),
+        RedisValue::BulkString("rules".into()),
+        names(&["sha256-double", "xxh3-128"]),
+        RedisValue::BulkString("layouts".into()),
+        names(&["sharded-v2", "sharded"]),
+        RedisValue::BulkString("encodings".into()),
+        names(
+            &bloom_format::KeyEncodingId::ALL
+                .iter()
+                .map(|e| e.name())
+                .collect::<Vec<_>>(),
+        ),
+        RedisValue::BulkString("unicode_normalization".into()),
+        version(tables.normalization),
+        RedisValue::BulkString("unicode_casing".into()),
+        version(tables.casing),
+    ]))
+}
+
+redis_module! {
+    name: "bloom",
+    version: VERSION,
+    // The module's own allocations are a command's position buffers, freed before it
+    // returns; the filters are Redis strings, in Redis's memory.
+    allocator: (std::alloc::System, std::alloc::System),
+    data_types: [],
+    commands: [
+        ["bloom.madd", madd, "write deny-oom", 1, 1, 1, ""],
+        ["bloom.mexists", mexists, "readonly", 1, 1, 1, ""],
+        ["bloom.reserve", reserve, "write deny-oom", 1, 1, 1, ""],
+        ["bloom.shard", shard_info, "readonly", 1, 1, 1, ""],
+        ["bloom.info", info, "readonly fast", 0, 0, 0, ""],
+    ],
+}

@@ -1,0 +1,401 @@
+//! The work of every command on one shard, on the shard's bytes: no Redis type here, so it is
+//! tested without a server.
+//!
+//! A shard is `M(s)`, `B/8` bytes of bits, `M(s)` (`docs/format.md`, "Sharded filters held in
+//! Redis"); the shard-local position `p` is Redis bit offset `64 + p`, which numbers bits from
+//! the most significant of each byte.
+
+use std::fmt;
+
+use bloom_core::{EncodedKey, FilterConfig, Layout, PositionRule};
+use bloom_format::sharded::{
+    MARKER_BITS, ShardMarkers, parse_config_text, parse_creation, parse_number,
+};
+
+/// Bytes of one marker.
+const MARKER_BYTES: usize = (MARKER_BITS / 8) as usize;
+/// Redis's largest string (`proto-max-bulk-len`'s default, and `SETRANGE`'s limit).
+pub(crate) const MAX_SHARD_BYTES: u64 = 512 << 20;
+/// The longest filter name (`docs/format.md`, "Names").
+const MAX_NAME: usize = 200;
+
+/// Why a command was refused before it touched a shard. Its `Display` is the reply's error
+/// text, after the code [`CommandError::code`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommandError {
+    /// The key is not a shard key (`bloom:{NAME:s}`).
+    NotAShard,
+    /// The creation is not 32 lowercase hex digits, not all zero.
+    Creation,
+    /// The configuration text does not parse, or does not make a sharded filter.
+    Config(String),
+    /// The shard number is not below the configuration's shard count.
+    ShardNumber { shard: u64, shards: u32 },
+    /// The mode is neither `ENCODED` nor `RAW`.
+    Mode,
+    /// A raw key the filter's encoding refuses (a text encoding and bytes that are not
+    /// UTF-8); nothing was written.
+    Key { index: usize, reason: String },
+    /// A raw key outside ASCII for a filter of other Unicode tables than the module's: only
+    /// a client that records that in the metadata (schema 3) may add it, encoded.
+    ForeignTables { index: usize },
+    /// A key whose positions are in another shard.
+    WrongShard { index: usize, shard: u64 },
+}
+
+impl CommandError {
+    /// The reply's error code: the first word of the error, which clients match.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::WrongShard { .. } => "WRONGSHARD",
+            Self::ForeignTables { .. } => "FOREIGNTABLES",
+            _ => "ERR",
+        }
+    }
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotAShard => write!(f, "bloom: the key is not a shard key bloom:{{NAME:s}}"),
+            Self::Creation => write!(
+                f,
+                "bloom: the creation is not 32 lowercase hex digits, not all zero"
+            ),
+            Self::Config(why) => write!(f, "bloom: the configuration {why}"),
+            Self::ShardNumber { shard, shards } => {
+                write!(f, "bloom: shard {shard} of a filter of {shards} shards")
+            }
+            Self::Mode => write!(f, "bloom: the mode is ENCODED or RAW"),
+            Self::Key { index, reason } => write!(f, "bloom: key {index} is refused: {reason}"),
+            Self::ForeignTables { index } => write!(
+                f,
+                "bloom: key {index} is outside ASCII and the filter records other Unicode tables than the module's; send it encoded"
+            ),
+            Self::WrongShard { index, shard } => {
+                write!(f, "bloom: key {index} belongs to shard {shard}")
+            }
+        }
+    }
+}
+
+/// How keys travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Already in the filter's encoding: hashed as they are.
+    Encoded,
+    /// As the application has them: encoded by the module with the filter's encoding.
+    Raw,
+}
+
+impl Mode {
+    pub(crate) fn parse(arg: &[u8]) -> Result<Self, CommandError> {
+        if arg.eq_ignore_ascii_case(b"ENCODED") {
+            Ok(Self::Encoded)
+        } else if arg.eq_ignore_ascii_case(b"RAW") {
+            Ok(Self::Raw)
+        } else {
+            Err(CommandError::Mode)
+        }
+    }
+}
+
+/// What a command needs to work on one shard: the filter's configuration, the shard's
+/// number and size, and its marker.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    config: FilterConfig,
+    shard: u32,
+    shard_bits: u64,
+    marker: [u8; 8],
+}
+
+/// The shard number of a shard key `bloom:{NAME:s}`, with `NAME` a valid filter name.
+fn shard_number(key: &[u8]) -> Option<u64> {
+    let inner = key.strip_prefix(b"bloom:{")?.strip_suffix(b"}")?;
+    let colon = inner.iter().rposition(|&b| b == b':')?;
+    let (name, number) = (inner.get(..colon)?, inner.get(colon + 1..)?);
+    let valid = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if name.is_empty() || name.len() > MAX_NAME || !name.iter().all(valid) {
+        return None;
+    }
+    parse_number("shards", std::str::from_utf8(number).ok()?).ok()
+}
+
+impl Plan {
+    /// The plan for shard key `key` of the filter created as `creation` (its metadata form)
+    /// with the configuration `config` (see `bloom_format::sharded::config_text`).
+    pub(crate) fn new(key: &[u8], creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
+        let shard = shard_number(key).ok_or(CommandError::NotAShard)?;
+        let creation = std::str::from_utf8(creation)
+            .ok()
+            .and_then(parse_creation)
+            .ok_or(CommandError::Creation)?;
+        let text = std::str::from_utf8(config)
+            .map_err(|_| CommandError::Config("is not UTF-8".into()))?;
+        let header = parse_config_text(text).map_err(|e| {
+            CommandError::Config(format!("field {} should be {}", e.field, e.expected))
+        })?;
+        header
+            .check()
+            .map_err(|e| CommandError::Config(format!("makes no filter: {e}")))?;
+        let filter = FilterConfig::from_header(&header)
+            .map_err(|e| CommandError::Config(format!("makes no filter: {e}")))?;
+        let (Layout::Sharded { shards } | Layout::ShardedV2 { shards }) = filter.layout() else {
+            return Err(CommandError::Config("is not of a sharded layout".into()));
+        };
+        if !matches!(
+            filter.rule(),
+            PositionRule::Sha256Double | PositionRule::Xxh3_128
+        ) {
+            return Err(CommandError::Config(
+                "has a rule Redis filters are not made with".into(),
+            ));
+        }
+        let shard_bits = filter.bits() / u64::from(shards);
+        if shard_bits / 8 + 2 * MARKER_BITS / 8 > MAX_SHARD_BYTES {
+            return Err(CommandError::Config(
+                "has shards over Redis's 512 MiB per key".into(),
+            ));
+        }
+        let shard = u32::try_from(shard)
+            .ok()
+            .filter(|&s| s < shards)
+            .ok_or(CommandError::ShardNumber { shard, shards })?;
+        let marker = ShardMarkers::new(&creation, config).bytes(shard);
+        Ok(Self {
+            config: filter,
+            shard,
+            shard_bits,
+            marker,
+        })
+    }
+
+    /// The shard's length in bytes: both markers and its bits.
+    pub(crate) fn shard_len(&self) -> usize {
+        // At most 512 MiB: checked in `new`.
+        usize::try_from(self.shard_bits / 8).unwrap_or(usize::MAX) + 2 * MARKER_BYTES
+    }
+
+    /// The shard's value when created: its marker, zeros, its marker.
+    pub(crate) fn write_markers(&self, value: &mut [u8]) {
+        let len = value.len();
+        if len >= 2 * MARKER_BYTES {
+            value[..MARKER_BYTES].copy_from_slice(&self.marker);
+            value[len - MARKER_BYTES..].copy_from_slice(&self.marker);
+        }
+    }
+
+    /// The two markers of a shard's value as `BITFIELD ... GET i64 0 GET i64 (64 + B)`
+    /// would read them, except that a value of any other length than the shard's reads 0 at
+    /// its end (a shard of another length is lost).
+    pub(crate) fn markers(&self, value: &[u8]) -> (i64, i64) {
+        let read = |bytes: Option<&[u8]>| {
+            bytes
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, i64::from_be_bytes)
+        };
+        let head = read(value.get(..MARKER_BYTES));
+        let tail = if value.len() == self.shard_len() {
+            read(value.get(value.len() - MARKER_BYTES..))
+        } else {
+            0
+        };
+        (head, tail)
+    }
+
+    /// Whether both markers are this shard's.
+    pub(crate) fn is_whole(&self, value: &[u8]) -> bool {
+        let own = i64::from_be_bytes(self.marker);
+        self.markers(value) == (own, own)
+    }
+
+    /// The shard-local positions of every key, `k` per key, into `out`; and per key
+    /// whether it must be answered *maybe* whatever its bits say (a raw key outside ASCII
+    /// when the filter records other Unicode tables than the module's). With `adding`, such
+    /// a key is refused instead. Nothing is written either way.
+    pub(crate) fn positions<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        mode: Mode,
+        adding: bool,
+        out: &mut Vec<u64>,
+        maybe: &mut Vec<bool>,
+    ) -> Result<(), CommandError> {
+        let foreign = self.config.has_foreign_tables();
+        for (index, key) in keys.enumerate() {
+            let encoded = match mode {
+                Mode::Encoded => EncodedKey::from_encoded(key),
+                Mode::Raw => self
+                    .config
+                    .encode_bytes(key)
+                    .map_err(|e| CommandError::Key {
+                        index,
+                        reason: e.to_string(),
+                    })?,
+            };
+            let sensitive = foreign && (mode == Mode::Encoded || !key.is_ascii());
+            if sensitive && adding && mode == Mode::Raw {
+                return Err(CommandError::ForeignTables { index });
+            }
+            maybe.push(sensitive && !adding);
+            for p in self.config.positions(&encoded).as_slice() {
+                let shard = p / self.shard_bits;
+                if shard != u64::from(self.shard) {
+                    return Err(CommandError::WrongShard { index, shard });
+                }
+                out.push(p % self.shard_bits);
+            }
+        }
+        Ok(())
+    }
+
+    /// Positions per key.
+    pub(crate) fn hashes(&self) -> usize {
+        self.config.hashes() as usize
+    }
+}
+
+/// The byte and the mask of shard-local position `p` in the shard's value.
+fn bit(p: u64) -> (usize, u8) {
+    // `p` is below the shard's bits, which fit a Redis string: no truncation.
+    let byte = MARKER_BYTES + (p / 8) as usize;
+    (byte, 0x80 >> (p % 8))
+}
+
+/// Sets the bits of every key (`k` positions each, in order) in a whole shard's value;
+/// per key whether all its bits were set before (keys in order, so a key given twice finds
+/// its bits set the second time, as `BITFIELD` would).
+pub(crate) fn set_bits(value: &mut [u8], positions: &[u64], k: usize, all_set: &mut Vec<bool>) {
+    for key in positions.chunks(k.max(1)) {
+        let mut set = true;
+        for &p in key {
+            let (byte, mask) = bit(p);
+            if let Some(b) = value.get_mut(byte) {
+                set &= *b & mask != 0;
+                *b |= mask;
+            }
+        }
+        all_set.push(set);
+    }
+}
+
+/// Per key whether all its bits are set in a whole shard's value.
+pub(crate) fn test_bits(value: &[u8], positions: &[u64], k: usize, all_set: &mut Vec<bool>) {
+    for key in positions.chunks(k.max(1)) {
+        all_set.push(key.iter().all(|&p| {
+            let (byte, mask) = bit(p);
+            value.get(byte).is_some_and(|b| b & mask != 0)
+        }));
+    }
+}
+
+/// The count of set bits between the markers of a whole shard's value.
+pub(crate) fn count_bits(value: &[u8]) -> u64 {
+    let end = value.len().saturating_sub(MARKER_BYTES);
+    value
+        .get(MARKER_BYTES..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloom_core::{FilterParams, KeyEncoding};
+    use bloom_format::sharded::config_text;
+
+    fn plan_for(shard: u32) -> (Plan, FilterConfig) {
+        let params = FilterParams::planned(Layout::sharded(4).unwrap(), 1000, 0.01).unwrap();
+        let config = FilterConfig::new(params).with_encoding(KeyEncoding::Nfc);
+        let text = config_text(&config.to_header(bloom_format::DatasetGeneration::ZERO, 0));
+        let key = format!("bloom:{{seen:{shard}}}");
+        let plan = Plan::new(key.as_bytes(), "01".repeat(16).as_bytes(), text.as_bytes()).unwrap();
+        (plan, config)
+    }
+
+    #[test]
+    fn shard_keys_are_checked() {
+        assert_eq!(shard_number(b"bloom:{seen:3}"), Some(3));
+        assert_eq!(shard_number(b"bloom:{a:b:12}"), None);
+        assert_eq!(shard_number(b"bloom:{seen:03}"), None);
+        assert_eq!(shard_number(b"bloom:{:3}"), None);
+        assert_eq!(shard_number(b"bloom:{seen}:meta"), None);
+        assert_eq!(shard_number(b"bloom:{seen:3}:epoch"), None);
+    }
+
+    #[test]
+    fn a_fresh_shard_has_its_markers_and_nothing_else() {
+        let (plan, _) = plan_for(2);
+        let mut value = vec![0; plan.shard_len()];
+        assert_eq!(plan.markers(&value), (0, 0));
+        plan.write_markers(&mut value);
+        assert!(plan.is_whole(&value));
+        assert_eq!(count_bits(&value), 0);
+        let mut longer = value.clone();
+        longer.push(0);
+        assert!(!plan.is_whole(&longer));
+        assert!(!plan.is_whole(&value[..value.len() - 1]));
+        let (other, _) = plan_for(1);
+        assert!(!other.is_whole(&value));
+    }
+
+    #[test]
+    fn keys_of_other_shards_and_bad_raw_keys_are_refused() {
+        let (plan, config) = plan_for(0);
+        let (mut out, mut maybe) = (Vec::new(), Vec::new());
+        let foreign = (0..100)
+            .map(|i| format!("key-{i}"))
+            .find(|k| config.positions(&config.encode_str(k)).as_slice()[0] >= plan.shard_bits)
+            .unwrap();
+        let refused = plan.positions(
+            [foreign.as_bytes()].into_iter(),
+            Mode::Raw,
+            true,
+            &mut out,
+            &mut maybe,
+        );
+        assert!(matches!(refused, Err(CommandError::WrongShard { index: 0, .. })));
+        let refused = plan.positions(
+            [&b"\xff"[..]].into_iter(),
+            Mode::Raw,
+            false,
+            &mut out,
+            &mut maybe,
+        );
+        assert!(matches!(refused, Err(CommandError::Key { index: 0, .. })));
+    }
+
+    #[test]
+    fn bits_are_set_most_significant_first_and_reported_per_key() {
+        let (plan, config) = plan_for(0);
+        let mut value = vec![0; plan.shard_len()];
+        plan.write_markers(&mut value);
+        let keys: Vec<String> = (0..400)
+            .map(|i| format!("key-{i}"))
+            .filter(|k| config.positions(&config.encode_str(k)).as_slice()[0] < plan.shard_bits)
+            .collect();
+        let (mut positions, mut maybe) = (Vec::new(), Vec::new());
+        plan.positions(
+            keys.iter().map(|k| k.as_bytes()),
+            Mode::Raw,
+            true,
+            &mut positions,
+            &mut maybe,
+        )
+        .unwrap();
+        let mut before = Vec::new();
+        set_bits(&mut value, &positions, plan.hashes(), &mut before);
+        assert!(before.iter().filter(|&&set| !set).count() > keys.len() / 2);
+        let mut after = Vec::new();
+        test_bits(&value, &positions, plan.hashes(), &mut after);
+        assert!(after.iter().all(|&set| set));
+        assert!(plan.is_whole(&value));
+        // Position p is bit 0x80 >> (p % 8) of byte 8 + p / 8, as Redis's SETBIT numbers it.
+        let p = positions[0];
+        assert_ne!(value[8 + (p / 8) as usize] & (0x80 >> (p % 8)), 0);
+        assert!(count_bits(&value) <= positions.len() as u64);
+    }
+}
