@@ -9,6 +9,10 @@
 //! - `cargo xtask test [ARGS...]` is the README's test command: it installs the servers the
 //!   tests start by themselves (Debian's packages, when missing and run as root; otherwise it
 //!   says what to run), then runs `cargo test --workspace --locked --no-fail-fast [ARGS...]`.
+//!   It builds `bloom-redis-module` first (the Redis tests load it), and runs the Redis
+//!   suites a second time with the module loaded into every server they start.
+//! - `cargo xtask setup` installs what the build and the tests need (the test servers, and
+//!   libclang for the module's bindgen) without running anything; CI runs it before clippy.
 //! - `cargo xtask fuzz [--time SECONDS] [TARGET...]` builds the libFuzzer targets of `fuzz/`
 //!   on the stable toolchain, seeds their corpora from `fixtures/`, and runs each for the given
 //!   time (30 s by default); a crash, an allocation over 2 GiB or a hang fails it. CI runs it.
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
         ["fixtures"] => fixtures::run(fixtures::Mode::Write),
         ["fixtures", "--check"] => fixtures::run(fixtures::Mode::Check),
         ["guava-fixtures"] => guava::generate(),
+        ["setup"] => test::setup(),
         ["test", extra @ ..] => test::run(extra),
         ["fuzz", extra @ ..] => fuzz::run(extra),
         ["tidy"] => {
@@ -47,7 +52,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask tidy | cargo xtask guava-fixtures"
+                "usage: cargo xtask setup | cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask tidy | cargo xtask guava-fixtures"
             );
             ExitCode::from(2)
         }

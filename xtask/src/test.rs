@@ -18,6 +18,9 @@ struct Requirement {
     package: &'static str,
     /// Which tests need it.
     used_by: &'static str,
+    /// Whether `program` is a library file (found in `extra_dirs` only, executable or not)
+    /// rather than a program.
+    library: bool,
 }
 
 const fn no_extra_dirs() -> Vec<PathBuf> {
@@ -39,38 +42,76 @@ const REQUIREMENTS: &[Requirement] = &[
         extra_dirs: no_extra_dirs,
         package: "redis-server",
         used_by: "bloom-redis and bloom-cli's Redis tests",
+        library: false,
     },
     Requirement {
         program: "redis-cli",
         extra_dirs: no_extra_dirs,
         package: "redis-tools",
         used_by: "the Redis Cluster tests (redis-cli --cluster create)",
+        library: false,
     },
     Requirement {
         program: "redis-sentinel",
         extra_dirs: no_extra_dirs,
         package: "redis-sentinel",
         used_by: "the Redis Sentinel failover tests",
+        library: false,
     },
     Requirement {
         program: "initdb",
         extra_dirs: postgres_dirs,
         package: "postgresql",
         used_by: "bloom-postgres's tests (a throwaway cluster per test: initdb, postgres, pg_ctl, pg_dump)",
+        library: false,
     },
     Requirement {
         program: "psql",
         extra_dirs: postgres_dirs,
         package: "postgresql-client",
         used_by: "bloom-postgres's crash probe (restores a pg_dump)",
+        library: false,
     },
     Requirement {
         program: "openssl",
         extra_dirs: no_extra_dirs,
         package: "openssl",
         used_by: "the Redis TLS tests (a throwaway certificate authority)",
+        library: false,
+    },
+    Requirement {
+        program: "libclang.so",
+        extra_dirs: clang_dirs,
+        package: "libclang-dev",
+        used_by: "building bloom-redis-module (the redis-module crate's bindgen reads redismodule.h)",
+        library: true,
     },
 ];
+
+/// Where Debian puts `libclang.so`.
+fn clang_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib")
+        .map(|dirs| {
+            dirs.flatten()
+                .map(|d| d.path())
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("llvm-")))
+                .map(|p| p.join("lib"))
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
+    dirs
+}
+
+impl Requirement {
+    fn is_present(&self) -> bool {
+        if self.library {
+            (self.extra_dirs)().iter().any(|dir| dir.join(self.program).exists())
+        } else {
+            find(self.program, &(self.extra_dirs)()).is_some()
+        }
+    }
+}
 
 /// Whether `program` can be found on `PATH` or in `extra`.
 fn find(program: &str, extra: &[PathBuf]) -> Option<PathBuf> {
@@ -130,11 +171,22 @@ fn apt_get(sudo: bool, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// `cargo xtask setup`: installs what the build and the tests need, or explains what to run.
+pub(crate) fn setup() -> ExitCode {
+    match ensure_requirements() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Installs what is missing, or explains what to run.
 fn ensure_requirements() -> Result<(), String> {
     let missing: Vec<&Requirement> = REQUIREMENTS
         .iter()
-        .filter(|r| find(r.program, &(r.extra_dirs)()).is_none())
+        .filter(|r| !r.is_present())
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -167,7 +219,7 @@ fn ensure_requirements() -> Result<(), String> {
     apt_get(sudo, &install)?;
     let still: Vec<&str> = missing
         .iter()
-        .filter(|r| find(r.program, &(r.extra_dirs)()).is_none())
+        .filter(|r| !r.is_present())
         .map(|r| r.program)
         .collect();
     if still.is_empty() {
@@ -194,24 +246,66 @@ pub(crate) fn run(extra: &[&str]) -> ExitCode {
         .iter()
         .take_while(|a| **a != "--")
         .any(|a| a.starts_with("-p") || a.starts_with("--package"));
+    // The Redis tests load the module into their servers: built first, where they look.
+    let module = ["build", "--locked", "-p", "bloom-redis-module"];
+    if !cargo_ok(&cargo, &module, None) {
+        return ExitCode::FAILURE;
+    }
     let mut args = vec!["test"];
     if !chosen {
         args.push("--workspace");
     }
     args.extend(["--locked", "--no-fail-fast"]);
     args.extend(extra);
+    let mut ok = cargo_ok(&cargo, &args, None);
+    // The Redis suites once more with the module in every server they start, so that each
+    // of their cases (faults included) runs through the module's commands as well.
+    if !chosen {
+        let again = [
+            "test",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "bloom-redis",
+            "--test",
+            "filter",
+            "--test",
+            "lost_writes",
+            "--test",
+            "cluster",
+            "--test",
+            "sentinel",
+            "--test",
+            "shared_store",
+        ];
+        ok &= cargo_ok(&cargo, &again, Some(("BLOOM_REDIS_TEST_PATH", "module")));
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: the test suite failed");
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs cargo with `args` (and one environment variable); whether it succeeded.
+fn cargo_ok(cargo: &std::ffi::OsStr, args: &[&str], env: Option<(&str, &str)>) -> bool {
     let mut command = Command::new(cargo);
-    command.args(&args);
-    eprintln!("running: cargo {}", args.join(" "));
+    command.args(args);
+    let shown = env.map_or(String::new(), |(k, v)| format!("{k}={v} "));
+    if let Some((key, value)) = env {
+        command.env(key, value);
+    }
+    eprintln!("running: {shown}cargo {}", args.join(" "));
     match command.status() {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) if status.success() => true,
         Ok(status) => {
-            eprintln!("error: the test suite failed ({status})");
-            ExitCode::FAILURE
+            eprintln!("error: cargo {} failed ({status})", args.join(" "));
+            false
         }
         Err(e) => {
             eprintln!("error: cannot run cargo: {e}");
-            ExitCode::FAILURE
+            false
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::error::RedisFilterError;
+use crate::module::ModuleUse;
 use crate::node::NodeIdentity;
 use crate::transport::{Replies, Topology, Transport, parse_urls};
 use crate::wire::Commands;
@@ -34,6 +35,7 @@ pub struct RedisTarget {
     timeout: Duration,
     deadline: Option<Instant>,
     tls_ca: Option<Vec<u8>>,
+    module: ModuleUse,
 }
 
 impl fmt::Debug for RedisTarget {
@@ -48,6 +50,7 @@ impl fmt::Debug for RedisTarget {
             .field("kind", &kind)
             .field("timeout", &self.timeout)
             .field("tls_ca", &self.tls_ca.is_some())
+            .field("module", &self.module)
             .finish_non_exhaustive()
     }
 }
@@ -91,7 +94,23 @@ impl RedisTarget {
             timeout: DEFAULT_TIMEOUT,
             deadline: None,
             tls_ca: None,
+            module: ModuleUse::Auto,
         }
+    }
+
+    /// Whether filters through this target use the `bloom` Redis module's commands, which
+    /// hash keys inside the server (see [`ModuleUse`]; the default is
+    /// [`ModuleUse::Auto`]).
+    #[must_use]
+    pub fn with_module(mut self, module: ModuleUse) -> Self {
+        self.module = module;
+        self
+    }
+
+    /// Whether filters through this target use the `bloom` Redis module.
+    #[must_use]
+    pub fn module(&self) -> ModuleUse {
+        self.module
     }
 
     /// The deadline of each operation (default [`DEFAULT_TIMEOUT`], at least 1 ms, at most a

@@ -259,6 +259,7 @@ mod tests {
             aof_always: false,
             aof_enabled: false,
             node_id: id.map(Into::into),
+            module: None,
         }
     }
 

@@ -106,6 +106,13 @@ pub enum RedisFilterError {
         /// What was found.
         detail: String,
     },
+    /// The target asks for the `bloom` module ([`ModuleUse::Required`](crate::ModuleUse))
+    /// and a node the filter reached does not list it (`MODULE LIST`), or refused one of its
+    /// commands.
+    #[error(
+        "the bloom Redis module is required and a node does not have it (or refuses its commands): load it with --loadmodule, or use plain commands"
+    )]
+    ModuleMissing,
     /// A filter that is not sharded was given where a Redis filter is made from it.
     #[error(
         "a Redis filter needs the sharded layout (sharded-S) and the sha256-double or xxh3-128 rule; this one is {layout} with {rule}"

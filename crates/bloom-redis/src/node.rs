@@ -36,6 +36,35 @@ pub(crate) struct NodeIdentity {
     /// Its cluster node id (`CLUSTER MYID`), kept across its restarts; `None` outside a
     /// cluster.
     pub(crate) node_id: Option<String>,
+    /// The version of the `bloom` module it has loaded (`MODULE LIST`), if any.
+    pub(crate) module: Option<i64>,
+}
+
+/// The version of the module `bloom` in a `MODULE LIST` reply: an array of modules, each an
+/// array (RESP2) or a map (RESP3) of `name`, `ver`, `path`, `args`.
+fn module_version(reply: &Value) -> Option<i64> {
+    let Value::Array(modules) = reply else {
+        return None;
+    };
+    modules.iter().find_map(|module| {
+        let pairs: Vec<(&Value, &Value)> = match module {
+            Value::Array(items) => items.chunks(2).filter_map(|p| Some((p.first()?, p.get(1)?))).collect(),
+            Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
+            _ => return None,
+        };
+        let field = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| text(k).as_deref() == Some(name))
+                .map(|&(_, v)| v)
+        };
+        (field("name").and_then(text).as_deref() == Some(crate::module::NAME))
+            .then(|| match field("ver") {
+                Some(Value::Int(v)) => Some(*v),
+                _ => None,
+            })
+            .flatten()
+    })
 }
 
 impl NodeIdentity {
@@ -346,6 +375,7 @@ impl Node {
                 aof_always: false,
                 aof_enabled: false,
                 node_id: None,
+                module: None,
             },
         };
         let settings = info.redis_settings();
@@ -386,6 +416,7 @@ impl Node {
         commands.push(&[b"INFO", b"replication"]);
         commands.push(&[b"INFO", b"persistence"]);
         commands.push(&[b"CONFIG", b"GET", b"appendfsync"]);
+        commands.push(&[b"MODULE", b"LIST"]);
         if cluster {
             commands.push(&[b"CLUSTER", b"MYID"]);
         }
@@ -419,8 +450,11 @@ impl Node {
             }
             _ => false,
         };
+        // MODULE LIST may be refused too (an ACL without `+module|list`): then the plain
+        // commands are used.
+        let module = replies.get(4).and_then(module_version);
         let node_id = if cluster {
-            replies.get(4).and_then(text).filter(|id| !id.is_empty())
+            replies.get(5).and_then(text).filter(|id| !id.is_empty())
         } else {
             None
         };
@@ -445,6 +479,7 @@ impl Node {
             aof_enabled: field(&persistence, "aof_enabled") == "1"
                 && field(&persistence, "aof_last_rewrite_time_sec") == "-1",
             node_id,
+            module,
         })
     }
 

@@ -46,6 +46,7 @@ impl RedisFilter {
         check_name(name)?;
         let (shards, shard_bits) = shard_geometry(&config)?;
         let mut conn = target.connect()?;
+        let module = module::decide(target.module(), &conn.live(target.deadline_from_now())?)?;
         copy::check_memory(
             &mut conn,
             target,
@@ -74,6 +75,8 @@ impl RedisFilter {
             config,
             creation,
             markers: Markers::new(creation, &header),
+            config_text: config_text(&header),
+            module: AtomicBool::new(module),
             shard_bits,
             shards,
             durability,
@@ -185,6 +188,7 @@ impl RedisFilter {
         check_name(name)?;
         let mut conn = target.connect()?;
         let meta = copy::read_meta(&mut conn, name)?;
+        let module = module::decide(target.module(), &conn.live(target.deadline_from_now())?)?;
         if meta.state != READY {
             return Err(RedisFilterError::NotReady {
                 name: name.to_owned(),
@@ -228,6 +232,8 @@ impl RedisFilter {
             config,
             creation: meta.creation,
             markers: Markers::new(meta.creation, &meta.header),
+            config_text: config_text(&meta.header),
+            module: AtomicBool::new(module),
             shard_bits,
             shards,
             durability: meta.durability,

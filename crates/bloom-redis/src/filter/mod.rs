@@ -11,11 +11,12 @@ pub use copy::Info;
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bloom_core::{FilterConfig, FilterParams, Layout, PositionRule};
+use bloom_format::sharded::config_text;
 use bloom_format::{DatasetGeneration, Header, StoreBinding};
 use redis::Value;
 
@@ -23,6 +24,7 @@ use crate::connection::{Conn, RedisTarget};
 use crate::epoch::{self, Durability, Record};
 use crate::error::RedisFilterError;
 use crate::meta::{self, BUILDING, Creation, Markers, READY};
+use crate::module::{self, ModuleUse};
 use crate::node::text;
 use crate::wire::Commands;
 
@@ -168,6 +170,10 @@ pub struct RedisFilter {
     pub(crate) config: FilterConfig,
     pub(crate) creation: Creation,
     pub(crate) markers: Markers,
+    /// The configuration as the `bloom` module takes it (`bloom_format::sharded`).
+    pub(crate) config_text: String,
+    /// Whether batches use the `bloom` module's commands (see [`crate::ModuleUse`]).
+    pub(crate) module: AtomicBool,
     pub(crate) shard_bits: u64,
     pub(crate) shards: u32,
     pub(crate) durability: Durability,
@@ -336,15 +342,66 @@ impl RedisFilter {
     /// Redis allocates it at its size; a shard past [`WHOLE_SHARD_BYTES`] is grown with
     /// `APPEND`s of at most that much.
     fn allocate_shards(&self) -> Result<(), RedisFilterError> {
+        let all: Vec<u32> = (0..self.shards).collect();
+        let plain = if self.module.load(Ordering::Acquire) {
+            self.reserve_shards(&all)?
+        } else {
+            all
+        };
+        self.set_shards(&plain)
+    }
+
+    /// Makes shards whole and empty with the module's `BLOOM.RESERVE` (allocated by the
+    /// server: no zeros on the wire); returns the shards whose node refused it.
+    fn reserve_shards(&self, shards: &[u32]) -> Result<Vec<u32>, RedisFilterError> {
+        let creation = self.creation.hex();
+        let mut refused = Vec::new();
+        let mut conn = self.conn();
+        for group in shards.chunks(SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.target.deadline_from_now();
+            let mut commands = Commands::new();
+            let mut keys = Vec::with_capacity(group.len());
+            for &s in group {
+                let key = shard_key(&self.name, s);
+                commands.push(&[
+                    b"BLOOM.RESERVE",
+                    key.as_bytes(),
+                    creation.as_bytes(),
+                    self.config_text.as_bytes(),
+                ]);
+                keys.push(key.into_bytes());
+            }
+            for (&s, value) in group.iter().zip(conn.pipeline_by(commands, keys, deadline)?.values) {
+                if module::refused_here(&value) {
+                    if self.target.module() == ModuleUse::Required {
+                        return Err(RedisFilterError::ModuleMissing);
+                    }
+                    self.module.store(false, Ordering::Release);
+                    refused.push(s);
+                    continue;
+                }
+                let markers = bits::ints(&crate::connection::server_error(value)?)?;
+                if markers != [self.markers.of(s); 2] {
+                    return Err(RedisFilterError::Protocol(
+                        "BLOOM.RESERVE made a shard without this filter's markers".into(),
+                    ));
+                }
+            }
+        }
+        Ok(refused)
+    }
+
+    /// Writes shards whole with `SET` (and `APPEND`s): the markers and zeros between.
+    fn set_shards(&self, shards: &[u32]) -> Result<(), RedisFilterError> {
         let bytes = self.shard_bits / 8;
         let first_zeros = bytes.min(WHOLE_SHARD_BYTES);
-        let per_pipeline: u32 = if bytes > 1 << 20 { 1 } else { 64 };
+        let per_pipeline: usize = if bytes > 1 << 20 { 1 } else { 64 };
         let mut conn = self.conn();
-        for first in (0..self.shards).step_by(per_pipeline as usize) {
+        for group in shards.chunks(per_pipeline) {
             let deadline = self.target.deadline_from_now();
             let mut commands = Commands::new();
             let mut keys = Vec::new();
-            for s in first..self.shards.min(first + per_pipeline) {
+            for &s in group {
                 let key = shard_key(&self.name, s);
                 let mut value = self.shard_value(s, first_zeros);
                 if first_zeros == bytes {

@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,12 +59,35 @@ fn redis_cli_as(port: u16, password: Option<&str>, args: &[&str]) -> Option<Stri
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The `bloom` Redis module's shared object: `$BLOOM_REDIS_MODULE`, or the workspace's debug
+/// build (`cargo xtask test` builds it before the tests).
+pub fn module_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("BLOOM_REDIS_MODULE") {
+        return path.into();
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+            PathBuf::from,
+        )
+        .join("debug/libbloom_redis_module.so")
+}
+
+/// Whether the servers the suite starts load the module (`BLOOM_REDIS_TEST_PATH=module`):
+/// every case then runs through the module's commands, as `cargo xtask test` does in its
+/// second pass over the Redis suites.
+pub fn suite_loads_module() -> bool {
+    std::env::var("BLOOM_REDIS_TEST_PATH").is_ok_and(|path| path == "module")
+}
+
 /// One `redis-server` process.
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Whether it loads the `bloom` module.
+    module: bool,
 }
 
 impl RedisServer {
@@ -82,11 +105,28 @@ impl RedisServer {
     /// A port taken by someone else between its choice and the server's start (the server
     /// then exits) is replaced by a new one.
     fn start_node(extra: &[&str], cluster: bool) -> Self {
+        Self::start_node_loading(extra, cluster, suite_loads_module())
+    }
+
+    /// A server that loads the `bloom` module, with extra arguments.
+    pub fn start_with_module(extra: &[&str]) -> Self {
+        Self::start_node_loading(extra, false, true)
+    }
+
+    /// A server with extra arguments, loading the module or not.
+    fn start_node_loading(extra: &[&str], cluster: bool, module: bool) -> Self {
+        let module_path = module_path();
+        assert!(
+            !module || module_path.is_file(),
+            "the bloom module is not built at {}: run the tests with `cargo xtask test`, or `cargo build -p bloom-redis-module` first",
+            module_path.display()
+        );
         let mut server = Self {
             port: 0,
             child: None,
             dir: tempfile::tempdir().unwrap(),
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            module,
         };
         let mut failures = Vec::new();
         for _attempt in 0..5 {
@@ -114,6 +154,11 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(if self.module {
+                vec!["--loadmodule".into(), module_path().into_os_string()]
+            } else {
+                Vec::new()
+            })
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -232,10 +277,19 @@ impl RedisCluster {
     /// Three masters with `replicas` replicas each, failing a master over once it has not
     /// answered for `node_timeout_ms` (a replica takes over however far it lags).
     pub fn start_with(replicas: usize, node_timeout_ms: u32) -> Self {
+        Self::start_loading(replicas, node_timeout_ms, |_| suite_loads_module())
+    }
+
+    /// Three masters without replicas, node `i` loading the module when `module(i)`.
+    pub fn start_loading(
+        replicas: usize,
+        node_timeout_ms: u32,
+        module: impl Fn(usize) -> bool,
+    ) -> Self {
         let timeout = node_timeout_ms.to_string();
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
-            .map(|_| {
-                RedisServer::start_node(
+            .map(|i| {
+                RedisServer::start_node_loading(
                     &[
                         "--cluster-enabled",
                         "yes",
@@ -247,6 +301,7 @@ impl RedisCluster {
                         "0",
                     ],
                     true,
+                    module(i),
                 )
             })
             .collect();

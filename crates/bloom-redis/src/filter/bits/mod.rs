@@ -9,6 +9,7 @@ mod verify;
 pub use restore::Restore;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bloom_core::{EncodedKey, Key};
@@ -17,6 +18,7 @@ use redis::Value;
 use crate::connection::{PendingPipeline, server_error};
 use crate::epoch::{self, Durability, Record, Verdict};
 use crate::error::RedisFilterError;
+use crate::module::ModuleUse;
 use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
 use crate::node::text;
 use crate::wire::Commands;
@@ -47,6 +49,10 @@ struct InFlight {
     replies: PendingPipeline,
     /// Whether the pipeline ends with the count of an earlier batch's new keys.
     counted: bool,
+    /// Whether its shards were sent the `bloom` module's commands.
+    module: bool,
+    /// Whether it writes.
+    write: bool,
 }
 
 impl RedisFilter {
@@ -76,13 +82,37 @@ impl RedisFilter {
     /// The batch as commands: per shard, `BITFIELD` (or `BITFIELD_RO`) reading both markers,
     /// then setting (or reading) every bit of its keys; then, with `count`, the guarded
     /// `HINCRBY` of the metadata's item count.
-    fn commands(&self, batch: &Batch, write: bool, count: u64) -> (Commands, Vec<Vec<u8>>) {
+    fn commands<K: AsRef<[u8]>>(
+        &self,
+        batch: &Batch,
+        keys: &[K],
+        write: bool,
+        count: u64,
+        module: bool,
+    ) -> (Commands, Vec<Vec<u8>>) {
         let k = self.config.hashes() as usize;
         let tail = MARKER_BITS + self.shard_bits;
         let mut commands = Commands::new();
         let mut routes = Vec::with_capacity(batch.shards.len() + 1);
-        for (shard, keys) in &batch.shards {
+        let creation = self.creation.hex();
+        for (shard, indexes) in &batch.shards {
             let key = shard_key(&self.name, *shard);
+            if module {
+                // The module hashes the keys itself, and checks both markers first.
+                commands.begin(5 + indexes.len());
+                commands
+                    .arg(if write { b"BLOOM.MADD" } else { b"BLOOM.MEXISTS" })
+                    .arg(key.as_bytes())
+                    .arg(creation.as_bytes())
+                    .arg(self.config_text.as_bytes())
+                    .arg(b"ENCODED");
+                for &i in indexes {
+                    commands.arg(keys.get(i).map_or(&[][..], AsRef::as_ref));
+                }
+                routes.push(key.into_bytes());
+                continue;
+            }
+            let keys = indexes;
             let per_bit = if write { 4 } else { 3 };
             commands.begin(2 + 6 + keys.len() * k * per_bit);
             commands
@@ -121,64 +151,101 @@ impl RedisFilter {
     }
 
     /// Sends a batch (and the count of an earlier one's new keys) without waiting.
-    fn send_batch(
+    fn send_batch<K: AsRef<[u8]>>(
         &self,
         batch: Batch,
+        keys: &[K],
         write: bool,
         count: u64,
         deadline: Instant,
     ) -> Result<InFlight, RedisFilterError> {
-        let (commands, routes) = self.commands(&batch, write, count);
+        let module = self.module.load(Ordering::Acquire);
+        if write && !module {
+            self.check_markers_before_writing(&batch, deadline)?;
+        }
+        let (commands, routes) = self.commands(&batch, keys, write, count, module);
         let replies = self.conn().start_pipeline(commands, routes, deadline)?;
         Ok(InFlight {
             batch,
             replies,
             counted: count > 0,
+            module,
+            write,
         })
+    }
+
+    /// The markers a shard's reply read, checked: anything but the shard's own means its
+    /// contents are lost.
+    fn check_markers(&self, shard: u32, items: &[Value]) -> Result<(), RedisFilterError> {
+        let (Some(head), Some(tail)) = (items.first(), items.get(1)) else {
+            return Err(RedisFilterError::Protocol(
+                "a shard's reply lacks its markers".into(),
+            ));
+        };
+        let (head, tail) = (int(head)?, int(tail)?);
+        let own = self.markers.of(shard);
+        if head != own || tail != own {
+            return Err(self.lost(
+                shard,
+                if head == 0 {
+                    "its marker is gone: the key was deleted or emptied"
+                } else if tail == 0 {
+                    "its end marker is gone: the key was truncated"
+                } else {
+                    "its marker is not this filter's: recreated, moved, or edited metadata"
+                },
+            ));
+        }
+        Ok(())
     }
 
     /// Reads a batch's replies, markers checked; returns, per key in batch order, whether
     /// all its bits were set (before an insert), and the connections that answered each
-    /// shard.
-    fn read_batch(&self, sent: InFlight) -> Result<BatchReplies, RedisFilterError> {
+    /// shard. A shard whose node refused the module's command is sent the plain one.
+    fn read_batch<K: AsRef<[u8]>>(
+        &self,
+        sent: InFlight,
+        keys: &[K],
+        deadline: Instant,
+    ) -> Result<BatchReplies, RedisFilterError> {
         let k = self.config.hashes() as usize;
         let InFlight {
             batch,
             replies,
             counted,
+            module,
+            write,
         } = sent;
         let replies = self.conn().finish_pipeline(replies)?;
         let mut values = replies.values.into_iter();
         let mut serials = replies.answered_by.into_iter();
         let mut all_set = vec![false; batch.keys];
         let mut answered = Vec::with_capacity(batch.shards.len());
+        let mut refused = Vec::new();
+        // Per key, the module answers one integer, BITFIELD one per bit.
+        let per_key = if module { 1 } else { k };
         for (shard, indexes) in &batch.shards {
             let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
                 return Err(RedisFilterError::Protocol("a reply is missing".into()));
             };
+            if module && crate::module::refused_here(&value) {
+                if self.target.module() == ModuleUse::Required {
+                    return Err(RedisFilterError::ModuleMissing);
+                }
+                self.module.store(false, Ordering::Release);
+                refused.push((*shard, indexes.clone()));
+                continue;
+            }
             let Value::Array(items) = server_error(value)? else {
                 return Err(RedisFilterError::Protocol(
-                    "BITFIELD gave no array of integers".into(),
+                    "a shard gave no array of integers".into(),
                 ));
             };
-            if items.len() != 2 + indexes.len() * k {
-                return Err(RedisFilterError::Protocol("a short BITFIELD reply".into()));
+            self.check_markers(*shard, &items)?;
+            if items.len() != 2 + indexes.len() * per_key {
+                return Err(RedisFilterError::Protocol("a short reply for a shard".into()));
             }
-            let (head, tail) = (int(&items[0])?, int(&items[1])?);
-            let own = self.markers.of(*shard);
-            if head != own || tail != own {
-                return Err(self.lost(
-                    *shard,
-                    if head == 0 {
-                        "its marker is gone: the key was deleted or emptied"
-                    } else if tail == 0 {
-                        "its end marker is gone: the key was truncated"
-                    } else {
-                        "its marker is not this filter's: recreated, moved, or edited metadata"
-                    },
-                ));
-            }
-            for (&i, bits) in indexes.iter().zip(items[2..].chunks(k)) {
+            for (&i, bits) in indexes.iter().zip(items[2..].chunks(per_key)) {
                 let mut set = true;
                 for bit in bits {
                     match bit {
@@ -186,7 +253,7 @@ impl RedisFilter {
                         Value::Int(0) => set = false,
                         other => {
                             return Err(RedisFilterError::Protocol(format!(
-                                "BITFIELD gave {} for a bit",
+                                "a shard gave {} for a bit",
                                 kind_of(other)
                             )));
                         }
@@ -204,6 +271,24 @@ impl RedisFilter {
                 .ok_or_else(|| RedisFilterError::Protocol("a reply is missing".into()))?;
             self.check_guarded(&server_error(value)?)?;
         }
+        if !refused.is_empty() {
+            // Sent again as plain commands (the handle uses them from now on): the module
+            // did nothing on these shards, so their answers are exactly the plain path's.
+            let again: Vec<usize> = refused.iter().flat_map(|(_, ix)| ix.clone()).collect();
+            let retry = Batch {
+                shards: refused,
+                offsets: batch.offsets,
+                keys: batch.keys,
+            };
+            let sent = self.send_batch(retry, keys, write, 0, deadline)?;
+            let (set, by) = self.read_batch(sent, keys, deadline)?;
+            for i in again {
+                if let (Some(slot), Some(&set)) = (all_set.get_mut(i), set.get(i)) {
+                    *slot = set;
+                }
+            }
+            answered.extend(by);
+        }
         Ok((all_set, answered))
     }
 
@@ -219,28 +304,27 @@ impl RedisFilter {
         mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
     ) -> Result<(), RedisFilterError> {
         let mut chunks = keys.chunks(BATCH);
-        let mut in_flight: std::collections::VecDeque<InFlight> =
+        let mut in_flight: std::collections::VecDeque<(InFlight, &[K])> =
             std::collections::VecDeque::with_capacity(IN_FLIGHT);
         let mut uncounted = 0u64;
         loop {
-            let next = chunks.next().map(|chunk| self.batch_of(chunk));
-            if write && let Some(batch) = &next {
-                self.check_markers_before_writing(batch, deadline)?;
-            }
+            let next = chunks.next();
             let more = next.is_some();
-            if let Some(batch) = next {
-                in_flight.push_back(self.send_batch(
-                    batch,
+            if let Some(chunk) = next {
+                let sent = self.send_batch(
+                    self.batch_of(chunk),
+                    chunk,
                     write,
                     std::mem::take(&mut uncounted),
                     deadline,
-                )?);
+                )?;
+                in_flight.push_back((sent, chunk));
             }
             if in_flight.len() >= IN_FLIGHT || !more {
-                let Some(oldest) = in_flight.pop_front() else {
+                let Some((oldest, chunk)) = in_flight.pop_front() else {
                     break;
                 };
-                let (all_set, answered) = self.read_batch(oldest)?;
+                let (all_set, answered) = self.read_batch(oldest, chunk, deadline)?;
                 uncounted += each(&all_set, &answered)?;
             }
         }

@@ -1,0 +1,113 @@
+//! The `bloom` Redis module (the crate `bloom-redis-module`): whether a filter uses it, and
+//! what its replies mean. Its commands do on one shard, inside the server, what a `BITFIELD`
+//! of the plain path does (`docs/format.md`, "The Redis module"): the same bits of the same
+//! keys, the markers checked first, so a filter answers the same whichever path wrote it.
+
+use std::str::FromStr;
+
+use redis::Value;
+
+use crate::error::RedisFilterError;
+use crate::node::NodeIdentity;
+
+/// The module's name in `MODULE LIST`.
+pub(crate) const NAME: &str = "bloom";
+/// The first module version with the commands this build sends.
+pub(crate) const MIN_VERSION: i64 = 1;
+
+/// Whether filters use the `bloom` Redis module's commands (`BLOOM.MADD`, `BLOOM.MEXISTS`,
+/// `BLOOM.RESERVE`), which hash keys inside the server, instead of plain `BITFIELD`s. Both
+/// write the same bits in the same keys: a filter written one way answers identically the
+/// other way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModuleUse {
+    /// The module's commands when every node reached when the filter was opened or created
+    /// lists the module (`MODULE LIST`, version 1 or later), plain commands otherwise. A
+    /// shard found later on a node without it (a reshard, a failover to a server without
+    /// it, an ACL that refuses the module's commands) is sent plain commands, and the
+    /// handle uses plain commands from then on.
+    #[default]
+    Auto,
+    /// Plain commands only.
+    Never,
+    /// The module's commands only: a filter whose nodes do not list the module is refused
+    /// ([`RedisFilterError::ModuleMissing`]), and so is a shard whose node refuses them.
+    Required,
+}
+
+impl FromStr for ModuleUse {
+    type Err = String;
+
+    /// `auto`, `never` or `required`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "never" => Ok(Self::Never),
+            "required" => Ok(Self::Required),
+            other => Err(format!(
+                "{other:?} is not a module use: auto, never or required"
+            )),
+        }
+    }
+}
+
+/// Whether a filter whose reached nodes are `live` uses the module.
+pub(crate) fn decide(
+    policy: ModuleUse,
+    live: &[(u64, NodeIdentity)],
+) -> Result<bool, RedisFilterError> {
+    let everywhere = !live.is_empty()
+        && live
+            .iter()
+            .all(|(_, node)| node.module.is_some_and(|v| v >= MIN_VERSION));
+    match policy {
+        ModuleUse::Never => Ok(false),
+        ModuleUse::Auto => Ok(everywhere),
+        ModuleUse::Required if everywhere => Ok(true),
+        ModuleUse::Required => Err(RedisFilterError::ModuleMissing),
+    }
+}
+
+/// Whether an error reply says the node cannot run a module command: it does not know it
+/// (the module is not loaded there) or the user may not run it. The shard gets the plain
+/// command instead.
+pub(crate) fn refused_here(value: &Value) -> bool {
+    let Value::ServerError(e) = value else {
+        return false;
+    };
+    let detail = e.details().unwrap_or("").to_ascii_lowercase();
+    match e.code() {
+        "ERR" => detail.starts_with("unknown command"),
+        "NOPERM" => detail.contains("'bloom."),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_uses_parse() {
+        assert_eq!("auto".parse(), Ok(ModuleUse::Auto));
+        assert_eq!("never".parse(), Ok(ModuleUse::Never));
+        assert_eq!("required".parse(), Ok(ModuleUse::Required));
+        assert!("Auto".parse::<ModuleUse>().is_err());
+    }
+
+    #[test]
+    fn only_refusals_of_the_command_fall_back() {
+        let reply = |wire: &str| redis::parse_redis_value(wire.as_bytes()).unwrap();
+        let unknown = "-ERR unknown command 'BLOOM.MADD', with args beginning with: \r\n";
+        assert!(refused_here(&reply(unknown)));
+        let acl = "-NOPERM User x has no permissions to run the 'bloom.madd' command\r\n";
+        assert!(refused_here(&reply(acl)));
+        // A refusal of the keys would refuse BITFIELD too; other errors are errors.
+        let keys = "-NOPERM No permissions to access a key\r\n";
+        assert!(!refused_here(&reply(keys)));
+        assert!(!refused_here(&reply("-ERR bloom: key 3 belongs to shard 2\r\n")));
+        assert!(!refused_here(&reply("-WRONGTYPE Operation against a key\r\n")));
+        assert!(!refused_here(&reply(":1\r\n")));
+    }
+}
