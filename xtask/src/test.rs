@@ -94,7 +94,10 @@ fn clang_dirs() -> Vec<PathBuf> {
         .map(|dirs| {
             dirs.flatten()
                 .map(|d| d.path())
-                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("llvm-")))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("llvm-"))
+                })
                 .map(|p| p.join("lib"))
                 .collect()
         })
@@ -106,7 +109,9 @@ fn clang_dirs() -> Vec<PathBuf> {
 impl Requirement {
     fn is_present(&self) -> bool {
         if self.library {
-            (self.extra_dirs)().iter().any(|dir| dir.join(self.program).exists())
+            (self.extra_dirs)()
+                .iter()
+                .any(|dir| dir.join(self.program).exists())
         } else {
             find(self.program, &(self.extra_dirs)()).is_some()
         }
@@ -184,10 +189,7 @@ pub(crate) fn setup() -> ExitCode {
 
 /// Installs what is missing, or explains what to run.
 fn ensure_requirements() -> Result<(), String> {
-    let missing: Vec<&Requirement> = REQUIREMENTS
-        .iter()
-        .filter(|r| !r.is_present())
-        .collect();
+    let missing: Vec<&Requirement> = REQUIREMENTS.iter().filter(|r| !r.is_present()).collect();
     if missing.is_empty() {
         return Ok(());
     }

@@ -286,3 +286,68 @@ fn a_cluster_through_any_node() {
     );
     assert_eq!(out.lines().filter(|l| l.starts_with("maybe\t")).count(), 3);
 }
+
+/// `--module`: the module's commands and the plain ones answer alike on one filter, and a
+/// server without the module refuses `--module required` (exit 3) without touching Redis's
+/// data.
+#[test]
+fn the_module_and_plain_commands_answer_alike() {
+    let with = RedisServer::start_with_module(&[]);
+    let url = with.url();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(
+        &keys,
+        (0..3000).map(|i| format!("id-{i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let probes = dir.path().join("probes.txt");
+    std::fs::write(
+        &probes,
+        (2000..6000)
+            .map(|i| format!("id-{i}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let redis = |command: &str, module: &str| {
+        let mut cmd = bloom();
+        cmd.args(["redis", command])
+            .args(at(&url, "ids"))
+            .args(["--module", module]);
+        cmd
+    };
+    redis("create", "required")
+        .args(["--items", "5000", "--fpr", "0.01", "--shards", "4"])
+        .assert()
+        .success();
+    redis("add", "required")
+        .arg("--keys")
+        .arg(&keys)
+        .assert()
+        .success();
+    let module = stdout(redis("check", "required").arg("--keys").arg(&probes));
+    let plain = stdout(redis("check", "never").arg("--keys").arg(&probes));
+    assert_eq!(module.lines().count(), 4000);
+    assert!(module == plain, "both paths answer alike");
+    assert!(module.lines().take(1000).all(|l| l.starts_with("maybe\t")));
+    assert!(
+        with.cli(&["INFO", "commandstats"])
+            .contains("cmdstat_bloom.mexists"),
+        "the module's commands were used"
+    );
+
+    let without = RedisServer::start();
+    let (code, _, stderr) = run(bloom()
+        .args(["redis", "create"])
+        .args(at(&without.url(), "ids"))
+        .args(["--module", "required", "--items", "5000", "--fpr", "0.01"]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("module"), "{stderr}");
+    assert_eq!(without.cli(&["DBSIZE"]).trim(), "0", "nothing was written");
+    let (code, _, _) = run(bloom()
+        .args(["redis", "check"])
+        .args(at(&url, "ids"))
+        .args(["--module", "sometimes", "--keys"])
+        .arg(&probes));
+    assert_eq!(code, 2);
+}

@@ -70,11 +70,13 @@ pub fn config_values(header: &Header) -> [String; 10] {
 /// markers are derived from it, and the Redis module takes it as an argument.
 #[must_use]
 pub fn config_text(header: &Header) -> String {
-    config_values(header).into_iter().fold(String::new(), |mut text, value| {
-        text.push_str(&value);
-        text.push('\n');
-        text
-    })
+    config_values(header)
+        .into_iter()
+        .fold(String::new(), |mut text, value| {
+            text.push_str(&value);
+            text.push('\n');
+            text
+        })
 }
 
 /// A configuration field that does not parse.
@@ -109,10 +111,13 @@ fn named<T: Copy>(
     all: &[T],
     name: impl Fn(T) -> &'static str,
 ) -> Result<T, FieldError> {
-    all.iter().copied().find(|&id| name(id) == text).ok_or_else(|| {
-        let known: Vec<&str> = all.iter().map(|&id| name(id)).collect();
-        bad(field, &format!("one of {}", known.join(", ")))
-    })
+    all.iter()
+        .copied()
+        .find(|&id| name(id) == text)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|&id| name(id)).collect();
+            bad(field, &format!("one of {}", known.join(", ")))
+        })
 }
 
 /// A `16.0.0`-style Unicode version, or `None` for the empty text.
@@ -149,7 +154,12 @@ pub fn parse_lower_hex(text: &str) -> Option<Vec<u8>> {
 /// The first field that does not parse.
 pub fn parse_config<'a>(get: impl Fn(&'static str) -> &'a str) -> Result<Header, FieldError> {
     let number = |field: &'static str| parse_number(field, get(field));
-    let rule = named("rule", get("rule"), PositionRuleId::ALL, PositionRuleId::name)?;
+    let rule = named(
+        "rule",
+        get("rule"),
+        PositionRuleId::ALL,
+        PositionRuleId::name,
+    )?;
     let layout = named("layout", get("layout"), LayoutId::ALL, LayoutId::name)?;
     if !matches!(layout, LayoutId::Sharded | LayoutId::ShardedV2) {
         return Err(bad("layout", "sharded-v2 or sharded"));
@@ -185,10 +195,7 @@ pub fn parse_config_text(text: &str) -> Result<Header, FieldError> {
     };
     let values: Vec<&str> = body.split('\n').collect();
     if values.len() != CONFIG_FIELDS.len() {
-        let field = CONFIG_FIELDS
-            .get(values.len())
-            .copied()
-            .unwrap_or("salt");
+        let field = CONFIG_FIELDS.get(values.len()).copied().unwrap_or("salt");
         return Err(bad(field, "ten fields, each ended by a newline"));
     }
     parse_config(|field| {
@@ -277,7 +284,10 @@ mod tests {
     fn config_text_parses_back() {
         let header = header();
         let text = config_text(&header);
-        assert_eq!(text, "96256\n7\nxxh3-128\nsharded\n16\nnfc\n1\n18.0.0\n\nab01\n");
+        assert_eq!(
+            text,
+            "96256\n7\nxxh3-128\nsharded\n16\nnfc\n1\n18.0.0\n\nab01\n"
+        );
         assert_eq!(parse_config_text(&text), Ok(header));
     }
 

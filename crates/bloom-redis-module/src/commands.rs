@@ -33,6 +33,12 @@ fn markers_reply((head, tail): (i64, i64), more: usize) -> Vec<RedisValue> {
     reply
 }
 
+/// One byte per key, `1` or `0` (ASCII): a single bulk string costs the server one reply
+/// where an integer per key would cost one each.
+fn flags(all_set: impl Iterator<Item = bool>) -> RedisValue {
+    RedisValue::StringBuffer(all_set.map(|set| if set { b'1' } else { b'0' }).collect())
+}
+
 /// The positions of the keys from argument 5 on, in the mode of argument 4.
 fn key_positions(
     plan: &Plan,
@@ -75,9 +81,10 @@ fn madd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let mut all_set = Vec::with_capacity(args.len() - 5);
     shard::set_bits(&mut value, &positions, plan.hashes(), &mut all_set);
-    let mut reply = markers_reply(plan.markers(&value), all_set.len());
-    reply.extend(all_set.iter().map(|&set| RedisValue::Integer(i64::from(set))));
-    if all_set.iter().any(|&set| !set) {
+    let mut reply = markers_reply(plan.markers(&value), 1);
+    let changed = all_set.iter().any(|&set| !set);
+    reply.push(flags(all_set.into_iter()));
+    if changed {
         ctx.replicate_verbatim();
     }
     Ok(RedisValue::Array(reply))
@@ -101,13 +108,13 @@ fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     }
     let mut all_set = Vec::with_capacity(args.len() - 5);
     shard::test_bits(value, &positions, plan.hashes(), &mut all_set);
-    let mut reply = markers_reply(plan.markers(value), all_set.len());
-    reply.extend(
+    let mut reply = markers_reply(plan.markers(value), 1);
+    reply.push(flags(
         all_set
             .iter()
             .zip(&maybe)
-            .map(|(&set, &maybe)| RedisValue::Integer(i64::from(set || maybe))),
-    );
+            .map(|(&set, &maybe)| set || maybe),
+    ));
     Ok(RedisValue::Array(reply))
 }
 

@@ -13,8 +13,8 @@
 //!
 //! | command | reply |
 //! | --- | --- |
-//! | `BLOOM.MADD shard creation config ENCODED\|RAW key [key ...]` | `[head, tail, all_set...]` |
-//! | `BLOOM.MEXISTS shard creation config ENCODED\|RAW key [key ...]` | `[head, tail, all_set...]` |
+//! | `BLOOM.MADD shard creation config ENCODED\|RAW key [key ...]` | `[head, tail, all_set]` |
+//! | `BLOOM.MEXISTS shard creation config ENCODED\|RAW key [key ...]` | `[head, tail, all_set]` |
 //! | `BLOOM.RESERVE shard creation config` | `[head, tail]` of the shard made |
 //! | `BLOOM.SHARD shard creation config` | `[head, tail, length, bits set]` |
 //! | `BLOOM.INFO` | the module's version, rules, layouts, encodings and Unicode tables |
@@ -22,8 +22,8 @@
 //! `head` and `tail` are the shard's two markers as `BITFIELD GET i64` reads them (0 for a
 //! missing key, and `tail` 0 for a value of another length than the shard's). When they are
 //! not the shard's own, nothing was read or written and no `all_set` follows: the shard is
-//! lost. `all_set` is 1 for a key all of whose bits were set (before the add, for
-//! `BLOOM.MADD`). The byte-level protocol is in `docs/format.md`, "The Redis module".
+//! lost. `all_set` is a string of one byte per key, `1` for a key all of whose bits were set
+//! (before the add, for `BLOOM.MADD`) and `0` otherwise. The byte-level protocol is in `docs/format.md`, "The Redis module".
 //!
 //! The shard logic is plain Rust over the shard's bytes; a test of it without a server:
 //!

@@ -5,7 +5,9 @@
 //! Redis"); the shard-local position `p` is Redis bit offset `64 + p`, which numbers bits from
 //! the most significant of each byte.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::rc::Rc;
 
 use bloom_core::{EncodedKey, FilterConfig, Layout, PositionRule};
 use bloom_format::sharded::{
@@ -104,35 +106,66 @@ impl Mode {
 /// number and size, and its marker.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    config: FilterConfig,
+    filter: Rc<Filter>,
     shard: u32,
     shard_bits: u64,
     marker: [u8; 8],
 }
 
-/// The shard number of a shard key `bloom:{NAME:s}`, with `NAME` a valid filter name.
-fn shard_number(key: &[u8]) -> Option<u64> {
-    let inner = key.strip_prefix(b"bloom:{")?.strip_suffix(b"}")?;
-    let colon = inner.iter().rposition(|&b| b == b':')?;
-    let (name, number) = (inner.get(..colon)?, inner.get(colon + 1..)?);
-    let valid = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    if name.is_empty() || name.len() > MAX_NAME || !name.iter().all(valid) {
-        return None;
-    }
-    parse_number("shards", std::str::from_utf8(number).ok()?).ok()
+/// A filter's configuration as a command uses it, made from its creation and configuration
+/// text.
+#[derive(Debug)]
+struct Filter {
+    config: FilterConfig,
+    shards: u32,
+    shard_bits: u64,
+    markers: ShardMarkers,
 }
 
-impl Plan {
-    /// The plan for shard key `key` of the filter created as `creation` (its metadata form)
-    /// with the configuration `config` (see `bloom_format::sharded::config_text`).
-    pub(crate) fn new(key: &[u8], creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
-        let shard = shard_number(key).ok_or(CommandError::NotAShard)?;
+/// Filters most recently used, by their creation and configuration text: a batch sends one
+/// command per shard of one filter, and parsing the configuration for each would cost more
+/// than hashing its keys.
+const CACHED: usize = 8;
+
+thread_local! {
+    // Commands run on Redis's main thread; the cache is that thread's.
+    static FILTERS: RefCell<Vec<(Vec<u8>, Rc<Filter>)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Filter {
+    /// The filter `creation` and `config` describe, from the cache when it was seen lately.
+    fn cached(creation: &[u8], config: &[u8]) -> Result<Rc<Self>, CommandError> {
+        let mut id = Vec::with_capacity(creation.len() + 1 + config.len());
+        id.extend_from_slice(creation);
+        id.push(b' ');
+        id.extend_from_slice(config);
+        let hit = FILTERS.with_borrow_mut(|filters| {
+            let at = filters.iter().position(|(k, _)| *k == id)?;
+            let entry = filters.remove(at);
+            let filter = Rc::clone(&entry.1);
+            filters.push(entry);
+            Some(filter)
+        });
+        if let Some(filter) = hit {
+            return Ok(filter);
+        }
+        let filter = Rc::new(Self::parse(creation, config)?);
+        FILTERS.with_borrow_mut(|filters| {
+            if filters.len() >= CACHED {
+                filters.remove(0);
+            }
+            filters.push((id, Rc::clone(&filter)));
+        });
+        Ok(filter)
+    }
+
+    fn parse(creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
         let creation = std::str::from_utf8(creation)
             .ok()
             .and_then(parse_creation)
             .ok_or(CommandError::Creation)?;
-        let text = std::str::from_utf8(config)
-            .map_err(|_| CommandError::Config("is not UTF-8".into()))?;
+        let text =
+            std::str::from_utf8(config).map_err(|_| CommandError::Config("is not UTF-8".into()))?;
         let header = parse_config_text(text).map_err(|e| {
             CommandError::Config(format!("field {} should be {}", e.field, e.expected))
         })?;
@@ -158,16 +191,45 @@ impl Plan {
                 "has shards over Redis's 512 MiB per key".into(),
             ));
         }
-        let shard = u32::try_from(shard)
-            .ok()
-            .filter(|&s| s < shards)
-            .ok_or(CommandError::ShardNumber { shard, shards })?;
-        let marker = ShardMarkers::new(&creation, config).bytes(shard);
         Ok(Self {
             config: filter,
-            shard,
+            shards,
             shard_bits,
-            marker,
+            markers: ShardMarkers::new(&creation, config),
+        })
+    }
+}
+
+/// The shard number of a shard key `bloom:{NAME:s}`, with `NAME` a valid filter name.
+fn shard_number(key: &[u8]) -> Option<u64> {
+    let inner = key.strip_prefix(b"bloom:{")?.strip_suffix(b"}")?;
+    let colon = inner.iter().rposition(|&b| b == b':')?;
+    let (name, number) = (inner.get(..colon)?, inner.get(colon + 1..)?);
+    let valid = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if name.is_empty() || name.len() > MAX_NAME || !name.iter().all(valid) {
+        return None;
+    }
+    parse_number("shards", std::str::from_utf8(number).ok()?).ok()
+}
+
+impl Plan {
+    /// The plan for shard key `key` of the filter created as `creation` (its metadata form)
+    /// with the configuration `config` (see `bloom_format::sharded::config_text`).
+    pub(crate) fn new(key: &[u8], creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
+        let shard = shard_number(key).ok_or(CommandError::NotAShard)?;
+        let filter = Filter::cached(creation, config)?;
+        let shard = u32::try_from(shard)
+            .ok()
+            .filter(|&s| s < filter.shards)
+            .ok_or(CommandError::ShardNumber {
+                shard,
+                shards: filter.shards,
+            })?;
+        Ok(Self {
+            marker: filter.markers.bytes(shard),
+            shard_bits: filter.shard_bits,
+            shard,
+            filter,
         })
     }
 
@@ -222,24 +284,29 @@ impl Plan {
         out: &mut Vec<u64>,
         maybe: &mut Vec<bool>,
     ) -> Result<(), CommandError> {
-        let foreign = self.config.has_foreign_tables();
+        let foreign = self.filter.config.has_foreign_tables();
         for (index, key) in keys.enumerate() {
             let encoded = match mode {
                 Mode::Encoded => EncodedKey::from_encoded(key),
-                Mode::Raw => self
-                    .config
-                    .encode_bytes(key)
-                    .map_err(|e| CommandError::Key {
-                        index,
-                        reason: e.to_string(),
-                    })?,
+                Mode::Raw => {
+                    self.filter
+                        .config
+                        .encode_bytes(key)
+                        .map_err(|e| CommandError::Key {
+                            index,
+                            reason: e.to_string(),
+                        })?
+                }
             };
-            let sensitive = foreign && (mode == Mode::Encoded || !key.is_ascii());
-            if sensitive && adding && mode == Mode::Raw {
+            // An encoded key is hashed as given: its sender encoded it, and answers for the
+            // tables it used (a client of other tables records that in the metadata, and
+            // answers *maybe* itself). A raw key is encoded here, with the module's tables.
+            let sensitive = foreign && mode == Mode::Raw && !key.is_ascii();
+            if sensitive && adding {
                 return Err(CommandError::ForeignTables { index });
             }
             maybe.push(sensitive && !adding);
-            for p in self.config.positions(&encoded).as_slice() {
+            for p in self.filter.config.positions(&encoded).as_slice() {
                 let shard = p / self.shard_bits;
                 if shard != u64::from(self.shard) {
                     return Err(CommandError::WrongShard { index, shard });
@@ -252,7 +319,7 @@ impl Plan {
 
     /// Positions per key.
     pub(crate) fn hashes(&self) -> usize {
-        self.config.hashes() as usize
+        self.filter.config.hashes() as usize
     }
 }
 
@@ -316,6 +383,52 @@ mod tests {
         (plan, config)
     }
 
+    /// Arguments damaged at random (a fixed seed: the same cases every run) are refused or
+    /// taken, never a panic; a configuration that parses is one the header rules accept.
+    #[test]
+    fn damaged_arguments_never_panic() {
+        let (_, config) = plan_for(0);
+        let text = config_text(&config.to_header(bloom_format::DatasetGeneration::ZERO, 0));
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let alphabet = b"0123456789\nabcdefx-.:{}\xff";
+        let mut taken = 0;
+        for _ in 0..20_000 {
+            let mut damaged = text.clone().into_bytes();
+            for _ in 0..=(next() % 3) {
+                let at = (next() as usize) % (damaged.len() + 1);
+                let byte = alphabet[(next() as usize) % alphabet.len()];
+                match next() % 3 {
+                    0 if at < damaged.len() => damaged[at] = byte,
+                    1 if at < damaged.len() => {
+                        damaged.remove(at);
+                    }
+                    _ => damaged.insert(at, byte),
+                }
+            }
+            let key = format!("bloom:{{seen:{}}}", next() % 6);
+            if let Ok(plan) = Plan::new(key.as_bytes(), "01".repeat(16).as_bytes(), &damaged) {
+                taken += 1;
+                let (mut out, mut maybe) = (Vec::new(), Vec::new());
+                let keys = [&damaged[..], b"k", b"\xff\xfe"];
+                let _ = plan.positions(keys.into_iter(), Mode::Raw, true, &mut out, &mut maybe);
+                let mut value = vec![0; plan.shard_len().min(1 << 20)];
+                plan.write_markers(&mut value);
+                let _ = plan.markers(&value);
+            }
+        }
+        assert!(
+            taken > 0,
+            "some damage leaves a valid configuration (a changed salt)"
+        );
+    }
+
     #[test]
     fn shard_keys_are_checked() {
         assert_eq!(shard_number(b"bloom:{seen:3}"), Some(3));
@@ -357,7 +470,10 @@ mod tests {
             &mut out,
             &mut maybe,
         );
-        assert!(matches!(refused, Err(CommandError::WrongShard { index: 0, .. })));
+        assert!(matches!(
+            refused,
+            Err(CommandError::WrongShard { index: 0, .. })
+        ));
         let refused = plan.positions(
             [&b"\xff"[..]].into_iter(),
             Mode::Raw,
@@ -366,6 +482,33 @@ mod tests {
             &mut maybe,
         );
         assert!(matches!(refused, Err(CommandError::Key { index: 0, .. })));
+    }
+
+    #[test]
+    fn raw_keys_outside_ascii_of_foreign_tables_are_maybe_or_refused() {
+        let old = bloom_format::UnicodeVersion::new(15, 0, 0);
+        let params = FilterParams::planned(Layout::sharded(1).unwrap(), 1000, 0.01).unwrap();
+        let config = FilterConfig::new(params)
+            .with_encoding(KeyEncoding::Nfc)
+            .with_tables(bloom_core::UnicodeTables::new(Some(old), None));
+        assert!(config.has_foreign_tables());
+        let text = config_text(&config.to_header(bloom_format::DatasetGeneration::ZERO, 0));
+        let plan = Plan::new(b"bloom:{t:0}", "01".repeat(16).as_bytes(), text.as_bytes()).unwrap();
+        let (mut out, mut maybe) = (Vec::new(), Vec::new());
+        let keys = ["ascii".as_bytes(), "naïve".as_bytes()];
+        plan.positions(keys.into_iter(), Mode::Raw, false, &mut out, &mut maybe)
+            .unwrap();
+        assert_eq!(maybe, [false, true]);
+        let refused = plan.positions(keys.into_iter(), Mode::Raw, true, &mut out, &mut maybe);
+        assert_eq!(refused, Err(CommandError::ForeignTables { index: 1 }));
+        maybe.clear();
+        plan.positions(keys.into_iter(), Mode::Encoded, true, &mut out, &mut maybe)
+            .unwrap();
+        assert_eq!(
+            maybe,
+            [false, false],
+            "encoded keys are the sender's business"
+        );
     }
 
     #[test]

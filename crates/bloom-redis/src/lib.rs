@@ -9,6 +9,11 @@
 //! key, a filter recreated under the same name) is reported as
 //! [`RedisFilterError::LostState`] and never answered from.
 //!
+//! Where the servers load the `bloom` Redis module (crate `bloom-redis-module`), keys are
+//! hashed inside the server (`BLOOM.MADD` / `BLOOM.MEXISTS`, one per shard of a batch) into
+//! the same bits; elsewhere, and for a node or user that refuses the module's commands, the
+//! plain `BITFIELD`s are sent ([`ModuleUse`], [`RedisTarget::with_module`]).
+//!
 //! [`RedisFilter::export`] writes the snapshot a local `bloom_core::BloomFilter` with the
 //! same configuration and keys would write, and [`RedisFilter::import`] loads one back.
 //! [`SharedFilteredStore`] is check-then-confirm over a primary store with the filter in
@@ -50,6 +55,8 @@ mod wire;
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
 pub use epoch::Durability;
 pub use error::RedisFilterError;
-pub use filter::{Info, RedisFilter, Restore, fit_to_allocator, meta_key, shard_key};
+pub use filter::{
+    Info, RedisFilter, Restore, fit_to_allocator, meta_key, plan_for_allocator, shard_key,
+};
 pub use module::ModuleUse;
 pub use shared::{SharedError, SharedFilteredStore, SharedOpen};

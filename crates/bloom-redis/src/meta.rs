@@ -66,7 +66,10 @@ pub(crate) struct Markers(ShardMarkers);
 impl Markers {
     /// The markers of the filter `creation` made with `header`'s configuration.
     pub(crate) fn new(creation: Creation, header: &Header) -> Self {
-        Self(ShardMarkers::new(&creation.0, config_text(header).as_bytes()))
+        Self(ShardMarkers::new(
+            &creation.0,
+            config_text(header).as_bytes(),
+        ))
     }
 
     /// The marker of shard `shard`, as `BITFIELD key GET i64 offset` reads it.

@@ -106,8 +106,12 @@ mod tests {
         // A refusal of the keys would refuse BITFIELD too; other errors are errors.
         let keys = "-NOPERM No permissions to access a key\r\n";
         assert!(!refused_here(&reply(keys)));
-        assert!(!refused_here(&reply("-ERR bloom: key 3 belongs to shard 2\r\n")));
-        assert!(!refused_here(&reply("-WRONGTYPE Operation against a key\r\n")));
+        assert!(!refused_here(&reply(
+            "-ERR bloom: key 3 belongs to shard 2\r\n"
+        )));
+        assert!(!refused_here(&reply(
+            "-WRONGTYPE Operation against a key\r\n"
+        )));
         assert!(!refused_here(&reply(":1\r\n")));
     }
 }

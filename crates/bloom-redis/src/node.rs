@@ -48,7 +48,10 @@ fn module_version(reply: &Value) -> Option<i64> {
     };
     modules.iter().find_map(|module| {
         let pairs: Vec<(&Value, &Value)> = match module {
-            Value::Array(items) => items.chunks(2).filter_map(|p| Some((p.first()?, p.get(1)?))).collect(),
+            Value::Array(items) => items
+                .chunks(2)
+                .filter_map(|p| Some((p.first()?, p.get(1)?)))
+                .collect(),
             Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
             _ => return None,
         };

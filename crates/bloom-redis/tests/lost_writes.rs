@@ -393,3 +393,74 @@ fn an_import_waits_for_its_durability_after_writing_the_bits() {
     );
     assert_eq!(assert_never_absent(&imported, &keys("k", 0..5000)), 0);
 }
+
+/// A server that evicts any key (`allkeys-random`) under memory pressure: shards, epoch
+/// records and the metadata go at random. Every acknowledged key is still answered "maybe"
+/// or refused, by a handle that was open through it and by one opened after; an insert into
+/// a filter that lost a shard or a record never succeeds silently.
+#[test]
+fn eviction_of_any_of_the_filters_keys_is_never_answered_absent() {
+    let server = RedisServer::start_with(&[
+        "--maxmemory",
+        "3mb",
+        "--maxmemory-policy",
+        "allkeys-random",
+        "--maxmemory-samples",
+        "10",
+    ]);
+    let target = server.target();
+    let filter = RedisFilter::create(&target, "evicted", config(32, 20_000)).unwrap();
+    let acknowledged = keys("k", 0..20_000);
+    filter.insert_all(&acknowledged).unwrap();
+    assert_eq!(assert_never_absent(&filter, &acknowledged), 0);
+    // Other data pushes the filter's keys out: the event is Redis's own counter.
+    let evicted = || -> u64 {
+        server
+            .cli(&["INFO", "stats"])
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("evicted_keys:")?.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(30))
+        .unwrap();
+    let mut names = vec![bloom_redis::meta_key("evicted")];
+    names.extend((0..32).map(|s| bloom_redis::shard_key("evicted", s)));
+    let filler = "x".repeat(16 << 10);
+    let mut i = 0u32;
+    loop {
+        let present: u64 = redis::cmd("EXISTS").arg(&names).query(&mut conn).unwrap();
+        if present < 33 {
+            break;
+        }
+        let _: () = redis::cmd("SET")
+            .arg(format!("filler-{i}"))
+            .arg(&filler)
+            .query(&mut conn)
+            .unwrap();
+        i += 1;
+        assert!(i < 100_000, "nothing of the filter was evicted");
+    }
+    assert!(evicted() > 0);
+    // The handle that was open, and a new one (which may not open at all without its
+    // metadata): "maybe" or a refusal, never "absent".
+    assert_never_absent(&filter, &acknowledged);
+    match RedisFilter::open(&target, "evicted") {
+        Ok(reopened) => {
+            assert_never_absent(&reopened, &acknowledged);
+            // 2,000 keys touch every shard: an insert that succeeds found them all whole
+            // and judged, and then nothing is refused.
+            if reopened.insert_all(&keys("new", 0..2_000)).is_ok() {
+                assert_eq!(assert_never_absent(&reopened, &acknowledged), 0);
+            }
+        }
+        Err(e) => assert!(
+            matches!(
+                e,
+                RedisFilterError::NotFound { .. } | RedisFilterError::Metadata { .. }
+            ),
+            "{e}"
+        ),
+    }
+}

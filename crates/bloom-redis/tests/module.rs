@@ -74,7 +74,10 @@ fn both_paths_write_the_same_bits_and_answer_the_same() {
         let changed = other.insert_all(&second).unwrap();
         local.insert_all(&second);
         assert!(other.insert("café").unwrap());
-        assert!(!made.insert("cafe\u{301}").unwrap(), "NFC makes them one key");
+        assert!(
+            !made.insert("cafe\u{301}").unwrap(),
+            "NFC makes them one key"
+        );
         local.insert("café");
         assert!(changed > 5_900, "{changed}");
 
@@ -176,7 +179,14 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     assert_eq!(lines.len(), 3, "{reply}");
     assert_eq!(lines[2], "0", "new: not all bits were set");
     assert!(filter.contains("café").unwrap());
-    let reply = cli(&["BLOOM.MEXISTS", &shard_name, creation, &text, "ENCODED", "café"]);
+    let reply = cli(&[
+        "BLOOM.MEXISTS",
+        &shard_name,
+        creation,
+        &text,
+        "ENCODED",
+        "café",
+    ]);
     assert_eq!(reply.lines().nth(2).map(str::trim), Some("1"));
 
     // Keys of another shard, bad creations, configurations, modes and types: refused.
@@ -184,9 +194,23 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
         .map(|i| format!("x{i}"))
         .find(|k| shard_of(k) != shard)
         .unwrap();
-    let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "RAW", &elsewhere]);
+    let reply = cli(&[
+        "BLOOM.MADD",
+        &shard_name,
+        creation,
+        &text,
+        "RAW",
+        &elsewhere,
+    ]);
     assert!(reply.starts_with("WRONGSHARD"), "{reply}");
-    let reply = cli(&["BLOOM.MADD", &shard_name, &"0".repeat(32), &text, "RAW", key]);
+    let reply = cli(&[
+        "BLOOM.MADD",
+        &shard_name,
+        &"0".repeat(32),
+        &text,
+        "RAW",
+        key,
+    ]);
     assert!(reply.starts_with("ERR bloom: the creation"), "{reply}");
     let edited = text.replacen("\n7\n", "\n8\n", 1);
     assert_ne!(edited, text);
@@ -200,16 +224,47 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     assert!(reply.starts_with("ERR bloom: the configuration"), "{reply}");
     let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "HASHED", key]);
     assert!(reply.starts_with("ERR bloom: the mode"), "{reply}");
-    let reply = cli(&["BLOOM.MADD", "bloom:{seen}:meta", creation, &text, "RAW", key]);
-    assert!(reply.starts_with("ERR bloom: the key is not a shard key"), "{reply}");
-    let reply = cli(&["BLOOM.MEXISTS", &shard_key("seen", 9), creation, &text, "RAW", key]);
+    let reply = cli(&[
+        "BLOOM.MADD",
+        "bloom:{seen}:meta",
+        creation,
+        &text,
+        "RAW",
+        key,
+    ]);
+    assert!(
+        reply.starts_with("ERR bloom: the key is not a shard key"),
+        "{reply}"
+    );
+    let reply = cli(&[
+        "BLOOM.MEXISTS",
+        &shard_key("seen", 9),
+        creation,
+        &text,
+        "RAW",
+        key,
+    ]);
     assert!(reply.starts_with("ERR bloom: shard 9"), "{reply}");
-    let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "RAW", "\u{0}ok", "\u{ff}"]);
-    assert!(!reply.starts_with("ERR"), "valid UTF-8 keys are taken: {reply}");
+    let reply = cli(&[
+        "BLOOM.MADD",
+        &shard_name,
+        creation,
+        &text,
+        "RAW",
+        "\u{0}ok",
+        "\u{ff}",
+    ]);
+    assert!(
+        !reply.starts_with("ERR"),
+        "valid UTF-8 keys are taken: {reply}"
+    );
     let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "RAW"]);
     assert!(reply.starts_with("ERR wrong number"), "{reply}");
     let info = cli(&["BLOOM.INFO"]);
-    assert!(info.contains("sharded-v2") && info.contains("xxh3-128"), "{info}");
+    assert!(
+        info.contains("sharded-v2") && info.contains("xxh3-128"),
+        "{info}"
+    );
     let shard_info = cli(&["BLOOM.SHARD", &shard_name, creation, &text]);
     let fields: Vec<&str> = shard_info.lines().map(str::trim).collect();
     assert_eq!(fields[2], (shard_bits / 8 + 16).to_string(), "{shard_info}");
@@ -256,14 +311,23 @@ fn replicas_and_the_aof_carry_the_module_writes() {
     // Killed and started again: the AOF replays the module's commands.
     master.restart();
     let filter = RedisFilter::open(&target, "seen").unwrap();
-    assert!(filter.contains_each(&inserted).unwrap().iter().all(|&maybe| maybe));
+    assert!(
+        filter
+            .contains_each(&inserted)
+            .unwrap()
+            .iter()
+            .all(|&maybe| maybe)
+    );
 }
 
 #[test]
 fn a_node_or_a_user_without_the_module_gets_plain_commands() {
     // Node 0 has no module; Auto finds shards on it and sends them plain commands.
     let cluster = RedisCluster::start_loading(0, 15_000, |i| i != 0);
-    let probes: Vec<String> = keys("k", 3_000).into_iter().chain(keys("absent", 3_000)).collect();
+    let probes: Vec<String> = keys("k", 3_000)
+        .into_iter()
+        .chain(keys("absent", 3_000))
+        .collect();
     let mut expected = None;
     for module in [ModuleUse::Never, ModuleUse::Auto] {
         let name = format!("mixed-{module:?}");
@@ -289,8 +353,17 @@ fn a_node_or_a_user_without_the_module_gets_plain_commands() {
     // A user that may run the plain commands but not the module's.
     let server = RedisServer::start_with_module(&[]);
     server.cli(&[
-        "ACL", "SETUSER", "plain", "on", ">secret-pw", "~*", "&*", "+@all", "-bloom.madd",
-        "-bloom.mexists", "-bloom.reserve",
+        "ACL",
+        "SETUSER",
+        "plain",
+        "on",
+        ">secret-pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-bloom.madd",
+        "-bloom.mexists",
+        "-bloom.reserve",
     ]);
     let url = format!("redis://plain:secret-pw@127.0.0.1:{}/", server.port);
     let target = bloom_redis::RedisTarget::single(url).with_timeout(Duration::from_secs(10));

@@ -57,6 +57,15 @@ pub(crate) struct RedisAt {
     /// no single wait on Redis lasts more than 5 seconds.
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub(crate) timeout: Option<f64>,
+    /// Whether to use the bloom Redis module's commands (keys hashed inside the server):
+    /// auto (when the servers list it in MODULE LIST), never, or required (exit 3 without
+    /// it). Both ways write the same bits.
+    #[arg(long, value_name = "USE", default_value = "auto", value_parser = parse_module_use)]
+    pub(crate) module: bloom_redis::ModuleUse,
+}
+
+fn parse_module_use(text: &str) -> Result<bloom_redis::ModuleUse, String> {
+    text.parse()
 }
 
 /// What a filter asks of every writer (`redis create`, `redis import`).
@@ -83,8 +92,9 @@ pub(crate) struct RedisCreateArgs {
     pub(crate) at: RedisAt,
     #[command(flatten)]
     pub(crate) size: Sizing,
-    /// Shards (Redis keys): 16 by default, more for a large filter (each shard is at most
-    /// 512 MiB) or to spread a cluster's load.
+    /// Shards (Redis keys). By default, with --items and --fpr, the count from 16 to 32 (or
+    /// more for a large filter: each shard is at most 512 MiB) whose shards waste least of
+    /// the memory Redis's allocator rounds them to; 16 with --bits.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub(crate) shards: Option<u32>,
     /// Position rule: xxh3-128, or sha256-double (the default with --salt).

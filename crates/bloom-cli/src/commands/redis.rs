@@ -162,6 +162,7 @@ fn target(at: &RedisAt) -> CmdResult<RedisTarget> {
         }
         None => target.with_timeout(bloom_redis::DEFAULT_TIMEOUT),
     };
+    let target = target.with_module(at.module);
     match &at.tls_ca {
         Some(path) => Ok(target.with_tls_ca(read_small_file(at, path, 1 << 20, "--tls-ca")?)),
         None => Ok(target),
@@ -197,6 +198,7 @@ fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
         | RedisFilterError::NodeChanged
         | RedisFilterError::TooLarge { .. }
         | RedisFilterError::Unavailable(_)
+        | RedisFilterError::ModuleMissing
         | RedisFilterError::TlsCa(_) => {
             Failure::environment(format!("redis filter {name}: {error}"))
         }
@@ -243,9 +245,15 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
         Size::Planned { items, fpr } => {
             let rough = FilterParams::for_false_positive_rate(items, fpr)
                 .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
-            // Each shard grown to the allocation Redis makes for it anyway.
-            FilterParams::planned_for(rule, layout_for(rough.bits())?, items, fpr)
-                .map(bloom_redis::fit_to_allocator)
+            let least = layout_for(rough.bits())?.shards();
+            // Each shard grown to the allocation Redis makes for it anyway; without
+            // --shards, the count (up to twice the least) that wastes least of it.
+            let most = if args.shards.is_some() {
+                least
+            } else {
+                least.saturating_mul(2).min(bloom_core::MAX_SHARDS)
+            };
+            bloom_redis::plan_for_allocator(rule, items, fpr, least..=most)
         }
         Size::Explicit { bits, hashes } => {
             FilterParams::with_layout(layout_for(bits)?, bits, hashes)

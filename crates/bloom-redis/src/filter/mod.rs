@@ -92,6 +92,68 @@ pub fn fit_to_allocator(params: FilterParams) -> FilterParams {
     FilterParams::with_layout(params.layout(), fitted, params.hashes()).unwrap_or(params)
 }
 
+/// Bytes each shard costs Redis besides its value's allocation: its key's entry, object and
+/// name, and its epoch record (a small hash) with its own.
+const SHARD_KEYS_OVERHEAD: u64 = 256;
+
+/// The memory Redis allocates for a filter of `params` (sharded): every shard's allocation
+/// and the keys around it.
+fn allocated(params: &FilterParams) -> u64 {
+    let shards = u64::from(params.layout().shards());
+    let value = params.bits() / shards / 8 + 2 * MARKER_BYTES;
+    shards * (allocation(value + STRING_OVERHEAD) + SHARD_KEYS_OVERHEAD)
+}
+
+/// The plan for `items` keys at `fpr` (at most, with rule `rule`) that takes the least Redis
+/// memory: each shard count in `shards` is planned ([`FilterParams::planned_for`]) and its
+/// shards grown to their allocation ([`fit_to_allocator`]), and the plan whose shards and keys
+/// take the least memory wins (the fewest shards among equals). jemalloc rounds a shard up to
+/// one of four sizes per power of two, so one shard count can waste a fifth of the memory
+/// that another wastes almost none of; the bits never fall below what `fpr` needs.
+///
+/// ```
+/// use bloom_core::PositionRule;
+/// use bloom_redis::plan_for_allocator;
+///
+/// let params = plan_for_allocator(PositionRule::Xxh3_128, 1_000_000, 0.01, 16..=32)?;
+/// assert!((16..=32).contains(&params.layout().shards()));
+/// # Ok::<(), bloom_core::ParamsError>(())
+/// ```
+///
+/// # Errors
+/// As [`FilterParams::planned_for`], when no shard count in `shards` can be planned.
+pub fn plan_for_allocator(
+    rule: PositionRule,
+    items: u64,
+    fpr: f64,
+    shards: std::ops::RangeInclusive<u32>,
+) -> Result<FilterParams, bloom_core::ParamsError> {
+    let mut best: Option<(u64, FilterParams)> = None;
+    let mut last_error = None;
+    let shards_start = shards.start();
+    for count in shards.clone() {
+        let planned = Layout::sharded(count)
+            .and_then(|layout| FilterParams::planned_for(rule, layout, items, fpr));
+        match planned {
+            Ok(params) => {
+                let params = fit_to_allocator(params);
+                let memory = allocated(&params);
+                if best.as_ref().is_none_or(|(least, _)| memory < *least) {
+                    best = Some((memory, params));
+                }
+            }
+            Err(e) => last_error = Some(e),
+        }
+    }
+    match (best, last_error) {
+        (Some((_, params)), _) => Ok(params),
+        (None, Some(e)) => Err(e),
+        (None, None) => {
+            FilterParams::planned_for(rule, Layout::sharded(*shards_start)?, items, fpr)
+        }
+    }
+}
+
 fn check_name(name: &str) -> Result<(), RedisFilterError> {
     let valid = (1..=200).contains(&name.len())
         && name
@@ -371,7 +433,10 @@ impl RedisFilter {
                 ]);
                 keys.push(key.into_bytes());
             }
-            for (&s, value) in group.iter().zip(conn.pipeline_by(commands, keys, deadline)?.values) {
+            for (&s, value) in group
+                .iter()
+                .zip(conn.pipeline_by(commands, keys, deadline)?.values)
+            {
                 if module::refused_here(&value) {
                     if self.target.module() == ModuleUse::Required {
                         return Err(RedisFilterError::ModuleMissing);
@@ -564,5 +629,37 @@ mod tests {
                     <= planned.predicted_false_positive_rate(items)
             );
         }
+    }
+
+    #[test]
+    fn the_shard_count_that_wastes_least_is_chosen() {
+        for (items, fpr) in [(1_000_000, 0.0099), (1_000_000, 0.005), (250_000, 0.001)] {
+            let chosen = plan_for_allocator(PositionRule::Xxh3_128, items, fpr, 16..=32).unwrap();
+            let shards = chosen.layout().shards();
+            assert!((16..=32).contains(&shards));
+            let mut least = u64::MAX;
+            for count in 16..=32 {
+                let planned = FilterParams::planned_for(
+                    PositionRule::Xxh3_128,
+                    Layout::sharded(count).unwrap(),
+                    items,
+                    fpr,
+                )
+                .unwrap();
+                least = least.min(allocated(&fit_to_allocator(planned)));
+                if count == shards {
+                    assert!(
+                        chosen.bits() >= planned.bits(),
+                        "never fewer bits than needed"
+                    );
+                }
+            }
+            assert_eq!(allocated(&chosen), least);
+            assert!(chosen.predicted_false_positive_rate(items) <= fpr * 1.0001);
+        }
+        // An empty range plans its start.
+        #[allow(clippy::reversed_empty_ranges)]
+        let empty = plan_for_allocator(PositionRule::Xxh3_128, 1_000, 0.01, 8..=7).unwrap();
+        assert_eq!(empty.layout().shards(), 8);
     }
 }

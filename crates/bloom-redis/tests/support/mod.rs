@@ -86,8 +86,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     extra: Vec<String>,
-    /// Whether it loads the `bloom` module.
-    module: bool,
+    /// The module it loads, if any.
+    module: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -113,14 +113,24 @@ impl RedisServer {
         Self::start_node_loading(extra, false, true)
     }
 
+    /// A server that loads the module at `path`, with extra arguments.
+    pub fn start_with_module_file(path: PathBuf, extra: &[&str]) -> Self {
+        Self::start_node_with(extra, false, Some(path))
+    }
+
     /// A server with extra arguments, loading the module or not.
     fn start_node_loading(extra: &[&str], cluster: bool, module: bool) -> Self {
-        let module_path = module_path();
-        assert!(
-            !module || module_path.is_file(),
-            "the bloom module is not built at {}: run the tests with `cargo xtask test`, or `cargo build -p bloom-redis-module` first",
-            module_path.display()
-        );
+        Self::start_node_with(extra, cluster, module.then(module_path))
+    }
+
+    fn start_node_with(extra: &[&str], cluster: bool, module: Option<PathBuf>) -> Self {
+        if let Some(path) = &module {
+            assert!(
+                path.is_file(),
+                "the bloom module is not built at {}: run the tests with `cargo xtask test`, or `cargo build -p bloom-redis-module` first",
+                path.display()
+            );
+        }
         let mut server = Self {
             port: 0,
             child: None,
@@ -154,10 +164,9 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(self.dir.path())
-            .args(if self.module {
-                vec!["--loadmodule".into(), module_path().into_os_string()]
-            } else {
-                Vec::new()
+            .args(match &self.module {
+                Some(path) => vec!["--loadmodule".into(), path.clone().into_os_string()],
+                None => Vec::new(),
             })
             .args(&self.extra)
             .stdout(Stdio::null())

@@ -18,13 +18,16 @@ use redis::Value;
 use crate::connection::{PendingPipeline, server_error};
 use crate::epoch::{self, Durability, Record, Verdict};
 use crate::error::RedisFilterError;
-use crate::module::ModuleUse;
 use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
+use crate::module::ModuleUse;
 use crate::node::text;
 use crate::wire::Commands;
 
 /// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
 const BATCH: usize = 4096;
+/// Keys per pipeline with the module: one `BLOOM.MADD` per shard of about 1,000 keys over 16
+/// shards (a command's cost in Redis, before its keys, is paid once per shard).
+const MODULE_BATCH: usize = 16_384;
 /// Batches sent before the oldest one's replies are read: the server always has one queued
 /// while the client reads and hashes.
 const IN_FLIGHT: usize = 3;
@@ -101,7 +104,11 @@ impl RedisFilter {
                 // The module hashes the keys itself, and checks both markers first.
                 commands.begin(5 + indexes.len());
                 commands
-                    .arg(if write { b"BLOOM.MADD" } else { b"BLOOM.MEXISTS" })
+                    .arg(if write {
+                        b"BLOOM.MADD"
+                    } else {
+                        b"BLOOM.MEXISTS"
+                    })
                     .arg(key.as_bytes())
                     .arg(creation.as_bytes())
                     .arg(self.config_text.as_bytes())
@@ -222,8 +229,7 @@ impl RedisFilter {
         let mut all_set = vec![false; batch.keys];
         let mut answered = Vec::with_capacity(batch.shards.len());
         let mut refused = Vec::new();
-        // Per key, the module answers one integer, BITFIELD one per bit.
-        let per_key = if module { 1 } else { k };
+
         for (shard, indexes) in &batch.shards {
             let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
                 return Err(RedisFilterError::Protocol("a reply is missing".into()));
@@ -242,10 +248,39 @@ impl RedisFilter {
                 ));
             };
             self.check_markers(*shard, &items)?;
-            if items.len() != 2 + indexes.len() * per_key {
-                return Err(RedisFilterError::Protocol("a short reply for a shard".into()));
+            if module {
+                // One byte per key: `1` when all its bits were set.
+                let flags = match items.get(2..) {
+                    Some([Value::BulkString(flags)]) if flags.len() == indexes.len() => flags,
+                    _ => {
+                        return Err(RedisFilterError::Protocol(
+                            "the module gave no flag per key".into(),
+                        ));
+                    }
+                };
+                for (&i, &flag) in indexes.iter().zip(flags) {
+                    let set = match flag {
+                        b'1' => true,
+                        b'0' => false,
+                        _ => {
+                            return Err(RedisFilterError::Protocol(
+                                "the module gave a flag other than 0 or 1".into(),
+                            ));
+                        }
+                    };
+                    if let Some(slot) = all_set.get_mut(i) {
+                        *slot = set;
+                    }
+                }
+                answered.push((serial, *shard));
+                continue;
             }
-            for (&i, bits) in indexes.iter().zip(items[2..].chunks(per_key)) {
+            if items.len() != 2 + indexes.len() * k {
+                return Err(RedisFilterError::Protocol(
+                    "a short reply for a shard".into(),
+                ));
+            }
+            for (&i, bits) in indexes.iter().zip(items[2..].chunks(k)) {
                 let mut set = true;
                 for bit in bits {
                     match bit {
@@ -303,7 +338,12 @@ impl RedisFilter {
         deadline: Instant,
         mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
     ) -> Result<(), RedisFilterError> {
-        let mut chunks = keys.chunks(BATCH);
+        let size = if self.module.load(Ordering::Acquire) {
+            MODULE_BATCH
+        } else {
+            BATCH
+        };
+        let mut chunks = keys.chunks(size);
         let mut in_flight: std::collections::VecDeque<(InFlight, &[K])> =
             std::collections::VecDeque::with_capacity(IN_FLIGHT);
         let mut uncounted = 0u64;
