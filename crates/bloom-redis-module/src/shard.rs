@@ -255,7 +255,7 @@ impl Plan {
         let read = |bytes: Option<&[u8]>| {
             bytes
                 .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map_or(0, i64::from_be_bytes)
+                .map_or(0, big_endian)
         };
         let head = read(value.get(..MARKER_BYTES));
         let tail = if value.len() == self.shard_len() {
@@ -268,7 +268,7 @@ impl Plan {
 
     /// Whether both markers are this shard's.
     pub(crate) fn is_whole(&self, value: &[u8]) -> bool {
-        let own = i64::from_be_bytes(self.marker);
+        let own = big_endian(self.marker);
         self.markers(value) == (own, own)
     }
 
@@ -321,6 +321,12 @@ impl Plan {
     pub(crate) fn hashes(&self) -> usize {
         self.filter.config.hashes() as usize
     }
+}
+
+/// A marker's bytes as Redis's `GET i64` reads them: most significant first.
+fn big_endian(bytes: [u8; 8]) -> i64 {
+    let [a, b, c, d, e, f, g, h] = bytes;
+    i64::from_le_bytes([h, g, f, e, d, c, b, a])
 }
 
 /// The byte and the mask of shard-local position `p` in the shard's value.

@@ -8,7 +8,6 @@ use std::str::FromStr;
 use redis::Value;
 
 use crate::error::RedisFilterError;
-use crate::node::NodeIdentity;
 
 /// The module's name in `MODULE LIST`.
 pub(crate) const NAME: &str = "bloom";
@@ -52,15 +51,53 @@ impl FromStr for ModuleUse {
     }
 }
 
-/// Whether a filter whose reached nodes are `live` uses the module.
+/// The version of the module `bloom` in a `MODULE LIST` reply: an array of modules, each an
+/// array (RESP2) or a map (RESP3) of `name`, `ver`, `path`, `args`.
+pub(crate) fn version_in(reply: &Value) -> Option<i64> {
+    let Value::Array(modules) = reply else {
+        return None;
+    };
+    modules.iter().find_map(|module| {
+        let pairs: Vec<(&Value, &Value)> = match module {
+            Value::Array(items) => items
+                .chunks(2)
+                .filter_map(|p| Some((p.first()?, p.get(1)?)))
+                .collect(),
+            Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
+            _ => return None,
+        };
+        let field = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| text(k) == Some(name))
+                .map(|&(_, v)| v)
+        };
+        (field("name").and_then(text) == Some(NAME))
+            .then(|| match field("ver") {
+                Some(Value::Int(v)) => Some(*v),
+                _ => None,
+            })
+            .flatten()
+    })
+}
+
+/// A reply's text, if it is one.
+fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Whether a filter uses the module, given the module version of every node it reached.
 pub(crate) fn decide(
     policy: ModuleUse,
-    live: &[(u64, NodeIdentity)],
+    versions: impl IntoIterator<Item = Option<i64>>,
 ) -> Result<bool, RedisFilterError> {
-    let everywhere = !live.is_empty()
-        && live
-            .iter()
-            .all(|(_, node)| node.module.is_some_and(|v| v >= MIN_VERSION));
+    let mut versions = versions.into_iter().peekable();
+    let everywhere =
+        versions.peek().is_some() && versions.all(|v| v.is_some_and(|v| v >= MIN_VERSION));
     match policy {
         ModuleUse::Never => Ok(false),
         ModuleUse::Auto => Ok(everywhere),
@@ -94,6 +131,31 @@ mod tests {
         assert_eq!("never".parse(), Ok(ModuleUse::Never));
         assert_eq!("required".parse(), Ok(ModuleUse::Required));
         assert!("Auto".parse::<ModuleUse>().is_err());
+    }
+
+    #[test]
+    fn the_module_is_found_in_module_list_replies() {
+        let reply = |wire: &str| redis::parse_redis_value(wire.as_bytes()).unwrap();
+        let entry = |name: &str, ver: i64| {
+            format!(
+                "*8\r\n$4\r\nname\r\n${}\r\n{name}\r\n$3\r\nver\r\n:{ver}\r\n$4\r\npath\r\n$1\r\n/\r\n$4\r\nargs\r\n*0\r\n",
+                name.len()
+            )
+        };
+        let both = format!("*2\r\n{}{}", entry("bf", 20820), entry("bloom", 1));
+        assert_eq!(version_in(&reply(&both)), Some(1));
+        let other = format!("*1\r\n{}", entry("bf", 20820));
+        assert_eq!(version_in(&reply(&other)), None);
+        assert_eq!(version_in(&reply("*0\r\n")), None);
+        assert_eq!(version_in(&reply("-NOPERM no\r\n")), None);
+        assert!(decide(ModuleUse::Auto, [Some(1), Some(2)]).unwrap());
+        assert!(!decide(ModuleUse::Auto, [Some(1), None]).unwrap());
+        assert!(!decide(ModuleUse::Auto, []).unwrap());
+        assert!(!decide(ModuleUse::Never, [Some(1)]).unwrap());
+        assert!(matches!(
+            decide(ModuleUse::Required, [Some(0)]),
+            Err(RedisFilterError::ModuleMissing)
+        ));
     }
 
     #[test]

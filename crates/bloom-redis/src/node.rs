@@ -40,36 +40,6 @@ pub(crate) struct NodeIdentity {
     pub(crate) module: Option<i64>,
 }
 
-/// The version of the module `bloom` in a `MODULE LIST` reply: an array of modules, each an
-/// array (RESP2) or a map (RESP3) of `name`, `ver`, `path`, `args`.
-fn module_version(reply: &Value) -> Option<i64> {
-    let Value::Array(modules) = reply else {
-        return None;
-    };
-    modules.iter().find_map(|module| {
-        let pairs: Vec<(&Value, &Value)> = match module {
-            Value::Array(items) => items
-                .chunks(2)
-                .filter_map(|p| Some((p.first()?, p.get(1)?)))
-                .collect(),
-            Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
-            _ => return None,
-        };
-        let field = |name: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| text(k).as_deref() == Some(name))
-                .map(|&(_, v)| v)
-        };
-        (field("name").and_then(text).as_deref() == Some(crate::module::NAME))
-            .then(|| match field("ver") {
-                Some(Value::Int(v)) => Some(*v),
-                _ => None,
-            })
-            .flatten()
-    })
-}
-
 impl NodeIdentity {
     /// Whether the server has `WAITAOF` (Redis 7.2).
     pub(crate) fn has_waitaof(&self) -> bool {
@@ -455,7 +425,7 @@ impl Node {
         };
         // MODULE LIST may be refused too (an ACL without `+module|list`): then the plain
         // commands are used.
-        let module = replies.get(4).and_then(module_version);
+        let module = replies.get(4).and_then(crate::module::version_in);
         let node_id = if cluster {
             replies.get(5).and_then(text).filter(|id| !id.is_empty())
         } else {

@@ -451,7 +451,7 @@ fn eviction_of_any_of_the_filters_keys_is_never_answered_absent() {
             assert_never_absent(&reopened, &acknowledged);
             // 2,000 keys touch every shard: an insert that succeeds found them all whole
             // and judged, and then nothing is refused.
-            if reopened.insert_all(&keys("new", 0..2_000)).is_ok() {
+            if reopened.insert_all(keys("new", 0..2_000)).is_ok() {
                 assert_eq!(assert_never_absent(&reopened, &acknowledged), 0);
             }
         }

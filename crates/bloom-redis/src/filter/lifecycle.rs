@@ -46,7 +46,8 @@ impl RedisFilter {
         check_name(name)?;
         let (shards, shard_bits) = shard_geometry(&config)?;
         let mut conn = target.connect()?;
-        let module = module::decide(target.module(), &conn.live(target.deadline_from_now())?)?;
+        let live = conn.live(target.deadline_from_now())?;
+        let module = module::decide(target.module(), live.into_iter().map(|(_, n)| n.module))?;
         copy::check_memory(
             &mut conn,
             target,
@@ -188,7 +189,8 @@ impl RedisFilter {
         check_name(name)?;
         let mut conn = target.connect()?;
         let meta = copy::read_meta(&mut conn, name)?;
-        let module = module::decide(target.module(), &conn.live(target.deadline_from_now())?)?;
+        let live = conn.live(target.deadline_from_now())?;
+        let module = module::decide(target.module(), live.into_iter().map(|(_, n)| n.module))?;
         if meta.state != READY {
             return Err(RedisFilterError::NotReady {
                 name: name.to_owned(),
