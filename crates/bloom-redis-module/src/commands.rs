@@ -1,7 +1,8 @@
 //! The module's commands: the arguments checked, the shard opened, the work of [`crate::shard`]
-//! done on its bytes in place, the reply built. A command that changed bits is replicated
-//! verbatim (to replicas and the AOF), so replicas and AOF loads need the module too; the
-//! data itself stays plain strings.
+//! done on its bytes in place, the reply built. What a command changed is replicated as its
+//! effect, in plain commands (`SETRANGE` of the changed bytes, `SET` and `APPEND` of a new
+//! shard), so that replicas and the AOF never need the module: a replica without it would
+//! otherwise drop the writes while acknowledging them.
 
 use redis_module::{
     Context, KeyType, RedisError, RedisResult, RedisString, RedisValue, raw, redis_module,
@@ -49,6 +50,11 @@ fn key_positions(
         return Err(RedisError::WrongArity);
     };
     let mode = Mode::parse(mode.as_slice()).map_err(refused)?;
+    // Bounded before anything is allocated for the keys.
+    let most = shard::MAX_POSITIONS / plan.hashes().max(1);
+    if keys.len() > most {
+        return Err(refused(CommandError::TooManyKeys { most }));
+    }
     let mut positions = Vec::with_capacity(keys.len() * plan.hashes());
     let mut maybe = Vec::with_capacity(keys.len());
     plan.positions(
@@ -68,7 +74,6 @@ fn madd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let plan = plan(&args)?;
-    let (positions, _) = key_positions(&plan, &args, true)?;
     let key = ctx.open_key_writable(&args[1]);
     match key.key_type() {
         KeyType::Empty => return Ok(RedisValue::Array(markers_reply((0, 0), 0))),
@@ -79,13 +84,26 @@ fn madd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if !plan.is_whole(&value) {
         return Ok(RedisValue::Array(markers_reply(plan.markers(&value), 0)));
     }
+    // Every key is checked (its shard, its encoding) before any bit is set.
+    let (positions, _) = key_positions(&plan, &args, true)?;
     let mut all_set = Vec::with_capacity(args.len() - 5);
-    shard::set_bits(&mut value, &positions, plan.hashes(), &mut all_set);
+    let mut dirty = shard::Dirty::new(value.len());
+    shard::set_bits(
+        &mut value,
+        &positions,
+        plan.hashes(),
+        &mut all_set,
+        &mut dirty,
+    );
     let mut reply = markers_reply(plan.markers(&value), 1);
-    let changed = all_set.iter().any(|&set| !set);
     reply.push(flags(all_set.into_iter()));
-    if changed {
-        ctx.replicate_verbatim();
+    for (start, end) in dirty.ranges(value.len()) {
+        let offset = start.to_string();
+        let bytes = value.get(start..end).unwrap_or_default();
+        ctx.replicate(
+            "SETRANGE",
+            &[args[1].as_slice(), offset.as_bytes(), bytes][..],
+        );
     }
     Ok(RedisValue::Array(reply))
 }
@@ -96,7 +114,6 @@ fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let plan = plan(&args)?;
-    let (positions, maybe) = key_positions(&plan, &args, false)?;
     let key = ctx.open_key(&args[1]);
     let value = match key.key_type() {
         KeyType::Empty => return Ok(RedisValue::Array(markers_reply((0, 0), 0))),
@@ -106,6 +123,7 @@ fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if !plan.is_whole(value) {
         return Ok(RedisValue::Array(markers_reply(plan.markers(value), 0)));
     }
+    let (positions, maybe) = key_positions(&plan, &args, false)?;
     let mut all_set = Vec::with_capacity(args.len() - 5);
     shard::test_bits(value, &positions, plan.hashes(), &mut all_set);
     let mut reply = markers_reply(plan.markers(value), 1);
@@ -118,14 +136,21 @@ fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     Ok(RedisValue::Array(reply))
 }
 
+/// The most bytes the replicated `SET` of a new shard carries (`docs/format.md`: 8 MiB).
+const WHOLE_SHARD_BYTES: usize = 8 << 20;
+
 /// `BLOOM.RESERVE shard creation config`: the shard made whole and empty, its markers at
-/// both ends, replacing whatever the key held (as the plain path's `SET` does).
+/// both ends, replacing whatever the key held (as the plain path's `SET` does) unless it is
+/// already this shard, whole: that would empty a live filter's shard.
 fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if args.len() != 4 {
         return Err(RedisError::WrongArity);
     }
     let plan = plan(&args)?;
     let key = ctx.open_key_writable(&args[1]);
+    if key.key_type() == KeyType::String && plan.is_whole(&key.as_string_dma()?) {
+        return Err(refused(CommandError::Exists));
+    }
     if !key.is_empty() {
         key.delete()?;
     }
@@ -143,7 +168,19 @@ fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let mut value = key.as_string_dma()?;
     plan.write_markers(&mut value);
     let markers = plan.markers(&value);
-    ctx.replicate_verbatim();
+    // Replicated in plain commands: the whole value with SET, or for a shard over 8 MiB its
+    // first 8 MiB and then the end marker by SETRANGE, which pads with zeros (a copy of at
+    // most 8 MiB is held for replication, whatever the shard's size).
+    let name = args[1].as_slice();
+    match (value.get(..WHOLE_SHARD_BYTES), value.len().checked_sub(8)) {
+        (Some(first), Some(tail)) if value.len() > WHOLE_SHARD_BYTES => {
+            ctx.replicate("SET", &[name, first][..]);
+            let offset = tail.to_string();
+            let marker = value.get(tail..).unwrap_or_default();
+            ctx.replicate("SETRANGE", &[name, offset.as_bytes(), marker][..]);
+        }
+        _ => ctx.replicate("SET", &[name, &value[..]][..]),
+    }
     Ok(RedisValue::Array(markers_reply(markers, 0)))
 }
 

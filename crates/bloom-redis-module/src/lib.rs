@@ -23,7 +23,9 @@
 //! missing key, and `tail` 0 for a value of another length than the shard's). When they are
 //! not the shard's own, nothing was read or written and no `all_set` follows: the shard is
 //! lost. `all_set` is a string of one byte per key, `1` for a key all of whose bits were set
-//! (before the add, for `BLOOM.MADD`) and `0` otherwise. The byte-level protocol is in `docs/format.md`, "The Redis module".
+//! (before the add, for `BLOOM.MADD`) and `0` otherwise. What a command changes is replicated
+//! as plain commands (`SETRANGE`, `SET`), so replicas and the AOF need no module. The
+//! byte-level protocol is in `docs/format.md`, "The Redis module".
 //!
 //! The shard logic is plain Rust over the shard's bytes; a test of it without a server:
 //!

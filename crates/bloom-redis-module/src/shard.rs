@@ -16,6 +16,10 @@ use bloom_format::sharded::{
 
 /// Bytes of one marker.
 const MARKER_BYTES: usize = (MARKER_BITS / 8) as usize;
+/// The most positions one command hashes (keys times `k`): 8 MiB of positions, so that no
+/// command makes the module allocate more, whatever its arguments. bloom-redis sends about
+/// 1,000 keys per command.
+pub(crate) const MAX_POSITIONS: usize = 1 << 20;
 /// Redis's largest string (`proto-max-bulk-len`'s default, and `SETRANGE`'s limit).
 pub(crate) const MAX_SHARD_BYTES: u64 = 512 << 20;
 /// The longest filter name (`docs/format.md`, "Names").
@@ -43,6 +47,12 @@ pub(crate) enum CommandError {
     ForeignTables { index: usize },
     /// A key whose positions are in another shard.
     WrongShard { index: usize, shard: u64 },
+    /// More keys than one command may carry: their positions would be over
+    /// [`MAX_POSITIONS`].
+    TooManyKeys { most: usize },
+    /// `BLOOM.RESERVE` of a shard that is already this filter's shard, whole: it would empty
+    /// it.
+    Exists,
 }
 
 impl CommandError {
@@ -51,6 +61,7 @@ impl CommandError {
         match self {
             Self::WrongShard { .. } => "WRONGSHARD",
             Self::ForeignTables { .. } => "FOREIGNTABLES",
+            Self::Exists => "EXISTS",
             _ => "ERR",
         }
     }
@@ -77,6 +88,14 @@ impl fmt::Display for CommandError {
             Self::WrongShard { index, shard } => {
                 write!(f, "bloom: key {index} belongs to shard {shard}")
             }
+            Self::TooManyKeys { most } => write!(
+                f,
+                "bloom: too many keys in one command: at most {most} for this filter (send them in several)"
+            ),
+            Self::Exists => write!(
+                f,
+                "bloom: the shard exists, whole, with these markers; delete it first to empty it"
+            ),
         }
     }
 }
@@ -286,6 +305,11 @@ impl Plan {
     ) -> Result<(), CommandError> {
         let foreign = self.filter.config.has_foreign_tables();
         for (index, key) in keys.enumerate() {
+            if out.len() + self.hashes() > MAX_POSITIONS {
+                return Err(CommandError::TooManyKeys {
+                    most: MAX_POSITIONS / self.hashes().max(1),
+                });
+            }
             let encoded = match mode {
                 Mode::Encoded => EncodedKey::from_encoded(key),
                 Mode::Raw => {
@@ -336,17 +360,67 @@ fn bit(p: u64) -> (usize, u8) {
     (byte, 0x80 >> (p % 8))
 }
 
+/// Bytes of a block: what a replicated `SETRANGE` covers at least, so that writes near each
+/// other go out as one command (a command costs more than this many bytes of it).
+pub(crate) const BLOCK: usize = 64;
+
+/// The blocks of a value changed by a command: one bit per [`BLOCK`] bytes.
+pub(crate) struct Dirty(Vec<u64>);
+
+impl Dirty {
+    /// No block of a value of `len` bytes changed yet.
+    pub(crate) fn new(len: usize) -> Self {
+        Self(vec![0; len.div_ceil(BLOCK).div_ceil(64)])
+    }
+
+    fn mark(&mut self, byte: usize) {
+        let block = byte / BLOCK;
+        if let Some(word) = self.0.get_mut(block / 64) {
+            *word |= 1 << (block % 64);
+        }
+    }
+
+    /// The changed parts of a value of `len` bytes as ranges `[start, end)` of whole blocks
+    /// (the last one cut at `len`), in order, each run of changed blocks one range.
+    pub(crate) fn ranges(&self, len: usize) -> Vec<(usize, usize)> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for (w, &word) in self.0.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let block = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let (start, end) = (block * BLOCK, ((block + 1) * BLOCK).min(len));
+                match ranges.last_mut() {
+                    Some((_, last)) if *last == start => *last = end,
+                    _ => ranges.push((start, end)),
+                }
+            }
+        }
+        ranges
+    }
+}
+
 /// Sets the bits of every key (`k` positions each, in order) in a whole shard's value;
 /// per key whether all its bits were set before (keys in order, so a key given twice finds
-/// its bits set the second time, as `BITFIELD` would).
-pub(crate) fn set_bits(value: &mut [u8], positions: &[u64], k: usize, all_set: &mut Vec<bool>) {
+/// its bits set the second time, as `BITFIELD` would). Every block it changed is marked in
+/// `dirty`.
+pub(crate) fn set_bits(
+    value: &mut [u8],
+    positions: &[u64],
+    k: usize,
+    all_set: &mut Vec<bool>,
+    dirty: &mut Dirty,
+) {
     for key in positions.chunks(k.max(1)) {
         let mut set = true;
         for &p in key {
             let (byte, mask) = bit(p);
-            if let Some(b) = value.get_mut(byte) {
-                set &= *b & mask != 0;
+            if let Some(b) = value.get_mut(byte)
+                && *b & mask == 0
+            {
+                set = false;
                 *b |= mask;
+                dirty.mark(byte);
             }
         }
         all_set.push(set);
@@ -536,7 +610,33 @@ mod tests {
         )
         .unwrap();
         let mut before = Vec::new();
-        set_bits(&mut value, &positions, plan.hashes(), &mut before);
+        let mut dirty = Dirty::new(value.len());
+        let untouched = value.clone();
+        set_bits(
+            &mut value,
+            &positions,
+            plan.hashes(),
+            &mut before,
+            &mut dirty,
+        );
+        let ranges = dirty.ranges(value.len());
+        // Ranges are in order, apart, within the value, and cover every changed byte.
+        assert!(ranges.windows(2).all(|w| w[1].0 > w[0].1));
+        assert!(ranges.iter().all(|&(s, e)| s < e && e <= value.len()));
+        for (i, (a, b)) in untouched.iter().zip(&value).enumerate() {
+            if a != b {
+                assert!(ranges.iter().any(|&(s, e)| (s..e).contains(&i)), "byte {i}");
+            }
+        }
+        let mut fresh = vec![0; plan.shard_len()];
+        plan.write_markers(&mut fresh);
+        for &(start, end) in &ranges {
+            fresh[start..end].copy_from_slice(&value[start..end]);
+        }
+        assert!(
+            fresh == value,
+            "the ranges rebuild the shard from its empty state"
+        );
         assert!(before.iter().filter(|&&set| !set).count() > keys.len() / 2);
         let mut after = Vec::new();
         test_bits(&value, &positions, plan.hashes(), &mut after);

@@ -260,6 +260,24 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     );
     let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "RAW"]);
     assert!(reply.starts_with("ERR wrong number"), "{reply}");
+    // A whole shard is never emptied by BLOOM.RESERVE; a command's keys are bounded.
+    let reply = cli(&["BLOOM.RESERVE", &shard_name, creation, &text]);
+    assert!(reply.starts_with("EXISTS"), "{reply}");
+    assert!(filter.contains("café").unwrap());
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let many: Vec<String> = (0..200_000).map(|i| i.to_string()).collect();
+    let refused: redis::RedisResult<redis::Value> = redis::cmd("BLOOM.MEXISTS")
+        .arg(&shard_name)
+        .arg(creation)
+        .arg(&text)
+        .arg("RAW")
+        .arg(&many)
+        .query(&mut conn);
+    let refused = format!("{refused:?}");
+    assert!(refused.contains("too many keys"), "{refused}");
     let info = cli(&["BLOOM.INFO"]);
     assert!(
         info.contains("sharded-v2") && info.contains("xxh3-128"),
@@ -271,11 +289,28 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     assert!(fields[3].parse::<u64>().unwrap() >= u64::from(config.hashes()) - 1);
 }
 
+/// Waits until `replica` has everything `master` sent.
+fn caught_up(master: &RedisServer, replica: &RedisServer) {
+    let offset = |s: &RedisServer, field: &str| -> u64 {
+        s.cli(&["INFO", "replication"])
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(field)?.parse().ok())
+            .unwrap_or(0)
+    };
+    wait_for("the replica to catch up", || {
+        offset(replica, "slave_repl_offset:") >= offset(master, "master_repl_offset:")
+    });
+}
+
+/// The module's writes reach replicas and the AOF as plain commands: a replica *without* the
+/// module holds the same bytes, and after a failover to it (covered by `--replicas`) every
+/// acknowledged key is still there; an AOF written through the module loads in a server
+/// without it.
 #[test]
-fn replicas_and_the_aof_carry_the_module_writes() {
-    let dir_args = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut master = RedisServer::start_with_module(&dir_args);
-    let replica = RedisServer::start_with_module(&[]);
+fn replicas_and_the_aof_need_no_module() {
+    let mut master =
+        RedisServer::start_with_module(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = RedisServer::start();
     replica.cli(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
     wait_for("the replica to sync", || {
         replica
@@ -287,37 +322,57 @@ fn replicas_and_the_aof_carry_the_module_writes() {
         &target,
         "seen",
         config(4, 5_000),
-        Durability::Aof { timeout_ms: 5_000 },
+        Durability::Replicas {
+            replicas: 1,
+            timeout_ms: 5_000,
+        },
     )
     .unwrap();
     let inserted = keys("k", 3_000);
     filter.insert_all(&inserted).unwrap();
-    let shard = shard_key("seen", 0);
-    let offset = |s: &RedisServer, field: &str| -> u64 {
-        s.cli(&["INFO", "replication"])
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(field)?.parse().ok())
-            .unwrap_or(0)
-    };
-    wait_for("the replica to catch up", || {
-        offset(&replica, "slave_repl_offset:") >= offset(&master, "master_repl_offset:")
-    });
-    assert_eq!(
-        replica.cli(&["GET", &shard]),
-        master.cli(&["GET", &shard]),
-        "the replica applied the module's commands to the same bits"
-    );
-    drop(filter);
-    // Killed and started again: the AOF replays the module's commands.
-    master.restart();
-    let filter = RedisFilter::open(&target, "seen").unwrap();
+    caught_up(&master, &replica);
+    for s in 0..4 {
+        let shard = shard_key("seen", s);
+        assert!(
+            replica.cli(&["GET", &shard]) == master.cli(&["GET", &shard]),
+            "shard {s}: the replica without the module has the module's writes"
+        );
+    }
     assert!(
-        filter
+        !replica.cli(&["INFO", "commandstats"]).contains("bloom."),
+        "the replica never ran a module command"
+    );
+    // A failover to it: the filter's durability covers it, and it answers every key.
+    replica.cli(&["REPLICAOF", "NO", "ONE"]);
+    let promoted = RedisFilter::open(&replica.target(), "seen").unwrap();
+    assert!(
+        promoted
             .contains_each(&inserted)
             .unwrap()
             .iter()
             .all(|&maybe| maybe)
     );
+    drop((filter, promoted));
+
+    // Killed, and started from its AOF without the module: the same bytes, and the filter
+    // judges the restart as one (it asked for replicas, not the AOF).
+    let before: Vec<String> = (0..4)
+        .map(|s| master.cli(&["GET", &shard_key("seen", s)]))
+        .collect();
+    master.restart_without_module();
+    for (s, bytes) in before.iter().enumerate() {
+        let shard = shard_key("seen", u32::try_from(s).unwrap());
+        assert!(!bytes.is_empty());
+        assert!(
+            master.cli(&["GET", &shard]) == *bytes,
+            "shard {s}: the AOF replayed the module's writes without the module"
+        );
+    }
+    let filter = RedisFilter::open(&master.target().with_module(ModuleUse::Never), "seen").unwrap();
+    assert!(matches!(
+        filter.contains_each(&inserted),
+        Err(RedisFilterError::Unverified { .. })
+    ));
 }
 
 #[test]
@@ -373,6 +428,29 @@ fn a_node_or_a_user_without_the_module_gets_plain_commands() {
     local.insert_all(&probes[..3_000]);
     let expected: Vec<bool> = local.contains_each(&probes).collect();
     assert!(answers(&filter, &probes) == expected);
+    // A reader whose keys are read-only: Redis 7.0 takes the module's commands for writers
+    // of their key and refuses them; the plain BITFIELD_RO answers instead.
+    server.cli(&[
+        "ACL",
+        "SETUSER",
+        "reader",
+        "on",
+        ">reader-pw",
+        "resetkeys",
+        "%R~*",
+        "-@all",
+        "+ping",
+        "+info",
+        "+hgetall",
+        "+hmget",
+        "+bitfield_ro",
+        "+module|list",
+        "+bloom.mexists",
+    ]);
+    let url = format!("redis://reader:reader-pw@127.0.0.1:{}/", server.port);
+    let reader = bloom_redis::RedisTarget::single(url).with_timeout(Duration::from_secs(10));
+    let read = RedisFilter::open(&reader, "acl").unwrap();
+    assert!(answers(&read, &probes) == expected);
     let strict = RedisFilter::open(&target.with_module(ModuleUse::Required), "acl").unwrap();
     assert!(matches!(
         strict.contains_each(&probes),

@@ -7,7 +7,7 @@ use super::*;
 pub(crate) enum RedisCommand {
     /// Create a filter in Redis (sized like `build`; sharded layout).
     Create(RedisCreateArgs),
-    /// Insert keys (pipelined: one BITFIELD per shard per batch).
+    /// Insert keys (pipelined: one BITFIELD, or one BLOOM.MADD with the module, per shard per batch).
     Add(RedisAddArgs),
     /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, as `bloom check` does.
     Check(RedisCheckArgs),
@@ -58,8 +58,8 @@ pub(crate) struct RedisAt {
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub(crate) timeout: Option<f64>,
     /// Whether to use the bloom Redis module's commands (keys hashed inside the server):
-    /// auto (when the servers list it in MODULE LIST), never, or required (exit 3 without
-    /// it). Both ways write the same bits.
+    /// auto (when the servers list it in MODULE LIST), never, or required (a command that
+    /// reads or writes bits exits 3 without it). Both ways write the same bits.
     #[arg(long, value_name = "USE", default_value = "auto", value_parser = parse_module_use)]
     pub(crate) module: bloom_redis::ModuleUse,
 }

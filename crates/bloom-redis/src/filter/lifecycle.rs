@@ -89,7 +89,11 @@ impl RedisFilter {
         let mut fields = meta::fields(&header, creation, BUILDING);
         fields.push(("durability", durability.field()));
         filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
-        filter.allocate_shards()?;
+        if let Err(e) = filter.allocate_shards() {
+            // The name is claimed: nothing half-made stays behind under it (best effort).
+            let _ = Self::delete(target, name);
+            return Err(e);
+        }
         // What the filter will ask of every insert holds for its creation too: a server that
         // cannot give it fails the creation, not the first insert.
         if let Err(e) = filter.make_live_durable() {

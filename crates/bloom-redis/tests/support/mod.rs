@@ -244,6 +244,16 @@ impl RedisServer {
         }
     }
 
+    /// Kills it (SIGKILL) and starts it again on the same port and directory, without the
+    /// module it loaded.
+    pub fn restart_without_module(&mut self) {
+        self.kill();
+        self.module = None;
+        if let Err(e) = self.spawn() {
+            panic!("redis-server did not restart: {e}");
+        }
+    }
+
     /// Starts it again on the same port, empty (no persistence).
     pub fn restart_empty(&mut self) {
         self.kill();

@@ -197,7 +197,7 @@ impl RedisFilter {
                 if head == 0 {
                     "its marker is gone: the key was deleted or emptied"
                 } else if tail == 0 {
-                    "its end marker is gone: the key was truncated"
+                    "its end marker is gone: the key was truncated or changed its length"
                 } else {
                     "its marker is not this filter's: recreated, moved, or edited metadata"
                 },
