@@ -353,24 +353,8 @@ fn redis_seeds() -> Vec<(String, Vec<u8>)> {
         meta.push_str(&bulk(value));
     }
     // The marker of each shard (docs/format.md, "Shards and markers").
-    let mix = |mut z: u64| {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
     let mut described = Vec::new();
-    for field in [
-        "bits",
-        "hashes",
-        "rule",
-        "layout",
-        "shards",
-        "encoding",
-        "encoding_version",
-        "unicode_normalization",
-        "unicode_casing",
-        "salt",
-    ] {
+    for field in bloom_format::sharded::CONFIG_FIELDS {
         let value = fields
             .iter()
             .find(|(f, _)| *f == field)
@@ -378,18 +362,8 @@ fn redis_seeds() -> Vec<(String, Vec<u8>)> {
         described.extend(value.unwrap_or_default().bytes());
         described.push(b'\n');
     }
-    let d = described.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    #[allow(
-        clippy::big_endian_bytes,
-        reason = "docs/format.md: the creation's first 8 bytes, big-endian"
-    )]
-    let c = u64::from_be_bytes(creation[..8].try_into().unwrap_or_default());
-    let marker = |s: u64| match mix(c ^ mix(d.wrapping_add(s).wrapping_add(1))) {
-        0 => 1,
-        m => m,
-    };
+    let markers = bloom_format::sharded::ShardMarkers::new(&creation, &described);
+    let marker = |s: u64| markers.of(u32::try_from(s).unwrap_or(u32::MAX));
     let epoch = format!(
         "*3\r\n{}{}{}",
         bulk("0123456789abcdef0123456789abcdef01234567"),
@@ -398,7 +372,7 @@ fn redis_seeds() -> Vec<(String, Vec<u8>)> {
     );
     let bitfield = |s: u64, bits: usize| {
         let mut reply = format!("*{}\r\n", 2 + bits);
-        let m = marker(s) as i64;
+        let m = marker(s);
         reply.push_str(&format!(":{m}\r\n:{m}\r\n"));
         for _ in 0..bits {
             reply.push_str(":1\r\n");

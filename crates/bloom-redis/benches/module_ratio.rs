@@ -24,6 +24,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::{report, server_cpu};
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -36,35 +38,6 @@ const SHARDS: u32 = 16;
 const ROUNDS: usize = 5;
 const PER_COMMAND: usize = 1_000;
 const PER_PIPELINE: usize = 16;
-
-fn report(name: &str, mut values: Vec<f64>) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    println!(
-        "{name:<52} median {:>10.3}  (IQR {:.3} .. {:.3}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        values.len()
-    );
-}
-
-/// The server's CPU seconds (user + system) so far.
-fn server_cpu(server: &support::RedisServer) -> f64 {
-    let info = server.cli(&["INFO", "cpu"]);
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix(name)?
-                    .strip_prefix(':')?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .unwrap_or(0.0)
-    };
-    field("used_cpu_user") + field("used_cpu_sys")
-}
 
 /// The dataset's bytes as the allocator counts them (`used_memory_dataset`: what Redis
 /// allocated, less its own overhead and the clients' buffers). `MEMORY USAGE` of a module's

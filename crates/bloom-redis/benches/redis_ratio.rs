@@ -18,6 +18,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::{report, server_cpu};
+
 use std::process::Command;
 use std::time::Instant;
 
@@ -31,39 +33,10 @@ const ROUNDS: usize = 5;
 /// Keys of one shard's command in a batch of 4096 over 16 shards.
 const KEYS_PER_COMMAND: usize = 256;
 
-fn report(name: &str, mut values: Vec<f64>) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    println!(
-        "{name:<48} median {:>10.2}  (IQR {:.2} .. {:.2}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        values.len()
-    );
-}
-
 fn rate(n: usize, f: impl FnOnce()) -> f64 {
     let start = Instant::now();
     f();
     n as f64 / start.elapsed().as_secs_f64()
-}
-
-/// The server's CPU seconds (user + system) so far.
-fn server_cpu(server: &support::RedisServer) -> f64 {
-    let info = server.cli(&["INFO", "cpu"]);
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix(name)?
-                    .strip_prefix(':')?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .unwrap_or(0.0)
-    };
-    field("used_cpu_user") + field("used_cpu_sys")
 }
 
 /// Keys per second `redis-benchmark` gets through with `args`, a command of

@@ -35,6 +35,17 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A user `name` with `rules`, and a target that connects as it.
+fn acl_user(server: &RedisServer, name: &str, rules: &[&str]) -> bloom_redis::RedisTarget {
+    let password = format!("{name}-pw");
+    let pass = format!(">{password}");
+    let mut args = vec!["ACL", "SETUSER", name, "on", pass.as_str()];
+    args.extend(rules);
+    assert_eq!(server.cli(&args).trim(), "OK");
+    let url = format!("redis://{name}:{password}@127.0.0.1:{}/", server.port);
+    bloom_redis::RedisTarget::single(url).with_timeout(Duration::from_secs(10))
+}
+
 /// Every probe's answer, through a handle.
 fn answers(filter: &RedisFilter, probes: &[String]) -> Vec<bool> {
     filter.contains_each(probes).unwrap()
@@ -407,21 +418,18 @@ fn a_node_or_a_user_without_the_module_gets_plain_commands() {
 
     // A user that may run the plain commands but not the module's.
     let server = RedisServer::start_with_module(&[]);
-    server.cli(&[
-        "ACL",
-        "SETUSER",
+    let target = acl_user(
+        &server,
         "plain",
-        "on",
-        ">secret-pw",
-        "~*",
-        "&*",
-        "+@all",
-        "-bloom.madd",
-        "-bloom.mexists",
-        "-bloom.reserve",
-    ]);
-    let url = format!("redis://plain:secret-pw@127.0.0.1:{}/", server.port);
-    let target = bloom_redis::RedisTarget::single(url).with_timeout(Duration::from_secs(10));
+        &[
+            "~*",
+            "&*",
+            "+@all",
+            "-bloom.madd",
+            "-bloom.mexists",
+            "-bloom.reserve",
+        ],
+    );
     let filter = RedisFilter::create(&target, "acl", config(4, 5_000)).unwrap();
     filter.insert_all(&probes[..3_000]).unwrap();
     let mut local = BloomFilter::new(config(4, 5_000)).unwrap();
@@ -430,25 +438,22 @@ fn a_node_or_a_user_without_the_module_gets_plain_commands() {
     assert!(answers(&filter, &probes) == expected);
     // A reader whose keys are read-only: Redis 7.0 takes the module's commands for writers
     // of their key and refuses them; the plain BITFIELD_RO answers instead.
-    server.cli(&[
-        "ACL",
-        "SETUSER",
+    let reader = acl_user(
+        &server,
         "reader",
-        "on",
-        ">reader-pw",
-        "resetkeys",
-        "%R~*",
-        "-@all",
-        "+ping",
-        "+info",
-        "+hgetall",
-        "+hmget",
-        "+bitfield_ro",
-        "+module|list",
-        "+bloom.mexists",
-    ]);
-    let url = format!("redis://reader:reader-pw@127.0.0.1:{}/", server.port);
-    let reader = bloom_redis::RedisTarget::single(url).with_timeout(Duration::from_secs(10));
+        &[
+            "resetkeys",
+            "%R~*",
+            "-@all",
+            "+ping",
+            "+info",
+            "+hgetall",
+            "+hmget",
+            "+bitfield_ro",
+            "+module|list",
+            "+bloom.mexists",
+        ],
+    );
     let read = RedisFilter::open(&reader, "acl").unwrap();
     assert!(answers(&read, &probes) == expected);
     let strict = RedisFilter::open(&target.with_module(ModuleUse::Required), "acl").unwrap();

@@ -582,3 +582,33 @@ impl Drop for Sentinel {
         let _ = self.child.wait();
     }
 }
+
+/// Prints a benchmark's paired-round values: the median and the interquartile range.
+pub fn report(name: &str, mut values: Vec<f64>) {
+    values.sort_by(f64::total_cmp);
+    let at = |q: usize| values[(values.len() - 1) * q / 4];
+    println!(
+        "{name:<52} median {:>10.3}  (IQR {:.3} .. {:.3}, {} rounds)",
+        at(2),
+        at(1),
+        at(3),
+        values.len()
+    );
+}
+
+/// The server's CPU seconds (user + system) so far (`INFO cpu`).
+pub fn server_cpu(server: &RedisServer) -> f64 {
+    let info = server.cli(&["INFO", "cpu"]);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(name)?
+                    .strip_prefix(':')?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    field("used_cpu_user") + field("used_cpu_sys")
+}
