@@ -183,21 +183,20 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     let shard = shard_of(key);
     let shard_name = shard_key("seen", u32::try_from(shard).unwrap());
     let cli = |args: &[&str]| server.cli(args);
+    // A command on the key's shard, with this filter's creation and configuration.
+    let on_shard = |command: &str, mode: &str, keys: &[&str]| {
+        let mut args = vec![command, shard_name.as_str(), creation, text.as_str(), mode];
+        args.extend(keys);
+        server.cli(&args)
+    };
 
     // A raw key, encoded (NFC) by the module; the plain path then finds it.
-    let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "RAW", key]);
+    let reply = on_shard("BLOOM.MADD", "RAW", &[key]);
     let lines: Vec<&str> = reply.lines().map(str::trim).collect();
     assert_eq!(lines.len(), 3, "{reply}");
     assert_eq!(lines[2], "0", "new: not all bits were set");
     assert!(filter.contains("café").unwrap());
-    let reply = cli(&[
-        "BLOOM.MEXISTS",
-        &shard_name,
-        creation,
-        &text,
-        "ENCODED",
-        "café",
-    ]);
+    let reply = on_shard("BLOOM.MEXISTS", "ENCODED", &["café"]);
     assert_eq!(reply.lines().nth(2).map(str::trim), Some("1"));
 
     // Keys of another shard, bad creations, configurations, modes and types: refused.
@@ -205,14 +204,7 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
         .map(|i| format!("x{i}"))
         .find(|k| shard_of(k) != shard)
         .unwrap();
-    let reply = cli(&[
-        "BLOOM.MADD",
-        &shard_name,
-        creation,
-        &text,
-        "RAW",
-        &elsewhere,
-    ]);
+    let reply = on_shard("BLOOM.MADD", "RAW", &[&elsewhere]);
     assert!(reply.starts_with("WRONGSHARD"), "{reply}");
     let reply = cli(&[
         "BLOOM.MADD",
@@ -233,7 +225,7 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     );
     let reply = cli(&["BLOOM.MADD", &shard_name, creation, "1\n2\n", "RAW", key]);
     assert!(reply.starts_with("ERR bloom: the configuration"), "{reply}");
-    let reply = cli(&["BLOOM.MADD", &shard_name, creation, &text, "HASHED", key]);
+    let reply = on_shard("BLOOM.MADD", "HASHED", &[key]);
     assert!(reply.starts_with("ERR bloom: the mode"), "{reply}");
     let reply = cli(&[
         "BLOOM.MADD",
@@ -256,15 +248,7 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
         key,
     ]);
     assert!(reply.starts_with("ERR bloom: shard 9"), "{reply}");
-    let reply = cli(&[
-        "BLOOM.MADD",
-        &shard_name,
-        creation,
-        &text,
-        "RAW",
-        "\u{0}ok",
-        "\u{ff}",
-    ]);
+    let reply = on_shard("BLOOM.MADD", "RAW", &["\u{0}ok", "\u{ff}"]);
     assert!(
         !reply.starts_with("ERR"),
         "valid UTF-8 keys are taken: {reply}"
