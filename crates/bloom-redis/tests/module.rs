@@ -440,9 +440,36 @@ fn a_node_or_a_user_without_the_module_gets_plain_commands() {
     );
     let read = RedisFilter::open(&reader, "acl").unwrap();
     assert!(answers(&read, &probes) == expected);
-    let strict = RedisFilter::open(&target.with_module(ModuleUse::Required), "acl").unwrap();
+    let strict =
+        RedisFilter::open(&target.clone().with_module(ModuleUse::Required), "acl").unwrap();
     assert!(matches!(
         strict.contains_each(&probes),
         Err(RedisFilterError::ModuleMissing)
     ));
+
+    // A deletion some of whose DELs are refused still deletes the rest, the metadata last,
+    // and says it was refused.
+    RedisFilter::create(&target, "wide", config(16, 5_000)).unwrap();
+    let partial = acl_user(
+        &server,
+        "partial",
+        &[
+            "resetkeys",
+            "~bloom:{wide}:meta",
+            "~bloom:{wide:?}",
+            "~bloom:{wide:?}:epoch",
+            "-@all",
+            "+ping",
+            "+info",
+            "+hget",
+            "+del",
+        ],
+    );
+    assert!(matches!(
+        RedisFilter::delete(&partial, "wide"),
+        Err(RedisFilterError::Server { code, .. }) if code == "NOPERM"
+    ));
+    assert_eq!(server.cli(&["EXISTS", "bloom:{wide}:meta"]).trim(), "0");
+    assert_eq!(server.cli(&["EXISTS", &shard_key("wide", 3)]).trim(), "0");
+    assert_eq!(server.cli(&["EXISTS", &shard_key("wide", 12)]).trim(), "1");
 }

@@ -101,9 +101,18 @@ impl RedisFilter {
             let _ = Self::delete(target, name);
             return Err(e);
         }
-        filter.record_nodes(Some((header.dataset_generation, header.store)), &[])?;
-        if final_state == READY {
-            filter.set_fields([("state", READY)])?;
+        let finished = filter
+            .record_nodes(Some((header.dataset_generation, header.store)), &[])
+            .and_then(|()| {
+                if final_state == READY {
+                    filter.set_fields([("state", READY)])
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = finished {
+            let _ = Self::delete(target, name);
+            return Err(e);
         }
         Ok(filter)
     }
@@ -268,6 +277,7 @@ impl RedisFilter {
             .min(bloom_core::MAX_SHARDS);
         let deadline = target.deadline_from_now();
         let mut deleted = 0i64;
+        let mut refused = None;
         for first in (0..shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let mut commands = Commands::new();
             let mut keys = Vec::new();
@@ -280,11 +290,19 @@ impl RedisFilter {
                 ]);
                 keys.push(shard.into_bytes());
             }
+            // Every DEL is tried (a refused one does not keep the others, nor the metadata,
+            // from going); the first refusal is the error.
             for value in conn.pipeline_by(commands, keys, deadline)?.values {
-                deleted += int(&crate::connection::server_error(value)?)?;
+                match crate::connection::server_error(value).and_then(|v| int(&v)) {
+                    Ok(n) => deleted += n,
+                    Err(e) => refused = refused.or(Some(e)),
+                }
             }
         }
         deleted += int(&conn.query(&[b"DEL", key.as_bytes()], Some(key.as_bytes()))?)?;
-        Ok(deleted > 0)
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(deleted > 0),
+        }
     }
 }
