@@ -42,4 +42,5 @@
 //! ```
 
 mod commands;
+mod dirty;
 mod shard;

@@ -59,9 +59,12 @@ struct InFlight {
 }
 
 impl RedisFilter {
-    fn batch_of<K: AsRef<[u8]>>(&self, keys: &[K]) -> Batch {
+    /// The keys grouped by shard; with `offsets`, each key's bit offsets too (what the plain
+    /// commands need: the module hashes the keys itself).
+    fn batch_of<K: AsRef<[u8]>>(&self, keys: &[K], offsets: bool) -> Batch {
         let k = self.config.hashes() as usize;
-        let mut offsets = Vec::with_capacity(keys.len() * k);
+        let wanted = offsets;
+        let mut offsets = Vec::with_capacity(if wanted { keys.len() * k } else { 0 });
         let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, key) in keys.iter().enumerate() {
             let positions = self
@@ -73,7 +76,9 @@ impl RedisFilter {
                 .entry(u32::try_from(shard).unwrap_or(u32::MAX))
                 .or_default()
                 .push(i);
-            offsets.extend(positions.iter().map(|p| MARKER_BITS + p % self.shard_bits));
+            if wanted {
+                offsets.extend(positions.iter().map(|p| MARKER_BITS + p % self.shard_bits));
+            }
         }
         Batch {
             shards: by_shard.into_iter().collect(),
@@ -160,13 +165,17 @@ impl RedisFilter {
     /// Sends a batch (and the count of an earlier one's new keys) without waiting.
     fn send_batch<K: AsRef<[u8]>>(
         &self,
-        batch: Batch,
+        mut batch: Batch,
         keys: &[K],
         write: bool,
         count: u64,
         deadline: Instant,
     ) -> Result<InFlight, RedisFilterError> {
         let module = self.module.load(Ordering::Acquire);
+        if !module && batch.offsets.is_empty() && batch.keys > 0 {
+            // Grouped for the module, which then fell back: the plain commands need offsets.
+            batch.offsets = self.batch_of(keys, true).offsets;
+        }
         if write && !module {
             self.check_markers_before_writing(&batch, deadline)?;
         }
@@ -312,7 +321,8 @@ impl RedisFilter {
             let again: Vec<usize> = refused.iter().flat_map(|(_, ix)| ix.clone()).collect();
             let retry = Batch {
                 shards: refused,
-                offsets: batch.offsets,
+                // Computed by `send_batch`, which sends them plain.
+                offsets: Vec::new(),
                 keys: batch.keys,
             };
             let sent = self.send_batch(retry, keys, write, 0, deadline)?;
@@ -352,7 +362,7 @@ impl RedisFilter {
             let more = next.is_some();
             if let Some(chunk) = next {
                 let sent = self.send_batch(
-                    self.batch_of(chunk),
+                    self.batch_of(chunk, !self.module.load(Ordering::Acquire)),
                     chunk,
                     write,
                     std::mem::take(&mut uncounted),
