@@ -15,9 +15,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
-use crate::encoding::{EncodedKey, KeyEncoding};
+use crate::encoding::KeyEncoding;
 use crate::key::{self, Key};
-use crate::position::{Block, KeyHash, PositionHasher};
+use crate::position::{Block, KeyHash, PositionHasher, Split, split};
 
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
@@ -107,7 +107,7 @@ pub(crate) struct Inserted {
 /// The cache line of a block in `words` (plain or atomic); `None` only for the hash of
 /// another configuration.
 #[inline(always)]
-fn line<W>(words: &[W], block: Block) -> Option<&[W; 8]> {
+pub(crate) fn line<W>(words: &[W], block: Block) -> Option<&[W; 8]> {
     words
         .get(block.first_word..block.first_word + 8)
         .and_then(|w| w.try_into().ok())
@@ -115,111 +115,47 @@ fn line<W>(words: &[W], block: Block) -> Option<&[W; 8]> {
 
 /// [`line`], to write.
 #[inline(always)]
-fn line_mut(words: &mut [u64], block: Block) -> Option<&mut [u64; 8]> {
+pub(crate) fn line_mut(words: &mut [u64], block: Block) -> Option<&mut [u64; 8]> {
     words
         .get_mut(block.first_word..block.first_word + 8)
         .and_then(|w| w.try_into().ok())
 }
 
+/// The `N` words of a split block in `words`; `None` only for the hash of another
+/// configuration.
+#[inline(always)]
+pub(crate) fn split_line<W, const N: usize>(words: &[W], place: Split) -> Option<&[W; N]> {
+    words
+        .get(place.first_word..place.first_word + N)
+        .and_then(|w| w.try_into().ok())
+}
+
+/// Sets a key's split-block masks in plain words; returns whether a bit was clear.
+#[inline(always)]
+pub(crate) fn set_split(words: &mut [u64], wide: bool, place: Split) -> bool {
+    let range = place.first_word..place.first_word + if wide { 8 } else { 4 };
+    match (words.get_mut(range), wide) {
+        (Some(line), false) => <&mut [u64; 4]>::try_from(line)
+            .is_ok_and(|l| split::set_all(l, &split::masks_256(place.x))),
+        (Some(line), true) => <&mut [u64; 8]>::try_from(line)
+            .is_ok_and(|l| split::set_all(l, &split::masks_512(place.x))),
+        (None, _) => false,
+    }
+}
+
 /// Whether one bit of a line is set.
 #[inline(always)]
-fn test_bit(line: &[u64; 8], word: usize, bit: u32) -> bool {
+pub(crate) fn test_bit(line: &[u64; 8], word: usize, bit: u32) -> bool {
     (line[word & 7] >> bit) & 1 != 0
 }
 
 /// Sets one bit of a line; returns whether it was clear.
 #[inline(always)]
-fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
+pub(crate) fn set_bit(line: &mut [u64; 8], word: usize, bit: u32) -> bool {
     let w = &mut line[word & 7];
     let was_clear = (*w >> bit) & 1 == 0;
     *w |= 1 << bit;
     was_clear
-}
-
-/// A plain filter's one-key probe and insert, chosen once, when the filter is made.
-///
-/// For an unsalted `xxh3-128` filter with the blocked layout and one of the planner's usual
-/// k, they are compiled for that configuration: a call hashes with the seed folded in, finds
-/// the block and tests or sets k bits in straight-line code, with no rule, layout or k to
-/// dispatch on. Every other configuration takes the general code. Both place every key
-/// exactly where [`PositionHasher::each_position`] does (`tests/insert_law.rs`,
-/// `compiled_probes_test_and_set_exactly_the_specified_positions`).
-#[derive(Clone, Copy)]
-pub(crate) struct Kernel {
-    // Keys as bytes: the compiled probes read no `EncodedKey` variant.
-    contains: fn(&PositionHasher, &[u64], &[u8]) -> bool,
-    insert: fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
-}
-
-impl Kernel {
-    pub(crate) fn new(hasher: &PositionHasher) -> Self {
-        match hasher.unsalted_xxh3_blocked_k() {
-            Some(6) => Self::xxh3_blocked::<6>(),
-            Some(7) => Self::xxh3_blocked::<7>(),
-            Some(8) => Self::xxh3_blocked::<8>(),
-            Some(10) => Self::xxh3_blocked::<10>(),
-            _ => Self {
-                contains: |hasher, words, key| {
-                    let hash = hasher.hash(&EncodedKey::from_encoded(key));
-                    BitsRef::Plain(words).contains(hasher, hash)
-                },
-                insert: |hasher, words, key| {
-                    words.insert_key(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
-                },
-            },
-        }
-    }
-
-    fn xxh3_blocked<const K: usize>() -> Self {
-        Self {
-            contains: |hasher, words, key| {
-                let block = hasher.unsalted_xxh3_block(key);
-                let Some(line) = line(words, block) else {
-                    return false;
-                };
-                let mut all = true;
-                block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
-                all
-            },
-            insert: |hasher, words, key| {
-                let block = hasher.unsalted_xxh3_block(key);
-                let mut changed = false;
-                if let Some(line) = line_mut(words, block) {
-                    block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
-                }
-                changed
-            },
-        }
-    }
-
-    /// Whether every bit of an encoded key is set in `words`.
-    #[inline]
-    pub(crate) fn contains(
-        self,
-        hasher: &PositionHasher,
-        words: &[u64],
-        key: &EncodedKey<'_>,
-    ) -> bool {
-        (self.contains)(hasher, words, key.as_bytes())
-    }
-
-    /// Sets the bits of an encoded key; returns whether one was clear.
-    #[inline]
-    pub(crate) fn insert(
-        self,
-        hasher: &PositionHasher,
-        words: &mut [u64],
-        key: &EncodedKey<'_>,
-    ) -> bool {
-        (self.insert)(hasher, words, key.as_bytes())
-    }
-}
-
-/// Names the kernel, never the hasher's state.
-impl std::fmt::Debug for Kernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Kernel(..)")
-    }
 }
 
 /// Read access to a bit array, plain or atomic: the probe shared by every lookup path.
@@ -247,6 +183,9 @@ impl BitsRef<'_> {
     /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
     #[inline(always)]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        if let Some(place) = hasher.split_of(hash) {
+            return self.contains_split(hasher.wide_split(), place);
+        }
         if let Some(block) = hasher.block_of(hash) {
             let mut all = true;
             // One bounds check for the block; inside it, `word < 8` needs none.
@@ -288,6 +227,10 @@ impl BitsRef<'_> {
             let mut folded = 0;
             let mut word = |i: usize| folded ^= words.get(i).map_or(0, &read);
             for &hash in hashes {
+                if let Some(place) = hasher.split_of(hash) {
+                    word(place.first_word);
+                    continue;
+                }
                 match hasher.block_of(hash) {
                     Some(block) => word(block.first_word),
                     None => hasher.each_position(hash, |position| word(bits::locate(position).0)),
@@ -300,6 +243,31 @@ impl BitsRef<'_> {
             Self::Atomic(words) => fold(words, hasher, hashes, |w| w.load(Ordering::Relaxed)),
         };
         std::hint::black_box(folded);
+    }
+
+    /// [`BitsRef::contains`] for a split-block layout: the block's words against the key's
+    /// masks, one bit per word.
+    #[inline(always)]
+    pub(crate) fn contains_split(self, wide: bool, place: Split) -> bool {
+        match (self, wide) {
+            (Self::Plain(words), false) => split_line::<_, 4>(words, place)
+                .is_some_and(|l| split::all_set(l, &split::masks_256(place.x))),
+            (Self::Plain(words), true) => split_line::<_, 8>(words, place)
+                .is_some_and(|l| split::all_set(l, &split::masks_512(place.x))),
+            (Self::Atomic(words), false) => split_line::<_, 4>(words, place).is_some_and(|l| {
+                // Acquire pairs with the Release of `fetch_or` in inserts.
+                split::all_set(
+                    &l.each_ref().map(|w| w.load(Ordering::Acquire)),
+                    &split::masks_256(place.x),
+                )
+            }),
+            (Self::Atomic(words), true) => split_line::<_, 8>(words, place).is_some_and(|l| {
+                split::all_set(
+                    &l.each_ref().map(|w| w.load(Ordering::Acquire)),
+                    &split::masks_512(place.x),
+                )
+            }),
+        }
     }
 
     /// [`BitsRef::contains`] for the standard layout: `k` scattered probes.
@@ -426,6 +394,9 @@ impl BitsMut for [u64] {
 
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        if let Some(place) = hasher.split_of(hash) {
+            return set_split(self, hasher.wide_split(), place);
+        }
         let mut changed = false;
         if let Some(block) = hasher.block_of(hash) {
             if let Some(line) = line_mut(self, block) {
@@ -451,6 +422,22 @@ impl BitsMut for &[AtomicU64] {
 
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        if let Some(place) = hasher.split_of(hash) {
+            let fetch_or = |words: &[AtomicU64], masks: &[u64]| {
+                let mut changed = false;
+                for (w, &mask) in words.iter().zip(masks) {
+                    // Release pairs with the Acquire loads of readers and snapshots.
+                    changed |= w.fetch_or(mask, Ordering::Release) & mask != mask;
+                }
+                changed
+            };
+            return match hasher.wide_split() {
+                false => split_line::<_, 4>(self, place)
+                    .is_some_and(|l| fetch_or(l, &split::masks_256(place.x))),
+                true => split_line::<_, 8>(self, place)
+                    .is_some_and(|l| fetch_or(l, &split::masks_512(place.x))),
+            };
+        }
         let mut changed = false;
         if let Some(block) = hasher.block_of(hash) {
             if let Some(line) = line(self, block) {

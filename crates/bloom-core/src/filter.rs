@@ -1,11 +1,12 @@
 //! [`BloomFilter`]: the single-owner filter.
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, Kernel, KeyHashing};
+use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
 #[cfg(doc)]
 use crate::encoding::KeyError;
 use crate::estimate;
+use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::position::PositionHasher;
 

@@ -45,6 +45,19 @@ pub enum Layout {
         /// The number of shards, 1 to [`MAX_SHARDS`].
         shards: u32,
     },
+    /// Apache Parquet's split-block Bloom filter (id 6): blocks of 256 bits, each eight
+    /// 32-bit words; a key sets exactly one bit in each word of one block, so `k` is 8. The
+    /// bits are byte for byte a Parquet bitset; with the [`xxh64`](crate::PositionRule::Xxh64)
+    /// rule and the key encoding of the column's type, a filter answers as Parquet's. Eight
+    /// independent multiply-shifts per key, which vectorize; about 10 % more bits than
+    /// the standard layout at 1 % (see [`Layout::false_positive_rate`]). `m` is a multiple
+    /// of 256.
+    SplitBlock256,
+    /// The split block widened to one 512-bit cache line of eight 64-bit words (id 7): one
+    /// bit in each word of one block, `k` = 8. Fewer bits than
+    /// [`Layout::SplitBlock256`] for the same rate (about 5 % over the standard layout at
+    /// 1 %, 9 % at 0.1 %), as cheap to probe. `m` is a multiple of 512.
+    SplitBlock512,
 }
 
 /// The most shards of [`Layout::Sharded`].
@@ -53,14 +66,21 @@ pub const MAX_SHARDS: u32 = 1 << 16;
 /// Bits in a block of [`Layout::Blocked512`].
 pub const BLOCK_BITS: u64 = 512;
 
+/// Positions per key of the split-block layouts: one bit in each of a block's eight words.
+pub const SPLIT_BLOCK_HASHES: u32 = 8;
+
 impl Layout {
     /// The layouts of a filter held in one piece, in id order (the sharded layout takes a
     /// shard count; see [`Layout::sharded`]).
-    pub const ALL: [Self; 2] = [Self::Standard, Self::Blocked512];
+    pub const ALL: [Self; 4] = [
+        Self::Standard,
+        Self::Blocked512,
+        Self::SplitBlock256,
+        Self::SplitBlock512,
+    ];
 
     /// The names accepted by [`Layout::from_str`].
-    pub const NAMES: &'static str =
-        "standard, blocked-512, sharded-v2-S (S shards), sharded-S (the superseded sharded layout)";
+    pub const NAMES: &'static str = "standard, blocked-512, split-block-256, split-block-512, sharded-v2-S (S shards), sharded-S (the superseded sharded layout)";
 
     /// The sharded layout with `shards` shards: [`Layout::ShardedV2`], the one for new
     /// filters.
@@ -94,12 +114,25 @@ impl Layout {
         matches!(self, Self::Sharded { .. } | Self::ShardedV2 { .. })
     }
 
+    /// The block size in bits of a split-block layout ([`Layout::SplitBlock256`] or
+    /// [`Layout::SplitBlock512`]), whose `k` is always [`SPLIT_BLOCK_HASHES`]; `None` for the
+    /// others.
+    #[must_use]
+    pub const fn split_block_bits(self) -> Option<u64> {
+        match self {
+            Self::SplitBlock256 => Some(256),
+            Self::SplitBlock512 => Some(512),
+            _ => None,
+        }
+    }
+
     /// The bits of one part that a key's positions all fall in: a 512-bit block, a shard of
     /// `m / S` bits, or `None` for the standard layout (and a single shard).
     #[must_use]
     pub const fn part_bits(self, bits: u64) -> Option<u64> {
         match self {
-            Self::Blocked512 => Some(BLOCK_BITS),
+            Self::Blocked512 | Self::SplitBlock512 => Some(BLOCK_BITS),
+            Self::SplitBlock256 => Some(256),
             Self::Sharded { shards } | Self::ShardedV2 { shards } if shards > 1 => {
                 Some(bits / shards as u64)
             }
@@ -112,7 +145,7 @@ impl Layout {
     pub const fn parameter(self) -> u64 {
         match self {
             Self::Sharded { shards } | Self::ShardedV2 { shards } => shards as u64,
-            Self::Standard | Self::Blocked512 => 0,
+            Self::Standard | Self::Blocked512 | Self::SplitBlock256 | Self::SplitBlock512 => 0,
         }
     }
 
@@ -121,7 +154,7 @@ impl Layout {
     pub const fn shards(self) -> u32 {
         match self {
             Self::Sharded { shards } | Self::ShardedV2 { shards } => shards,
-            Self::Standard | Self::Blocked512 => 1,
+            Self::Standard | Self::Blocked512 | Self::SplitBlock256 | Self::SplitBlock512 => 1,
         }
     }
 
@@ -133,6 +166,8 @@ impl Layout {
             Self::Blocked512 => LayoutId::Blocked512,
             Self::Sharded { .. } => LayoutId::Sharded,
             Self::ShardedV2 { .. } => LayoutId::ShardedV2,
+            Self::SplitBlock256 => LayoutId::SplitBlock256,
+            Self::SplitBlock512 => LayoutId::SplitBlock512,
         }
     }
 
@@ -143,6 +178,8 @@ impl Layout {
         match (id, parameter) {
             (LayoutId::Standard, 0) => Some(Self::Standard),
             (LayoutId::Blocked512, 0) => Some(Self::Blocked512),
+            (LayoutId::SplitBlock256, 0) => Some(Self::SplitBlock256),
+            (LayoutId::SplitBlock512, 0) => Some(Self::SplitBlock512),
             (LayoutId::Sharded, shards @ 1..=0x1_0000) => Some(Self::Sharded {
                 shards: shards as u32,
             }),
@@ -164,7 +201,8 @@ impl Layout {
     pub const fn granule(self) -> u64 {
         match self {
             Self::Standard => 1,
-            Self::Blocked512 => BLOCK_BITS,
+            Self::Blocked512 | Self::SplitBlock512 => BLOCK_BITS,
+            Self::SplitBlock256 => 256,
             Self::Sharded { shards } | Self::ShardedV2 { shards } => 64 * shards as u64,
         }
     }
@@ -182,6 +220,11 @@ impl Layout {
     /// - Sharded, with shards of `B = m / S` bits: the same sum over shard loads, each shard
     ///   a standard filter of `B` bits. For shards of more than a few thousand keys this is
     ///   the standard rate to within a percent; with one shard it is exactly the standard one.
+    /// - Split block, with blocks of `B` bits in eight words of `W = B / 8` bits: a block
+    ///   receives a Poisson number of keys with mean `λ = n B / m`, each setting one bit of
+    ///   every word, and a query tests one bit of each of the eight words, so
+    ///   `FPR = Σ_i Pois(i; λ) · (1 − (1 − 1/W)^i)^8` (Putze, Sanders and Singler 2007, the
+    ///   split variant; `hashes` is always 8 here).
     #[must_use]
     pub fn false_positive_rate(self, bits: u64, hashes: u32, items: u64) -> f64 {
         if items == 0 || bits == 0 {
@@ -193,6 +236,8 @@ impl Layout {
                 standard_rate(per_key, hashes)
             }
             Self::Blocked512 => blocked_rate(per_key, hashes),
+            Self::SplitBlock256 => split_rate_256(per_key, hashes),
+            Self::SplitBlock512 => split_rate_512(per_key, hashes),
             Self::Sharded { shards } | Self::ShardedV2 { shards } => {
                 partitioned_rate(per_key, hashes, bits as f64 / f64::from(shards))
             }
@@ -255,6 +300,18 @@ impl Layout {
                         if next.0 < best.0 { next } else { best }
                     })
             }
+            // k is fixed: one bit per word. A rule allowing fewer positions cannot plan it.
+            Self::SplitBlock256 | Self::SplitBlock512 if max_hashes < SPLIT_BLOCK_HASHES => {
+                (f64::INFINITY, SPLIT_BLOCK_HASHES)
+            }
+            Self::SplitBlock256 => (
+                bits_per_key_for(fpr, SPLIT_BLOCK_HASHES, split_rate_256),
+                SPLIT_BLOCK_HASHES,
+            ),
+            Self::SplitBlock512 => (
+                bits_per_key_for(fpr, SPLIT_BLOCK_HASHES, split_rate_512),
+                SPLIT_BLOCK_HASHES,
+            ),
         }
     }
 }
@@ -274,14 +331,37 @@ fn blocked_rate(per_key: f64, hashes: u32) -> f64 {
     partitioned_rate(per_key, hashes, BLOCK_BITS as f64)
 }
 
+/// The split-block formula for blocks of 256 bits (32-bit words), `b` bits per key.
+fn split_rate_256(per_key: f64, hashes: u32) -> f64 {
+    split_rate(per_key, hashes, 256.0)
+}
+
+/// The split-block formula for blocks of 512 bits (64-bit words), `b` bits per key.
+fn split_rate_512(per_key: f64, hashes: u32) -> f64 {
+    split_rate(per_key, hashes, 512.0)
+}
+
+/// A split block of `block` bits in `k` words: each of `i` keys in the block sets one bit
+/// of each word, so a bit of a word is set with probability `1 - (1 - 1/W)^i`.
+fn split_rate(per_key: f64, hashes: u32, block: f64) -> f64 {
+    let word = block / f64::from(hashes);
+    let k = i32::try_from(hashes).unwrap_or(i32::MAX);
+    let unset_per_key = (-1.0 / word).ln_1p();
+    poisson_mixture(block / per_key, |i| (-(unset_per_key * i).exp_m1()).powi(k))
+}
+
 /// The rate of a filter cut into parts of `block` bits, each key in one part, for `b` bits
 /// per key: the Poisson mixture over part loads.
 fn partitioned_rate(per_key: f64, hashes: u32, block: f64) -> f64 {
-    let lambda = block / per_key;
     let k = i32::try_from(hashes).unwrap_or(i32::MAX);
     // (1 - 1/B)^k: a bit stays unset by one key's k positions; to the power i for i keys.
     let unset_per_key = (-1.0 / block).ln_1p() * f64::from(hashes);
-    let term = |i: f64, pmf: f64| pmf * (-(unset_per_key * i).exp_m1()).powi(k);
+    poisson_mixture(block / per_key, |i| (-(unset_per_key * i).exp_m1()).powi(k))
+}
+
+/// `Σ_i Pois(i; λ) · rate(i)`: the rate of a part holding a Poisson number of keys.
+fn poisson_mixture(lambda: f64, rate: impl Fn(f64) -> f64) -> f64 {
+    let term = |i: f64, pmf: f64| pmf * rate(i);
     if lambda > NORMAL_LOADS {
         // Past a million keys per part the recurrence below would take millions of steps
         // (and stops advancing at 2^53, where i + 1 = i). The load is then normal to far
@@ -400,7 +480,15 @@ mod tests {
             .iter()
             .map(|l| (l.id().value(), l.name()))
             .collect();
-        assert_eq!(ids, [(1, "standard"), (2, "blocked-512")]);
+        assert_eq!(
+            ids,
+            [
+                (1, "standard"),
+                (2, "blocked-512"),
+                (6, "split-block-256"),
+                (7, "split-block-512")
+            ]
+        );
         let sharded = Layout::sharded(16).unwrap();
         assert_eq!((sharded.id().value(), sharded.name()), (5, "sharded-v2"));
         let v1 = Layout::sharded_v1(16).unwrap();

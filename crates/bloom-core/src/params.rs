@@ -95,6 +95,27 @@ pub enum ParamsError {
         /// The most positions per key allowed.
         max_hashes: u32,
     },
+    /// The layout takes exactly one `k` (the split-block layouts: one bit in each of a
+    /// block's eight words).
+    #[error(
+        "the {layout} layout sets one bit in each of a block's words: k must be {required}, got {found}"
+    )]
+    FixedHashes {
+        /// The layout.
+        layout: Layout,
+        /// The `k` that was given.
+        found: u32,
+        /// The only `k` the layout takes.
+        required: u32,
+    },
+    /// The split-block layouts compute the block index in 32 bits: at most 2^32 blocks.
+    #[error("{bits} bits (m) are more than 2^32 blocks of the {layout} layout")]
+    TooManyBlocks {
+        /// The requested `m`.
+        bits: u64,
+        /// The layout.
+        layout: Layout,
+    },
     /// `m` was above [`MAX_BITS`].
     #[error(
         "{found} bits (m) exceed the maximum of {max}; lower the item count or raise the false-positive rate"
@@ -147,6 +168,18 @@ impl FilterParams {
                 granule: layout.granule(),
                 layout,
             });
+        }
+        if let Some(block) = layout.split_block_bits() {
+            if hashes != crate::layout::SPLIT_BLOCK_HASHES {
+                return Err(ParamsError::FixedHashes {
+                    layout,
+                    found: hashes,
+                    required: crate::layout::SPLIT_BLOCK_HASHES,
+                });
+            }
+            if bits / block > bloom_format::MAX_SPLIT_BLOCKS {
+                return Err(ParamsError::TooManyBlocks { bits, layout });
+            }
         }
         Ok(Self {
             bits,

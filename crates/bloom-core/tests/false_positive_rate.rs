@@ -192,3 +192,29 @@ fn sharded_v2_meets_the_prediction() {
         "{hits} false positives in {queries} queries"
     );
 }
+
+/// The split-block layouts' own formula (a Poisson sum over block loads, one bit per word),
+/// over 10^6 disjoint queries: Parquet's 256-bit blocks with its hash at 1%, and 512-bit
+/// blocks with XXH3-64 at 0.1%; and the estimate from the fill of a filter past capacity.
+#[test]
+fn split_block_layouts_meet_their_formula() {
+    let params = FilterParams::planned(Layout::SplitBlock256, 500_000, 0.01).unwrap();
+    assert_eq!(params.hashes(), 8);
+    let config = FilterConfig::new(params)
+        .with_rule(PositionRule::Xxh64)
+        .unwrap()
+        .with_encoding(KeyEncoding::Utf8);
+    check_with(config, 500_000, Prediction::Planned, 1_000_000);
+
+    let params = FilterParams::planned(Layout::SplitBlock512, 200_000, 0.001).unwrap();
+    let config = FilterConfig::new(params)
+        .with_rule(PositionRule::Xxh3_64)
+        .unwrap();
+    check_with(config, 200_000, Prediction::Planned, 1_000_000);
+
+    let params = FilterParams::planned(Layout::SplitBlock256, 20_000, 0.01).unwrap();
+    let config = FilterConfig::new(params)
+        .with_rule(PositionRule::Xxh64)
+        .unwrap();
+    check_with(config, 40_000, Prediction::FromFill, 1_000_000);
+}

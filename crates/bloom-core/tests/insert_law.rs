@@ -35,7 +35,14 @@ fn config_of(
     encoding: KeyEncoding,
     salted: bool,
 ) -> FilterConfig {
-    let rule = PositionRule::ALL[rule % 3];
+    // Rules 0..3 over the standard and blocked layouts; 3..7 over the split-block ones.
+    let (rule, split) = match rule {
+        0..3 => (PositionRule::ALL[rule], None),
+        3 => (PositionRule::Xxh64, Some(Layout::SplitBlock256)),
+        4 => (PositionRule::Xxh3_64, Some(Layout::SplitBlock512)),
+        5 => (PositionRule::Xxh3_128, Some(Layout::SplitBlock256)),
+        _ => (PositionRule::Sha256Double, Some(Layout::SplitBlock512)),
+    };
     let hashes = if rule == PositionRule::Sha256Split4 {
         hashes.min(4)
     } else {
@@ -46,7 +53,9 @@ fn config_of(
     } else {
         Salt::none()
     };
-    let params = if blocked && rule.supports(Layout::Blocked512) {
+    let params = if let Some(layout) = split {
+        FilterParams::with_layout(layout, (bits % 8 + 1) * 512, 8).unwrap()
+    } else if blocked && rule.supports(Layout::Blocked512) {
         FilterParams::with_layout(Layout::Blocked512, (bits % 8 + 1) * 512, hashes).unwrap()
     } else {
         FilterParams::new(bits, hashes).unwrap()
@@ -58,7 +67,7 @@ fn any_config() -> impl Strategy<Value = FilterConfig> {
     (
         1u64..5000,
         1u32..16,
-        0usize..3,
+        0usize..7,
         any::<bool>(),
         prop::sample::select(KeyEncoding::ALL.to_vec()),
         any::<bool>(),
@@ -131,15 +140,29 @@ proptest! {
 /// the batched path itself is checked against single calls.
 fn large_config() -> impl Strategy<Value = FilterConfig> {
     (
-        prop_oneof![Just(Layout::Standard), Just(Layout::Blocked512)],
+        prop_oneof![
+            Just(Layout::Standard),
+            Just(Layout::Blocked512),
+            Just(Layout::SplitBlock256),
+            Just(Layout::SplitBlock512)
+        ],
         prop_oneof![
             Just(PositionRule::Xxh3_128),
-            Just(PositionRule::Sha256Double)
+            Just(PositionRule::Sha256Double),
+            Just(PositionRule::Xxh64),
+            Just(PositionRule::Xxh3_64)
         ],
         1u32..12,
     )
         .prop_map(|(layout, rule, hashes)| {
             let bits = 40_000_000 / 512 * 512;
+            // The split-block layouts take k = 8 and every rule computing an h1; the others
+            // not the 64-bit rules.
+            let (layout, hashes) = match (layout.split_block_bits(), rule.is_64_bit()) {
+                (Some(_), _) => (layout, 8),
+                (None, true) => (Layout::SplitBlock512, 8),
+                (None, false) => (layout, hashes),
+            };
             FilterConfig::new(FilterParams::with_layout(layout, bits, hashes).unwrap())
                 .with_rule(rule)
                 .unwrap()
@@ -372,12 +395,24 @@ fn filters_past_two_to_the_thirty_two_bits_use_high_positions() {
 /// apart (0, 1–3, 4–8, 9–16, 17–128, 129–240 and longer), salted or not, k compiled or not.
 #[test]
 fn compiled_probes_test_and_set_exactly_the_specified_positions() {
-    for k in [5, 6, 7, 8, 9, 10, 11] {
+    let blocked = [5, 6, 7, 8, 9, 10, 11].map(|k| (PositionRule::Xxh3_128, Layout::Blocked512, k));
+    let split = [
+        PositionRule::Xxh64,
+        PositionRule::Xxh3_64,
+        PositionRule::Xxh3_128,
+        PositionRule::Sha256Double,
+    ]
+    .into_iter()
+    .flat_map(|rule| {
+        [
+            (rule, Layout::SplitBlock256, 8),
+            (rule, Layout::SplitBlock512, 8),
+        ]
+    });
+    for (rule, layout, k) in blocked.into_iter().chain(split) {
         for salt in [Salt::none(), Salt::new(b"pepper").unwrap()] {
-            let params = FilterParams::with_layout(Layout::Blocked512, 512 * 37, k).unwrap();
-            let config =
-                FilterConfig::from_parts(params, PositionRule::Xxh3_128, KeyEncoding::Bytes, salt)
-                    .unwrap();
+            let params = FilterParams::with_layout(layout, 512 * 37, k).unwrap();
+            let config = FilterConfig::from_parts(params, rule, KeyEncoding::Bytes, salt).unwrap();
             let mut filter = BloomFilter::new(config.clone()).unwrap();
             let mut expected = vec![0u64; filter.as_words().len()];
             for len in 0..=300usize {
@@ -388,12 +423,24 @@ fn compiled_probes_test_and_set_exactly_the_specified_positions() {
                 let present = positions
                     .iter()
                     .all(|&p| expected[(p / 64) as usize] >> (p % 64) & 1 == 1);
-                assert_eq!(filter.contains(&key), Ok(present), "k {k}, length {len}");
-                assert_eq!(filter.insert(&key), Ok(!present), "k {k}, length {len}");
+                assert_eq!(
+                    filter.contains(&key),
+                    Ok(present),
+                    "{rule} {layout} k {k}, length {len}"
+                );
+                assert_eq!(
+                    filter.insert(&key),
+                    Ok(!present),
+                    "{rule} {layout} k {k}, length {len}"
+                );
                 for p in positions {
                     expected[(p / 64) as usize] |= 1 << (p % 64);
                 }
-                assert_eq!(filter.as_words(), &expected[..], "k {k}, length {len}");
+                assert_eq!(
+                    filter.as_words(),
+                    &expected[..],
+                    "{rule} {layout} k {k}, length {len}"
+                );
             }
         }
     }

@@ -39,8 +39,9 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
             if !rule.supports(layout) {
                 continue;
             }
-            let ks: &[u32] = match rule {
-                PositionRule::Sha256Split4 => &[1, 3, 4],
+            let ks: &[u32] = match (rule, layout.split_block_bits()) {
+                (_, Some(_)) => &[8],
+                (PositionRule::Sha256Split4, _) => &[1, 3, 4],
                 _ => &[1, 2, 7, 17, 64],
             };
             for encoding in KeyEncoding::ALL {
@@ -88,10 +89,15 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
     // Per encoding: standard split4 (3 k) and two 5-k rules over 6 sizes with and without
     // salt; blocked, two rules over 4 sizes; the Guava rules unsalted over 2 sizes.
     // Sharded, both layouts: two rules over 3 sizes for each of the two shard counts,
-    // salted and not.
+    // salted and not. Split block, both sizes: four rules over 4 sizes, k = 8, salted and
+    // not.
     assert_eq!(
         cases,
-        5 * (2 * 6 * (3 + 5 + 5) + 2 * 4 * (5 + 5) + 2 * 2 * 5 + 2 * 2 * 2 * 3 * (5 + 5))
+        5 * (2 * 6 * (3 + 5 + 5)
+            + 2 * 4 * (5 + 5)
+            + 2 * 2 * 5
+            + 2 * 2 * 2 * 3 * (5 + 5)
+            + 2 * 4 * 4 * 2)
     );
 }
 

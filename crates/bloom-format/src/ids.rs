@@ -118,6 +118,12 @@ id_table! {
         /// 128-bit, seed 0, split into two 32-bit halves for double hashing. Standard layout,
         /// no salt, m a multiple of 64.
         GuavaMitz32 = 5, "guava-mitz32";
+        /// XXH64 (seed 0 without a salt), one 64-bit hash: Apache Parquet's hash for its
+        /// split-block Bloom filters. Split-block layouts only.
+        Xxh64 = 6, "xxh64";
+        /// XXH3-64 (xxHash 0.8, seed 0 without a salt), one 64-bit hash. Split-block
+        /// layouts only. Fast and stable, not a defence against chosen keys.
+        Xxh3_64 = 7, "xxh3-64";
     }
 }
 
@@ -142,6 +148,14 @@ id_table! {
         /// positions inside its shard stepped independently of the shard choice (see
         /// `docs/format.md`). `m` is a multiple of `64 S`; `m / 8` bytes.
         ShardedV2 = 5, "sharded-v2";
+        /// Apache Parquet's split-block Bloom filter: blocks of 256 bits, each eight 32-bit
+        /// words; a key sets one bit in each word of one block (so k = 8). `m` is a multiple
+        /// of 256; `m / 8` bytes, which are byte for byte the Parquet bitset.
+        SplitBlock256 = 6, "split-block-256";
+        /// The split block widened to 512 bits (one cache line), eight 64-bit words; a key
+        /// sets one bit in each word of one block (k = 8). `m` is a multiple of 512; `m / 8`
+        /// bytes.
+        SplitBlock512 = 7, "split-block-512";
     }
 }
 
@@ -169,6 +183,25 @@ impl PositionRuleId {
     #[must_use]
     pub const fn is_guava(self) -> bool {
         matches!(self, Self::GuavaMitz64 | Self::GuavaMitz32)
+    }
+
+    /// Whether the rule computes one 64-bit hash (`xxh64`, `xxh3-64`), which only the
+    /// split-block layouts take.
+    #[must_use]
+    pub const fn is_64_bit(self) -> bool {
+        matches!(self, Self::Xxh64 | Self::Xxh3_64)
+    }
+}
+
+impl LayoutId {
+    /// The block size in bits of a split-block layout (256 or 512), or `None`.
+    #[must_use]
+    pub const fn split_block_bits(self) -> Option<u64> {
+        match self {
+            Self::SplitBlock256 => Some(256),
+            Self::SplitBlock512 => Some(512),
+            _ => None,
+        }
     }
 }
 

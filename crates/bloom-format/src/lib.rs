@@ -80,7 +80,7 @@ pub use guava::{
 };
 pub use header::{
     DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, GUAVA_MAX_BITS, Header, KeyEncodingSpec, MAGIC,
-    MAX_HEADER_LEN, MAX_SALT_LEN, MAX_SHARDS,
+    MAX_HEADER_LEN, MAX_SALT_LEN, MAX_SHARDS, MAX_SPLIT_BLOCKS,
 };
 pub use hex::{hex, hex_dump, unhex};
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};

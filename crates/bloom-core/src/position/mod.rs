@@ -8,6 +8,7 @@
 mod rule;
 mod salt;
 mod sha256;
+pub(crate) mod split;
 
 use std::fmt;
 
@@ -18,6 +19,7 @@ use crate::params::MAX_HASHES;
 pub use rule::PositionRule;
 pub use salt::{RandomSaltError, Salt, SaltTooLong};
 use sha256::{SHA256_H0, sha256_state};
+pub(crate) use split::Split;
 
 /// Computes positions for one filter configuration; the salted SHA-256 state (or the XXH3
 /// seed) is prepared once.
@@ -85,7 +87,8 @@ impl PositionHasher {
             // Blocks of the blocked layout; shards of the sharded one.
             blocks: match layout {
                 Layout::Sharded { shards } | Layout::ShardedV2 { shards } => u64::from(shards),
-                Layout::Standard | Layout::Blocked512 => bits / BLOCK_BITS,
+                Layout::SplitBlock256 => bits / 256,
+                Layout::Standard | Layout::Blocked512 | Layout::SplitBlock512 => bits / BLOCK_BITS,
             },
             start,
             absorbed,
@@ -111,6 +114,13 @@ impl PositionHasher {
             PositionRule::Sha256Split4 => self.sha256_hash(key, true),
             PositionRule::Sha256Double => self.sha256_hash(key, false),
             PositionRule::GuavaMitz64 | PositionRule::GuavaMitz32 => murmur3_hash(key),
+            PositionRule::Xxh64 => KeyHash([xxhash_rust::xxh64::xxh64(key, self.seed), 0, 0, 0]),
+            PositionRule::Xxh3_64 => KeyHash([
+                xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed),
+                0,
+                0,
+                0,
+            ]),
         }
     }
 
@@ -144,6 +154,12 @@ impl PositionHasher {
         let m = self.bits;
         let [h1, h2, ..] = hash.0;
         match (self.rule, self.layout) {
+            (_, Layout::SplitBlock256 | Layout::SplitBlock512) => {
+                // The block from h1's upper 32 bits, a bit of each word from its lower 32.
+                let block_bits = m / self.blocks;
+                let block = split::block_index(h1, self.blocks);
+                split::each_position(block, h1 as u32, block_bits, visit);
+            }
             (PositionRule::Sha256Split4, _) => {
                 for w in hash.0.iter().take(self.hashes as usize) {
                     visit(w % m);
@@ -165,7 +181,7 @@ impl PositionHasher {
                     visit(u64::from(c.unsigned_abs()) % m);
                 }
             }
-            (_, Layout::Standard) => {
+            (_, Layout::Standard) | (PositionRule::Xxh64 | PositionRule::Xxh3_64, _) => {
                 let (mut a, mut b) = (h1, h2);
                 for i in 0..u64::from(self.hashes) {
                     visit(reduce(a, m));
@@ -232,6 +248,50 @@ impl PositionHasher {
             bits: h2,
             hashes: self.hashes,
         }
+    }
+
+    /// For the split-block layouts, a hashed key's block and the hash bits that name its bit
+    /// in each word; `None` for the other layouts.
+    #[inline(always)]
+    pub(crate) fn split_of(&self, hash: KeyHash) -> Option<Split> {
+        if self.layout.split_block_bits().is_none() {
+            return None;
+        }
+        Some(self.split_at(hash.0[0]))
+    }
+
+    /// Whether the split-block layout has 512-bit blocks.
+    #[inline(always)]
+    pub(crate) fn wide_split(&self) -> bool {
+        self.layout == Layout::SplitBlock512
+    }
+
+    /// The split-block place of the 64-bit hash `h`.
+    #[inline(always)]
+    pub(crate) fn split_at(&self, h: u64) -> Split {
+        let words_per_block = if self.layout == Layout::SplitBlock256 {
+            4
+        } else {
+            8
+        };
+        // A block index is below m / 256, and a filter exists only when m / 64 fits usize.
+        Split {
+            first_word: split::block_index(h, self.blocks) as usize * words_per_block,
+            x: h as u32,
+        }
+    }
+
+    /// The split-block layout and unsalted rule of a filter whose keys can be placed by a
+    /// compiled kernel (`xxh64`, `xxh3-64` or `xxh3-128` with seed 0), or `None`.
+    pub(crate) fn unsalted_split(&self) -> Option<(PositionRule, Layout)> {
+        (self.seed == 0
+            && self.absorbed == 0
+            && self.layout.split_block_bits().is_some()
+            && matches!(
+                self.rule,
+                PositionRule::Xxh64 | PositionRule::Xxh3_64 | PositionRule::Xxh3_128
+            ))
+        .then_some((self.rule, self.layout))
     }
 
     /// The `k` of an unsalted `xxh3-128` filter with the blocked layout, whose keys can be
@@ -393,7 +453,9 @@ mod tests {
                 (2, "sha256-double"),
                 (3, "xxh3-128"),
                 (4, "guava-mitz64"),
-                (5, "guava-mitz32")
+                (5, "guava-mitz32"),
+                (6, "xxh64"),
+                (7, "xxh3-64")
             ]
         );
         for r in PositionRule::ALL {

@@ -78,21 +78,33 @@ pub enum PositionRule {
     ///
     /// Same restrictions as [`PositionRule::GuavaMitz64`].
     GuavaMitz32,
+    /// XXH64 (id 6), Apache Parquet's hash: one 64-bit hash `h` of the key (seed 0; with a
+    /// salt, the seed of [`PositionRule::Xxh3_128`]), for the split-block layouts only. With
+    /// [`Layout::SplitBlock256`] and the key encoding of a column's type, a filter is a
+    /// Parquet split-block Bloom filter bit for bit.
+    Xxh64,
+    /// XXH3-64 of xxHash 0.8 (id 7): one 64-bit hash of the key (seed 0; with a salt, as
+    /// [`PositionRule::Xxh3_128`]), for the split-block layouts only. The fastest rule:
+    /// XXH3's short-key path, with no second 64-bit half to compute. Not a defence against
+    /// chosen keys.
+    Xxh3_64,
 }
 
 impl PositionRule {
     /// Every rule, in id order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::Sha256Split4,
         Self::Sha256Double,
         Self::Xxh3_128,
         Self::GuavaMitz64,
         Self::GuavaMitz32,
+        Self::Xxh64,
+        Self::Xxh3_64,
     ];
 
     /// The names accepted by [`PositionRule::from_str`].
     pub const NAMES: &'static str =
-        "sha256-split4, sha256-double, xxh3-128, guava-mitz64, guava-mitz32";
+        "sha256-split4, sha256-double, xxh3-128, guava-mitz64, guava-mitz32, xxh64, xxh3-64";
 
     /// The stable identifier written into snapshots (its number is in `bloom-format`'s
     /// append-only table).
@@ -104,6 +116,8 @@ impl PositionRule {
             Self::Xxh3_128 => PositionRuleId::Xxh3_128,
             Self::GuavaMitz64 => PositionRuleId::GuavaMitz64,
             Self::GuavaMitz32 => PositionRuleId::GuavaMitz32,
+            Self::Xxh64 => PositionRuleId::Xxh64,
+            Self::Xxh3_64 => PositionRuleId::Xxh3_64,
         }
     }
 
@@ -116,6 +130,8 @@ impl PositionRule {
             PositionRuleId::Xxh3_128 => Some(Self::Xxh3_128),
             PositionRuleId::GuavaMitz64 => Some(Self::GuavaMitz64),
             PositionRuleId::GuavaMitz32 => Some(Self::GuavaMitz32),
+            PositionRuleId::Xxh64 => Some(Self::Xxh64),
+            PositionRuleId::Xxh3_64 => Some(Self::Xxh3_64),
             _ => None,
         }
     }
@@ -134,14 +150,27 @@ impl PositionRule {
             Self::Sha256Double | Self::Xxh3_128 | Self::GuavaMitz64 | Self::GuavaMitz32 => {
                 MAX_HASHES
             }
+            Self::Xxh64 | Self::Xxh3_64 => crate::layout::SPLIT_BLOCK_HASHES,
         }
     }
 
-    /// Whether the rule works with `layout` (`sha256-split4` and Guava's rules only with the
-    /// standard one).
+    /// Whether the rule works with `layout`: `sha256-split4` and Guava's rules only with the
+    /// standard one; the 64-bit rules (`xxh64`, `xxh3-64`) only with the split-block ones,
+    /// which also take `sha256-double` and `xxh3-128` (their `h1`).
     #[must_use]
     pub const fn supports(self, layout: Layout) -> bool {
-        matches!(layout, Layout::Standard) || matches!(self, Self::Sha256Double | Self::Xxh3_128)
+        match (self, layout.split_block_bits()) {
+            (Self::Xxh64 | Self::Xxh3_64, split) => split.is_some(),
+            (Self::Sha256Double | Self::Xxh3_128, _) => true,
+            (_, _) => matches!(layout, Layout::Standard),
+        }
+    }
+
+    /// Whether the rule computes one 64-bit hash (`xxh64`, `xxh3-64`): split-block
+    /// layouts only.
+    #[must_use]
+    pub const fn is_64_bit(self) -> bool {
+        matches!(self, Self::Xxh64 | Self::Xxh3_64)
     }
 
     /// Whether this is one of Guava's strategies: standard layout, no salt, `m` a multiple

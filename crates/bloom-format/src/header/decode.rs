@@ -362,6 +362,7 @@ pub(crate) fn validate(
     if header.position_rule.is_guava() {
         validate_guava(header)?;
     }
+    validate_split_block(header)?;
     if matches!(header.layout, LayoutId::Sharded | LayoutId::ShardedV2) {
         let shards = header.layout_parameter;
         if !(1..=MAX_SHARDS).contains(&shards) {
@@ -400,6 +401,61 @@ pub(crate) fn validate(
                 } else {
                     "bits"
                 },
+                header.layout
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The most blocks of a split-block layout: the block index is computed in 32 bits.
+pub const MAX_SPLIT_BLOCKS: u64 = 1 << 32;
+
+/// 5.12: a split-block layout has `k = 8` and whole blocks, at most [`MAX_SPLIT_BLOCKS`];
+/// the 64-bit rules go with the split-block layouts only.
+fn validate_split_block(header: &Header) -> Result<(), DecodeError> {
+    let Some(block) = header.layout.split_block_bits() else {
+        if header.position_rule.is_64_bit() {
+            return Err(DecodeError::InvalidParameter {
+                field: "layout id",
+                found: u64::from(header.layout.value()),
+                expected: format!(
+                    "a split-block layout (6 or 7) for the {} rule",
+                    header.position_rule
+                ),
+            });
+        }
+        return Ok(());
+    };
+    if header.hash_count != 8 {
+        return Err(DecodeError::InvalidParameter {
+            field: "positions per key (k)",
+            found: u64::from(header.hash_count),
+            expected: format!("8 for the {} layout (one bit per word)", header.layout),
+        });
+    }
+    if !header.bit_count.is_multiple_of(block) || header.bit_count / block > MAX_SPLIT_BLOCKS {
+        return Err(DecodeError::InvalidParameter {
+            field: "bit count (m)",
+            found: header.bit_count,
+            expected: format!(
+                "a multiple of {block} of at most 2^32 blocks for the {} layout",
+                header.layout
+            ),
+        });
+    }
+    if !matches!(
+        header.position_rule,
+        PositionRuleId::Xxh64
+            | PositionRuleId::Xxh3_64
+            | PositionRuleId::Xxh3_128
+            | PositionRuleId::Sha256Double
+    ) {
+        return Err(DecodeError::InvalidParameter {
+            field: "position rule id",
+            found: u64::from(header.position_rule.value()),
+            expected: format!(
+                "xxh64, xxh3-64, xxh3-128 or sha256-double for the {} layout",
                 header.layout
             ),
         });

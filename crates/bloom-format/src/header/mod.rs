@@ -13,7 +13,7 @@ use crate::error::{DecodeError, Section};
 use crate::ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 use crate::unicode::UnicodeVersion;
 
-pub use decode::{DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions};
+pub use decode::{DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, MAX_SPLIT_BLOCKS};
 pub(crate) use decode::{check_prefix, decode, parse_prefix, validate};
 use layout::{V2_CASING, V2_HISTORY, V2_IDENTITY, V2_LAYOUT_PARAMETER};
 pub(crate) use layout::{encode, layout_of};
@@ -160,9 +160,12 @@ impl Header {
     pub const fn payload_len(&self) -> u64 {
         match self.layout {
             LayoutId::Counting4 => self.bit_count.div_ceil(2),
-            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded | LayoutId::ShardedV2 => {
-                self.bit_count.div_ceil(8)
-            }
+            LayoutId::Standard
+            | LayoutId::Blocked512
+            | LayoutId::Sharded
+            | LayoutId::ShardedV2
+            | LayoutId::SplitBlock256
+            | LayoutId::SplitBlock512 => self.bit_count.div_ceil(8),
         }
     }
 
@@ -172,9 +175,12 @@ impl Header {
     pub const fn payload_bits(&self) -> u64 {
         match self.layout {
             LayoutId::Counting4 => self.bit_count.saturating_mul(4),
-            LayoutId::Standard | LayoutId::Blocked512 | LayoutId::Sharded | LayoutId::ShardedV2 => {
-                self.bit_count
-            }
+            LayoutId::Standard
+            | LayoutId::Blocked512
+            | LayoutId::Sharded
+            | LayoutId::ShardedV2
+            | LayoutId::SplitBlock256
+            | LayoutId::SplitBlock512 => self.bit_count,
         }
     }
 

@@ -1,0 +1,160 @@
+//! The split-block layouts: Apache Parquet's split-block Bloom filter (256-bit blocks of
+//! eight 32-bit words) and its 512-bit widening (eight 64-bit words).
+//!
+//! A key's 64-bit hash `h` picks a block from its upper 32 bits and, from its lower 32 bits
+//! `x`, one bit in each of the block's eight words: the top bits of `x * SALT[j]` (wrapping
+//! in 32 bits). The eight products are independent, so the masks of a key are computed in
+//! parallel (eight lanes of one multiply, shift and OR), and a probe is one compare of the
+//! block against them.
+
+/// The eight odd salts of Apache Parquet's split-block Bloom filter specification
+/// (`parquet-format`, `BloomFilter.md`).
+pub(crate) const SALT: [u32; 8] = [
+    0x47b6_137b,
+    0x4497_4d91,
+    0x8824_ad5b,
+    0xa2b7_289d,
+    0x7054_95c7,
+    0x2df1_424b,
+    0x9efc_4947,
+    0x5c6b_fb31,
+];
+
+/// A key's place in a split-block layout: the first 64-bit word of its block and the lower
+/// 32 bits of its hash, which name a bit in each of the block's words.
+#[derive(Clone, Copy)]
+pub(crate) struct Split {
+    pub(crate) first_word: usize,
+    pub(crate) x: u32,
+}
+
+/// The block index of a hash among `blocks` blocks (at most 2^32): Parquet's
+/// `((h >> 32) * blocks) >> 32`.
+#[inline(always)]
+pub(crate) fn block_index(h: u64, blocks: u64) -> u64 {
+    ((h >> 32) * blocks) >> 32
+}
+
+/// The bit of word `j` for the lower hash bits `x`, in a word of `2^shift_bits` bits.
+#[inline(always)]
+fn bit(x: u32, j: usize, word_bits_log2: u32) -> u32 {
+    x.wrapping_mul(SALT[j]) >> (32 - word_bits_log2)
+}
+
+/// The masks of a 256-bit block as its four 64-bit words: 32-bit word `j` is the low half
+/// (`j` even) or the high half (`j` odd) of 64-bit word `j / 2`.
+#[inline(always)]
+pub(crate) fn masks_256(x: u32) -> [u64; 4] {
+    let mut words = [0u32; 8];
+    for (j, word) in words.iter_mut().enumerate() {
+        *word = 1 << bit(x, j, 5);
+    }
+    let mut masks = [0u64; 4];
+    for (i, mask) in masks.iter_mut().enumerate() {
+        *mask = u64::from(words[2 * i]) | (u64::from(words[2 * i + 1]) << 32);
+    }
+    masks
+}
+
+/// The masks of a 512-bit block: one bit in each of its eight 64-bit words.
+#[inline(always)]
+pub(crate) fn masks_512(x: u32) -> [u64; 8] {
+    let mut masks = [0u64; 8];
+    for (j, mask) in masks.iter_mut().enumerate() {
+        *mask = 1 << bit(x, j, 6);
+    }
+    masks
+}
+
+/// The `k = 8` positions of a key in a split block of `block_bits` (256 or 512) bits: word
+/// `j`'s bit, in word order.
+#[inline]
+pub(crate) fn each_position(block: u64, x: u32, block_bits: u64, mut visit: impl FnMut(u64)) {
+    let word_bits = block_bits / 8;
+    let log2 = word_bits.trailing_zeros();
+    for j in 0..8 {
+        visit(block * block_bits + j as u64 * word_bits + u64::from(bit(x, j, log2)));
+    }
+}
+
+/// Whether every bit of `masks` is set in `line` (no early exit: the words are compared
+/// together).
+#[inline(always)]
+pub(crate) fn all_set<const N: usize>(line: &[u64; N], masks: &[u64; N]) -> bool {
+    let mut missing = 0;
+    for i in 0..N {
+        missing |= masks[i] & !line[i];
+    }
+    missing == 0
+}
+
+/// Sets `masks` in `line`; returns whether a bit was clear.
+#[inline(always)]
+pub(crate) fn set_all<const N: usize>(line: &mut [u64; N], masks: &[u64; N]) -> bool {
+    let mut missing = 0;
+    for i in 0..N {
+        missing |= masks[i] & !line[i];
+        line[i] |= masks[i];
+    }
+    missing != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_set_one_bit_per_word_at_the_specified_positions() {
+        for x in [0u32, 1, 0x8000_0000, 0xdead_beef, u32::MAX] {
+            let m256 = masks_256(x);
+            let mut from_positions = [0u64; 4];
+            each_position(0, x, 256, |p| {
+                from_positions[(p / 64) as usize] |= 1 << (p % 64)
+            });
+            assert_eq!(m256, from_positions, "x = {x:#x}");
+            for (i, m) in m256.iter().enumerate() {
+                assert_eq!(
+                    (m & 0xffff_ffff).count_ones(),
+                    1,
+                    "x = {x:#x}, word {}",
+                    2 * i
+                );
+                assert_eq!((m >> 32).count_ones(), 1, "x = {x:#x}, word {}", 2 * i + 1);
+            }
+            let m512 = masks_512(x);
+            let mut from_positions = [0u64; 8];
+            each_position(0, x, 512, |p| {
+                from_positions[(p / 64) as usize] |= 1 << (p % 64)
+            });
+            assert_eq!(m512, from_positions, "x = {x:#x}");
+            assert!(m512.iter().all(|m| m.count_ones() == 1));
+        }
+        // x = 1: the bit of each word is the salt's top 5 (or 6) bits.
+        let top5: Vec<u32> = SALT.iter().map(|s| s >> 27).collect();
+        let mut expected = Vec::new();
+        each_position(0, 1, 256, |p| expected.push((p % 32) as u32));
+        assert_eq!(expected, top5);
+    }
+
+    #[test]
+    fn block_index_covers_the_range() {
+        assert_eq!(block_index(0, 7), 0);
+        assert_eq!(block_index(u64::MAX, 7), 6);
+        assert_eq!(block_index(u64::MAX, 1 << 32), (1 << 32) - 1);
+        assert_eq!(
+            block_index(0xffff_ffff, 1 << 32),
+            0,
+            "the lower bits do not pick the block"
+        );
+    }
+
+    #[test]
+    fn probes_agree_with_setting() {
+        let mut line = [0u64; 8];
+        let masks = masks_512(12345);
+        assert!(!all_set(&line, &masks));
+        assert!(set_all(&mut line, &masks));
+        assert!(all_set(&line, &masks));
+        assert!(!set_all(&mut line, &masks));
+    }
+}
