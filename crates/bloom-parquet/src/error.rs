@@ -32,7 +32,9 @@ pub enum SbbfError {
     )]
     UnsupportedCompression(i16),
     /// The bitset size is not a positive whole number of 32-byte blocks.
-    #[error("the Bloom filter bitset is {0} bytes: not a positive multiple of 32 (whole 256-bit blocks)")]
+    #[error(
+        "the Bloom filter bitset is {0} bytes: not a positive multiple of 32 (whole 256-bit blocks)"
+    )]
     InvalidSize(i64),
     /// The bitset is larger than the caller's limit.
     #[error("the Bloom filter bitset is {found} bytes, over the limit of {limit}")]
@@ -81,7 +83,9 @@ pub enum ParquetFileError {
         path: PathBuf,
     },
     /// The footer is encrypted (`PARE`): this build reads plaintext footers only.
-    #[error("{path}: the Parquet footer is encrypted (magic PARE); this build reads plaintext footers only")]
+    #[error(
+        "{path}: the Parquet footer is encrypted (magic PARE); this build reads plaintext footers only"
+    )]
     Encrypted {
         /// The file.
         path: PathBuf,
@@ -155,7 +159,9 @@ pub enum ParquetFileError {
         row_groups: usize,
     },
     /// The filter lies outside the file.
-    #[error("{path}: the Bloom filter of column {column:?} in row group {row_group} lies outside the file (offset {offset}, file length {file_len})")]
+    #[error(
+        "{path}: the Bloom filter of column {column:?} in row group {row_group} lies outside the file (offset {offset}, file length {file_len})"
+    )]
     FilterOutOfFile {
         /// The file.
         path: PathBuf,

@@ -98,7 +98,8 @@ impl ParquetFile {
             });
         }
         let mut footer = vec![0u8; footer_len as usize];
-        file.seek(SeekFrom::Start(len - 8 - footer_len)).map_err(io)?;
+        file.seek(SeekFrom::Start(len - 8 - footer_len))
+            .map_err(io)?;
         file.read_exact(&mut footer).map_err(io)?;
         // The decoder is the parquet crate's; a panic in it on a hostile footer is an error
         // here, not an abort of the caller.
@@ -249,9 +250,11 @@ impl ParquetFile {
         };
         // The header first (from at most MAX_HEADER_BYTES, or the announced length), then
         // exactly the bitset it announces, once its place is known to be in the file.
-        let window = (self.len - start)
-            .min(MAX_HEADER_BYTES as u64)
-            .min(announced.and_then(|l| u64::try_from(l).ok()).unwrap_or(u64::MAX));
+        let window = (self.len - start).min(MAX_HEADER_BYTES as u64).min(
+            announced
+                .and_then(|l| u64::try_from(l).ok())
+                .unwrap_or(u64::MAX),
+        );
         let mut head = vec![0u8; window as usize];
         self.file.seek(SeekFrom::Start(start)).map_err(io)?;
         self.file.read_exact(&mut head).map_err(io)?;
@@ -298,7 +301,10 @@ impl ParquetFile {
     /// # Errors
     /// As [`ParquetFile::filter`], and [`ParquetFileError::NoFilters`] when no row group has
     /// a filter for the column.
-    pub fn filters(&mut self, column: &Column) -> Result<Vec<Option<BloomFilter>>, ParquetFileError> {
+    pub fn filters(
+        &mut self,
+        column: &Column,
+    ) -> Result<Vec<Option<BloomFilter>>, ParquetFileError> {
         let filters = (0..self.row_groups())
             .map(|rg| self.filter(rg, column))
             .collect::<Result<Vec<_>, _>>()?;

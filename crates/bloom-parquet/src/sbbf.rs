@@ -1,8 +1,8 @@
 //! A Parquet Bloom filter as bytes: its Thrift `BloomFilterHeader`, then its bitset.
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
-    SPLIT_BLOCK_HASHES,
+    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, SPLIT_BLOCK_HASHES,
+    Salt,
 };
 
 use crate::error::SbbfError;
@@ -73,7 +73,7 @@ pub fn parse_header(bytes: &[u8], max_bytes: u64) -> Result<SbbfHeader, SbbfErro
     }
     let num_bytes = u64::try_from(num_bytes)
         .ok()
-        .filter(|&n| n > 0 && n % 32 == 0)
+        .filter(|&n| n > 0 && n.is_multiple_of(32))
         .ok_or(SbbfError::InvalidSize(i64::from(num_bytes)))?;
     if num_bytes > max_bytes {
         return Err(SbbfError::TooLarge {
@@ -135,7 +135,7 @@ pub fn filter_from_bitset(
     encoding: KeyEncoding,
 ) -> Result<BloomFilter, FilterError> {
     let len = bitset.len() as u64;
-    if len == 0 || len % 32 != 0 {
+    if len == 0 || !len.is_multiple_of(32) {
         return Err(FilterError::Sbbf(SbbfError::InvalidSize(
             i64::try_from(len).unwrap_or(i64::MAX),
         )));
@@ -151,7 +151,9 @@ pub fn filter_from_bitset(
     BloomFilter::from_bytes(config, bitset, items as u64).map_err(|e| match e {
         bloom_core::BitsError::Alloc(e) => FilterError::Alloc(e),
         // The length was checked above, and whole blocks have no padding.
-        _ => FilterError::Sbbf(SbbfError::InvalidSize(i64::try_from(len).unwrap_or(i64::MAX))),
+        _ => FilterError::Sbbf(SbbfError::InvalidSize(
+            i64::try_from(len).unwrap_or(i64::MAX),
+        )),
     })
 }
 
@@ -161,7 +163,11 @@ pub fn filter_from_bitset(
 /// # Errors
 /// As [`parse_header`], [`SbbfError::BitsetLength`] unless exactly the announced bitset
 /// follows, or an allocation failure.
-pub fn decode(bytes: &[u8], encoding: KeyEncoding, max_bytes: u64) -> Result<BloomFilter, FilterError> {
+pub fn decode(
+    bytes: &[u8],
+    encoding: KeyEncoding,
+    max_bytes: u64,
+) -> Result<BloomFilter, FilterError> {
     let header = parse_header(bytes, max_bytes)?;
     let bitset = &bytes[header.header_len..];
     if bitset.len() as u64 != header.num_bytes {

@@ -146,8 +146,7 @@ impl<'a> Reader<'a> {
     fn skip_elements(&mut self, kind: u8, size: u64, depth: u32) -> Result<(), SbbfError> {
         // In a list a boolean is one byte; every element is at least one byte, so a size
         // beyond the bytes left is refused before the loop.
-        if size > (self.bytes.len() - self.at) as u64 && kind != BOOL_TRUE && kind != BOOL_FALSE
-        {
+        if size > (self.bytes.len() - self.at) as u64 && kind != BOOL_TRUE && kind != BOOL_FALSE {
             return Err(SbbfError::TruncatedHeader);
         }
         for _ in 0..size {

@@ -26,7 +26,9 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// The `parquet` crate's own filters of a file, by row group and column.
@@ -38,7 +40,8 @@ fn their_filters(path: &Path) -> Vec<Vec<Option<Sbbf>>> {
                 .build(),
         )
         .build();
-    let reader = SerializedFileReader::new_with_options(File::open(path).unwrap(), options).unwrap();
+    let reader =
+        SerializedFileReader::new_with_options(File::open(path).unwrap(), options).unwrap();
     (0..reader.num_row_groups())
         .map(|rg| {
             let group = reader.get_row_group(rg).unwrap();
@@ -58,7 +61,12 @@ fn bitset(sbbf: &Sbbf) -> Vec<u8> {
 /// Checks every filter of `column` in `path` against the parquet crate's, bit for bit and
 /// answer for answer over `probes` (plain-encoded values), and returns the answers: one line
 /// per probe with the row groups that may hold it.
-fn compare(path: &Path, column: &str, probes: &[Vec<u8>], shown: impl Fn(&[u8]) -> String) -> String {
+fn compare(
+    path: &Path,
+    column: &str,
+    probes: &[Vec<u8>],
+    shown: impl Fn(&[u8]) -> String,
+) -> String {
     let mut ours = ParquetFile::open(path, Limits::default()).unwrap();
     let col = ours.column(column).unwrap();
     let filters = ours.filters(&col).unwrap();
@@ -79,22 +87,53 @@ fn compare(path: &Path, column: &str, probes: &[Vec<u8>], shown: impl Fn(&[u8]) 
                 (Layout::SplitBlock256, PositionRule::Xxh64, 8)
             );
             assert_eq!(config.encoding(), col.kind.key_encoding());
-            assert_eq!(filter.to_bytes(), bitset(theirs), "{column} rg {rg}: the bitset");
+            assert_eq!(
+                filter.to_bytes(),
+                bitset(theirs),
+                "{column} rg {rg}: the bitset"
+            );
             let encoded = config.encode_bytes(probe).unwrap();
             let maybe = filter.contains(&encoded);
-            assert_eq!(maybe, theirs.check(&probe[..]), "{column} rg {rg}: {}", shown(probe));
+            assert_eq!(
+                maybe,
+                theirs.check(&probe[..]),
+                "{column} rg {rg}: {}",
+                shown(probe)
+            );
             if maybe {
                 groups.push(rg.to_string());
             }
         }
-        writeln!(answers, "{}: {}", shown(probe), if groups.is_empty() { "absent".into() } else { groups.join(", ") }).unwrap();
+        writeln!(
+            answers,
+            "{}: {}",
+            shown(probe),
+            if groups.is_empty() {
+                "absent".into()
+            } else {
+                groups.join(", ")
+            }
+        )
+        .unwrap();
     }
     answers
 }
 
 const PARQUET_MR_VALUES: [&str; 14] = [
-    "Hello", "This is", "a", "test", "How", "are you", "doing ", "today", "the quick",
-    "brown fox", "jumps", "over", "the lazy", "dog",
+    "Hello",
+    "This is",
+    "a",
+    "test",
+    "How",
+    "are you",
+    "doing ",
+    "today",
+    "the quick",
+    "brown fox",
+    "jumps",
+    "over",
+    "the lazy",
+    "dog",
 ];
 
 fn text_probes() -> Vec<Vec<u8>> {
@@ -119,7 +158,10 @@ fn parquet_mr_files_answer_as_parquet_does() {
         let answers = compare(&path, "String", &text_probes(), as_text);
         // Every value written is in the filter.
         for value in PARQUET_MR_VALUES {
-            assert!(answers.contains(&format!("{value:?}: 0\n")), "{value:?} in {name}:\n{answers}");
+            assert!(
+                answers.contains(&format!("{value:?}: 0\n")),
+                "{value:?} in {name}:\n{answers}"
+            );
         }
         insta::assert_snapshot!(name, answers);
         let file = ParquetFile::open(&path, Limits::default()).unwrap();
@@ -132,21 +174,30 @@ fn parquet_mr_files_answer_as_parquet_does() {
 #[test]
 fn the_filter_blob_of_parquet_testing_answers_its_documented_values() {
     let blob = std::fs::read(data("parquet-testing/bloom_filter.xxhash.bin")).unwrap();
-    let filter = bloom_parquet::decode(&blob, KeyEncoding::Utf8, bloom_parquet::MAX_BITSET_BYTES).unwrap();
+    let filter =
+        bloom_parquet::decode(&blob, KeyEncoding::Utf8, bloom_parquet::MAX_BITSET_BYTES).unwrap();
     let theirs = Sbbf::from_bytes(&blob).unwrap();
     assert_eq!(filter.to_bytes(), bitset(&theirs));
     for value in ["hello", "parquet", "bloom", "filter"] {
         assert!(filter.contains(value), "{value}");
     }
     for probe in (0..2000).map(|i| format!("probe-{i}")) {
-        assert_eq!(filter.contains(probe.as_str()), theirs.check(probe.as_str()), "{probe}");
+        assert_eq!(
+            filter.contains(probe.as_str()),
+            theirs.check(probe.as_str()),
+            "{probe}"
+        );
     }
     // And back: the blob this crate writes for the filter is the one parquet-mr wrote.
     assert_eq!(bloom_parquet::encode(&filter).unwrap(), blob);
 
     let deprecated = std::fs::read(data("parquet-testing/bloom_filter.bin")).unwrap();
     assert!(matches!(
-        bloom_parquet::decode(&deprecated, KeyEncoding::Utf8, bloom_parquet::MAX_BITSET_BYTES),
+        bloom_parquet::decode(
+            &deprecated,
+            KeyEncoding::Utf8,
+            bloom_parquet::MAX_BITSET_BYTES
+        ),
         Err(bloom_parquet::FilterError::Sbbf(SbbfError::Deprecated))
     ));
 }
@@ -194,7 +245,8 @@ fn row(i: u32) -> (String, Vec<u8>, i32, i64, f32, f64, [u8; 16]) {
 /// and false positives occur).
 fn write_arrow_rs_file(path: &Path) {
     let schema = Arc::new(parse_message_type(SCHEMA).unwrap());
-    let mut props = WriterProperties::builder().set_created_by("bloom test helper (parquet crate)".into());
+    let mut props =
+        WriterProperties::builder().set_created_by("bloom test helper (parquet crate)".into());
     for name in ["name", "raw", "small", "large", "ratio", "amount", "uuid"] {
         let path = parquet::schema::types::ColumnPath::from(name);
         props = props
@@ -202,7 +254,8 @@ fn write_arrow_rs_file(path: &Path) {
             .set_column_bloom_filter_max_ndv(path, 500);
     }
     let props = props.build();
-    let mut writer = SerializedFileWriter::new(File::create(path).unwrap(), schema, Arc::new(props)).unwrap();
+    let mut writer =
+        SerializedFileWriter::new(File::create(path).unwrap(), schema, Arc::new(props)).unwrap();
     for range in [0..700u32, 700..1400, 1400..1700] {
         let rows: Vec<_> = range.clone().map(row).collect();
         let mut group = writer.next_row_group().unwrap();
@@ -211,32 +264,41 @@ fn write_arrow_rs_file(path: &Path) {
             use parquet::column::writer::ColumnWriter as W;
             match (index, column.untyped()) {
                 (0, W::ByteArrayColumnWriter(w)) => {
-                    let v: Vec<ByteArray> = rows.iter().map(|r| ByteArray::from(r.0.as_str())).collect();
+                    let v: Vec<ByteArray> =
+                        rows.iter().map(|r| ByteArray::from(r.0.as_str())).collect();
                     w.write_batch(&v, None, None).unwrap();
                 }
                 (1, W::ByteArrayColumnWriter(w)) => {
-                    let v: Vec<ByteArray> = rows.iter().map(|r| ByteArray::from(r.1.clone())).collect();
+                    let v: Vec<ByteArray> =
+                        rows.iter().map(|r| ByteArray::from(r.1.clone())).collect();
                     w.write_batch(&v, None, None).unwrap();
                 }
                 (2, W::Int32ColumnWriter(w)) => {
-                    w.write_batch(&rows.iter().map(|r| r.2).collect::<Vec<_>>(), None, None).unwrap();
+                    w.write_batch(&rows.iter().map(|r| r.2).collect::<Vec<_>>(), None, None)
+                        .unwrap();
                 }
                 (3, W::Int64ColumnWriter(w)) => {
-                    w.write_batch(&rows.iter().map(|r| r.3).collect::<Vec<_>>(), None, None).unwrap();
+                    w.write_batch(&rows.iter().map(|r| r.3).collect::<Vec<_>>(), None, None)
+                        .unwrap();
                 }
                 (4, W::FloatColumnWriter(w)) => {
-                    w.write_batch(&rows.iter().map(|r| r.4).collect::<Vec<_>>(), None, None).unwrap();
+                    w.write_batch(&rows.iter().map(|r| r.4).collect::<Vec<_>>(), None, None)
+                        .unwrap();
                 }
                 (5, W::DoubleColumnWriter(w)) => {
-                    w.write_batch(&rows.iter().map(|r| r.5).collect::<Vec<_>>(), None, None).unwrap();
+                    w.write_batch(&rows.iter().map(|r| r.5).collect::<Vec<_>>(), None, None)
+                        .unwrap();
                 }
                 (6, W::FixedLenByteArrayColumnWriter(w)) => {
-                    let v: Vec<FixedLenByteArray> =
-                        rows.iter().map(|r| FixedLenByteArray::from(r.6.to_vec())).collect();
+                    let v: Vec<FixedLenByteArray> = rows
+                        .iter()
+                        .map(|r| FixedLenByteArray::from(r.6.to_vec()))
+                        .collect();
                     w.write_batch(&v, None, None).unwrap();
                 }
                 (7, W::Int32ColumnWriter(w)) => {
-                    w.write_batch(&rows.iter().map(|r| r.2).collect::<Vec<_>>(), None, None).unwrap();
+                    w.write_batch(&rows.iter().map(|r| r.2).collect::<Vec<_>>(), None, None)
+                        .unwrap();
                 }
                 (i, _) => panic!("column {i} has an unexpected type"),
             }
@@ -272,13 +334,32 @@ fn check_typed_file(path: &Path) -> String {
     let file = ParquetFile::open(path, Limits::default()).unwrap();
     assert_eq!(file.row_groups(), 3);
     let mut all = String::new();
-    for (index, name) in ["name", "raw", "small", "large", "ratio", "amount", "uuid"].into_iter().enumerate() {
+    for (index, name) in ["name", "raw", "small", "large", "ratio", "amount", "uuid"]
+        .into_iter()
+        .enumerate()
+    {
         let kind = file.column(name).unwrap().kind;
-        let answers = compare(path, name, &typed_probes(kind, index), |b| bloom_format::hex(b));
+        let answers = compare(path, name, &typed_probes(kind, index), |b| {
+            bloom_format::hex(b)
+        });
         // Values of rows in the file are in their row group's filter.
         for (probe, i) in answers.lines().zip((0..1700).step_by(97)) {
-            let group = if i < 700 { "0" } else if i < 1400 { "1" } else { "2" };
-            assert!(probe.split(": ").nth(1).unwrap().split(", ").any(|g| g == group), "{name} row {i}: {probe}");
+            let group = if i < 700 {
+                "0"
+            } else if i < 1400 {
+                "1"
+            } else {
+                "2"
+            };
+            assert!(
+                probe
+                    .split(": ")
+                    .nth(1)
+                    .unwrap()
+                    .split(", ")
+                    .any(|g| g == group),
+                "{name} row {i}: {probe}"
+            );
         }
         writeln!(all, "[{name}: {}]\n{answers}", kind.name()).unwrap();
     }
@@ -286,9 +367,22 @@ fn check_typed_file(path: &Path) -> String {
     let unfiltered = file.column("unfiltered").unwrap();
     let got = file.filter(0, &unfiltered);
     assert!(matches!(got, Ok(None)), "{got:?}");
-    assert!(matches!(file.filters(&unfiltered), Err(ParquetFileError::NoFilters { row_groups: 3, .. })));
-    assert!(matches!(file.filter(3, &unfiltered), Err(ParquetFileError::NoSuchRowGroup { index: 3, count: 3, .. })));
-    assert!(matches!(file.column("missing"), Err(ParquetFileError::NoSuchColumn { .. })));
+    assert!(matches!(
+        file.filters(&unfiltered),
+        Err(ParquetFileError::NoFilters { row_groups: 3, .. })
+    ));
+    assert!(matches!(
+        file.filter(3, &unfiltered),
+        Err(ParquetFileError::NoSuchRowGroup {
+            index: 3,
+            count: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        file.column("missing"),
+        Err(ParquetFileError::NoSuchColumn { .. })
+    ));
     all
 }
 
@@ -306,7 +400,10 @@ fn arrow_rs_filters_of_every_type_answer_as_parquet_does() {
         write_arrow_rs_file(&committed);
     }
     let answers = check_typed_file(&committed);
-    assert_eq!(fresh_answers, answers, "the writer of this build fills filters as the committed file's did");
+    assert_eq!(
+        fresh_answers, answers,
+        "the writer of this build fills filters as the committed file's did"
+    );
     // Some absent values answer "maybe" (false positives), the same ones as in Parquet.
     assert!(answers.lines().filter(|l| !l.starts_with('[')).count() > 1000);
     insta::assert_snapshot!("arrow-rs-types", answers);
@@ -320,7 +417,8 @@ fn a_filter_becomes_a_snapshot_that_answers_identically() {
     let col = file.column("String").unwrap();
     let filter = file.filter(0, &col).unwrap().unwrap();
     let bytes = filter.to_snapshot_at(0).encode();
-    let snapshot = bloom_format::Snapshot::decode(bytes, &bloom_format::DecodeOptions::default()).unwrap();
+    let snapshot =
+        bloom_format::Snapshot::decode(bytes, &bloom_format::DecodeOptions::default()).unwrap();
     let restored = BloomFilter::from_snapshot(&snapshot).unwrap();
     assert_eq!(restored, filter);
     for value in PARQUET_MR_VALUES {

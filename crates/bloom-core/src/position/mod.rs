@@ -254,9 +254,7 @@ impl PositionHasher {
     /// in each word; `None` for the other layouts.
     #[inline(always)]
     pub(crate) fn split_of(&self, hash: KeyHash) -> Option<Split> {
-        if self.layout.split_block_bits().is_none() {
-            return None;
-        }
+        self.layout.split_block_bits()?;
         Some(self.split_at(hash.0[0]))
     }
 
