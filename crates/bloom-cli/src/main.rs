@@ -16,11 +16,12 @@ mod signals;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command};
 use crate::commands::{
-    add, build, check, export, generated, import, inspect, measure, plan, redis, remove, verify,
+    add, build, check, export, generated, import, inspect, measure, parquet, plan, redis, remove,
+    verify,
 };
 use crate::error::{CmdResult, Failure};
 use crate::signals::Signals;
@@ -31,8 +32,11 @@ pub(crate) fn warn(message: &str) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             if e.use_stderr() {
                 // A usage error may quote an argument: a URL with a password, given where a
@@ -48,7 +52,7 @@ fn main() -> ExitCode {
         }
     };
     let signals = Signals::install();
-    match run(&cli.command, &signals) {
+    match run(&cli.command, &matches, &signals) {
         Ok(code) => ExitCode::from(code),
         Err(Failure::Report { exit, message }) => {
             warn(&format!("error: {message}"));
@@ -87,7 +91,7 @@ fn redact_urls(text: &str) -> String {
     out
 }
 
-fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
+fn run(command: &Command, matches: &clap::ArgMatches, signals: &Signals) -> CmdResult<u8> {
     let done = |r: CmdResult| r.map(|()| 0);
     match command {
         Command::Plan(args) => done(plan::run(args)),
@@ -101,6 +105,7 @@ fn run(command: &Command, signals: &Signals) -> CmdResult<u8> {
         Command::Export(args) => done(export::run(args, signals)),
         Command::Measure(args) => done(measure::run(args)),
         Command::Redis(command) => redis::run(command),
+        Command::Parquet(command) => parquet::run(command, matches),
         Command::Completions(args) => done(generated::completions(args)),
         Command::Man(args) => done(generated::man(args)),
     }

@@ -1,6 +1,7 @@
 //! The command line: every command, flag and value, and how values are checked (a value that
 //! cannot be right is a usage error, exit 2, reported by clap).
 
+mod parquet;
 mod redis;
 
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use crate::keys::{DEFAULT_MAX_KEY_BYTES, KeySource, LineFormat};
 
+pub(crate) use parquet::*;
 pub(crate) use redis::*;
 
 const AFTER_HELP: &str = "\
@@ -76,7 +78,8 @@ pub(crate) enum Command {
     /// unverified, damaged, missing, unreadable); exit 1 if any is damaged or unverified,
     /// otherwise 3 if any is missing or unreadable.
     Verify(VerifyArgs),
-    /// Import a seed raw file or a Guava `BloomFilter` stream into a checked snapshot.
+    /// Import a seed raw file, a Guava `BloomFilter` stream or a Parquet column chunk's Bloom
+    /// filter into a checked snapshot.
     Import(ImportArgs),
     /// Export a snapshot as a seed raw file or a Guava `BloomFilter` stream.
     Export(ExportArgs),
@@ -86,6 +89,9 @@ pub(crate) enum Command {
     /// a metadata hash beside them).
     #[command(subcommand)]
     Redis(RedisCommand),
+    /// The split-block Bloom filters inside Apache Parquet files, read bit for bit.
+    #[command(subcommand)]
+    Parquet(ParquetCommand),
     /// Print a shell completion script (bash, elvish, fish, powershell, zsh), generated from
     /// this command line: `bloom completions bash > /etc/bash_completion.d/bloom`.
     Completions(CompletionsArgs),
@@ -131,6 +137,18 @@ pub(crate) enum Legacy {
     SeedRaw,
     /// Guava's `BloomFilter.writeTo` stream (both strategies; see --funnel).
     Guava,
+}
+
+/// The foreign forms a filter is imported from.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ImportForm {
+    /// The reference article's raw 128 bytes: 1024 bits, 4 positions, sha256-split4, UTF-8.
+    SeedRaw,
+    /// Guava's `BloomFilter.writeTo` stream (both strategies; see --funnel).
+    Guava,
+    /// The Bloom filter of one column chunk of a Parquet file (--column, --row-group): a
+    /// split-block-256 snapshot with the xxh64 rule that answers as Parquet's filter.
+    Parquet,
 }
 
 /// How the JVM side turned keys into bytes (the Guava stream does not record it).
@@ -371,12 +389,20 @@ pub(crate) struct VerifyArgs {
 pub(crate) struct ImportArgs {
     /// The form of the input.
     #[arg(long, value_enum)]
-    pub(crate) from: Legacy,
+    pub(crate) from: ImportForm,
     /// With --from guava (required there): the funnel the JVM side hashed keys with. A wrong
     /// funnel answers "absent" for keys that are there.
     #[arg(long, value_enum)]
     pub(crate) funnel: Option<Funnel>,
-    /// The file (`-` for standard input).
+    /// With --from parquet (required there): the column, by dotted path or unique name. The
+    /// snapshot's key encoding follows the column's type: utf8 for strings, bytes (the plain
+    /// encoding: little-endian integers and floats) for the others.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) column: Option<String>,
+    /// With --from parquet (required there): the row group whose filter to import.
+    #[arg(long, value_name = "N")]
+    pub(crate) row_group: Option<usize>,
+    /// The file (`-` for standard input; a Parquet file must be a path).
     pub(crate) input: PathBuf,
     #[command(flatten)]
     pub(crate) limit: SizeLimit,

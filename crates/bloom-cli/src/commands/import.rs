@@ -1,23 +1,32 @@
-//! `bloom import`: a seed raw file or a Guava stream into the checked format.
+//! `bloom import`: a seed raw file, a Guava stream or a Parquet column chunk's Bloom filter
+//! into the checked format.
 
 use std::io::Read;
 
 use bloom_format::{DecodeOptions, SEED_RAW_LEN, Snapshot, import_guava, import_seed_raw};
 
-use crate::cli::{Funnel, ImportArgs, Legacy};
+use crate::cli::{Funnel, ImportArgs, ImportForm};
 use crate::error::{CmdResult, Failure};
 use crate::files;
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
     let name = files::shown(&args.input);
-    if args.from != Legacy::Guava && args.funnel.is_some() {
+    if args.from != ImportForm::Guava && args.funnel.is_some() {
         return Err(Failure::usage("--funnel goes with --from guava"));
+    }
+    if args.from != ImportForm::Parquet && (args.column.is_some() || args.row_group.is_some()) {
+        return Err(Failure::usage(
+            "--column and --row-group go with --from parquet",
+        ));
+    }
+    if args.from == ImportForm::Parquet {
+        return parquet(args, signals);
     }
     // The stream does not record how keys were hashed; a wrong guess answers "absent" for
     // keys that are there, so there is no default.
     let funnel = match (args.from, args.funnel) {
-        (Legacy::Guava, None) => {
+        (ImportForm::Guava, None) => {
             return Err(Failure::usage(
                 "--from guava needs --funnel (utf8, chars or bytes): the stream does not record how the JVM side hashed its keys",
             ));
@@ -33,8 +42,9 @@ pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
         )
     };
     let snapshot = match args.from {
-        Legacy::SeedRaw => seed_raw(source, &name)?,
-        Legacy::Guava => {
+        ImportForm::SeedRaw => seed_raw(source, &name)?,
+        ImportForm::Parquet => return parquet(args, signals),
+        ImportForm::Guava => {
             let funnel = funnel.unwrap_or(Funnel::Utf8).guava();
             let options = DecodeOptions::with_max_payload_len(args.limit.max_bytes);
             let snapshot = import_guava(source, funnel, &options).map_err(|e| match e {
@@ -55,6 +65,50 @@ pub(crate) fn run(args: &ImportArgs, signals: &Signals) -> CmdResult {
     };
     let output = files::output(&args.output, !args.lock.no_wait)?;
     files::write_snapshot_bytes(&output, &snapshot, signals)
+}
+
+/// One column chunk's filter: a split-block-256 `xxh64` snapshot whose key encoding follows
+/// the column's type.
+fn parquet(args: &ImportArgs, signals: &Signals) -> CmdResult {
+    let (Some(column), Some(row_group)) = (&args.column, args.row_group) else {
+        return Err(Failure::usage(
+            "--from parquet needs --column NAME and --row-group N: a file holds one filter per column chunk",
+        ));
+    };
+    let limits = bloom_parquet::Limits {
+        max_filter_bytes: args.limit.max_bytes.min(bloom_parquet::MAX_BITSET_BYTES),
+        ..bloom_parquet::Limits::default()
+    };
+    let path = &args.input;
+    let mut file = crate::commands::parquet::open(path, limits)?;
+    let fail = |e| crate::commands::parquet::failure(path, e);
+    let column = file.column(column).map_err(fail)?;
+    let filter = file
+        .filter(row_group, &column)
+        .map_err(fail)?
+        .ok_or_else(|| {
+            fail(bloom_parquet::ParquetFileError::NoFilter {
+                path: path.clone(),
+                column: column.path.clone(),
+                row_group,
+            })
+        })?;
+    crate::warn(&format!(
+        "column {:?} is {}: the snapshot's keys are {}",
+        column.path,
+        column.kind.name(),
+        match column.kind {
+            bloom_parquet::ColumnKind::ByteArray { utf8: true } =>
+                "the strings as UTF-8 (key encoding utf8)",
+            bloom_parquet::ColumnKind::ByteArray { utf8: false }
+            | bloom_parquet::ColumnKind::FixedLenByteArray(_) =>
+                "the values' bytes (key encoding bytes)",
+            _ =>
+                "the values' little-endian bytes, Parquet's plain encoding (key encoding bytes: give such keys as {\"key_hex\": ...} lines of --keys FILE --jsonl)",
+        }
+    ));
+    let output = files::output(&args.output, !args.lock.no_wait)?;
+    files::write_snapshot_bytes(&output, &filter.to_snapshot_at(0), signals)
 }
 
 fn seed_raw(source: Box<dyn Read>, name: &str) -> CmdResult<Snapshot> {

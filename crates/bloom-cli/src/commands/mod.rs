@@ -8,6 +8,7 @@ pub(crate) mod generated;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod measure;
+pub(crate) mod parquet;
 pub(crate) mod plan;
 pub(crate) mod redis;
 pub(crate) mod remove;

@@ -1,0 +1,84 @@
+//! The arguments of `bloom parquet`.
+
+use super::*;
+
+/// The `bloom parquet` commands: the split-block Bloom filters inside Parquet files.
+#[derive(Subcommand)]
+pub(crate) enum ParquetCommand {
+    /// For each key and file, print `maybe<TAB>FILE<TAB>ROW-GROUPS<TAB>KEY` (the row groups
+    /// that may hold the key, comma-separated) or `absent<TAB>FILE<TAB>-<TAB>KEY`. A row group
+    /// without a filter for the column may hold any key: it is listed, and named on standard
+    /// error.
+    Check(ParquetCheckArgs),
+    /// Print each column's Bloom filters: row group, rows, filter bytes (or none), estimated
+    /// distinct values and false-positive rate.
+    Inspect(ParquetInspectArgs),
+}
+
+/// What is read from the files.
+#[derive(Args)]
+pub(crate) struct ParquetLimits {
+    /// Refuse footers (file metadata) larger than this (K, M, G suffixes).
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size)]
+    pub(crate) max_footer_bytes: u64,
+    /// Refuse filters larger than this. The default is the most a Parquet writer makes.
+    #[arg(long, value_name = "BYTES", default_value = "128M", value_parser = parse_size)]
+    pub(crate) max_filter_bytes: u64,
+}
+
+impl ParquetLimits {
+    pub(crate) fn limits(&self) -> bloom_parquet::Limits {
+        bloom_parquet::Limits {
+            max_footer_bytes: self.max_footer_bytes,
+            max_filter_bytes: self.max_filter_bytes,
+        }
+    }
+}
+
+#[derive(Args)]
+pub(crate) struct ParquetCheckArgs {
+    /// Parquet files before --column (paths, not standard input: a footer is read from the
+    /// file's end), keys after it (in addition to --keys). A key is a value of the column's
+    /// type written as text: a string, an integer (INT32, INT64), a number (FLOAT, DOUBLE),
+    /// true or false; with --hex, the bytes Parquet hashes (the plain encoding) in hex, for
+    /// any type.
+    #[arg(
+        required = true,
+        allow_negative_numbers = true,
+        value_name = "FILE... --column NAME KEY"
+    )]
+    pub(crate) args: Vec<String>,
+    /// The column: its dotted path, or its name if only one column has it. Files come
+    /// before it, keys after.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) column: String,
+    #[command(flatten)]
+    pub(crate) input: KeyInput,
+    /// Keys are the hex of the bytes Parquet hashes (required for INT96).
+    #[arg(long)]
+    pub(crate) hex: bool,
+    /// Print JSON Lines: `{"key": ..., "file": ..., "answer": "maybe"|"absent",
+    /// "row_groups": [...], "unfiltered_row_groups": [...]}`.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Exit 4 if any key is absent from every file.
+    #[arg(long)]
+    pub(crate) exit_status: bool,
+    #[command(flatten)]
+    pub(crate) limits: ParquetLimits,
+}
+
+#[derive(Args)]
+pub(crate) struct ParquetInspectArgs {
+    /// Parquet files.
+    #[arg(required = true, value_name = "FILE")]
+    pub(crate) files: Vec<PathBuf>,
+    /// Only this column (dotted path or unique name).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) column: Option<String>,
+    /// Print JSON Lines, one object per column chunk.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) limits: ParquetLimits,
+}
