@@ -1,9 +1,9 @@
 //! The one-key probe and insert of a plain filter, compiled once per configuration.
 
-use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, set_split, test_bit};
+use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, test_bit};
 use crate::encoding::EncodedKey;
 use crate::layout::Layout;
-use crate::position::{PositionHasher, PositionRule};
+use crate::position::{PositionHasher, PositionRule, split};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
 trait SplitHash {
@@ -111,13 +111,26 @@ impl Kernel {
         }
     }
 
-    /// The split-block kernel for the unsalted hash `H`, 512-bit blocks when `WIDE`.
+    /// The split-block kernel for the unsalted hash `H`, 512-bit blocks when `WIDE`: compiled
+    /// for AVX2 when the CPU has it (the eight lanes of a key's masks in one register), and
+    /// for the baseline otherwise. Both are the same safe code, and give the same answers
+    /// and bits (`tests::both_split_kernels_place_keys_alike`).
     fn split<H: SplitHash, const WIDE: bool>() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            return Self {
+                contains: avx2::contains::<H, WIDE>,
+                insert: avx2::insert::<H, WIDE>,
+            };
+        }
+        Self::portable_split::<H, WIDE>()
+    }
+
+    /// [`Kernel::split`] compiled for the baseline CPU.
+    fn portable_split<H: SplitHash, const WIDE: bool>() -> Self {
         Self {
-            contains: |hasher, words, key| {
-                BitsRef::Plain(words).contains_split(WIDE, hasher.split_at(H::hash(key)))
-            },
-            insert: |hasher, words, key| set_split(words, WIDE, hasher.split_at(H::hash(key))),
+            contains: split_contains::<H, WIDE>,
+            insert: split_insert::<H, WIDE>,
         }
     }
 
@@ -148,5 +161,189 @@ impl Kernel {
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Kernel(..)")
+    }
+}
+
+/// The first word of the block of hash `h`: blocks of 4 words, or 8 when `WIDE`.
+#[inline(always)]
+fn first_word<const WIDE: bool>(hasher: &PositionHasher, h: u64) -> usize {
+    // A block index is below m / 256, and a filter exists only when m / 64 fits usize.
+    split::block_index(h, hasher.blocks()) as usize * if WIDE { 8 } else { 4 }
+}
+
+/// Whether every bit of key `key` is set: the split-block probe of one key, hash included.
+#[inline(always)]
+fn split_contains<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    key: &[u8],
+) -> bool {
+    let h = H::hash(key);
+    let first = first_word::<WIDE>(hasher, h);
+    if WIDE {
+        words
+            .get(first..first + 8)
+            .and_then(|w| <&[u64; 8]>::try_from(w).ok())
+            .is_some_and(|line| split::all_set(line, &split::masks_512(h as u32)))
+    } else {
+        words
+            .get(first..first + 4)
+            .and_then(|w| <&[u64; 4]>::try_from(w).ok())
+            .is_some_and(|line| contains_256(line, h as u32))
+    }
+}
+
+/// Sets the bits of `key`; returns whether one was clear.
+#[inline(always)]
+fn split_insert<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    key: &[u8],
+) -> bool {
+    let h = H::hash(key);
+    let first = first_word::<WIDE>(hasher, h);
+    if WIDE {
+        words
+            .get_mut(first..first + 8)
+            .and_then(|w| <&mut [u64; 8]>::try_from(w).ok())
+            .is_some_and(|line| split::set_all(line, &split::masks_512(h as u32)))
+    } else {
+        words
+            .get_mut(first..first + 4)
+            .and_then(|w| <&mut [u64; 4]>::try_from(w).ok())
+            .is_some_and(|line| insert_256(line, h as u32))
+    }
+}
+
+/// A 256-bit block's probe. On a little-endian machine the block is viewed as eight `u32`s,
+/// the words of the layout, so that each lane's mask is one 32-bit shift.
+#[inline(always)]
+fn contains_256(line: &[u64; 4], x: u32) -> bool {
+    #[cfg(target_endian = "little")]
+    {
+        split::all_set_lanes(bytemuck::cast_ref(line), &split::lanes_256(x))
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        split::all_set(line, &split::masks_256(x))
+    }
+}
+
+/// [`contains_256`], setting the bits.
+#[inline(always)]
+fn insert_256(line: &mut [u64; 4], x: u32) -> bool {
+    #[cfg(target_endian = "little")]
+    {
+        split::set_all_lanes(bytemuck::cast_mut(line), &split::lanes_256(x))
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        split::set_all(line, &split::masks_256(x))
+    }
+}
+
+/// The split-block kernels compiled for AVX2: the same code as the portable ones, in one
+/// function the compiler may vectorize with AVX2 (`vpmulld`, `vpsllvd`: the eight lanes of a
+/// key's masks at once).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{PositionHasher, SplitHash};
+
+    /// What a probe does: test a key's bits, or set them.
+    enum Probe<'a> {
+        Contains(&'a [u64]),
+        Insert(&'a mut [u64]),
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn probe_avx2<H: SplitHash, const WIDE: bool>(
+        hasher: &PositionHasher,
+        probe: Probe<'_>,
+        key: &[u8],
+    ) -> bool {
+        match probe {
+            Probe::Contains(words) => super::split_contains::<H, WIDE>(hasher, words, key),
+            Probe::Insert(words) => super::split_insert::<H, WIDE>(hasher, words, key),
+        }
+    }
+
+    /// The one unsafe call of the crate.
+    #[inline(always)]
+    fn probe<H: SplitHash, const WIDE: bool>(
+        hasher: &PositionHasher,
+        probe: Probe<'_>,
+        key: &[u8],
+    ) -> bool {
+        // SAFETY: a function compiled for AVX2 may only run on a CPU that has it. This one is
+        // reached only through `contains` and `insert` below, which only the kernel that
+        // `Kernel::split` selects after `is_x86_feature_detected!("avx2")` returned true
+        // names.
+        #[allow(unsafe_code)]
+        unsafe {
+            probe_avx2::<H, WIDE>(hasher, probe, key)
+        }
+    }
+
+    /// [`super::split_contains`] compiled for AVX2.
+    pub(super) fn contains<H: SplitHash, const WIDE: bool>(
+        hasher: &PositionHasher,
+        words: &[u64],
+        key: &[u8],
+    ) -> bool {
+        probe::<H, WIDE>(hasher, Probe::Contains(words), key)
+    }
+
+    /// [`super::split_insert`] compiled for AVX2.
+    pub(super) fn insert<H: SplitHash, const WIDE: bool>(
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &[u8],
+    ) -> bool {
+        probe::<H, WIDE>(hasher, Probe::Insert(words), key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FilterParams, Salt};
+
+    #[test]
+    fn both_split_kernels_place_keys_alike() {
+        for layout in [Layout::SplitBlock256, Layout::SplitBlock512] {
+            let params = FilterParams::with_layout(layout, 512 * 61, 8).unwrap();
+            let hasher = PositionHasher::new(
+                PositionRule::Xxh3_64,
+                layout,
+                params.bits(),
+                8,
+                &Salt::none(),
+            );
+            let portable = Kernel::portable_split::<Xxh3_64, true>();
+            let portable = if layout == Layout::SplitBlock256 {
+                Kernel::portable_split::<Xxh3_64, false>()
+            } else {
+                portable
+            };
+            let selected = Kernel::new(&hasher);
+            let words = (params.bits() / 64) as usize;
+            let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
+            for i in 0..5000u32 {
+                let key = i.to_le_bytes();
+                let key = EncodedKey::from_encoded(&key);
+                assert_eq!(
+                    portable.contains(&hasher, &a, &key),
+                    selected.contains(&hasher, &b, &key)
+                );
+                assert_eq!(
+                    portable.insert(&hasher, &mut a, &key),
+                    selected.insert(&hasher, &mut b, &key)
+                );
+                assert_eq!(a, b, "{layout}, key {i}");
+            }
+            assert!(a.iter().any(|&w| w != 0));
+            #[cfg(target_arch = "x86_64")]
+            println!("{layout}: AVX2 {}", std::is_x86_feature_detected!("avx2"));
+        }
     }
 }

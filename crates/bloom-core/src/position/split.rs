@@ -77,6 +77,18 @@ pub(crate) fn each_position(block: u64, x: u32, block_bits: u64, mut visit: impl
     }
 }
 
+/// The masks of a 256-bit block as its eight 32-bit words, for a block viewed as `[u32; 8]`
+/// (on a little-endian machine, 32-bit word `j` of the payload is `u32` `j` of the block's
+/// four `u64`s). Eight independent lanes: one broadcast, multiply, shift and variable shift.
+#[inline(always)]
+pub(crate) fn lanes_256(x: u32) -> [u32; 8] {
+    let mut lanes = [0u32; 8];
+    for (j, lane) in lanes.iter_mut().enumerate() {
+        *lane = 1 << (x.wrapping_mul(SALT[j]) >> 27);
+    }
+    lanes
+}
+
 /// Whether every bit of `masks` is set in `line` (no early exit: the words are compared
 /// together).
 #[inline(always)]
@@ -86,6 +98,27 @@ pub(crate) fn all_set<const N: usize>(line: &[u64; N], masks: &[u64; N]) -> bool
         missing |= masks[i] & !line[i];
     }
     missing == 0
+}
+
+/// [`all_set`] for 32-bit lanes.
+#[inline(always)]
+pub(crate) fn all_set_lanes(line: &[u32; 8], masks: &[u32; 8]) -> bool {
+    let mut missing = 0;
+    for i in 0..8 {
+        missing |= masks[i] & !line[i];
+    }
+    missing == 0
+}
+
+/// [`set_all`] for 32-bit lanes.
+#[inline(always)]
+pub(crate) fn set_all_lanes(line: &mut [u32; 8], masks: &[u32; 8]) -> bool {
+    let mut missing = 0;
+    for i in 0..8 {
+        missing |= masks[i] & !line[i];
+        line[i] |= masks[i];
+    }
+    missing != 0
 }
 
 /// Sets `masks` in `line`; returns whether a bit was clear.
@@ -134,6 +167,20 @@ mod tests {
         let mut expected = Vec::new();
         each_position(0, 1, 256, |p| expected.push((p % 32) as u32));
         assert_eq!(expected, top5);
+    }
+
+    #[test]
+    fn lanes_are_the_masks_seen_as_32_bit_words() {
+        for x in [0u32, 7, 0x1234_5678, u32::MAX] {
+            let lanes = lanes_256(x);
+            let masks = masks_256(x);
+            for (i, m) in masks.iter().enumerate() {
+                assert_eq!(
+                    *m,
+                    u64::from(lanes[2 * i]) | (u64::from(lanes[2 * i + 1]) << 32)
+                );
+            }
+        }
     }
 
     #[test]
