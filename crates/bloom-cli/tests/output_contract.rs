@@ -250,7 +250,8 @@ fn json_output_has_one_schema_per_concept() {
     let plan = json(bloom().args(["plan", "--items", "1000", "--fpr", "0.01", "--json"]));
     assert_eq!(plan["items"], 1000);
     let plans = plan["plans"].as_array().unwrap();
-    assert_eq!(plans.len(), 3);
+    assert_eq!(plans.len(), 5);
+    assert_eq!(plan["default_layout"], "split-block-512");
     for entry in plans {
         assert_eq!(keys_of(&entry["layout"]), layout);
         assert!(
@@ -262,7 +263,16 @@ fn json_output_has_one_schema_per_concept() {
         .iter()
         .map(|p| p["layout"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["standard", "blocked-512", "counting-4bit"]);
+    assert_eq!(
+        names,
+        [
+            "standard",
+            "blocked-512",
+            "split-block-256",
+            "split-block-512",
+            "counting-4bit"
+        ]
+    );
     // A layout that cannot reach the rate says why, in the same place.
     let tiny = json(bloom().args(["plan", "--items", "10", "--fpr", "1e-300", "--json"]));
     assert!(

@@ -53,16 +53,19 @@ pub enum BuildError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Defaults: 1 % ([`DEFAULT_FALSE_POSITIVE_RATE`]), the `xxh3-128` rule, the blocked layout
-/// ([`Layout::Blocked512`]; [`Layout::Standard`] for a counting filter, the only layout it
-/// has, and for a rule that works with no other), NFC keys, no salt.
+/// Defaults: 1 % ([`DEFAULT_FALSE_POSITIVE_RATE`]); the rule and layout measured fastest for
+/// the rate ([`default_rule_and_layout`](crate::default_rule_and_layout): `xxh3-64` with
+/// [`Layout::SplitBlock512`] from about 0.1 % to 2 %, `xxh3-128` with [`Layout::Blocked512`]
+/// elsewhere); with a rule asked for, [`Layout::default_for`] it; with a layout asked for,
+/// [`PositionRule::fastest_for`] it; [`Layout::Standard`] and `xxh3-128` for a counting
+/// filter, the only layout it has; NFC keys, no salt.
 #[derive(Clone, Debug)]
 #[must_use = "a builder makes nothing until `build` is called"]
 pub struct FilterBuilder {
     items: u64,
     fpr: f64,
     layout: Option<Layout>,
-    rule: PositionRule,
+    rule: Option<PositionRule>,
     encoding: KeyEncoding,
     salt: Salt,
 }
@@ -74,7 +77,7 @@ impl FilterBuilder {
             items: expected_items,
             fpr: DEFAULT_FALSE_POSITIVE_RATE,
             layout: None,
-            rule: PositionRule::default(),
+            rule: None,
             encoding: KeyEncoding::Nfc,
             salt: Salt::none(),
         }
@@ -94,7 +97,7 @@ impl FilterBuilder {
 
     /// The position rule.
     pub fn rule(mut self, rule: PositionRule) -> Self {
-        self.rule = rule;
+        self.rule = Some(rule);
         self
     }
 
@@ -110,23 +113,24 @@ impl FilterBuilder {
         self
     }
 
-    /// The configuration the builder plans, for a filter of the given default layout.
-    fn config_with(&self, default_layout: Layout) -> Result<FilterConfig, BuildError> {
-        let layout = self
-            .layout
-            .unwrap_or(if self.rule.supports(default_layout) {
-                default_layout
-            } else {
-                Layout::Standard
-            });
+    /// The configuration the builder plans: for a counting filter (standard layout only) or a
+    /// plain one.
+    fn config_with(&self, counting: bool) -> Result<FilterConfig, BuildError> {
+        let (rule, layout) = match (self.rule, self.layout) {
+            (rule, Some(layout)) => (rule.unwrap_or(PositionRule::fastest_for(layout)), layout),
+            (Some(rule), None) if counting => (rule, Layout::Standard),
+            (Some(rule), None) => (rule, Layout::default_for(rule, self.fpr)),
+            (None, None) if counting => (PositionRule::Xxh3_128, Layout::Standard),
+            (None, None) => crate::default_rule_and_layout(self.fpr),
+        };
         // Guava's rules size as Guava does (whole 64-bit words), in Guava's standard layout.
-        let params = if self.rule.is_guava() && layout == Layout::Standard {
+        let params = if rule.is_guava() && layout == Layout::Standard {
             FilterParams::for_guava(self.items, self.fpr)?
         } else {
-            FilterParams::planned_for(self.rule, layout, self.items, self.fpr)?
+            FilterParams::planned_for(rule, layout, self.items, self.fpr)?
         };
         let mut config = FilterConfig::new(params).with_encoding(self.encoding);
-        config = config.with_rule(self.rule)?;
+        config = config.with_rule(rule)?;
         if !self.salt.is_empty() {
             config = config.with_salt(self.salt.clone())?;
         }
@@ -138,7 +142,7 @@ impl FilterBuilder {
     /// # Errors
     /// [`BuildError::Params`] or [`BuildError::Config`].
     pub fn config(&self) -> Result<FilterConfig, BuildError> {
-        self.config_with(Layout::Blocked512)
+        self.config_with(false)
     }
 
     /// An empty [`BloomFilter`].
@@ -163,9 +167,7 @@ impl FilterBuilder {
     /// # Errors
     /// As [`FilterBuilder::build`], and [`BuildError::Counting`].
     pub fn build_counting(&self) -> Result<CountingBloomFilter, BuildError> {
-        Ok(CountingBloomFilter::new(
-            self.config_with(Layout::Standard)?,
-        )?)
+        Ok(CountingBloomFilter::new(self.config_with(true)?)?)
     }
 }
 

@@ -260,7 +260,9 @@ mod tests {
                 (2, "sha256-double"),
                 (3, "xxh3-128"),
                 (4, "guava-mitz64"),
-                (5, "guava-mitz32")
+                (5, "guava-mitz32"),
+                (6, "xxh64"),
+                (7, "xxh3-64")
             ])
         );
         assert_eq!(
@@ -270,7 +272,9 @@ mod tests {
                 (2, "blocked-512"),
                 (3, "sharded"),
                 (4, "counting-4bit"),
-                (5, "sharded-v2")
+                (5, "sharded-v2"),
+                (6, "split-block-256"),
+                (7, "split-block-512")
             ])
         );
         assert_eq!(
@@ -291,8 +295,8 @@ mod tests {
     #[test]
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
-        assert_eq!(PositionRuleId::try_from(6), Err(6));
-        assert_eq!(LayoutId::try_from(6), Err(6));
+        assert_eq!(PositionRuleId::try_from(8), Err(8));
+        assert_eq!(LayoutId::try_from(8), Err(8));
         assert_eq!(KeyEncodingId::try_from(6), Err(6));
         assert_eq!(FormatVersion::try_from(3), Err(3));
         assert_eq!(FormatVersion::try_from(0), Err(0));

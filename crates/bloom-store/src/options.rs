@@ -21,16 +21,19 @@ pub struct FilterOptions {
     pub capacity: u64,
     /// The target false-positive rate at capacity.
     pub false_positive_rate: f64,
-    /// The position rule, if pinned. Unpinned (`None`, the default), new filters get
-    /// `xxh3-128` (fast), or `sha256-double` when the salt policy gives them a salt (the
-    /// setup for keys an adversary picks: a salt does not protect `xxh3-128`); and a snapshot
+    /// The position rule, if pinned. Unpinned (`None`, the default), new filters get the
+    /// fastest rule for their layout (`xxh3-64` for the split-block layouts, `xxh3-128`
+    /// otherwise), or `sha256-double` when the salt policy gives them a salt (the setup for
+    /// keys an adversary picks: a salt does not protect the xxHash rules); and a snapshot
     /// with any rule is used. Pinned, a snapshot with another rule is rebuilt.
     pub rule: Option<PositionRule>,
     /// The layout, if pinned. Unpinned (`None`, the default), new filters get
-    /// [`Layout::Blocked512`] (one cache line per key) where the rule works with it and the
-    /// rate is reachable in a block, otherwise [`Layout::Standard`]; and a snapshot with any
-    /// layout is used, so that snapshots written before this default keep loading. Pinned,
-    /// a snapshot with another layout is rebuilt.
+    /// [`Layout::default_for`] their rule and rate: [`Layout::SplitBlock512`] (one cache line
+    /// per key, one bit per word) where it costs at most 10 % more bits than the standard
+    /// layout, else [`Layout::Blocked512`] where a block reaches the rate, else
+    /// [`Layout::Standard`]; and a snapshot with any layout is used, so that snapshots
+    /// written before this default keep loading. Pinned, a snapshot with another layout is
+    /// rebuilt.
     pub layout: Option<Layout>,
     /// The key encoding, applied to every key before it reaches the filter or the store.
     pub encoding: KeyEncoding,
@@ -181,31 +184,30 @@ impl FilterOptions {
         self
     }
 
-    /// The rule of new filters.
+    /// The rule of new filters: the pinned one; `sha256-double` when the salt policy gives a
+    /// salt; `xxh3-128` for a counting filter; otherwise the fastest for the pinned layout,
+    /// or for the rate ([`bloom_core::default_rule_and_layout`]).
     pub(crate) fn new_rule(&self) -> PositionRule {
-        self.rule.unwrap_or(match self.salt {
-            SaltPolicy::None => PositionRule::Xxh3_128,
-            SaltPolicy::Random | SaltPolicy::Fixed(_) => PositionRule::Sha256Double,
+        self.rule.unwrap_or(match (&self.salt, self.layout) {
+            (SaltPolicy::Random | SaltPolicy::Fixed(_), _) => PositionRule::Sha256Double,
+            (SaltPolicy::None, _) if self.counting => PositionRule::Xxh3_128,
+            (SaltPolicy::None, Some(layout)) => PositionRule::fastest_for(layout),
+            (SaltPolicy::None, None) => {
+                bloom_core::default_rule_and_layout(self.false_positive_rate).0
+            }
         })
     }
 
-    /// The layout of new filters: the pinned one, or blocked-512 where the rule works with it
-    /// and a block can reach the rate.
+    /// The layout of new filters: the pinned one; the standard one for a counting filter;
+    /// otherwise [`Layout::default_for`] the rule and rate (split-block-512 where it costs at
+    /// most 10 % more bits than the standard layout, else blocked-512 where a block reaches
+    /// the rate, else standard).
     pub(crate) fn new_layout(&self) -> Layout {
-        let rule = self.new_rule();
         self.layout.unwrap_or_else(|| {
             if self.counting {
                 return Layout::Standard;
             }
-            let blocked = Layout::Blocked512;
-            let reachable =
-                FilterParams::planned_for(rule, blocked, 1_000_000, self.false_positive_rate)
-                    .is_ok();
-            if rule.supports(blocked) && reachable {
-                blocked
-            } else {
-                Layout::Standard
-            }
+            Layout::default_for(self.new_rule(), self.false_positive_rate)
         })
     }
 

@@ -45,17 +45,17 @@ fn a_snapshot_of_another_layout_and_rule_is_trusted_when_they_are_not_pinned() {
     }
     drop(store);
     // Pinned to the new default, the same snapshot is rebuilt instead.
-    let pinned = FilterOptions::new(1000, 0.01).with_layout(Layout::Blocked512);
+    let pinned = FilterOptions::new(1000, 0.01).with_layout(Layout::SplitBlock512);
     let (_, outcome) =
         FilteredStore::open(Arc::clone(&memory), pinned.with_snapshot(&path)).unwrap();
     assert!(matches!(outcome, OpenOutcome::Bypassed(_)), "{outcome:?}");
 }
 
 #[test]
-fn new_filters_get_xxh3_blocked_or_salted_sha256() {
+fn new_filters_get_the_fast_split_block_or_salted_sha256() {
     let dir = tempfile::tempdir().unwrap();
     for (salt, rule, salted) in [
-        (SaltPolicy::None, PositionRule::Xxh3_128, false),
+        (SaltPolicy::None, PositionRule::Xxh3_64, false),
         (SaltPolicy::Random, PositionRule::Sha256Double, true),
     ] {
         let path = dir.path().join("s.bloom");
@@ -67,7 +67,7 @@ fn new_filters_get_xxh3_blocked_or_salted_sha256() {
         store.save_snapshot(&path).unwrap();
         let header = header_of(&path);
         assert_eq!(header.position_rule, rule.id());
-        assert_eq!(header.layout, Layout::Blocked512.id());
+        assert_eq!(header.layout, Layout::SplitBlock512.id());
         assert_eq!(header.salt.is_empty(), !salted);
     }
 }

@@ -39,9 +39,11 @@ fn growth_stops_at_the_snapshot_limit_and_is_reported() {
 #[test]
 fn options_whose_filter_would_not_fit_are_refused() {
     let options = FilterOptions::new(1_000_000, 0.01).with_max_snapshot_bytes(1 << 20);
-    let needed = bloom_core::FilterParams::planned(bloom_core::Layout::Blocked512, 1_000_000, 0.01)
-        .unwrap()
-        .byte_len();
+    // The default at 1 %: the split block of 512 bits with xxh3-64.
+    let needed =
+        bloom_core::FilterParams::planned(bloom_core::Layout::SplitBlock512, 1_000_000, 0.01)
+            .unwrap()
+            .byte_len();
     let err = FilteredStore::open(bloom_store::MemoryStore::new(), options).unwrap_err();
     assert!(
         matches!(

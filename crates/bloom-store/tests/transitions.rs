@@ -141,11 +141,11 @@ fn corrupt_and_incompatible_snapshots_are_bypassed_never_trusted<H: Harness>(h: 
     for (other, expected) in [
         (
             options().with_rule(bloom_core::PositionRule::Sha256Double),
-            "position rule is xxh3-128, configured sha256-double",
+            "position rule is xxh3-64, configured sha256-double",
         ),
         (
             options().with_layout(bloom_core::Layout::Standard),
-            "layout is blocked-512, configured standard",
+            "layout is split-block-512, configured standard",
         ),
         (
             options().with_salt(SaltPolicy::Fixed(other_salt)),

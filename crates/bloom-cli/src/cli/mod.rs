@@ -60,7 +60,8 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Print m, k, size and predicted false-positive rate for a plan, for the standard,
-    /// blocked-512 and counting layouts side by side.
+    /// blocked-512, split-block-256, split-block-512 and counting layouts side by side, each
+    /// sized with its own false-positive formula, and the default layout for the rate.
     Plan(PlanArgs),
     /// Build a snapshot from keys and write it atomically.
     Build(BuildArgs),
@@ -121,8 +122,8 @@ pub(crate) struct PlanArgs {
     /// Target false-positive rate, strictly between 0 and 1.
     #[arg(long, value_parser = parse_rate)]
     pub(crate) fpr: f64,
-    /// Plan this layout only (standard, blocked-512, sharded-v2-S, sharded-S) instead of
-    /// the standard, blocked-512 and counting layouts side by side.
+    /// Plan this layout only (standard, blocked-512, split-block-256, split-block-512,
+    /// sharded-v2-S, sharded-S) instead of the layouts side by side.
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
     /// Print JSON instead.
@@ -225,18 +226,24 @@ pub(crate) struct LockWait {
 pub(crate) struct BuildArgs {
     #[command(flatten)]
     pub(crate) size: Sizing,
-    /// Position rule: xxh3-128 (fast), sha256-double (with --salt random, the rule for keys
-    /// an adversary picks: xxHash has seed-independent collisions, so a salt does not
-    /// protect xxh3-128), sha256-split4 (the reference article's, standard layout only), or
-    /// guava-mitz64 / guava-mitz32 (Guava's strategies, sized as Guava 31 sizes with --items
-    /// and --fpr, for `bloom export --to guava`).
-    /// The default is xxh3-128, or sha256-double when --salt is given.
+    /// Position rule: xxh3-64 (the fastest, split-block layouts only), xxh3-128 (fast, any
+    /// layout), sha256-double (with --salt random, the rule for keys an adversary picks:
+    /// xxHash has seed-independent collisions, so a salt does not protect the xxHash rules),
+    /// xxh64 (Apache Parquet's, split-block layouts only), sha256-split4 (the reference
+    /// article's, standard layout only), or guava-mitz64 / guava-mitz32 (Guava's strategies,
+    /// sized as Guava 31 sizes with --items and --fpr, for `bloom export --to guava`).
+    /// The default is the fastest for the layout (xxh3-64 for the split-block layouts,
+    /// xxh3-128 for the others), or sha256-double when --salt is given.
     #[arg(long)]
     pub(crate) rule: Option<PositionRule>,
-    /// Layout: blocked-512 (all of a key's bits in one 64-byte cache line, about 3% more
-    /// bits at 1%; the default), standard (the fewest bits, one cache line per position;
-    /// the default for sha256-split4, which works with it only), sharded-v2-S (S shards, as
-    /// Redis filters are held), or sharded-S (the superseded sharded layout).
+    /// Layout: split-block-512 (one bit in each of eight words of one 64-byte cache line, k =
+    /// 8, about 5% more bits at 1%; the default with --items and --fpr where it costs at
+    /// most 10% more bits than standard, about 0.1% to 2%), blocked-512 (all of a key's bits
+    /// in one cache line, about 3% more bits at 1%; the default elsewhere and with --bits),
+    /// split-block-256 (Apache Parquet's split-block filter, k = 8, about 10% more bits at
+    /// 1%), standard (the fewest bits, one cache line per position; the default for
+    /// sha256-split4, which works with it only), sharded-v2-S (S shards, as Redis filters
+    /// are held), or sharded-S (the superseded sharded layout).
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
     /// Key encoding (default: nfc; utf8 for the Guava rules, whose filters use the encoding
@@ -445,11 +452,12 @@ pub(crate) struct MeasureArgs {
     /// Seed that names the key sets.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Position rule.
-    #[arg(long, default_value = "xxh3-128")]
-    pub(crate) rule: PositionRule,
-    /// Layout: standard, blocked-512, sharded-v2-S (S shards), or sharded-S (the superseded
-    /// sharded layout). Default: blocked-512, or standard for sha256-split4.
+    /// Position rule. Default: the fastest for the layout (xxh3-64 for the split-block
+    /// layouts, xxh3-128 for the others).
+    #[arg(long)]
+    pub(crate) rule: Option<PositionRule>,
+    /// Layout: standard, blocked-512, split-block-256, split-block-512, sharded-v2-S (S
+    /// shards), or sharded-S (the superseded sharded layout). Default: as `build`.
     #[arg(long)]
     pub(crate) layout: Option<Layout>,
     #[command(flatten)]
@@ -534,7 +542,8 @@ fn parse_key_limit(text: &str) -> Result<u64, String> {
 }
 
 /// Plans `m` and `k` for `items` keys at `fpr`: as Guava 31 sizes for Guava's rules (so the
-/// JVM side gets the filter it would have made), otherwise with the layout's own formula.
+/// JVM side gets the filter it would have made), otherwise with the layout's own formula, in
+/// the layout asked for or [`planned_layout`].
 pub(crate) fn plan_params(
     layout: Option<Layout>,
     rule: PositionRule,
@@ -549,10 +558,36 @@ pub(crate) fn plan_params(
         }
         return FilterParams::for_guava(items, fpr).map_err(|e| e.to_string());
     }
-    FilterParams::planned_for(rule, layout_for(layout, rule), items, fpr).map_err(|e| e.to_string())
+    FilterParams::planned_for(rule, planned_layout(layout, rule, fpr), items, fpr)
+        .map_err(|e| e.to_string())
 }
 
-/// The layout asked for, or the default for `rule`: blocked-512 where the rule works with it.
+/// The layout asked for, or the default for `rule` planned for `fpr`
+/// ([`Layout::default_for`]: split-block-512 where it costs at most 10% more bits than
+/// standard, else blocked-512 where a block reaches the rate, else standard).
+pub(crate) fn planned_layout(asked: Option<Layout>, rule: PositionRule, fpr: f64) -> Layout {
+    asked.unwrap_or_else(|| Layout::default_for(rule, fpr))
+}
+
+/// The rule asked for, or the default: sha256-double for a salted filter, the fastest for
+/// the layout asked for, or for the rate when it is planned (`fpr`), else xxh3-128.
+pub(crate) fn rule_for(
+    asked: Option<PositionRule>,
+    layout: Option<Layout>,
+    salted: bool,
+    fpr: Option<f64>,
+) -> PositionRule {
+    match (asked, layout, fpr) {
+        (Some(rule), _, _) => rule,
+        (None, _, _) if salted => PositionRule::Sha256Double,
+        (None, Some(layout), _) => PositionRule::fastest_for(layout),
+        (None, None, Some(fpr)) => bloom_core::default_rule_and_layout(fpr).0,
+        (None, None, None) => PositionRule::Xxh3_128,
+    }
+}
+
+/// The layout asked for, or the default for `rule` with explicit m and k: blocked-512 where
+/// the rule works with it (the split-block layouts take k = 8 only).
 pub(crate) fn layout_for(asked: Option<Layout>, rule: PositionRule) -> Layout {
     asked.unwrap_or(if rule.supports(Layout::Blocked512) {
         Layout::Blocked512

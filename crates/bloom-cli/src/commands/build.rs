@@ -12,15 +12,24 @@ use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     // A salt is asked for against chosen keys, which only the salted SHA-256 rule resists.
-    let rule = args.rule.unwrap_or(if args.salt.is_empty() {
-        PositionRule::Xxh3_128
+    let planned_fpr = match args.size.size()? {
+        Size::Planned { fpr, .. } => Some(fpr),
+        Size::Explicit { .. } => None,
+    };
+    let layout_asked = if args.counting {
+        Some(Layout::Standard)
     } else {
-        PositionRule::Sha256Double
-    });
-    if rule == PositionRule::Xxh3_128 && !args.salt.is_empty() {
-        crate::warn(
-            "warning: a salt does not protect xxh3-128 against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks",
-        );
+        args.layout
+    };
+    let rule = crate::cli::rule_for(args.rule, layout_asked, !args.salt.is_empty(), planned_fpr);
+    if matches!(
+        rule,
+        PositionRule::Xxh3_128 | PositionRule::Xxh3_64 | PositionRule::Xxh64
+    ) && !args.salt.is_empty()
+    {
+        crate::warn(&format!(
+            "warning: a salt does not protect {rule} against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks"
+        ));
     }
     // Counters are placed as the standard layout places bits.
     let layout = if args.counting {

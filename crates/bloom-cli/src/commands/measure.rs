@@ -19,7 +19,9 @@ fn wilson(hits: u64, n: u64) -> (f64, f64) {
 }
 
 pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
-    let params = crate::cli::plan_params(args.layout, args.rule, args.items, args.fpr)
+    let rule = crate::cli::rule_for(args.rule, args.layout, false, Some(args.fpr));
+    let layout = crate::cli::planned_layout(args.layout, rule, args.fpr);
+    let params = crate::cli::plan_params(Some(layout), rule, args.items, args.fpr)
         .map_err(|e| Failure::usage(format!("cannot plan: {e}")))?;
     if params.byte_len() > args.limit.max_bytes {
         return Err(Failure::usage(format!(
@@ -29,7 +31,7 @@ pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
         )));
     }
     let config = FilterConfig::new(params)
-        .with_rule(args.rule)
+        .with_rule(rule)
         .map_err(|e| Failure::usage(format!("invalid parameters: {e}")))?;
     let mut filter = BloomFilter::new(config).map_err(Failure::environment)?;
     let total = args.items.saturating_add(args.queries);
@@ -56,9 +58,8 @@ pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
     let (low, high) = wilson(hits, args.queries);
     let mut out = Out::new();
     if args.json {
-        let layout = crate::cli::layout_for(args.layout, args.rule);
         let value = serde_json::json!({
-            "position_rule": rule_json(args.rule.id()),
+            "position_rule": rule_json(rule.id()),
             "layout": layout_of(layout),
             "format_version": bloom_format::FormatVersion::CURRENT.value(),
             "bit_count": filter.config().bits(),
@@ -78,8 +79,8 @@ pub(crate) fn run(args: &MeasureArgs) -> CmdResult {
     }
     out.text(&format!(
         "rule: {}\nlayout: {}\nformat version: {}\nbits (m): {}\npositions per key (k): {}\ninserted keys: {}\nqueries (disjoint): {}\nfalse positives: {hits}\nmeasured false-positive rate: {} (95% Wilson interval {} .. {}, query sampling only; the fill of one filter also varies with --seed)\npredicted false-positive rate: {}\n",
-        args.rule,
-        crate::cli::layout_for(args.layout, args.rule),
+        rule,
+        layout,
         bloom_format::FormatVersion::CURRENT.value(),
         filter.config().bits(),
         filter.config().hashes(),

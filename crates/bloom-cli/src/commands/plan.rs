@@ -48,7 +48,13 @@ pub(crate) fn run(args: &PlanArgs) -> CmdResult {
                 params: standard.params.clone(),
                 counting: true,
             };
-            vec![standard, Column::of(Layout::Blocked512, args), counting]
+            vec![
+                standard,
+                Column::of(Layout::Blocked512, args),
+                Column::of(Layout::SplitBlock256, args),
+                Column::of(Layout::SplitBlock512, args),
+                counting,
+            ]
         }
     };
     // No layout can reach the target: the first one's reason.
@@ -102,6 +108,8 @@ pub(crate) fn run(args: &PlanArgs) -> CmdResult {
             text += &format!("{}: {e}\n", column.name);
         }
     }
+    let (_, default) = bloom_core::default_rule_and_layout(args.fpr);
+    text += &format!("default layout for this rate: {default}\n");
     let mut out = Out::new();
     if args.json {
         let plans: Vec<Value> = columns
@@ -122,6 +130,7 @@ pub(crate) fn run(args: &PlanArgs) -> CmdResult {
         let value = json!({
             "items": items,
             "target_false_positive_rate": number(args.fpr),
+            "default_layout": default.to_string(),
             "plans": plans,
         });
         out.text(&format!("{value:#}\n"))?;
@@ -148,7 +157,7 @@ fn per_key(p: &FilterParams, counting: bool, items: u64) -> f64 {
 /// Cache lines a probe touches: one for the blocked layout, `k` otherwise.
 fn cache_lines(p: &FilterParams, counting: bool) -> u32 {
     match (counting, p.layout()) {
-        (false, Layout::Blocked512) => 1,
+        (false, Layout::Blocked512 | Layout::SplitBlock256 | Layout::SplitBlock512) => 1,
         _ => p.hashes(),
     }
 }
