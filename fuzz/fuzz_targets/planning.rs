@@ -28,9 +28,11 @@ fuzz_target!(|data: &[u8]| {
     let bits = u64::from_le_bytes(take(&mut data));
     let hashes = u32::from_le_bytes(take(&mut data));
     let ones = u64::from_le_bytes(take(&mut data));
-    let layout = match selector % 3 {
+    let layout = match selector % 5 {
         0 => Layout::Standard,
         1 => Layout::Blocked512,
+        2 => Layout::SplitBlock256,
+        3 => Layout::SplitBlock512,
         _ => match Layout::sharded(u32::from(shards)) {
             Ok(layout) => layout,
             Err(_) => return,

@@ -21,6 +21,7 @@ const TARGETS: &[&str] = &[
     "sqlite_open",
     "redis_replies",
     "planning",
+    "parquet",
 ];
 
 /// What libFuzzer is given on every run: no input above 1 MiB, 2 GiB of memory at most (and
@@ -276,7 +277,25 @@ fn seed(root: &Path, target: &str, corpus: &Path) -> Result<(), String> {
                 plan(1_000_000, 0.01, 64, 0, 0, 9_585_059),
             ));
             seeds.push(("blocked".into(), plan(1 << 60, 1e-3, 64, 1, 0, 512)));
-            seeds.push(("sharded".into(), plan(1000, 1e-3, 64, 2, 256, 1 << 20)));
+            seeds.push(("sharded".into(), plan(1000, 1e-3, 64, 4, 256, 1 << 20)));
+            seeds.push(("split-256".into(), plan(1000, 1e-2, 64, 2, 0, 256 * 40)));
+            seeds.push(("split-512".into(), plan(1 << 40, 1e-3, 64, 3, 0, 512)));
+        }
+        "parquet" => {
+            let data = root.join("crates/bloom-parquet/tests/data");
+            for path in files(&data, ".parquet")
+                .into_iter()
+                .chain(files(&data.join("parquet-testing"), ".parquet"))
+            {
+                let mut bytes = vec![1u8];
+                bytes.extend(read(&path)?);
+                seeds.push((name_of(&path), bytes));
+            }
+            for path in files(&data.join("parquet-testing"), ".bin") {
+                let mut bytes = vec![0u8];
+                bytes.extend(read(&path)?);
+                seeds.push((name_of(&path), bytes));
+            }
         }
         _ => return Err(format!("no seeds for {target}")),
     }

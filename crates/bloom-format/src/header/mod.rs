@@ -184,7 +184,7 @@ impl Header {
         }
     }
 
-    /// Checks the fields as decoding would (steps 5.1 to 5.13 of `docs/format.md` that
+    /// Checks the fields as decoding would (steps 5.1 to 5.14 of `docs/format.md` that
     /// concern field values), for headers that arrive by another route than a snapshot
     /// file, such as a filter's metadata kept beside its bits.
     ///
