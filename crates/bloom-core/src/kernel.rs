@@ -50,11 +50,16 @@ impl SplitHash for Xxh3_128Low {
 /// dispatch on. Every other configuration takes the general code. Both place every key
 /// exactly where [`PositionHasher::each_position`] does (`tests/insert_law.rs`,
 /// `compiled_probes_test_and_set_exactly_the_specified_positions`).
+///
+/// The functions are `unsafe fn` pointers only so that a function compiled for AVX2 can be
+/// one of them without a wrapper: every one is a safe function, except the AVX2 ones, which
+/// [`Kernel::split`] stores only after detecting AVX2 (the one `unsafe` of the crate, in
+/// [`Kernel::contains`] and [`Kernel::insert`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Kernel {
     // Keys as bytes: the compiled probes read no `EncodedKey` variant.
-    contains: fn(&PositionHasher, &[u64], &[u8]) -> bool,
-    insert: fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
+    contains: unsafe fn(&PositionHasher, &[u64], &[u8]) -> bool,
+    insert: unsafe fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
 }
 
 impl Kernel {
@@ -142,7 +147,13 @@ impl Kernel {
         words: &[u64],
         key: &EncodedKey<'_>,
     ) -> bool {
-        (self.contains)(hasher, words, key.as_bytes())
+        // SAFETY: `contains` is a safe function, or one compiled for AVX2 that `Kernel::split`
+        // stores only after `is_x86_feature_detected!("avx2")` returned true: this CPU has
+        // AVX2. It has no other precondition.
+        #[allow(unsafe_code)]
+        unsafe {
+            (self.contains)(hasher, words, key.as_bytes())
+        }
     }
 
     /// Sets the bits of an encoded key; returns whether one was clear.
@@ -153,7 +164,11 @@ impl Kernel {
         words: &mut [u64],
         key: &EncodedKey<'_>,
     ) -> bool {
-        (self.insert)(hasher, words, key.as_bytes())
+        // SAFETY: as in `contains`: a safe function, or an AVX2 one stored after detection.
+        #[allow(unsafe_code)]
+        unsafe {
+            (self.insert)(hasher, words, key.as_bytes())
+        }
     }
 }
 
@@ -242,64 +257,31 @@ fn insert_256(line: &mut [u64; 4], x: u32) -> bool {
     }
 }
 
-/// The split-block kernels compiled for AVX2: the same code as the portable ones, in one
-/// function the compiler may vectorize with AVX2 (`vpmulld`, `vpsllvd`: the eight lanes of a
-/// key's masks at once).
+/// The split-block kernels compiled for AVX2: the same code as the portable ones, in
+/// functions the compiler may vectorize with AVX2 (`vpmulld`, `vpsllvd`: the eight lanes of a
+/// key's masks at once). Only [`Kernel::split`] names them, after detecting AVX2.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{PositionHasher, SplitHash};
 
-    /// What a probe does: test a key's bits, or set them.
-    enum Probe<'a> {
-        Contains(&'a [u64]),
-        Insert(&'a mut [u64]),
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn probe_avx2<H: SplitHash, const WIDE: bool>(
-        hasher: &PositionHasher,
-        probe: Probe<'_>,
-        key: &[u8],
-    ) -> bool {
-        match probe {
-            Probe::Contains(words) => super::split_contains::<H, WIDE>(hasher, words, key),
-            Probe::Insert(words) => super::split_insert::<H, WIDE>(hasher, words, key),
-        }
-    }
-
-    /// The one unsafe call of the crate.
-    #[inline(always)]
-    fn probe<H: SplitHash, const WIDE: bool>(
-        hasher: &PositionHasher,
-        probe: Probe<'_>,
-        key: &[u8],
-    ) -> bool {
-        // SAFETY: a function compiled for AVX2 may only run on a CPU that has it. This one is
-        // reached only through `contains` and `insert` below, which only the kernel that
-        // `Kernel::split` selects after `is_x86_feature_detected!("avx2")` returned true
-        // names.
-        #[allow(unsafe_code)]
-        unsafe {
-            probe_avx2::<H, WIDE>(hasher, probe, key)
-        }
-    }
-
     /// [`super::split_contains`] compiled for AVX2.
+    #[target_feature(enable = "avx2")]
     pub(super) fn contains<H: SplitHash, const WIDE: bool>(
         hasher: &PositionHasher,
         words: &[u64],
         key: &[u8],
     ) -> bool {
-        probe::<H, WIDE>(hasher, Probe::Contains(words), key)
+        super::split_contains::<H, WIDE>(hasher, words, key)
     }
 
     /// [`super::split_insert`] compiled for AVX2.
+    #[target_feature(enable = "avx2")]
     pub(super) fn insert<H: SplitHash, const WIDE: bool>(
         hasher: &PositionHasher,
         words: &mut [u64],
         key: &[u8],
     ) -> bool {
-        probe::<H, WIDE>(hasher, Probe::Insert(words), key)
+        super::split_insert::<H, WIDE>(hasher, words, key)
     }
 }
 

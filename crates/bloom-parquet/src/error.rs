@@ -158,6 +158,17 @@ pub enum ParquetFileError {
         /// The row groups of the file.
         row_groups: usize,
     },
+    /// Reading the filter would pass [`Limits::max_total_filter_bytes`](crate::Limits) for
+    /// the file.
+    #[error(
+        "{path}: reading its Bloom filters would take more than {limit} bytes in all; raise the limit to read them"
+    )]
+    FilterBudget {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
     /// The filter lies outside the file.
     #[error(
         "{path}: the Bloom filter of column {column:?} in row group {row_group} lies outside the file (offset {offset}, file length {file_len})"

@@ -18,6 +18,9 @@ pub struct Limits {
     pub max_footer_bytes: u64,
     /// The largest filter bitset read. Default: 128 MiB, the most Parquet writers make.
     pub max_filter_bytes: u64,
+    /// The most filter bytes read from one opened file in all, whatever its metadata says
+    /// (row groups may all name the same bytes). Default: 1 GiB.
+    pub max_total_filter_bytes: u64,
 }
 
 impl Default for Limits {
@@ -25,6 +28,7 @@ impl Default for Limits {
         Self {
             max_footer_bytes: 64 << 20,
             max_filter_bytes: MAX_BITSET_BYTES,
+            max_total_filter_bytes: 1 << 30,
         }
     }
 }
@@ -38,6 +42,8 @@ pub struct ParquetFile {
     len: u64,
     metadata: ParquetMetaData,
     limits: Limits,
+    /// Filter bytes read so far, against [`Limits::max_total_filter_bytes`].
+    read: u64,
 }
 
 /// A column of a Parquet file: its index among the leaf columns, dotted path and kind.
@@ -125,7 +131,14 @@ impl ParquetFile {
             len,
             metadata,
             limits,
+            read: 0,
         })
+    }
+
+    /// The filter bytes read from the file so far.
+    #[must_use]
+    pub fn filter_bytes_read(&self) -> u64 {
+        self.read
     }
 
     /// The file's path.
@@ -206,6 +219,7 @@ impl ParquetFile {
     ///
     /// # Errors
     /// [`ParquetFileError::NoSuchRowGroup`], [`ParquetFileError::FilterOutOfFile`],
+    /// [`ParquetFileError::FilterBudget`] (past [`Limits::max_total_filter_bytes`]),
     /// [`ParquetFileError::Filter`] (another algorithm, hash or compression, a damaged
     /// header, a bitset over the limit), or an I/O or allocation failure.
     pub fn filter(
@@ -274,6 +288,14 @@ impl ParquetFile {
                 found: header.num_bytes,
             }));
         }
+        let total = self.read.saturating_add(header.num_bytes);
+        if total > self.limits.max_total_filter_bytes {
+            return Err(ParquetFileError::FilterBudget {
+                path: self.path.clone(),
+                limit: self.limits.max_total_filter_bytes,
+            });
+        }
+        self.read = total;
         let mut bitset = Vec::new();
         bitset
             .try_reserve_exact(header.num_bytes as usize)

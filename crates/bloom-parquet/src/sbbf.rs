@@ -109,18 +109,14 @@ fn is_deprecated(bytes: &[u8]) -> bool {
 /// rule, no salt.
 ///
 /// # Errors
-/// [`bloom_core::ParamsError`] if `bits` is not a whole number of blocks within bloom-core's
-/// limits.
+/// [`bloom_core::ConfigError::Params`] if `bits` is not a whole number of blocks within
+/// bloom-core's limits.
 pub fn parquet_config(
     bits: u64,
     encoding: KeyEncoding,
-) -> Result<FilterConfig, bloom_core::ParamsError> {
+) -> Result<FilterConfig, bloom_core::ConfigError> {
     let params = FilterParams::with_layout(Layout::SplitBlock256, bits, SPLIT_BLOCK_HASHES)?;
-    // The rule supports the layout and takes no salt: this cannot be refused.
-    Ok(
-        FilterConfig::from_parts(params, PositionRule::Xxh64, encoding, Salt::none())
-            .unwrap_or_else(|_| FilterConfig::new(params)),
-    )
+    FilterConfig::from_parts(params, PositionRule::Xxh64, encoding, Salt::none())
 }
 
 /// A filter of Parquet's bits: `bitset` is the bytes after the header, byte for byte the

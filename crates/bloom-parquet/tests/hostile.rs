@@ -206,6 +206,20 @@ fn files_that_are_not_plain_parquet_are_refused_by_name() {
             ..
         })
     ));
+    // Filters read over and over (row groups may all name the same bytes) stop at the
+    // file's budget.
+    let budget = Limits {
+        max_total_filter_bytes: 5000,
+        ..Limits::default()
+    };
+    let mut file = ParquetFile::open(&real, budget).unwrap();
+    assert!(matches!(file.filter(0, &column), Ok(Some(_))));
+    assert!(matches!(file.filter(0, &column), Ok(Some(_))));
+    assert_eq!(file.filter_bytes_read(), 4096);
+    assert!(matches!(
+        file.filter(0, &column),
+        Err(ParquetFileError::FilterBudget { limit: 5000, .. })
+    ));
 }
 
 /// Opens a damaged copy of a real file and reads every filter: any outcome but a panic.

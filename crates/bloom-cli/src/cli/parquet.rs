@@ -24,13 +24,19 @@ pub(crate) struct ParquetLimits {
     /// Refuse filters larger than this. The default is the most a Parquet writer makes.
     #[arg(long, value_name = "BYTES", default_value = "128M", value_parser = parse_size)]
     pub(crate) max_filter_bytes: u64,
+    /// Read at most this many filter bytes in all, over every file (memory stays below it
+    /// whatever the files' metadata claims).
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_size)]
+    pub(crate) max_total_bytes: u64,
 }
 
 impl ParquetLimits {
-    pub(crate) fn limits(&self) -> bloom_parquet::Limits {
+    /// The limits of one file, given the filter bytes already read from the others.
+    pub(crate) fn limits(&self, read: u64) -> bloom_parquet::Limits {
         bloom_parquet::Limits {
             max_footer_bytes: self.max_footer_bytes,
             max_filter_bytes: self.max_filter_bytes,
+            max_total_filter_bytes: self.max_total_bytes.saturating_sub(read),
         }
     }
 }

@@ -76,7 +76,7 @@ fn parquet(args: &ImportArgs, signals: &Signals) -> CmdResult {
         ));
     };
     let limits = bloom_parquet::Limits {
-        max_filter_bytes: args.limit.max_bytes.min(bloom_parquet::MAX_BITSET_BYTES),
+        max_filter_bytes: args.limit.max_bytes,
         ..bloom_parquet::Limits::default()
     };
     let path = &args.input;

@@ -78,10 +78,13 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
     }
     crate::progress::reports_on_stdout();
     let mut loaded = Vec::with_capacity(paths.len());
+    // Every file's filters stay in memory while keys stream: one budget for all of them.
+    let mut read = 0u64;
     for path in paths.iter().map(PathBuf::from) {
-        let mut file = open(&path, args.limits.limits())?;
+        let mut file = open(&path, args.limits.limits(read))?;
         let column = file.column(&args.column).map_err(|e| failure(&path, e))?;
         let filters = file.filters(&column).map_err(|e| failure(&path, e))?;
+        read = read.saturating_add(file.filter_bytes_read());
         warn_unfiltered(&path, &column, &filters);
         loaded.push(FileFilters {
             path,
@@ -202,7 +205,8 @@ fn warn_unfiltered(path: &Path, column: &Column, filters: &[Option<BloomFilter>]
 fn inspect(args: &ParquetInspectArgs) -> CmdResult {
     let mut out = Out::new();
     for path in &args.files {
-        let mut file = open(path, args.limits.limits())?;
+        // One filter at a time is held; the budget bounds the reading.
+        let mut file = open(path, args.limits.limits(0))?;
         let columns = match &args.column {
             Some(name) => vec![file.column(name).map_err(|e| failure(path, e))?],
             None => file
