@@ -149,6 +149,76 @@ fn typed_columns_take_their_values_as_text_or_hex() {
         .args(["--column", "uuid", "00ff"]));
     assert_eq!(code, 1);
     assert!(err.contains("exactly 16 bytes"), "{err}");
+    for (column, key, expected) in [
+        ("uuid", "zz", "is not hex"),
+        ("ratio", "1e40", "outside the range of a FLOAT"),
+        ("amount", "1e400", "outside the range of a DOUBLE"),
+    ] {
+        let hex = if column == "uuid" { "--hex" } else { "--json" };
+        let (code, _, err) = run(bloom()
+            .args(["parquet", "check", hex])
+            .arg(&file)
+            .args(["--column", column, key]));
+        assert_eq!(code, 1, "{column} {key}: {err}");
+        assert!(err.contains(expected), "{err}");
+    }
+    // Infinity is a value when the key says so (after --, as it starts with a dash).
+    let out = stdout(
+        bloom()
+            .args(["parquet", "check"])
+            .arg(&file)
+            .args(["--column", "amount", "--", "-inf", "inf"]),
+    );
+    assert_eq!(out.lines().count(), 2, "{out}");
+}
+
+#[test]
+fn the_64_bit_rules_default_to_their_split_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, "k1\n").unwrap();
+    for (args, layout) in [
+        (
+            vec!["--rule", "xxh64", "--items", "1000", "--fpr", "0.01"],
+            "split-block-256",
+        ),
+        (
+            vec!["--rule", "xxh3-64", "--items", "1000", "--fpr", "0.0001"],
+            "split-block-512",
+        ),
+        (
+            vec!["--rule", "xxh3-64", "--bits", "1024", "--hashes", "8"],
+            "split-block-512",
+        ),
+        (vec!["--items", "1000", "--fpr", "0.01"], "split-block-512"),
+    ] {
+        let path = dir.path().join("f.bloom");
+        let (code, _, err) = run(bloom()
+            .arg("build")
+            .args(&args)
+            .arg("-o")
+            .arg(&path)
+            .arg("--keys")
+            .arg(&keys));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let inspect = stdout(bloom().arg("inspect").arg(&path));
+        assert!(
+            inspect.contains(&format!("({layout})")),
+            "{args:?}: {inspect}"
+        );
+        assert_eq!(common::answers(&path, &["k1"]), ["maybe"]);
+        std::fs::remove_file(&path).unwrap();
+    }
+    // A split block takes k = 8 only: a clear usage error otherwise.
+    let (code, _, err) = run(bloom()
+        .args([
+            "build", "--rule", "xxh3-64", "--bits", "1024", "--hashes", "7", "-o",
+        ])
+        .arg(dir.path().join("g.bloom"))
+        .arg("--keys")
+        .arg(&keys));
+    assert_eq!(code, 2);
+    assert!(err.contains("k must be 8"), "{err}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! Measured (`benches/peers.rs`, 24-byte keys, 1 %): the split block of 512 bits with
 //! `xxh3-64` answers a key in about half the time of `blocked-512` with `xxh3-128` (one
 //! multiply per word, in parallel, against a chain of dependent ones), and its plan stays
-//! within 10 % of the standard layout's bits from about 0.1 % to 2 %. Outside that range
+//! within 10 % of the standard layout's bits from about 0.09 % to 3.5 %. Outside that range
 //! (and for rules the split block does not take) the default stays what it was: the blocked
 //! layout where a block reaches the rate, otherwise the standard one. Existing snapshots
 //! keep their own layout and rule.
@@ -21,7 +21,9 @@ impl Layout {
     /// [`Layout::SplitBlock512`] if the rule takes it and its plan needs at most
     /// [`DEFAULT_LAYOUT_OVERHEAD`] more bits than the standard layout's; otherwise
     /// [`Layout::Blocked512`] if the rule takes it and a block can reach `fpr`; otherwise
-    /// [`Layout::Standard`].
+    /// [`Layout::Standard`]. The 64-bit rules take only the split-block layouts: `xxh64`,
+    /// Parquet's hash, gets Parquet's [`Layout::SplitBlock256`], and `xxh3-64`
+    /// [`Layout::SplitBlock512`], at any rate.
     ///
     /// ```
     /// use bloom_core::{Layout, PositionRule};
@@ -33,6 +35,11 @@ impl Layout {
     /// ```
     #[must_use]
     pub fn default_for(rule: PositionRule, fpr: f64) -> Self {
+        match rule {
+            PositionRule::Xxh64 => return Self::SplitBlock256,
+            PositionRule::Xxh3_64 => return Self::SplitBlock512,
+            _ => {}
+        }
         if !(fpr > 0.0 && fpr < 1.0) {
             // An invalid target is refused by the planner; any layout shows that.
             return if rule.supports(Self::Blocked512) {
@@ -135,5 +142,16 @@ mod tests {
             Layout::default_for(PositionRule::Xxh3_128, f64::NAN),
             Layout::Blocked512
         );
+        // The 64-bit rules take only split blocks, whatever the rate.
+        for fpr in [0.5, 0.01, 1e-6] {
+            assert_eq!(
+                Layout::default_for(PositionRule::Xxh64, fpr),
+                Layout::SplitBlock256
+            );
+            assert_eq!(
+                Layout::default_for(PositionRule::Xxh3_64, fpr),
+                Layout::SplitBlock512
+            );
+        }
     }
 }

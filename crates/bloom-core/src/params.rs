@@ -240,7 +240,12 @@ impl FilterParams {
             return Err(ParamsError::Unreachable {
                 layout,
                 fpr,
-                max_hashes,
+                // A split block has one k: the message names it.
+                max_hashes: if layout.split_block_bits().is_some() {
+                    max_hashes.min(crate::layout::SPLIT_BLOCK_HASHES)
+                } else {
+                    max_hashes
+                },
             });
         }
         let granule = layout.granule() as f64;

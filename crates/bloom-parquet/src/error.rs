@@ -52,6 +52,17 @@ pub enum SbbfError {
         /// The bytes there are.
         found: u64,
     },
+    /// The footer's `bloom_filter_length` disagrees with the filter's header and bitset (or
+    /// is negative).
+    #[error(
+        "the footer gives the Bloom filter {footer} bytes (bloom_filter_length), but its header and bitset take {filter}"
+    )]
+    FooterLength {
+        /// The footer's length.
+        footer: i64,
+        /// The header's length and its `numBytes`.
+        filter: u64,
+    },
     /// The deprecated pre-2.7 `parquet-format` filter: a 12-byte binary header and murmur3
     /// hashing, which no released Parquet writes.
     #[error(
@@ -230,7 +241,15 @@ pub enum ValueError {
     /// The column's type has no text form here (INT96): give the value's bytes in hex.
     #[error("{0} values have no text form here; give their plain-encoded bytes in hex")]
     NeedsHex(&'static str),
-    /// The hex is not an even number of hex digits.
-    #[error("{0:?} is not an even number of hex digits")]
+    /// The key is not hex.
+    #[error("{0:?} is not hex: an even number of the digits 0-9, a-f")]
     BadHex(String),
+    /// The number is outside the range of the column's floating-point type.
+    #[error("{found:?} is outside the range of {expected}")]
+    OutOfRange {
+        /// The key.
+        found: String,
+        /// The column's type.
+        expected: &'static str,
+    },
 }

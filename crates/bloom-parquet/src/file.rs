@@ -107,8 +107,13 @@ impl ParquetFile {
         file.seek(SeekFrom::Start(len - 8 - footer_len))
             .map_err(io)?;
         file.read_exact(&mut footer).map_err(io)?;
-        // The decoder is the parquet crate's; a panic in it on a hostile footer is an error
-        // here, not an abort of the caller.
+        // The decoder is the parquet crate's. It recurses over the footer's structs and its
+        // schema tree: both are bounded first, so that no footer can overflow the stack.
+        crate::thrift::check_footer(&footer).map_err(|detail| ParquetFileError::Metadata {
+            path: path.to_owned(),
+            detail: detail.to_owned(),
+        })?;
+        // A panic in it on a hostile footer is an error here, not an abort of the caller.
         let decoded = std::panic::catch_unwind(|| ParquetMetaDataReader::decode_metadata(&footer));
         let metadata = match decoded {
             Ok(Ok(metadata)) => metadata,
@@ -171,22 +176,25 @@ impl ParquetFile {
             .collect()
     }
 
-    /// The column with this dotted path, or with this leaf name if only one has it.
+    /// The column with this dotted path, or with this leaf name, if only one column has it.
     ///
     /// # Errors
     /// [`ParquetFileError::NoSuchColumn`] or [`ParquetFileError::AmbiguousColumn`].
     pub fn column(&self, name: &str) -> Result<Column, ParquetFileError> {
         let schema = self.metadata.file_metadata().schema_descr();
         let columns = || (0..schema.num_columns()).map(|i| (i, schema.column(i)));
-        let found = columns()
-            .find(|(_, c)| c.path().string() == name)
-            .map(|(i, _)| vec![i])
-            .unwrap_or_else(|| {
-                columns()
-                    .filter(|(_, c)| c.name() == name)
-                    .map(|(i, _)| i)
-                    .collect()
-            });
+        // A field named `a.b` and a field `b` of a group `a` have the same dotted path: every
+        // match counts, so that neither shadows the other.
+        let mut found: Vec<usize> = columns()
+            .filter(|(_, c)| c.path().string() == name)
+            .map(|(i, _)| i)
+            .collect();
+        if found.is_empty() {
+            found = columns()
+                .filter(|(_, c)| c.name() == name)
+                .map(|(i, _)| i)
+                .collect();
+        }
         match found[..] {
             [index] => {
                 let descriptor = schema.column(index);
@@ -280,12 +288,13 @@ impl ParquetFile {
                 found: self.len - bitset_start,
             }));
         }
-        if let Some(announced) = announced.and_then(|l| u64::try_from(l).ok())
-            && announced != header.header_len as u64 + header.num_bytes
+        let filter_len = header.header_len as u64 + header.num_bytes;
+        if let Some(announced) = announced
+            && u64::try_from(announced) != Ok(filter_len)
         {
-            return Err(failed(SbbfError::BitsetLength {
-                expected: announced.saturating_sub(header.header_len as u64),
-                found: header.num_bytes,
+            return Err(failed(SbbfError::FooterLength {
+                footer: i64::from(announced),
+                filter: filter_len,
             }));
         }
         let total = self.read.saturating_add(header.num_bytes);

@@ -88,9 +88,9 @@ pub fn parse_header(bytes: &[u8], max_bytes: u64) -> Result<SbbfHeader, SbbfErro
 }
 
 /// Whether `bytes` start with the deprecated binary header of `parquet-format` before 2.7:
-/// three little-endian i32s (bitset bytes, algorithm 0, hash 0 for murmur3) and exactly that
-/// many bitset bytes after them. A Thrift header cannot start so: its first byte would be a
-/// stop, an empty header.
+/// three little-endian i32s, the bitset's bytes (a positive multiple of 32), algorithm 0 and
+/// hash 0 (murmur3). A Thrift header cannot start so: its first byte would be a field of
+/// type 0, a stop, which ends an empty header.
 fn is_deprecated(bytes: &[u8]) -> bool {
     let word = |i: usize| {
         bytes
@@ -100,7 +100,7 @@ fn is_deprecated(bytes: &[u8]) -> bool {
     };
     matches!(
         (word(0), word(1), word(2)),
-        (Some(n), Some(0), Some(0)) if n > 0 && bytes.len() as u64 == 12 + n as u64
+        (Some(n), Some(0), Some(0)) if n > 0 && n % 32 == 0
     )
 }
 

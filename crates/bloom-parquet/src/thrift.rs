@@ -22,9 +22,15 @@ const LIST: u8 = 9;
 const SET: u8 = 10;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
+const UUID: u8 = 13;
 
-/// Structs nested deeper than this are refused (the header nests two levels).
-const MAX_DEPTH: u32 = 16;
+/// Structs nested deeper than this are refused (the header nests two levels, a Parquet
+/// footer about eight).
+const MAX_DEPTH: u32 = 32;
+
+/// The deepest schema tree accepted in a footer: the `parquet` crate builds the tree
+/// recursively, so a deeper one could exhaust the stack.
+pub(crate) const MAX_SCHEMA_DEPTH: usize = 128;
 
 /// A Thrift compact reader over a byte slice.
 pub(crate) struct Reader<'a> {
@@ -114,6 +120,7 @@ impl<'a> Reader<'a> {
             BYTE => self.skip_bytes(1),
             I16 | I32 | I64 => self.varint().map(drop),
             DOUBLE => self.skip_bytes(8),
+            UUID => self.skip_bytes(16),
             BINARY => {
                 let len = self.varint()?;
                 self.skip_bytes(len)
@@ -132,9 +139,14 @@ impl<'a> Reader<'a> {
                     return Ok(());
                 }
                 let kinds = self.byte()?;
+                // Every entry takes at least two bytes (a boolean in a map is one byte, as in
+                // a list): a size beyond the bytes left is refused before the loop.
+                if size > (self.bytes.len() - self.at) as u64 / 2 {
+                    return Err(SbbfError::TruncatedHeader);
+                }
                 for _ in 0..size {
-                    self.skip(kinds >> 4, depth + 1)?;
-                    self.skip(kinds & 0x0f, depth + 1)?;
+                    self.skip_element(kinds >> 4, depth)?;
+                    self.skip_element(kinds & 0x0f, depth)?;
                 }
                 Ok(())
             }
@@ -144,18 +156,23 @@ impl<'a> Reader<'a> {
     }
 
     fn skip_elements(&mut self, kind: u8, size: u64, depth: u32) -> Result<(), SbbfError> {
-        // In a list a boolean is one byte; every element is at least one byte, so a size
+        // Every element is at least one byte (a boolean in a list is one byte), so a size
         // beyond the bytes left is refused before the loop.
-        if size > (self.bytes.len() - self.at) as u64 && kind != BOOL_TRUE && kind != BOOL_FALSE {
+        if size > (self.bytes.len() - self.at) as u64 {
             return Err(SbbfError::TruncatedHeader);
         }
         for _ in 0..size {
-            match kind {
-                BOOL_TRUE | BOOL_FALSE => self.skip_bytes(1)?,
-                _ => self.skip(kind, depth + 1)?,
-            }
+            self.skip_element(kind, depth)?;
         }
         Ok(())
+    }
+
+    /// Skips one element of a list, set or map: a boolean there is a byte, not a type.
+    fn skip_element(&mut self, kind: u8, depth: u32) -> Result<(), SbbfError> {
+        match kind {
+            BOOL_TRUE | BOOL_FALSE => self.skip_bytes(1),
+            _ => self.skip(kind, depth + 1),
+        }
     }
 
     /// Skips the rest of a struct whose header has been read.
@@ -190,6 +207,69 @@ impl<'a> Reader<'a> {
     pub(crate) fn is_i32(kind: u8) -> bool {
         kind == I32
     }
+}
+
+/// Walks a Parquet footer (`FileMetaData`) before the `parquet` crate decodes it: every
+/// struct nested at most [`MAX_DEPTH`] deep, and the schema tree (field 2, a list of
+/// `SchemaElement`s whose field 5 is `num_children`) at most [`MAX_SCHEMA_DEPTH`] deep. The
+/// decoder recurses over both; a stack overflow would abort the process, so deeper footers
+/// are refused here, in one bounded pass without allocating more than the tree's depth.
+pub(crate) fn check_footer(footer: &[u8]) -> Result<(), &'static str> {
+    let mut reader = Reader::new(footer);
+    let mut last = 0;
+    let malformed = |_| "the footer is not valid Thrift compact protocol";
+    while let Some((id, kind)) = reader.field(&mut last).map_err(malformed)? {
+        if id == 2 && kind == LIST {
+            check_schema(&mut reader)?;
+        } else {
+            reader.skip(kind, 1).map_err(|e| match e {
+                SbbfError::MalformedHeader("structs nested too deeply") => {
+                    "the footer nests structs too deeply"
+                }
+                _ => "the footer is not valid Thrift compact protocol",
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The schema list: each element's `num_children`, and the depth of the tree they make.
+fn check_schema(reader: &mut Reader<'_>) -> Result<(), &'static str> {
+    let malformed = |_| "the footer's schema is not valid Thrift compact protocol";
+    let header = reader.byte().map_err(malformed)?;
+    let size = match header >> 4 {
+        15 => reader.varint().map_err(malformed)?,
+        short => u64::from(short),
+    };
+    if header & 0x0f != STRUCT || size > (reader.bytes.len() - reader.at) as u64 {
+        return Err("the footer's schema is not a list of structs");
+    }
+    // Children still expected by each open group, innermost last.
+    let mut open: Vec<i64> = Vec::new();
+    for _ in 0..size {
+        let mut children = 0i64;
+        let mut last = 0;
+        while let Some((id, kind)) = reader.field(&mut last).map_err(malformed)? {
+            if id == 5 && kind == I32 {
+                children = i64::from(reader.i32().map_err(malformed)?);
+            } else {
+                reader.skip(kind, 2).map_err(malformed)?;
+            }
+        }
+        if let Some(parent) = open.last_mut() {
+            *parent -= 1;
+        }
+        if children > 0 {
+            if open.len() >= MAX_SCHEMA_DEPTH {
+                return Err("the footer's schema nests groups more than 128 deep");
+            }
+            open.push(children);
+        }
+        while open.last().is_some_and(|&left| left <= 0) {
+            open.pop();
+        }
+    }
+    Ok(())
 }
 
 /// The compact encoding of Parquet's `BloomFilterHeader` for a split-block, XXH64,

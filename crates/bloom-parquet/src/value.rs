@@ -134,10 +134,12 @@ impl ColumnKind {
             }
             Self::Float => {
                 let value: f32 = text.trim().parse().map_err(|_| not("a FLOAT"))?;
+                finite_unless_asked(text, value.is_infinite(), "a FLOAT")?;
                 Ok(value.to_le_bytes().to_vec())
             }
             Self::Double => {
                 let value: f64 = text.trim().parse().map_err(|_| not("a DOUBLE"))?;
+                finite_unless_asked(text, value.is_infinite(), "a DOUBLE")?;
                 Ok(value.to_le_bytes().to_vec())
             }
             Self::Boolean => match text.trim() {
@@ -176,4 +178,20 @@ impl ColumnKind {
             _ => Ok(bytes),
         }
     }
+}
+
+/// A number too large for its type parses as infinity: refused, unless infinity is what the
+/// text says (`inf`, `-infinity`, ...).
+fn finite_unless_asked(
+    text: &str,
+    infinite: bool,
+    expected: &'static str,
+) -> Result<(), ValueError> {
+    if infinite && !text.trim().to_ascii_lowercase().contains("inf") {
+        return Err(ValueError::OutOfRange {
+            found: text.to_owned(),
+            expected,
+        });
+    }
+    Ok(())
 }

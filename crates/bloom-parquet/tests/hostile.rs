@@ -121,6 +121,21 @@ fn deeply_nested_and_huge_containers_are_refused_without_allocating() {
         parse_header(&list, MAX_BITSET_BYTES),
         Err(SbbfError::TruncatedHeader)
     );
+    // A map of 2^63 - 1 boolean pairs, which take a byte each: refused at once, not looped.
+    let map = [
+        0x5b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x11,
+    ];
+    assert_eq!(
+        parse_header(&map, MAX_BITSET_BYTES),
+        Err(SbbfError::TruncatedHeader)
+    );
+    // A small map of booleans (field 5 of a later header) is skipped, a byte per boolean.
+    let mut small = GOOD[..15].to_vec();
+    small.extend_from_slice(&[0x5b, 0x02, 0x11, 0x01, 0x00, 0x01, 0x01, 0x00]);
+    assert_eq!(
+        parse_header(&small, MAX_BITSET_BYTES).unwrap().num_bytes,
+        1024
+    );
     // A binary claiming 2^62 bytes.
     let binary = [0x58, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
     assert_eq!(
@@ -222,6 +237,81 @@ fn files_that_are_not_plain_parquet_are_refused_by_name() {
     ));
 }
 
+/// A Parquet file of one INT32 column `x` inside `depth` nested groups, no row groups: the
+/// footer is Thrift compact protocol written by hand.
+fn nested_file(depth: usize) -> Vec<u8> {
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    let group = |name: &[u8], repeated: bool, out: &mut Vec<u8>| {
+        if repeated {
+            out.extend_from_slice(&[0x35, 0x00]); // 3: repetition_type REQUIRED
+            out.push(0x18); // 4: name
+        } else {
+            out.push(0x48); // 4: name
+        }
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+        out.extend_from_slice(&[0x15, 0x02, 0x00]); // 5: num_children 1; stop
+    };
+    let mut schema = Vec::new();
+    group(b"root", false, &mut schema);
+    for _ in 0..depth {
+        group(b"g", true, &mut schema);
+    }
+    // The leaf: 1: type INT32, 3: REQUIRED, 4: name "x".
+    schema.extend_from_slice(&[0x15, 0x02, 0x25, 0x00, 0x18, 0x01, b'x', 0x00]);
+    let mut footer = vec![0x15, 0x02, 0x19, 0xfc]; // 1: version 1; 2: list of structs
+    varint(depth as u64 + 2, &mut footer);
+    footer.extend_from_slice(&schema);
+    footer.extend_from_slice(&[0x16, 0x00, 0x19, 0x0c, 0x00]); // 3: num_rows 0; 4: []; stop
+    let mut file = b"PAR1".to_vec();
+    file.extend_from_slice(&footer);
+    file.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    file.extend_from_slice(b"PAR1");
+    file
+}
+
+#[test]
+fn a_footer_nested_too_deeply_for_the_decoder_is_refused_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.parquet");
+    // Nested 10 deep: decoded.
+    std::fs::write(&path, nested_file(10)).unwrap();
+    let file = ParquetFile::open(&path, Limits::default()).unwrap();
+    assert_eq!(file.column_paths().len(), 1);
+    assert_eq!(file.row_groups(), 0);
+    // 100,000 deep (1.3 MB): the parquet crate's recursive decoder would overflow the stack
+    // and abort the process; it is refused first.
+    std::fs::write(&path, nested_file(100_000)).unwrap();
+    match ParquetFile::open(&path, Limits::default()) {
+        Err(ParquetFileError::Metadata { detail, .. }) => {
+            assert!(detail.contains("more than 128 deep"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Structs nested deeper than any footer's, in a field the decoder would skip.
+    let mut deep = b"PAR1".to_vec();
+    let mut footer = vec![0x15, 0x02, 0xfc];
+    footer.extend(std::iter::repeat_n(0x1c, 10_000));
+    deep.extend_from_slice(&footer);
+    deep.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    deep.extend_from_slice(b"PAR1");
+    std::fs::write(&path, &deep).unwrap();
+    assert!(matches!(
+        ParquetFile::open(&path, Limits::default()),
+        Err(ParquetFileError::Metadata { .. })
+    ));
+}
+
 /// Opens a damaged copy of a real file and reads every filter: any outcome but a panic.
 fn read_all(bytes: &[u8]) -> Result<usize, ParquetFileError> {
     let dir = tempfile::tempdir().unwrap();
@@ -253,6 +343,34 @@ fn a_filter_whose_place_or_size_lies_is_refused() {
         read_all(&past),
         Err(ParquetFileError::Filter {
             source: SbbfError::BitsetLength { .. },
+            ..
+        })
+    ));
+    // The footer's bloom_filter_length (2064, zigzag varint a0 20 at 2456) made 2065, or
+    // -2065: refused, naming both lengths.
+    assert_eq!(&real[2455..2458], &[0x15, 0xa0, 0x20]);
+    for (byte, footer) in [(0xa2, 2065), (0xa1, -2065)] {
+        let mut lying = real.clone();
+        lying[2456] = byte;
+        match read_all(&lying) {
+            Err(ParquetFileError::Filter {
+                source:
+                    SbbfError::FooterLength {
+                        footer: f,
+                        filter: 2064,
+                    },
+                ..
+            }) => assert_eq!(f, footer),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The deprecated binary header at the filter's place: refused by name.
+    let mut deprecated = real.clone();
+    deprecated[253..265].copy_from_slice(&[0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(matches!(
+        read_all(&deprecated),
+        Err(ParquetFileError::Filter {
+            source: SbbfError::Deprecated,
             ..
         })
     ));

@@ -238,7 +238,7 @@ pub(crate) struct BuildArgs {
     pub(crate) rule: Option<PositionRule>,
     /// Layout: split-block-512 (one bit in each of eight words of one 64-byte cache line, k =
     /// 8, about 5% more bits at 1%; the default with --items and --fpr where it costs at
-    /// most 10% more bits than standard, about 0.1% to 2%), blocked-512 (all of a key's bits
+    /// most 10% more bits than standard, about 0.09% to 3.5%), blocked-512 (all of a key's bits
     /// in one cache line, about 3% more bits at 1%; the default elsewhere and with --bits),
     /// split-block-256 (Apache Parquet's split-block filter, k = 8, about 10% more bits at
     /// 1%), standard (the fewest bits, one cache line per position; the default for
@@ -589,7 +589,10 @@ pub(crate) fn rule_for(
 /// The layout asked for, or the default for `rule` with explicit m and k: blocked-512 where
 /// the rule works with it (the split-block layouts take k = 8 only).
 pub(crate) fn layout_for(asked: Option<Layout>, rule: PositionRule) -> Layout {
-    asked.unwrap_or(if rule.supports(Layout::Blocked512) {
+    asked.unwrap_or(if rule.is_64_bit() {
+        // The 64-bit rules take only split blocks (k = 8).
+        Layout::default_for(rule, 0.01)
+    } else if rule.supports(Layout::Blocked512) {
         Layout::Blocked512
     } else {
         Layout::Standard

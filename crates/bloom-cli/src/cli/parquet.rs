@@ -47,7 +47,8 @@ pub(crate) struct ParquetCheckArgs {
     /// file's end), keys after it (in addition to --keys). A key is a value of the column's
     /// type written as text: a string, an integer (INT32, INT64), a number (FLOAT, DOUBLE),
     /// true or false; with --hex, the bytes Parquet hashes (the plain encoding) in hex, for
-    /// any type.
+    /// any type. Negative numbers are keys; put `--` before keys such as `-inf` that begin
+    /// with a dash and are not numbers.
     #[arg(
         required = true,
         allow_negative_numbers = true,

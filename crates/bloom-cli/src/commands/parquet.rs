@@ -39,6 +39,12 @@ fn files_before_column(matches: &clap::ArgMatches) -> usize {
 /// of memory), 1 for the file itself.
 pub(crate) fn failure(path: &Path, error: ParquetFileError) -> Failure {
     match error {
+        ParquetFileError::Open(bloom_format::ReadError::NotARegularFile { kind, .. }) => {
+            Failure::environment(format!(
+                "cannot read {}: it is {kind}; a Parquet file is a regular file",
+                files::shown(path)
+            ))
+        }
         ParquetFileError::Open(e) => files::read_failure(path, &e),
         e @ (ParquetFileError::Io { .. } | ParquetFileError::Alloc { .. }) => {
             Failure::environment(e)
