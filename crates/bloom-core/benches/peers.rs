@@ -8,10 +8,12 @@
 //! Each benchmark walks its keys in order, 1,000 per iteration, and reports time per key.
 //! `BLOOM_PEERS_SIZES=1e5,1e6` limits the sizes.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Duration;
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule};
+use bloom_core::{BloomFilter, FilterConfig, KeyEncoding, Layout, PositionRule};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sha2::{Digest, Sha256};
 
@@ -20,7 +22,7 @@ const STEP: usize = 1_000;
 
 /// `n` keys of exactly 24 bytes.
 fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i:017}")).collect()
+    common::keys24(prefix, n)
 }
 
 fn sizes() -> Vec<(String, usize)> {
@@ -40,12 +42,7 @@ fn sizes() -> Vec<(String, usize)> {
 }
 
 fn ours(rule: PositionRule, layout: Layout, encoding: KeyEncoding, n: usize) -> BloomFilter {
-    let params = FilterParams::planned_for(rule, layout, n as u64, FPR).unwrap();
-    let config = FilterConfig::new(params)
-        .with_rule(rule)
-        .unwrap()
-        .with_encoding(encoding);
-    BloomFilter::new(config).unwrap()
+    common::planned_filter(rule, layout, encoding, n, FPR)
 }
 
 fn default_filter(n: usize) -> BloomFilter {

@@ -8,17 +8,19 @@
 //! `cargo bench -p bloom-core --bench peers_ratio` (`BLOOM_PEERS_SIZES=1e5,1e6` limits the
 //! sizes; `BLOOM_PEERS_ROUNDS` sets the rounds per pair, 3,000 by default).
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule};
+use bloom_core::{BloomFilter, FilterConfig, KeyEncoding, Layout, PositionRule};
 use sha2::{Digest, Sha256};
 
 const FPR: f64 = 0.01;
 const BATCH: usize = 1_000;
 
 fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i:017}")).collect()
+    common::keys24(prefix, n)
 }
 
 fn time(f: impl FnOnce()) -> Duration {
@@ -65,12 +67,7 @@ fn paired(
 }
 
 fn ours(rule: PositionRule, layout: Layout, encoding: KeyEncoding, n: usize) -> BloomFilter {
-    let params = FilterParams::planned_for(rule, layout, n as u64, FPR).unwrap();
-    let config = FilterConfig::new(params)
-        .with_rule(rule)
-        .unwrap()
-        .with_encoding(encoding);
-    BloomFilter::new(config).unwrap()
+    common::planned_filter(rule, layout, encoding, n, FPR)
 }
 
 fn main() {

@@ -6,7 +6,7 @@
 // Each bench uses the part it needs.
 #![allow(dead_code)]
 
-use bloom_core::{FilterParams, Layout};
+use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule};
 use sha2::{Digest, Sha256};
 
 /// One cache line: a block of the blocked-512 layout.
@@ -123,4 +123,25 @@ pub(crate) fn sha256_words(key: &[u8]) -> (u64, u64) {
     let d = Sha256::digest(key);
     let word = |i: usize| u64::from_le_bytes(d[i..i + 8].try_into().unwrap());
     (word(0), word(8))
+}
+
+/// `n` keys of exactly 24 bytes: `prefix` (7 bytes) and 17 digits.
+pub(crate) fn keys24(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:017}")).collect()
+}
+
+/// An empty filter of `rule`, `layout` and `encoding` planned for `n` keys at `fpr`.
+pub(crate) fn planned_filter(
+    rule: PositionRule,
+    layout: Layout,
+    encoding: KeyEncoding,
+    n: usize,
+    fpr: f64,
+) -> BloomFilter {
+    let params = FilterParams::planned_for(rule, layout, n as u64, fpr).unwrap();
+    let config = FilterConfig::new(params)
+        .with_rule(rule)
+        .unwrap()
+        .with_encoding(encoding);
+    BloomFilter::new(config).unwrap()
 }
