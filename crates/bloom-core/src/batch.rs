@@ -130,19 +130,6 @@ pub(crate) fn split_line<W, const N: usize>(words: &[W], place: Split) -> Option
         .and_then(|w| w.try_into().ok())
 }
 
-/// Sets a key's split-block masks in plain words; returns whether a bit was clear.
-#[inline(always)]
-pub(crate) fn set_split(words: &mut [u64], wide: bool, place: Split) -> bool {
-    let range = place.first_word..place.first_word + if wide { 8 } else { 4 };
-    match (words.get_mut(range), wide) {
-        (Some(line), false) => <&mut [u64; 4]>::try_from(line)
-            .is_ok_and(|l| split::set_all(l, &split::masks_256(place.x))),
-        (Some(line), true) => <&mut [u64; 8]>::try_from(line)
-            .is_ok_and(|l| split::set_all(l, &split::masks_512(place.x))),
-        (None, _) => false,
-    }
-}
-
 /// Whether one bit of a line is set.
 #[inline(always)]
 pub(crate) fn test_bit(line: &[u64; 8], word: usize, bit: u32) -> bool {
@@ -250,10 +237,7 @@ impl BitsRef<'_> {
     #[inline(always)]
     pub(crate) fn contains_split(self, wide: bool, place: Split) -> bool {
         match (self, wide) {
-            (Self::Plain(words), false) => split_line::<_, 4>(words, place)
-                .is_some_and(|l| split::all_set(l, &split::masks_256(place.x))),
-            (Self::Plain(words), true) => split_line::<_, 8>(words, place)
-                .is_some_and(|l| split::all_set(l, &split::masks_512(place.x))),
+            (Self::Plain(words), wide) => split::contains(words, wide, place),
             (Self::Atomic(words), false) => split_line::<_, 4>(words, place).is_some_and(|l| {
                 // Acquire pairs with the Release of `fetch_or` in inserts.
                 split::all_set(
@@ -395,7 +379,7 @@ impl BitsMut for [u64] {
     #[inline]
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
         if let Some(place) = hasher.split_of(hash) {
-            return set_split(self, hasher.wide_split(), place);
+            return split::insert(self, hasher.wide_split(), place);
         }
         let mut changed = false;
         if let Some(block) = hasher.block_of(hash) {

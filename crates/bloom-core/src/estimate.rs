@@ -72,8 +72,12 @@ pub(crate) fn rate_of_words<W>(
         let block_words = usize::try_from(block_bits / 64).unwrap_or(usize::MAX);
         let (mut sum, mut blocks) = (0.0, 0u64);
         for block in words.chunks(block_words) {
-            let loaded: Vec<u8> = block.iter().flat_map(|w| load(w).to_le_bytes()).collect();
-            sum += split_block_rate(&loaded, block_bits);
+            // A block is at most 64 bytes: its payload image on the stack.
+            let mut image = [0u8; 64];
+            for (bytes, w) in image.chunks_exact_mut(8).zip(block) {
+                bytes.copy_from_slice(&load(w).to_le_bytes());
+            }
+            sum += split_block_rate(image.get(..block.len() * 8).unwrap_or_default(), block_bits);
             blocks += 1;
         }
         return if blocks == 0 {

@@ -3,7 +3,7 @@
 use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, test_bit};
 use crate::encoding::EncodedKey;
 use crate::layout::Layout;
-use crate::position::{PositionHasher, PositionRule, split};
+use crate::position::{PositionHasher, PositionRule, Split, split};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
 trait SplitHash {
@@ -179,13 +179,6 @@ impl std::fmt::Debug for Kernel {
     }
 }
 
-/// The first word of the block of hash `h`: blocks of 4 words, or 8 when `WIDE`.
-#[inline(always)]
-fn first_word<const WIDE: bool>(hasher: &PositionHasher, h: u64) -> usize {
-    // A block index is below m / 256, and a filter exists only when m / 64 fits usize.
-    split::block_index(h, hasher.blocks()) as usize * if WIDE { 8 } else { 4 }
-}
-
 /// Whether every bit of key `key` is set: the split-block probe of one key, hash included.
 #[inline(always)]
 fn split_contains<H: SplitHash, const WIDE: bool>(
@@ -193,19 +186,7 @@ fn split_contains<H: SplitHash, const WIDE: bool>(
     words: &[u64],
     key: &[u8],
 ) -> bool {
-    let h = H::hash(key);
-    let first = first_word::<WIDE>(hasher, h);
-    if WIDE {
-        words
-            .get(first..first + 8)
-            .and_then(|w| <&[u64; 8]>::try_from(w).ok())
-            .is_some_and(|line| split::all_set(line, &split::masks_512(h as u32)))
-    } else {
-        words
-            .get(first..first + 4)
-            .and_then(|w| <&[u64; 4]>::try_from(w).ok())
-            .is_some_and(|line| contains_256(line, h as u32))
-    }
+    split::contains(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
 }
 
 /// Sets the bits of `key`; returns whether one was clear.
@@ -215,46 +196,7 @@ fn split_insert<H: SplitHash, const WIDE: bool>(
     words: &mut [u64],
     key: &[u8],
 ) -> bool {
-    let h = H::hash(key);
-    let first = first_word::<WIDE>(hasher, h);
-    if WIDE {
-        words
-            .get_mut(first..first + 8)
-            .and_then(|w| <&mut [u64; 8]>::try_from(w).ok())
-            .is_some_and(|line| split::set_all(line, &split::masks_512(h as u32)))
-    } else {
-        words
-            .get_mut(first..first + 4)
-            .and_then(|w| <&mut [u64; 4]>::try_from(w).ok())
-            .is_some_and(|line| insert_256(line, h as u32))
-    }
-}
-
-/// A 256-bit block's probe. On a little-endian machine the block is viewed as eight `u32`s,
-/// the words of the layout, so that each lane's mask is one 32-bit shift.
-#[inline(always)]
-fn contains_256(line: &[u64; 4], x: u32) -> bool {
-    #[cfg(target_endian = "little")]
-    {
-        split::all_set_lanes(bytemuck::cast_ref(line), &split::lanes_256(x))
-    }
-    #[cfg(not(target_endian = "little"))]
-    {
-        split::all_set(line, &split::masks_256(x))
-    }
-}
-
-/// [`contains_256`], setting the bits.
-#[inline(always)]
-fn insert_256(line: &mut [u64; 4], x: u32) -> bool {
-    #[cfg(target_endian = "little")]
-    {
-        split::set_all_lanes(bytemuck::cast_mut(line), &split::lanes_256(x))
-    }
-    #[cfg(not(target_endian = "little"))]
-    {
-        split::set_all(line, &split::masks_256(x))
-    }
+    split::insert(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
 }
 
 /// The split-block kernels compiled for AVX2: the same code as the portable ones, in

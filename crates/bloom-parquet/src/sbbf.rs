@@ -131,10 +131,13 @@ pub fn filter_from_bitset(
     encoding: KeyEncoding,
 ) -> Result<BloomFilter, FilterError> {
     let len = bitset.len() as u64;
-    if len == 0 || !len.is_multiple_of(32) {
-        return Err(FilterError::Sbbf(SbbfError::InvalidSize(
+    let invalid = || {
+        FilterError::Sbbf(SbbfError::InvalidSize(
             i64::try_from(len).unwrap_or(i64::MAX),
-        )));
+        ))
+    };
+    if len == 0 || !len.is_multiple_of(32) {
+        return Err(invalid());
     }
     let config = parquet_config(len * 8, encoding).map_err(|_| {
         FilterError::Sbbf(SbbfError::TooLarge {
@@ -142,14 +145,15 @@ pub fn filter_from_bitset(
             limit: bloom_core::MAX_BITS / 8,
         })
     })?;
-    let ones: u64 = bitset.iter().map(|b| u64::from(b.count_ones())).sum();
-    let items = bloom_core::estimate::estimated_items(ones, len * 8, SPLIT_BLOCK_HASHES).round();
+    let mut fill =
+        bloom_core::estimate::FillCounter::new(Layout::SplitBlock256, len * 8, SPLIT_BLOCK_HASHES);
+    fill.feed(bitset);
+    let items =
+        bloom_core::estimate::estimated_items(fill.ones(), len * 8, SPLIT_BLOCK_HASHES).round();
     BloomFilter::from_bytes(config, bitset, items as u64).map_err(|e| match e {
         bloom_core::BitsError::Alloc(e) => FilterError::Alloc(e),
         // The length was checked above, and whole blocks have no padding.
-        _ => FilterError::Sbbf(SbbfError::InvalidSize(
-            i64::try_from(len).unwrap_or(i64::MAX),
-        )),
+        _ => invalid(),
     })
 }
 

@@ -590,8 +590,8 @@ pub(crate) fn rule_for(
 /// the rule works with it (the split-block layouts take k = 8 only).
 pub(crate) fn layout_for(asked: Option<Layout>, rule: PositionRule) -> Layout {
     asked.unwrap_or(if rule.is_64_bit() {
-        // The 64-bit rules take only split blocks (k = 8).
-        Layout::default_for(rule, 0.01)
+        // The 64-bit rules take only split blocks (k = 8), whatever the rate.
+        Layout::default_for(rule, bloom_core::DEFAULT_FALSE_POSITIVE_RATE)
     } else if rule.supports(Layout::Blocked512) {
         Layout::Blocked512
     } else {

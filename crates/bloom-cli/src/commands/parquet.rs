@@ -107,18 +107,18 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
                 Some(n) => Failure::input(format!("{} line {n}: {e}", key_source(args))),
                 None => Failure::input(format!("key {}: {e}", escape_key(key))),
             })?;
+            // Every filter of the column has the column's key encoding: the value is encoded
+            // once per file, not once per row group.
+            let encoded = file
+                .kind
+                .key_encoding()
+                .encode_bytes(&value)
+                .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
             let (mut maybe, mut unfiltered) = (Vec::new(), Vec::new());
             for (rg, filter) in file.filters.iter().enumerate() {
                 match filter {
-                    Some(filter) => {
-                        let encoded = filter
-                            .config()
-                            .encode_bytes(&value)
-                            .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
-                        if filter.contains(&encoded) {
-                            maybe.push(rg);
-                        }
-                    }
+                    Some(filter) if filter.contains(&encoded) => maybe.push(rg),
+                    Some(_) => {}
                     None => unfiltered.push(rg),
                 }
             }

@@ -273,16 +273,7 @@ impl PositionHasher {
     /// The split-block place of the 64-bit hash `h`.
     #[inline(always)]
     pub(crate) fn split_at(&self, h: u64) -> Split {
-        let words_per_block = if self.layout == Layout::SplitBlock256 {
-            4
-        } else {
-            8
-        };
-        // A block index is below m / 256, and a filter exists only when m / 64 fits usize.
-        Split {
-            first_word: split::block_index(h, self.blocks) as usize * words_per_block,
-            x: h as u32,
-        }
+        Split::of(h, self.blocks, self.wide_split())
     }
 
     /// The split-block layout and unsalted rule of a filter whose keys can be placed by a

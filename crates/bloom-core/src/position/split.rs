@@ -28,6 +28,81 @@ pub(crate) struct Split {
     pub(crate) x: u32,
 }
 
+impl Split {
+    /// The place of the 64-bit hash `h` among `blocks` blocks of four 64-bit words, or of
+    /// eight when `wide`.
+    #[inline(always)]
+    pub(crate) fn of(h: u64, blocks: u64, wide: bool) -> Self {
+        // A block index is below m / 256, and a filter exists only when m / 64 fits usize.
+        Self {
+            first_word: block_index(h, blocks) as usize * if wide { 8 } else { 4 },
+            x: h as u32,
+        }
+    }
+}
+
+/// Whether every bit of a key's place is set in plain words (`None` of the block, for the
+/// hash of another configuration, reads as unset).
+#[inline(always)]
+pub(crate) fn contains(words: &[u64], wide: bool, place: Split) -> bool {
+    let first = place.first_word;
+    if wide {
+        words
+            .get(first..first + 8)
+            .and_then(|w| <&[u64; 8]>::try_from(w).ok())
+            .is_some_and(|line| all_set(line, &masks_512(place.x)))
+    } else {
+        words
+            .get(first..first + 4)
+            .and_then(|w| <&[u64; 4]>::try_from(w).ok())
+            .is_some_and(|line| contains_256(line, place.x))
+    }
+}
+
+/// Sets the bits of a key's place in plain words; returns whether one was clear.
+#[inline(always)]
+pub(crate) fn insert(words: &mut [u64], wide: bool, place: Split) -> bool {
+    let first = place.first_word;
+    if wide {
+        words
+            .get_mut(first..first + 8)
+            .and_then(|w| <&mut [u64; 8]>::try_from(w).ok())
+            .is_some_and(|line| set_all(line, &masks_512(place.x)))
+    } else {
+        words
+            .get_mut(first..first + 4)
+            .and_then(|w| <&mut [u64; 4]>::try_from(w).ok())
+            .is_some_and(|line| insert_256(line, place.x))
+    }
+}
+
+/// A 256-bit block's probe. On a little-endian machine the block is viewed as eight `u32`s,
+/// the words of the layout, so that each lane's mask is one 32-bit shift.
+#[inline(always)]
+fn contains_256(line: &[u64; 4], x: u32) -> bool {
+    #[cfg(target_endian = "little")]
+    {
+        all_set_lanes(bytemuck::cast_ref(line), &lanes_256(x))
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        all_set(line, &masks_256(x))
+    }
+}
+
+/// [`contains_256`], setting the bits.
+#[inline(always)]
+fn insert_256(line: &mut [u64; 4], x: u32) -> bool {
+    #[cfg(target_endian = "little")]
+    {
+        set_all_lanes(bytemuck::cast_mut(line), &lanes_256(x))
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        set_all(line, &masks_256(x))
+    }
+}
+
 /// The block index of a hash among `blocks` blocks (at most 2^32): Parquet's
 /// `((h >> 32) * blocks) >> 32`.
 #[inline(always)]
