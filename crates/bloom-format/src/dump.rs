@@ -107,6 +107,41 @@ pub(crate) fn dump(stored: &Stored<'_>) -> String {
         line("store identity", identity);
         line("history digest", history);
     }
+    if version >= FormatVersion::V3 {
+        match h.plan {
+            Some(plan) => {
+                line("planned capacity", plan.capacity.to_string());
+                line(
+                    "target false-positive rate",
+                    format!("{:?}", plan.false_positive_rate),
+                );
+            }
+            None => {
+                line("planned capacity", "not recorded".to_owned());
+                line("target false-positive rate", "not recorded".to_owned());
+            }
+        }
+        if let Some(scalable) = &h.scalable {
+            line("growth factor", scalable.growth.to_string());
+            line("tightening ratio", format!("{:?}", scalable.tightening));
+            line("stage count", scalable.stages.len().to_string());
+            for (i, stage) in scalable.stages.iter().enumerate() {
+                line(
+                    &format!("stage {i}"),
+                    format!(
+                        "m = {}, k = {}, layout {} ({}), capacity {}, rate {:?}, items {}",
+                        stage.bit_count,
+                        stage.hash_count,
+                        stage.layout.value(),
+                        stage.layout,
+                        stage.plan.capacity,
+                        stage.plan.false_positive_rate,
+                        stage.item_count
+                    ),
+                );
+            }
+        }
+    }
     line("payload length", stored.payload_len.to_string());
     line("payload crc32", format!("{:#010x}", stored.payload_crc));
     line("header crc32", format!("{:#010x}", stored.header_crc));

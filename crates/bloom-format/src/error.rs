@@ -104,6 +104,16 @@ pub enum DecodeError {
         /// What a valid value is.
         expected: String,
     },
+    /// A recorded rate (a binary64 field) is outside what the format allows.
+    #[error("invalid {field}: found {}, expected {expected}", f64::from_bits(*found_bits))]
+    InvalidRate {
+        /// The field.
+        field: &'static str,
+        /// The bits of the binary64 value found.
+        found_bits: u64,
+        /// What a valid value is.
+        expected: String,
+    },
     /// A recorded Unicode version does not fit the key encoding.
     #[error("invalid Unicode version of the {table} tables: found {found}, expected {expected}")]
     InvalidUnicodeVersion {

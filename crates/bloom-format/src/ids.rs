@@ -96,6 +96,10 @@ id_table! {
         /// Adds the store binding (identity and history digest), the Unicode version of the
         /// casing tables and the layout parameter: a 144-byte fixed header.
         V2 = 2, "2";
+        /// Adds the plan (the capacity and false-positive rate a filter was sized for) and
+        /// the scalable layout's growth, tightening and stage directory: a 180-byte fixed
+        /// header, then 40 bytes per stage.
+        V3 = 3, "3";
     }
 }
 
@@ -156,6 +160,11 @@ id_table! {
         /// sets one bit in each word of one block (k = 8). `m` is a multiple of 512; `m / 8`
         /// bytes.
         SplitBlock512 = 7, "split-block-512";
+        /// A scalable filter: a chain of stages, each a filter of its own layout (1, 2, 6 or
+        /// 7), size and `k`, described by the header's stage directory (format version 3).
+        /// A key is in the filter if it is in any stage. `m` is the stages' total, every
+        /// stage's a multiple of 64; `m / 8` bytes, the stages' payloads in order.
+        Scalable = 8, "scalable";
     }
 }
 
@@ -194,6 +203,16 @@ impl PositionRuleId {
 }
 
 impl LayoutId {
+    /// Whether a stage of a [`LayoutId::Scalable`] filter may have this layout: a plain bit
+    /// layout (standard, blocked-512, split-block-256, split-block-512).
+    #[must_use]
+    pub const fn is_stage_layout(self) -> bool {
+        matches!(
+            self,
+            Self::Standard | Self::Blocked512 | Self::SplitBlock256 | Self::SplitBlock512
+        )
+    }
+
     /// The block size in bits of a split-block layout (256 or 512), or `None`.
     #[must_use]
     pub const fn split_block_bits(self) -> Option<u64> {
@@ -207,7 +226,7 @@ impl LayoutId {
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: Self = Self::V2;
+    pub const CURRENT: Self = Self::V3;
     /// The oldest version this build reads.
     pub const OLDEST: Self = Self::V1;
 }
@@ -252,7 +271,10 @@ mod tests {
     /// Every assigned value, pinned. Appending is fine; changing a line is a format break.
     #[test]
     fn assigned_identifiers_never_change() {
-        assert_eq!(table(FormatVersion::ALL), pairs(&[(1, "1"), (2, "2")]));
+        assert_eq!(
+            table(FormatVersion::ALL),
+            pairs(&[(1, "1"), (2, "2"), (3, "3")])
+        );
         assert_eq!(
             table(PositionRuleId::ALL),
             pairs(&[
@@ -274,7 +296,8 @@ mod tests {
                 (4, "counting-4bit"),
                 (5, "sharded-v2"),
                 (6, "split-block-256"),
-                (7, "split-block-512")
+                (7, "split-block-512"),
+                (8, "scalable")
             ])
         );
         assert_eq!(
@@ -296,9 +319,9 @@ mod tests {
     fn unknown_values_are_returned() {
         assert_eq!(PositionRuleId::try_from(0), Err(0));
         assert_eq!(PositionRuleId::try_from(8), Err(8));
-        assert_eq!(LayoutId::try_from(8), Err(8));
+        assert_eq!(LayoutId::try_from(9), Err(9));
         assert_eq!(KeyEncodingId::try_from(6), Err(6));
-        assert_eq!(FormatVersion::try_from(3), Err(3));
+        assert_eq!(FormatVersion::try_from(4), Err(4));
         assert_eq!(FormatVersion::try_from(0), Err(0));
         for &id in PositionRuleId::ALL {
             assert_eq!(PositionRuleId::try_from(id.value()), Ok(id));

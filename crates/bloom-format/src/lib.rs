@@ -9,7 +9,7 @@
 //! payload size (against the input and an optional caller limit), padding, payload checksum,
 //! in that order, each failure with its own [`DecodeError`] variant. Nothing is allocated for
 //! the payload before the header has been checked, and every allocation sized from the input
-//! is fallible. Readers read format versions 1 and 2; writers write version 2.
+//! is fallible. Readers read format versions 1 to 3; writers write version 3.
 //!
 //! Files: [`SnapshotReader`] opens only regular files (a named pipe cannot block it) and can
 //! stream a payload of any size in constant memory; [`AtomicFile`] and [`SnapshotWriter`]
@@ -66,6 +66,7 @@ mod hex;
 mod ids;
 mod legacy;
 mod lock;
+mod plan;
 mod read;
 pub mod sharded;
 mod snapshot;
@@ -86,6 +87,7 @@ pub use hex::{hex, hex_dump, unhex};
 pub use ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
 pub use legacy::{LegacyError, SEED_RAW_LEN, export_seed_raw, import_seed_raw, seed_raw_header};
 pub use lock::{LockError, SnapshotLock};
+pub use plan::{MAX_GROWTH, MAX_STAGES, Plan, Scalable, Stage};
 pub use read::{SnapshotReader, open_regular_file};
 pub use snapshot::{EncodeError, Snapshot};
 pub use unicode::UnicodeVersion;

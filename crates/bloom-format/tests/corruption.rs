@@ -12,9 +12,10 @@ fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
 }
 
 /// A version 2 snapshot and real version 1 output (a salted, nfc-trim-lower fixture).
-fn both_versions() -> [Vec<u8>; 2] {
+fn every_version() -> [Vec<u8>; 3] {
     [
         common::small().encode().to_vec(),
+        common::v2_fixture("salted-trim-lower"),
         common::v1_fixture("salted-trim-lower"),
     ]
 }
@@ -48,14 +49,14 @@ fn version_1_fixtures_decode_with_their_version() {
     );
     // Re-encoding writes the current version, with the same fields.
     let again = decode(&snapshot.encode()).unwrap();
-    assert_eq!(again.format_version(), FormatVersion::V2);
+    assert_eq!(again.format_version(), FormatVersion::V3);
     assert_eq!(again.header(), snapshot.header());
     assert_eq!(again.payload(), snapshot.payload());
 }
 
 #[test]
 fn every_single_bit_flip_is_rejected() {
-    for bytes in both_versions() {
+    for bytes in every_version() {
         for i in 0..bytes.len() * 8 {
             let mut corrupt = bytes.clone();
             corrupt[i / 8] ^= 1 << (i % 8);
@@ -66,7 +67,7 @@ fn every_single_bit_flip_is_rejected() {
 
 #[test]
 fn every_truncation_is_rejected() {
-    for bytes in both_versions() {
+    for bytes in every_version() {
         for len in 0..bytes.len() {
             let result = decode(&bytes[..len]);
             assert!(
@@ -79,7 +80,7 @@ fn every_truncation_is_rejected() {
 
 #[test]
 fn appended_bytes_are_rejected() {
-    for bytes in both_versions() {
+    for bytes in every_version() {
         appended_bytes_are_rejected_in(&bytes);
     }
 }
@@ -118,7 +119,7 @@ fn magic_version_and_header_length_are_checked_first() {
         })
     ));
 
-    for version in [0u16, 3, 0x0100, u16::MAX] {
+    for version in [0u16, 4, 0x0100, u16::MAX] {
         let mut bad = bytes.clone();
         bad[8..10].copy_from_slice(&version.to_le_bytes());
         common::reseal(&mut bad);
@@ -126,13 +127,27 @@ fn magic_version_and_header_length_are_checked_first() {
             decode(&bad),
             Err(DecodeError::UnsupportedVersion {
                 found: version,
-                supported: 1..=2
+                supported: 1..=3
             })
         );
     }
 
-    for header_len in [0u16, 99, 100, 147, 181, u16::MAX] {
+    for header_len in [0u16, 99, 100, 147, 183, 2777, u16::MAX] {
         let mut bad = bytes.clone();
+        bad[10..12].copy_from_slice(&header_len.to_le_bytes());
+        assert_eq!(
+            decode(&bad),
+            Err(DecodeError::InvalidHeaderLength {
+                version: 3,
+                found: header_len,
+                min: 184,
+                max: 2776
+            })
+        );
+    }
+    let v2 = common::v2_fixture("seed-contract");
+    for header_len in [0u16, 99, 147, 181, 184] {
+        let mut bad = v2.clone();
         bad[10..12].copy_from_slice(&header_len.to_le_bytes());
         assert_eq!(
             decode(&bad),
@@ -165,7 +180,7 @@ fn magic_version_and_header_length_are_checked_first() {
 #[test]
 fn a_version_1_reader_refuses_version_2_files_by_name() {
     let v1_only = DecodeOptions::unlimited().with_max_version(FormatVersion::V1);
-    let err = Snapshot::decode(common::small().encode(), &v1_only).unwrap_err();
+    let err = Snapshot::decode(common::v2_fixture("seed-contract"), &v1_only).unwrap_err();
     assert_eq!(
         err,
         DecodeError::UnsupportedVersion {
@@ -191,10 +206,20 @@ fn resealed(bytes: &[u8], offset: usize, value: &[u8]) -> Result<Snapshot, Decod
 /// Corruptions whose header CRC has been recomputed: the structural checks must catch them.
 #[test]
 fn resealed_header_corruptions_fail_field_validation() {
-    for bytes in both_versions() {
+    for bytes in every_version() {
         resealed_corruptions_of_shared_fields(&bytes);
     }
-    let v2 = common::small().encode().to_vec();
+    let v3 = common::small().encode().to_vec();
+    for offset in [12, 15, 39, 70, 95, 131, 140, 143, 166, 167, 176, 179] {
+        assert_eq!(
+            resealed(&v3, offset, &[7]),
+            Err(DecodeError::NonZeroReserved {
+                offset: offset as u64,
+                found: 7
+            })
+        );
+    }
+    let v2 = common::v2_fixture("salted-trim-lower");
     for offset in [12, 15, 39, 70, 95, 131, 140, 143] {
         assert_eq!(
             resealed(&v2, offset, &[7]),
@@ -214,16 +239,16 @@ fn resealed_header_corruptions_fail_field_validation() {
             })
         );
     }
-    // Version 2 fields. An unbound snapshot (identity zero) with a history digest:
+    // Version 2 fields (in a version 3 header). An unbound snapshot (identity zero) with a history digest:
     assert!(matches!(
-        resealed(&v2, 96, &[0; 16]),
+        resealed(&v3, 96, &[0; 16]),
         Err(DecodeError::InvalidParameter {
             field: "history digest",
             ..
         })
     ));
     assert!(matches!(
-        resealed(&v2, 132, &5u64.to_le_bytes()),
+        resealed(&v3, 132, &5u64.to_le_bytes()),
         Err(DecodeError::InvalidParameter {
             field: "layout parameter",
             found: 5,
@@ -232,7 +257,7 @@ fn resealed_header_corruptions_fail_field_validation() {
     ));
     // nfc (id 3) uses no casing tables, but a casing version is recorded.
     assert_eq!(
-        resealed(&v2, 32, &3u16.to_le_bytes()).unwrap_err(),
+        resealed(&v3, 32, &3u16.to_le_bytes()).unwrap_err(),
         DecodeError::InvalidUnicodeVersion {
             table: "casing",
             found: UnicodeVersion::new(15, 1, 0),
@@ -241,9 +266,9 @@ fn resealed_header_corruptions_fail_field_validation() {
     );
     // nfc-trim-lower with a table version not recorded (0.0.0) is valid in version 2: bits
     // built with mixed or unknown tables.
-    let unrecorded = resealed(&v2, 128, &[0, 0, 0]).unwrap();
+    let unrecorded = resealed(&v3, 128, &[0, 0, 0]).unwrap();
     assert_eq!(unrecorded.header().key_encoding.casing_unicode, None);
-    let unrecorded = resealed(&v2, 36, &[0, 0, 0]).unwrap();
+    let unrecorded = resealed(&v3, 36, &[0, 0, 0]).unwrap();
     assert_eq!(unrecorded.header().key_encoding.normalization_unicode, None);
     // Version 1 always recorded the version for an encoding that uses tables.
     assert_eq!(
@@ -396,7 +421,7 @@ fn payload_corruption_padding_and_limits() {
     ));
 
     let mut bad = bytes.clone();
-    bad[common::V2_SALT_AT] ^= 1; // a salt byte
+    bad[common::V3_SALT_AT] ^= 1; // a salt byte
     assert!(matches!(
         decode(&bad),
         Err(DecodeError::HeaderChecksumMismatch { .. })
@@ -423,7 +448,7 @@ fn a_tiny_file_claiming_a_huge_filter_fails_fast() {
         decode(&bytes),
         Err(DecodeError::Truncated {
             section: Section::Payload,
-            needed: 148 + (1 << 59),
+            needed: 184 + (1 << 59),
             got: bytes.len() as u64
         })
     );
@@ -431,7 +456,7 @@ fn a_tiny_file_claiming_a_huge_filter_fails_fast() {
     assert!(matches!(
         decode(&sixty),
         Err(DecodeError::Truncated {
-            needed: 148,
+            needed: 184,
             got: 60,
             ..
         })

@@ -120,7 +120,7 @@ fn the_reader_streams_verifies_and_reads_into_a_buffer() {
         .unwrap();
     assert_eq!(
         (version, &header),
-        (bloom_format::FormatVersion::V2, snapshot.header())
+        (bloom_format::FormatVersion::V3, snapshot.header())
     );
 
     let mut chunks = Vec::new();

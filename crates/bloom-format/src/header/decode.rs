@@ -2,6 +2,7 @@
 //! ([`DecodeOptions`]).
 
 use super::*;
+use crate::plan::{MAX_GROWTH, MAX_STAGES, Stage};
 
 /// A little-endian field reader over the header bytes that never panics: a read past the end
 /// yields zeros, which cannot happen once the header length was checked.
@@ -179,17 +180,42 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
             }
         }
     }
-    // 5b: the salt length agrees with the header length.
+    // 5b: the stage count (version 3) and the salt length agree with the header length.
+    let stage_count = if layout.stage_directory {
+        usize::from(fields.u16(V3_STAGES))
+    } else {
+        0
+    };
+    let directory_len = STAGE_LEN * stage_count;
+    if directory_len > layout.max_directory_len() || layout.fixed_len + directory_len > crc_at {
+        return Err(DecodeError::InvalidParameter {
+            field: "stage count",
+            found: stage_count as u64,
+            expected: format!(
+                "at most {} and at most (header length - {}) / {STAGE_LEN}",
+                crate::plan::MAX_STAGES,
+                layout.min_header_len()
+            ),
+        });
+    }
+    let salt_at = layout.fixed_len + directory_len;
     let salt_len = usize::from(fields.u16(68));
-    let expected_salt_len = crc_at - layout.fixed_len;
+    let expected_salt_len = crc_at - salt_at;
     if salt_len != expected_salt_len {
         return Err(DecodeError::InvalidParameter {
             field: "salt length",
             found: salt_len as u64,
-            expected: format!(
-                "header length - {} = {expected_salt_len}",
-                layout.min_header_len()
-            ),
+            expected: if layout.stage_directory {
+                format!(
+                    "header length - {} - {STAGE_LEN} x stage count = {expected_salt_len}",
+                    layout.min_header_len()
+                )
+            } else {
+                format!(
+                    "header length - {} = {expected_salt_len}",
+                    layout.min_header_len()
+                )
+            },
         });
     }
     // 5c to 5f: identifiers.
@@ -202,7 +228,7 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
     let normalization = UnicodeVersion::from_bytes(fields.bytes(36));
     let (store, casing, layout_parameter) = match version {
         FormatVersion::V1 => (None, None, 0),
-        FormatVersion::V2 => {
+        FormatVersion::V2 | FormatVersion::V3 => {
             let identity = StoreIdentity::from_bytes(fields.bytes(V2_IDENTITY));
             let history = HistoryDigest::from_bytes(fields.bytes(V2_HISTORY));
             // 5j, checked here because only version 2 has the fields: an unbound snapshot
@@ -222,6 +248,14 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
             )
         }
     };
+    let (plan, scalable) = if version >= FormatVersion::V3 {
+        (
+            decode_plan(&fields)?,
+            decode_scalable(&fields, stage_count)?,
+        )
+    } else {
+        (None, None)
+    };
     let header = Header {
         bit_count: fields.u64(16),
         hash_count: fields.u32(24),
@@ -235,12 +269,14 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
             casing_unicode: casing,
         },
         salt: input
-            .get(layout.fixed_len..layout.fixed_len + salt_len)
+            .get(salt_at..salt_at + salt_len)
             .unwrap_or_default()
             .to_vec(),
         dataset_generation: DatasetGeneration::new(fields.u64(40)),
         item_count: fields.u64(48),
         store,
+        plan,
+        scalable,
     };
     let payload_len = fields.u64(56);
     validate(&header, version, payload_len)?;
@@ -252,6 +288,73 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
         payload_len,
         payload_crc: fields.u32(64),
     })
+}
+
+/// The version 3 plan: both fields zero for "not recorded", else both set (their values are
+/// checked by [`validate`]).
+fn decode_plan(fields: &Fields<'_>) -> Result<Option<Plan>, DecodeError> {
+    let capacity = fields.u64(V3_CAPACITY);
+    let rate = fields.u64(V3_RATE);
+    match (capacity, rate) {
+        (0, 0) => Ok(None),
+        (0, _) => Err(DecodeError::InvalidParameter {
+            field: "planned capacity",
+            found: 0,
+            expected: "at least 1 when a target false-positive rate is recorded".into(),
+        }),
+        (_, 0) => Err(DecodeError::InvalidRate {
+            field: "target false-positive rate",
+            found_bits: 0,
+            expected: "above 0 and below 1 when a planned capacity is recorded".into(),
+        }),
+        (capacity, rate) => Ok(Some(Plan {
+            capacity,
+            false_positive_rate: f64::from_bits(rate),
+        })),
+    }
+}
+
+/// The version 3 growth, tightening and stage directory: all zero for a filter that is not
+/// scalable (their values are checked by [`validate`]).
+fn decode_scalable(
+    fields: &Fields<'_>,
+    stage_count: usize,
+) -> Result<Option<Scalable>, DecodeError> {
+    let growth = fields.u32(V3_GROWTH);
+    let tightening = fields.u64(V3_TIGHTENING);
+    if growth == 0 && tightening == 0 && stage_count == 0 {
+        return Ok(None);
+    }
+    let mut stages = Vec::with_capacity(stage_count);
+    for i in 0..stage_count {
+        let at = layout::V3_LAYOUT.fixed_len + STAGE_LEN * i;
+        let layout = LayoutId::try_from(fields.u16(at + 12))
+            .map_err(|found| unknown(IdKind::Layout, found, LayoutId::ALL))?;
+        for offset in at + 14..at + 16 {
+            let found = fields.u8(offset);
+            if found != 0 {
+                return Err(DecodeError::NonZeroReserved {
+                    offset: offset as u64,
+                    found,
+                });
+            }
+        }
+        stages.push(Stage {
+            bit_count: fields.u64(at),
+            hash_count: fields.u32(at + 8),
+            layout,
+            plan: Plan {
+                capacity: fields.u64(at + 16),
+                false_positive_rate: f64::from_bits(fields.u64(at + 24)),
+            },
+            item_count: fields.u64(at + 32),
+        });
+    }
+    Ok(Some(Scalable {
+        growth,
+        tightening: f64::from_bits(tightening),
+        stages,
+    }))
 }
 
 /// A Guava rule's filter is always a valid Guava stream: standard layout, no salt, `m` a
@@ -359,10 +462,25 @@ pub(crate) fn validate(
             expected: "a multiple of 512 for the blocked-512 layout".into(),
         });
     }
+    validate_plan(header, version)?;
     if header.position_rule.is_guava() {
         validate_guava(header)?;
     }
-    validate_split_block(header)?;
+    if header.layout == LayoutId::Scalable {
+        validate_stages(header, version)?;
+    } else {
+        if let Some(scalable) = &header.scalable {
+            return Err(DecodeError::InvalidParameter {
+                field: "stage count",
+                found: scalable.stages.len() as u64,
+                expected: format!(
+                    "0, with growth and tightening 0, for the {} layout",
+                    header.layout
+                ),
+            });
+        }
+        validate_split_block(header)?;
+    }
     if matches!(header.layout, LayoutId::Sharded | LayoutId::ShardedV2) {
         let shards = header.layout_parameter;
         if !(1..=MAX_SHARDS).contains(&shards) {
@@ -404,6 +522,173 @@ pub(crate) fn validate(
                 header.layout
             ),
         });
+    }
+    Ok(())
+}
+
+/// 5.13: a recorded plan has a capacity of at least 1 and a rate above 0 and below 1; only
+/// version 3 records one.
+fn validate_plan(header: &Header, version: FormatVersion) -> Result<(), DecodeError> {
+    let Some(plan) = header.plan else {
+        return Ok(());
+    };
+    if version < FormatVersion::V3 {
+        return Err(DecodeError::InvalidParameter {
+            field: "planned capacity",
+            found: plan.capacity,
+            expected: format!("none: format version {version} cannot record a plan"),
+        });
+    }
+    check_plan(plan, "planned capacity", "target false-positive rate")
+}
+
+fn check_plan(
+    plan: Plan,
+    capacity_field: &'static str,
+    rate_field: &'static str,
+) -> Result<(), DecodeError> {
+    if plan.capacity == 0 {
+        return Err(DecodeError::InvalidParameter {
+            field: capacity_field,
+            found: 0,
+            expected: "at least 1".into(),
+        });
+    }
+    if !crate::plan::is_rate(plan.false_positive_rate) {
+        return Err(DecodeError::InvalidRate {
+            field: rate_field,
+            found_bits: plan.false_positive_rate.to_bits(),
+            expected: "a number above 0 and below 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// 5.14: a scalable filter's growth, tightening and stages, each stage checked as a filter
+/// of its own layout, and the totals the header records.
+fn validate_stages(header: &Header, version: FormatVersion) -> Result<(), DecodeError> {
+    let invalid = |field, found, expected: String| {
+        Err(DecodeError::InvalidParameter {
+            field,
+            found,
+            expected,
+        })
+    };
+    let Some(scalable) = &header.scalable else {
+        return invalid(
+            "stage count",
+            0,
+            format!("1 to {MAX_STAGES} for the scalable layout"),
+        );
+    };
+    if version < FormatVersion::V3 {
+        return invalid(
+            "layout id",
+            u64::from(LayoutId::Scalable.value()),
+            format!("a layout of format version {version}: the scalable layout needs version 3"),
+        );
+    }
+    let Some(plan) = header.plan else {
+        return invalid(
+            "planned capacity",
+            0,
+            "the first stage's capacity for the scalable layout".into(),
+        );
+    };
+    if !(1..=MAX_GROWTH).contains(&scalable.growth) {
+        return invalid(
+            "growth factor",
+            u64::from(scalable.growth),
+            format!("1 to {MAX_GROWTH} for the scalable layout"),
+        );
+    }
+    if !crate::plan::is_rate(scalable.tightening) {
+        return Err(DecodeError::InvalidRate {
+            field: "tightening ratio",
+            found_bits: scalable.tightening.to_bits(),
+            expected: "a number above 0 and below 1 for the scalable layout".into(),
+        });
+    }
+    let stages = &scalable.stages;
+    if stages.is_empty() || stages.len() > MAX_STAGES {
+        return invalid(
+            "stage count",
+            stages.len() as u64,
+            format!("1 to {MAX_STAGES} for the scalable layout"),
+        );
+    }
+    if header.layout_parameter != 0 {
+        return invalid(
+            "layout parameter",
+            header.layout_parameter,
+            "0 for the scalable layout".into(),
+        );
+    }
+    // Totals that overflow are no total: `None` matches no header field.
+    let (mut bits, mut hashes, mut items) = (Some(0u64), Some(0u64), Some(0u64));
+    let mut rates = 0.0f64;
+    let mut capacity = Some(plan.capacity);
+    for stage in stages {
+        if !stage.layout.is_stage_layout() {
+            return invalid(
+                "stage layout id",
+                u64::from(stage.layout.value()),
+                "1, 2, 6 or 7 (a plain bit layout) for a stage".into(),
+            );
+        }
+        if stage.bit_count == 0 || !stage.bit_count.is_multiple_of(64) {
+            return invalid(
+                "stage bit count",
+                stage.bit_count,
+                "a multiple of 64, at least 64".into(),
+            );
+        }
+        check_plan(stage.plan, "stage capacity", "stage false-positive rate")?;
+        if Some(stage.plan.capacity) != capacity {
+            return invalid(
+                "stage capacity",
+                stage.plan.capacity,
+                "the planned capacity times the growth factor to the stage's number".into(),
+            );
+        }
+        capacity = stage.plan.capacity.checked_mul(u64::from(scalable.growth));
+        let mut alone = Header::new(
+            stage.bit_count,
+            stage.hash_count,
+            header.position_rule,
+            stage.layout,
+            header.key_encoding,
+        );
+        alone.salt.clone_from(&header.salt);
+        validate(&alone, version, stage.bit_count / 8)?;
+        bits = bits.and_then(|t| t.checked_add(stage.bit_count));
+        hashes = hashes.and_then(|t| t.checked_add(u64::from(stage.hash_count)));
+        items = items.and_then(|t| t.checked_add(stage.item_count));
+        rates += stage.plan.false_positive_rate;
+    }
+    if rates > plan.false_positive_rate * (1.0 + 1e-9) {
+        return Err(DecodeError::InvalidRate {
+            field: "stage false-positive rate",
+            found_bits: rates.to_bits(),
+            expected: format!(
+                "stage rates summing to at most the target rate {}",
+                plan.false_positive_rate
+            ),
+        });
+    }
+    for (field, found, total) in [
+        ("bit count (m)", header.bit_count, bits),
+        (
+            "positions per key (k)",
+            u64::from(header.hash_count),
+            hashes,
+        ),
+        ("item count", header.item_count, items),
+    ] {
+        if Some(found) != total {
+            let total = total.map_or_else(|| "over 2^64".to_owned(), |t| t.to_string());
+            return invalid(field, found, format!("the stages' total, {total}"));
+        }
     }
     Ok(())
 }

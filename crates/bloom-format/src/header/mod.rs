@@ -1,4 +1,4 @@
-//! The snapshot header: its fields, how format versions 1 and 2 lay them out, and the strict
+//! The snapshot header: its fields, how format versions 1 to 3 lay them out, and the strict
 //! checks of steps 1 to 5 of `docs/format.md`.
 
 mod decode;
@@ -11,11 +11,15 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
 use crate::error::{DecodeError, Section};
 use crate::ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
+use crate::plan::{Plan, Scalable};
 use crate::unicode::UnicodeVersion;
 
 pub use decode::{DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, MAX_SPLIT_BLOCKS};
 pub(crate) use decode::{check_prefix, decode, parse_prefix, validate};
-use layout::{V2_CASING, V2_HISTORY, V2_IDENTITY, V2_LAYOUT_PARAMETER};
+use layout::{
+    STAGE_LEN, V2_CASING, V2_HISTORY, V2_IDENTITY, V2_LAYOUT_PARAMETER, V3_CAPACITY, V3_GROWTH,
+    V3_RATE, V3_STAGES, V3_TIGHTENING,
+};
 pub(crate) use layout::{encode, layout_of};
 
 /// The eight magic bytes that start every snapshot: `\x89BLM\r\n\x1a\n`.
@@ -31,7 +35,7 @@ pub const MAX_SHARDS: u64 = 1 << 16;
 pub const GUAVA_MAX_BITS: u64 = 64 * i32::MAX as u64;
 
 /// The longest header of any version this build reads: enough buffer for any header.
-pub const MAX_HEADER_LEN: u16 = layout_of(FormatVersion::V2).max_header_len();
+pub const MAX_HEADER_LEN: u16 = layout_of(FormatVersion::V3).max_header_len();
 
 /// Magic, version and header length: what a reader needs before it knows the header length.
 pub(crate) const PREFIX_LEN: usize = 12;
@@ -110,6 +114,13 @@ pub struct Header {
     /// The store the bits were taken from and the point of its history they cover; `None`
     /// for filters not tied to a store, and always `None` in format version 1.
     pub store: Option<StoreBinding>,
+    /// The capacity and rate the filter was planned for; `None` when not recorded, and
+    /// always `None` before format version 3. Required for [`LayoutId::Scalable`], where it
+    /// is the first stage's capacity and the rate of the whole chain.
+    pub plan: Option<Plan>,
+    /// The growth, tightening and stages of a [`LayoutId::Scalable`] filter; `None` for
+    /// every other layout.
+    pub scalable: Option<Scalable>,
 }
 
 /// Every field but the salt, which is a secret: only its length is shown.
@@ -126,6 +137,8 @@ impl std::fmt::Debug for Header {
             .field("dataset_generation", &self.dataset_generation)
             .field("item_count", &self.item_count)
             .field("store", &self.store)
+            .field("plan", &self.plan)
+            .field("scalable", &self.scalable)
             .finish()
     }
 }
@@ -151,7 +164,15 @@ impl Header {
             dataset_generation: DatasetGeneration::ZERO,
             item_count: 0,
             store: None,
+            plan: None,
+            scalable: None,
         }
+    }
+
+    /// The stages of a scalable filter, oldest first; empty for every other layout.
+    #[must_use]
+    pub fn stages(&self) -> &[crate::plan::Stage] {
+        self.scalable.as_ref().map_or(&[], |s| s.stages.as_slice())
     }
 
     /// The payload length this header's layout requires: `ceil(m / 8)` for the standard
@@ -165,7 +186,8 @@ impl Header {
             | LayoutId::Sharded
             | LayoutId::ShardedV2
             | LayoutId::SplitBlock256
-            | LayoutId::SplitBlock512 => self.bit_count.div_ceil(8),
+            | LayoutId::SplitBlock512
+            | LayoutId::Scalable => self.bit_count.div_ceil(8),
         }
     }
 
@@ -180,7 +202,8 @@ impl Header {
             | LayoutId::Sharded
             | LayoutId::ShardedV2
             | LayoutId::SplitBlock256
-            | LayoutId::SplitBlock512 => self.bit_count,
+            | LayoutId::SplitBlock512
+            | LayoutId::Scalable => self.bit_count,
         }
     }
 
@@ -197,22 +220,25 @@ impl Header {
     /// The length of this header when encoded in the current format version.
     #[must_use]
     pub fn encoded_len(&self) -> u64 {
-        u64::from(layout_of(FormatVersion::CURRENT).min_header_len()) + self.salt.len() as u64
+        u64::from(layout_of(FormatVersion::CURRENT).min_header_len())
+            + (STAGE_LEN * self.stages().len()) as u64
+            + self.salt.len() as u64
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::layout::{V1_LAYOUT, V2_LAYOUT};
+    use super::layout::{V1_LAYOUT, V2_LAYOUT, V3_LAYOUT};
     use super::*;
 
     #[test]
     fn version_layouts_are_what_the_spec_says() {
         assert_eq!(FormatVersion::V1.header_len_range(), 100..=132);
         assert_eq!(FormatVersion::V2.header_len_range(), 148..=180);
-        assert_eq!(MAX_HEADER_LEN, 180);
+        assert_eq!(FormatVersion::V3.header_len_range(), 184..=2776);
+        assert_eq!(MAX_HEADER_LEN, 2776);
         // Reserved ranges do not overlap any field and are in offset order.
-        for layout in [&V1_LAYOUT, &V2_LAYOUT] {
+        for layout in [&V1_LAYOUT, &V2_LAYOUT, &V3_LAYOUT] {
             for pair in layout.reserved.windows(2) {
                 assert!(pair[0].0 + pair[0].1 <= pair[1].0);
             }
@@ -222,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn encoded_header_has_the_v2_length_and_decodes_back() {
+    fn encoded_header_has_the_v3_length_and_decodes_back() {
         let mut header = Header::new(
             100,
             3,
@@ -241,10 +267,10 @@ mod tests {
         validate(&header, FormatVersion::CURRENT, 13).unwrap();
         let bytes = encode(&header, 13, 0xdead_beef);
         assert_eq!(bytes.len() as u64, header.encoded_len());
-        assert_eq!(bytes.len(), 152);
+        assert_eq!(bytes.len(), 188);
         let decoded = decode(&bytes, &DecodeOptions::unlimited()).unwrap();
         assert_eq!(decoded.header, header);
-        assert_eq!(decoded.version, FormatVersion::V2);
+        assert_eq!(decoded.version, FormatVersion::V3);
         assert_eq!(
             (decoded.payload_len, decoded.payload_crc),
             (13, 0xdead_beef)

@@ -7,11 +7,11 @@ use bloom_format::{
     PositionRuleId, Snapshot, StoreBinding, StoreIdentity, UnicodeVersion,
 };
 
-/// Where the version 2 header puts the salt.
-pub const V2_SALT_AT: usize = 144;
+/// Where the version 3 header of an unscalable filter puts the salt.
+pub const V3_SALT_AT: usize = 180;
 
 /// A 21-bit, salted, NFC-trim-lower snapshot bound to a store: small enough to flip every
-/// bit of it, and with every version 2 field set.
+/// bit of it, and with every version 2 field set (no plan).
 pub fn small() -> Snapshot {
     let mut header = Header::new(
         21,
@@ -52,6 +52,14 @@ pub fn full(bits: u64) -> Snapshot {
 pub fn v1_fixture(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/v1")
+        .join(format!("{name}.bloom"));
+    std::fs::read(path).unwrap()
+}
+
+/// The bytes of a frozen format version 2 fixture: real output of the version 2 writer.
+pub fn v2_fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/v2")
         .join(format!("{name}.bloom"));
     std::fs::read(path).unwrap()
 }
