@@ -248,6 +248,8 @@ impl AtomicBloomFilter {
         self.items.load(Ordering::Relaxed)
     }
 
+    crate::capacity::capacity_methods!();
+
     /// The number of set bits.
     #[must_use]
     pub fn count_ones(&self) -> u64 {

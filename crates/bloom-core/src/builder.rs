@@ -129,7 +129,9 @@ impl FilterBuilder {
         } else {
             FilterParams::planned_for(rule, layout, self.items, self.fpr)?
         };
-        let mut config = FilterConfig::new(params).with_encoding(self.encoding);
+        let mut config = FilterConfig::new(params)
+            .with_encoding(self.encoding)
+            .with_plan(bloom_format::Plan::new(self.items, self.fpr));
         config = config.with_rule(rule)?;
         if !self.salt.is_empty() {
             config = config.with_salt(self.salt.clone())?;

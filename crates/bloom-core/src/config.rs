@@ -5,6 +5,7 @@ use crate::encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables};
 use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
 use crate::position::{PositionHasher, PositionRule, Positions, Salt, SaltTooLong};
+use bloom_format::Plan;
 
 /// The complete description of a filter's bit mapping: size, position rule, key encoding (with
 /// the Unicode tables its bits were built with) and salt. Two filters with equal
@@ -18,6 +19,9 @@ pub struct FilterConfig {
     /// record for a loaded one.
     tables: UnicodeTables,
     salt: Salt,
+    /// The capacity and rate the filter was sized for, when known. Recorded in snapshots; it
+    /// does not change where a key's bits land.
+    plan: Option<Plan>,
 }
 
 /// Why a configuration was refused.
@@ -84,6 +88,7 @@ impl FilterConfig {
             encoding: KeyEncoding::Nfc,
             tables: KeyEncoding::Nfc.build_tables(),
             salt: Salt::none(),
+            plan: None,
         }
     }
 
@@ -111,6 +116,7 @@ impl FilterConfig {
         let mut config = Self::new(params);
         // The default rule takes the default layout, and takes no salt.
         config.rule = rule;
+        config.plan = Plan::new(items, fpr);
         Ok(config)
     }
 
@@ -124,6 +130,7 @@ impl FilterConfig {
             encoding: KeyEncoding::Utf8,
             tables: UnicodeTables::default(),
             salt: Salt::none(),
+            plan: None,
         }
     }
 
@@ -191,6 +198,21 @@ impl FilterConfig {
         }
         self.salt = salt;
         Ok(self)
+    }
+
+    /// Records the capacity and false-positive rate the filter is sized for (or none): what
+    /// [`BloomFilter::capacity`](crate::BloomFilter::capacity) measures the filter against,
+    /// and what snapshots record. Where the bits land does not depend on it.
+    #[must_use]
+    pub const fn with_plan(mut self, plan: Option<Plan>) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    /// The capacity and rate the filter was sized for, if recorded.
+    #[must_use]
+    pub const fn plan(&self) -> Option<Plan> {
+        self.plan
     }
 
     /// Replaces the size parameters, keeping rule, encoding and salt.
@@ -321,7 +343,7 @@ impl FilterConfig {
     /// The first difference that makes two configurations incompatible, if any.
     /// The first part in which `other` differs from this configuration (layout, bits,
     /// positions per key, rule, encoding, salt), or `None` when filters of the two answer
-    /// alike and can be combined.
+    /// alike and can be combined. The plans may differ.
     #[must_use]
     pub fn mismatch(&self, other: &Self) -> Option<Mismatch> {
         if self.params.layout() != other.params.layout() {

@@ -366,6 +366,8 @@ impl CountingBloomFilter {
         self.items
     }
 
+    crate::capacity::capacity_methods!();
+
     /// The plain filter of the same configuration with a bit set for every counter above
     /// zero: it answers every query exactly as this filter does, in a quarter of the space.
     ///

@@ -3,6 +3,7 @@
 use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
+use crate::encoding::EncodedKey;
 #[cfg(doc)]
 use crate::encoding::KeyError;
 use crate::estimate;
@@ -122,6 +123,47 @@ impl BloomFilter {
             self.items = self.items.saturating_add(1);
         }
         Ok(changed)
+    }
+
+    /// Whether `encoded`'s bits are all set, without the foreign-tables rule (the caller
+    /// applied it once for every stage of a scalable filter).
+    #[inline]
+    pub(crate) fn probe_encoded(&self, encoded: &EncodedKey<'_>) -> bool {
+        self.kernel.contains(&self.hasher, &self.words, encoded)
+    }
+
+    /// Sets `encoded`'s bits; `sensitive` says the key depends on Unicode tables this
+    /// filter's bits were not built with (then the tables become "not recorded").
+    #[inline]
+    pub(crate) fn insert_encoded(&mut self, encoded: &EncodedKey<'_>, sensitive: bool) -> bool {
+        if sensitive {
+            self.mark_tables_mixed();
+        }
+        let changed = self.kernel.insert(&self.hasher, &mut self.words, encoded);
+        if changed {
+            self.items = self.items.saturating_add(1);
+        }
+        changed
+    }
+
+    /// The bit array's words as bytes in memory order, for [`BloomFilter::words_from_le`]
+    /// to finish: how a scalable filter's loader writes a stage's payload in place.
+    pub(crate) fn image_mut(&mut self) -> &mut [u8] {
+        bytemuck::cast_slice_mut(&mut self.words[..])
+    }
+
+    /// After [`BloomFilter::image_mut`] received a little-endian payload: the words in the
+    /// machine's order (a no-op on little-endian machines), and the recorded item count.
+    pub(crate) fn words_from_le(&mut self, items: u64) {
+        for word in self.words.iter_mut() {
+            *word = u64::from_le(*word);
+        }
+        self.items = items;
+    }
+
+    /// Whether the filter's configuration has foreign Unicode tables (kept at hand).
+    pub(crate) const fn foreign_tables(&self) -> bool {
+        self.foreign_tables
     }
 
     /// Inserts every key; returns how many changed a bit, which is how many `insert` calls
@@ -292,6 +334,8 @@ impl BloomFilter {
     pub fn items_inserted(&self) -> u64 {
         self.items
     }
+
+    crate::capacity::capacity_methods!();
 
     /// The bit array as words; bit `i` is bit `i % 64` of word `i / 64`.
     #[must_use]

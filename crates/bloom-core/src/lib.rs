@@ -62,6 +62,7 @@ mod atomic;
 mod batch;
 mod bits;
 mod builder;
+mod capacity;
 mod config;
 mod counting;
 mod defaults;
@@ -73,13 +74,15 @@ mod key;
 mod layout;
 mod params;
 mod position;
+mod scalable;
 mod snapshot;
 
 pub use atomic::AtomicBloomFilter;
 pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};
-pub use bloom_format::{DatasetGeneration, UnicodeVersion};
+pub use bloom_format::{DatasetGeneration, Plan, UnicodeVersion};
 pub use builder::{BuildError, DEFAULT_FALSE_POSITIVE_RATE, FilterBuilder};
+pub use capacity::Capacity;
 pub use config::{ConfigError, CountingError, FilterConfig, IncompatibleFilters, Mismatch};
 pub use counting::{COUNTER_MAX, CountingBloomFilter, RemoveError};
 pub use defaults::{DEFAULT_LAYOUT_OVERHEAD, default_rule_and_layout};
@@ -89,4 +92,7 @@ pub use key::Key;
 pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS, SPLIT_BLOCK_HASHES};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
+pub use scalable::{
+    DEFAULT_GROWTH, DEFAULT_TIGHTENING, ScalableBloomFilter, ScalableBuilder, ScalableError,
+};
 pub use snapshot::SnapshotError;

@@ -123,7 +123,9 @@ impl FilterConfig {
             .map_err(ConfigError::from)?;
         let salt = Salt::new(&header.salt).map_err(ConfigError::from)?;
         let tables = UnicodeTables::new(spec.normalization_unicode, spec.casing_unicode);
-        Ok(Self::from_parts(params, rule, encoding, salt)?.with_tables(tables))
+        Ok(Self::from_parts(params, rule, encoding, salt)?
+            .with_tables(tables)
+            .with_plan(header.plan))
     }
 
     /// The header fields for this configuration: the generation the bits cover and the
@@ -145,6 +147,7 @@ impl FilterConfig {
         header.salt = self.salt().as_bytes().to_vec();
         header.dataset_generation = dataset_generation;
         header.item_count = item_count;
+        header.plan = self.plan();
         header
     }
 }

@@ -195,7 +195,7 @@ fn a_plan_is_both_fields_or_neither_and_a_rate_between_0_and_1() {
         f64::NAN,
         f64::INFINITY,
         f64::NEG_INFINITY,
-        f64::MIN_POSITIVE / 2.0 * -1.0,
+        -(f64::MIN_POSITIVE / 2.0),
     ] {
         let err = resealed(&bytes, 152, &rate.to_bits().to_le_bytes()).unwrap_err();
         assert_eq!(

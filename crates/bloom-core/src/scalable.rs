@@ -1,0 +1,627 @@
+//! [`ScalableBloomFilter`]: a chain of filters that grows past any capacity while its
+//! compound false-positive rate stays under the target (Almeida et al., "Scalable Bloom
+//! Filters", 2007), persisted as one snapshot of the `scalable` layout.
+
+use bloom_format::{DatasetGeneration, Header, IdKind, LayoutId, Plan, Scalable, Snapshot, Stage};
+
+use crate::bits::{AllocError, BitsError};
+use crate::config::{ConfigError, FilterConfig};
+use crate::encoding::{KeyEncoding, UnicodeTables};
+use crate::filter::BloomFilter;
+use crate::key::{self, Key};
+use crate::layout::Layout;
+use crate::params::{FilterParams, ParamsError};
+use crate::position::{PositionRule, Salt};
+use crate::snapshot::SnapshotError;
+
+/// Each stage's capacity over the one before it, unless told otherwise: 2 (RedisBloom's
+/// default expansion).
+pub const DEFAULT_GROWTH: u32 = 2;
+
+/// Each stage's false-positive rate over the one before it, unless told otherwise: 0.5.
+pub const DEFAULT_TIGHTENING: f64 = 0.5;
+
+/// Why a scalable filter could not be made or loaded.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScalableError {
+    /// The growth factor is outside `1..=`[`bloom_format::MAX_GROWTH`].
+    #[error("growth factor must be 1 to {max}, got {found}")]
+    Growth {
+        /// The factor asked for.
+        found: u32,
+        /// [`bloom_format::MAX_GROWTH`].
+        max: u32,
+    },
+    /// The tightening ratio is not above 0 and below 1.
+    #[error("tightening ratio must be above 0 and below 1, got {found}")]
+    Tightening {
+        /// The ratio asked for.
+        found: f64,
+    },
+    /// The rule cannot be a stage's: Guava's rules are the standard layout's alone, as a
+    /// Guava stream, which a chain is not.
+    #[error("position rule {rule} cannot be used for a scalable filter")]
+    Rule {
+        /// The rule.
+        rule: PositionRule,
+    },
+    /// A stage's plan is impossible (no items, a rate outside `(0, 1)`, too many bits).
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// The rule, salt and stage layout do not go together.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A stage's bit array cannot be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+    /// The snapshot cannot become a scalable filter in this build.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The snapshot holds a filter of another layout: load it with
+    /// [`BloomFilter::from_snapshot`].
+    #[error("snapshot holds a filter of the {layout} layout, not a scalable filter")]
+    NotScalable {
+        /// The snapshot's layout.
+        layout: LayoutId,
+    },
+}
+
+impl From<BitsError> for ScalableError {
+    fn from(e: BitsError) -> Self {
+        Self::Snapshot(SnapshotError::Bits(e))
+    }
+}
+
+/// A scalable filter planned and configured in one expression.
+///
+/// ```
+/// use bloom_core::{PositionRule, ScalableBloomFilter};
+///
+/// let mut seen = ScalableBloomFilter::builder(1_000)
+///     .false_positive_rate(0.001)
+///     .growth(4)
+///     .rule(PositionRule::Sha256Double)
+///     .build()?;
+/// for i in 0..10_000 {
+///     seen.insert(&format!("record-{i}"));
+/// }
+/// assert_eq!(seen.stages().len(), 3); // 1,000 + 4,000 + 16,000 keys of room
+/// assert!(seen.contains("record-9999"));
+/// # Ok::<(), bloom_core::ScalableError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder makes nothing until `build` is called"]
+pub struct ScalableBuilder {
+    capacity: u64,
+    fpr: f64,
+    growth: u32,
+    tightening: f64,
+    rule: PositionRule,
+    encoding: KeyEncoding,
+    salt: Salt,
+}
+
+impl ScalableBuilder {
+    /// A builder whose first stage holds `capacity` keys.
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            capacity,
+            fpr: crate::DEFAULT_FALSE_POSITIVE_RATE,
+            growth: DEFAULT_GROWTH,
+            tightening: DEFAULT_TIGHTENING,
+            rule: PositionRule::Xxh3_128,
+            encoding: KeyEncoding::Nfc,
+            salt: Salt::none(),
+        }
+    }
+
+    /// The false-positive rate of the whole chain, however many stages it grows (default
+    /// 1 %).
+    pub fn false_positive_rate(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// Each stage's capacity over the one before it (default [`DEFAULT_GROWTH`]).
+    pub fn growth(mut self, growth: u32) -> Self {
+        self.growth = growth;
+        self
+    }
+
+    /// Each stage's false-positive rate over the one before it (default
+    /// [`DEFAULT_TIGHTENING`]). Closer to 1 makes the first stages cheaper and the later
+    /// ones dearer.
+    pub fn tightening(mut self, tightening: f64) -> Self {
+        self.tightening = tightening;
+        self
+    }
+
+    /// The position rule of every stage (default `xxh3-128`, which takes every layout; use
+    /// `sha256-double` with a secret salt for keys an adversary picks). Each stage gets
+    /// [`Layout::default_for`] the rule and its own rate.
+    pub fn rule(mut self, rule: PositionRule) -> Self {
+        self.rule = rule;
+        self
+    }
+
+    /// The key encoding (default NFC).
+    pub fn encoding(mut self, encoding: KeyEncoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// A secret salt (see [`Salt`]).
+    pub fn salt(mut self, salt: Salt) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// An empty chain of one stage.
+    ///
+    /// # Errors
+    /// [`ScalableError::Growth`], [`ScalableError::Tightening`], [`ScalableError::Rule`],
+    /// [`ScalableError::Params`] for an impossible plan, [`ScalableError::Config`] for a salt
+    /// the rule does not take, or [`ScalableError::Alloc`].
+    pub fn build(&self) -> Result<ScalableBloomFilter, ScalableError> {
+        check_growth(self.growth, self.tightening)?;
+        if self.rule.is_guava() {
+            return Err(ScalableError::Rule { rule: self.rule });
+        }
+        let plan = Plan::new(self.capacity, self.fpr).ok_or(if self.capacity == 0 {
+            ParamsError::ZeroItems
+        } else {
+            ParamsError::InvalidFalsePositiveRate { found: self.fpr }
+        })?;
+        let template = FilterConfig::new(FilterParams::with_layout(Layout::Standard, 64, 1)?)
+            .with_encoding(self.encoding)
+            .with_salt(self.salt.clone())?;
+        let mut filter = ScalableBloomFilter {
+            plan,
+            growth: self.growth,
+            tightening: self.tightening,
+            stages: Vec::new(),
+        };
+        let first = filter.stage_config(0, &template, self.rule)?;
+        filter.stages.push(BloomFilter::new(first)?);
+        Ok(filter)
+    }
+}
+
+fn check_growth(growth: u32, tightening: f64) -> Result<(), ScalableError> {
+    if !(1..=bloom_format::MAX_GROWTH).contains(&growth) {
+        return Err(ScalableError::Growth {
+            found: growth,
+            max: bloom_format::MAX_GROWTH,
+        });
+    }
+    if !(tightening > 0.0 && tightening < 1.0) {
+        return Err(ScalableError::Tightening { found: tightening });
+    }
+    Ok(())
+}
+
+/// A Bloom filter that grows: a chain of stages, each a [`BloomFilter`] of its own size.
+/// When the newest stage holds its capacity, the next key starts a new stage `growth` times
+/// larger with a rate `tightening` times lower. A key is in the chain if it is in any stage.
+///
+/// **The bound.** Stage `i` is planned for `n g^i` keys at rate `p_i = P (1 - r) r^i`, where
+/// `n` and `P` are the plan, `g` the growth and `r` the tightening. A key that was never
+/// inserted is a false positive when some stage says maybe, so by the union bound the chain's
+/// rate is at most `sum p_i = P (1 - r^s) < P` for `s` stages, with every stage within its
+/// capacity. `docs/format.md` ("Scalable filters") gives the proof.
+///
+/// Keys are checked against every stage before they are inserted, so a key already in the
+/// chain takes no room; each stage's item count is exact. A stage that cannot be added (the
+/// 64th stage is the last, a capacity past `2^64`, a plan past [`crate::MAX_BITS`] or an
+/// allocation the system refuses) is not an error: the key goes into the newest stage, which
+/// then fills past its plan, and [`ScalableBloomFilter::is_over_capacity`] says so. No key is
+/// ever dropped.
+///
+/// Lookups probe one stage after another, newest first: a key that is absent costs one probe
+/// per stage.
+#[derive(Clone, Debug)]
+pub struct ScalableBloomFilter {
+    plan: Plan,
+    growth: u32,
+    tightening: f64,
+    stages: Vec<BloomFilter>,
+}
+
+/// Equal plans, growth, tightening (by its bits) and stages.
+impl PartialEq for ScalableBloomFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.plan == other.plan
+            && self.growth == other.growth
+            && self.tightening.to_bits() == other.tightening.to_bits()
+            && self.stages == other.stages
+    }
+}
+
+impl Eq for ScalableBloomFilter {}
+
+impl ScalableBloomFilter {
+    /// A builder for a chain whose first stage holds `capacity` keys.
+    pub fn builder(capacity: u64) -> ScalableBuilder {
+        ScalableBuilder::new(capacity)
+    }
+
+    /// A chain with the defaults: `capacity` keys in the first stage, rate `fpr` for the
+    /// whole chain, growth 2, tightening 0.5, `xxh3-128`, NFC keys, no salt.
+    ///
+    /// # Errors
+    /// As [`ScalableBuilder::build`].
+    pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self, ScalableError> {
+        ScalableBuilder::new(capacity)
+            .false_positive_rate(fpr)
+            .build()
+    }
+
+    /// The first stage's capacity and the whole chain's target rate.
+    #[must_use]
+    pub const fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// Each stage's capacity over the one before it.
+    #[must_use]
+    pub const fn growth(&self) -> u32 {
+        self.growth
+    }
+
+    /// Each stage's rate over the one before it.
+    #[must_use]
+    pub const fn tightening(&self) -> f64 {
+        self.tightening
+    }
+
+    /// The stages, oldest first; never empty.
+    #[must_use]
+    pub fn stages(&self) -> &[BloomFilter] {
+        &self.stages
+    }
+
+    /// The position rule of every stage.
+    #[must_use]
+    pub fn rule(&self) -> PositionRule {
+        self.newest().config().rule()
+    }
+
+    /// The key encoding of every stage.
+    #[must_use]
+    pub fn encoding(&self) -> KeyEncoding {
+        self.newest().config().encoding()
+    }
+
+    fn newest(&self) -> &BloomFilter {
+        // Never empty: built with one stage, and a snapshot has at least one.
+        self.stages
+            .last()
+            .unwrap_or_else(|| unreachable!("a chain has a stage"))
+    }
+
+    /// The planned capacity and rate of stage `i`: `n g^i` (`None` past `2^64`) and
+    /// `P (1 - r) r^i`, each rate the one before times `r` in binary64, as the format checks.
+    fn stage_plan(&self, i: usize) -> Option<Plan> {
+        let mut capacity = self.plan.capacity;
+        let mut rate = self.plan.false_positive_rate * (1.0 - self.tightening);
+        for _ in 0..i {
+            capacity = capacity.checked_mul(u64::from(self.growth))?;
+            rate *= self.tightening;
+        }
+        Plan::new(capacity, rate)
+    }
+
+    /// The configuration of stage `i`: `template`'s encoding, tables and salt, `rule`, and
+    /// [`Layout::default_for`] the rule and the stage's rate, planned for the stage's plan.
+    fn stage_config(
+        &self,
+        i: usize,
+        template: &FilterConfig,
+        rule: PositionRule,
+    ) -> Result<FilterConfig, ScalableError> {
+        let plan = self
+            .stage_plan(i)
+            .ok_or(ParamsError::InvalidFalsePositiveRate { found: 0.0 })?;
+        let layout = Layout::default_for(rule, plan.false_positive_rate);
+        let params =
+            FilterParams::planned_for(rule, layout, plan.capacity, plan.false_positive_rate)?;
+        // Every stage is whole 64-bit words (the format's rule), so the stages' payloads
+        // follow one another with no padding: round the standard layout up.
+        let params =
+            FilterParams::with_layout(layout, params.bits().next_multiple_of(64), params.hashes())?;
+        let config = FilterConfig::new(params)
+            .with_encoding(template.encoding())
+            .with_salt(template.salt().clone())?
+            .with_rule(rule)?
+            .with_tables(template.tables())
+            .with_plan(Some(plan));
+        Ok(config)
+    }
+
+    /// Adds a stage if the newest is full and another can be made; otherwise the newest
+    /// stage takes the key (see the type's documentation).
+    fn grow_if_full(&mut self) {
+        let newest = self.newest();
+        let full = newest
+            .config()
+            .plan()
+            .is_some_and(|p| newest.items_inserted() >= p.capacity);
+        if !full || self.stages.len() >= bloom_format::MAX_STAGES {
+            return;
+        }
+        let template = newest.config().clone();
+        let next = self
+            .stage_config(self.stages.len(), &template, template.rule())
+            .ok()
+            .and_then(|config| BloomFilter::new(config).ok());
+        if let Some(stage) = next {
+            self.stages.push(stage);
+        }
+    }
+
+    /// Whether the chain's tables are foreign, as its newest stage records them.
+    fn foreign_tables(&self) -> bool {
+        self.stages.iter().any(BloomFilter::foreign_tables)
+    }
+
+    /// Inserts a key unless some stage already says maybe for it. Returns whether it was
+    /// added, so that before the call `insert(k) == !contains(k)`. Grows the chain when the
+    /// newest stage is full. A byte key is answered with a `Result`, as in
+    /// [`BloomFilter::insert`].
+    pub fn insert<K: Key + ?Sized>(&mut self, key: &K) -> K::Answer<bool> {
+        K::answer(self.insert_key(key))
+    }
+
+    fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        let (encoded, sensitive) = key::prepare(key, self.encoding(), self.foreign_tables())?;
+        if !sensitive && self.stages.iter().rev().any(|s| s.probe_encoded(&encoded)) {
+            return Ok(false);
+        }
+        self.grow_if_full();
+        let newest = self.stages.len() - 1;
+        let stage = self
+            .stages
+            .get_mut(newest)
+            .unwrap_or_else(|| unreachable!("a chain has a stage"));
+        Ok(stage.insert_encoded(&encoded, sensitive))
+    }
+
+    /// Inserts every key, as `insert` in a loop; returns how many were added. Byte keys are
+    /// answered with a `Result`: the first key a text encoding refuses stops the call, after
+    /// every key before it was inserted.
+    pub fn insert_all<I>(&mut self, keys: I) -> <I::Item as Key>::Answer<u64>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let mut added = 0u64;
+        let outcome = keys.into_iter().try_for_each(|key| {
+            added += u64::from(self.insert_key(&key)?);
+            Ok(())
+        });
+        <I::Item as Key>::answer(outcome.map(|()| added))
+    }
+
+    /// Whether a key may have been inserted: `false` is definite. One probe per stage, newest
+    /// first, for a key that is absent.
+    #[must_use]
+    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+        K::answer(
+            key::prepare(key, self.encoding(), self.foreign_tables()).map(
+                |(encoded, sensitive)| {
+                    sensitive || self.stages.iter().rev().any(|s| s.probe_encoded(&encoded))
+                },
+            ),
+        )
+    }
+
+    /// The items inserted, over all stages.
+    #[must_use]
+    pub fn items_inserted(&self) -> u64 {
+        self.stages.iter().map(BloomFilter::items_inserted).sum()
+    }
+
+    /// The bits of all stages.
+    #[must_use]
+    pub fn bits(&self) -> u64 {
+        self.stages.iter().map(|s| s.config().bits()).sum()
+    }
+
+    /// The chain's capacity so far: the stages' capacities added up. It grows with the
+    /// chain.
+    #[must_use]
+    pub fn capacity_so_far(&self) -> u64 {
+        self.stages
+            .iter()
+            .filter_map(|s| s.config().plan())
+            .fold(0u64, |total, p| total.saturating_add(p.capacity))
+    }
+
+    /// The chain's false-positive rate estimated from the stages' bits:
+    /// `1 - prod (1 - f_i)` over the stages' estimates `f_i`.
+    #[must_use]
+    pub fn estimated_false_positive_rate(&self) -> f64 {
+        1.0 - self
+            .stages
+            .iter()
+            .map(|s| 1.0 - s.estimated_false_positive_rate())
+            .product::<f64>()
+    }
+
+    /// Whether the chain cannot keep its promise any more: it could not add a stage, so its
+    /// newest stage went past its capacity, or the rate estimated from the bits passed the
+    /// target. Full older stages are what a chain is made of, not a sign of trouble.
+    #[must_use]
+    pub fn is_over_capacity(&self) -> bool {
+        let newest = self.newest();
+        newest
+            .config()
+            .plan()
+            .is_some_and(|p| newest.items_inserted() > p.capacity)
+            || self.estimated_false_positive_rate() > self.plan.false_positive_rate
+    }
+
+    /// The header of a snapshot of the chain: layout `scalable`, the stages in its
+    /// directory, `m`, `k` and the item count their totals.
+    #[must_use]
+    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        let first = self
+            .stages
+            .first()
+            .unwrap_or_else(|| unreachable!("a chain has a stage"));
+        let mut header = first.config().to_header(dataset_generation.into(), 0);
+        let stages: Vec<Stage> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let config = s.config();
+                let plan = config.plan().unwrap_or(self.plan);
+                let mut stage =
+                    Stage::new(config.bits(), config.hashes(), config.layout().id(), plan);
+                stage.item_count = s.items_inserted();
+                stage
+            })
+            .collect();
+        header.layout = LayoutId::Scalable;
+        header.layout_parameter = 0;
+        header.bit_count = self.bits();
+        header.hash_count = stages.iter().map(|s| s.hash_count).sum();
+        header.item_count = self.items_inserted();
+        header.plan = Some(self.plan);
+        // One record of the tables for all stages: "not recorded" once a stage's differ
+        // from the first's (keys outside ASCII went into a stage of foreign tables).
+        if self
+            .stages
+            .iter()
+            .any(|s| s.config().tables() != first.config().tables())
+        {
+            let mixed = UnicodeTables::default();
+            header.key_encoding.normalization_unicode = mixed.normalization;
+            header.key_encoding.casing_unicode = mixed.casing;
+        }
+        header.scalable = Some(Scalable::new(self.growth, self.tightening, stages));
+        header
+    }
+
+    /// A snapshot in memory (a copy of every stage's bits).
+    #[must_use]
+    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+        let mut payload = Vec::new();
+        for stage in &self.stages {
+            payload.extend_from_slice(&stage.to_bytes());
+        }
+        Snapshot::new(self.to_header_at(dataset_generation), payload).unwrap_or_else(|_| {
+            unreachable!("a chain's own header and stages are always a valid snapshot")
+        })
+    }
+
+    /// Hands the payload (each stage's bits, oldest first) to `each` a few KiB at a time.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    pub fn for_each_payload_chunk<E>(
+        &self,
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.stages
+            .iter()
+            .try_for_each(|s| s.for_each_payload_chunk(&mut each))
+    }
+
+    /// The stages' empty filters as a scalable header describes them.
+    fn empty_stages(header: &Header) -> Result<(Self, Vec<u64>), ScalableError> {
+        let Some(scalable) = &header.scalable else {
+            return Err(ScalableError::NotScalable {
+                layout: header.layout,
+            });
+        };
+        let plan = header.plan.ok_or(SnapshotError::Unsupported {
+            kind: IdKind::Layout,
+            found: "scalable without a plan".into(),
+        })?;
+        check_growth(scalable.growth, scalable.tightening)?;
+        let mut stages = Vec::with_capacity(scalable.stages.len());
+        let mut items = Vec::with_capacity(scalable.stages.len());
+        for stage in &scalable.stages {
+            let mut alone = header.clone();
+            alone.scalable = None;
+            alone.layout = stage.layout;
+            alone.bit_count = stage.bit_count;
+            alone.hash_count = stage.hash_count;
+            alone.plan = Some(stage.plan);
+            let config = FilterConfig::from_header(&alone)?;
+            stages.push(BloomFilter::new(config)?);
+            items.push(stage.item_count);
+        }
+        let filter = Self {
+            plan,
+            growth: scalable.growth,
+            tightening: scalable.tightening,
+            stages,
+        };
+        Ok((filter, items))
+    }
+
+    /// The chain a snapshot holds.
+    ///
+    /// # Errors
+    /// [`ScalableError::NotScalable`] for another layout, [`ScalableError::Snapshot`] for
+    /// rules this build does not implement, [`ScalableError::Alloc`].
+    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, ScalableError> {
+        let payload = snapshot.payload();
+        Self::from_payload(snapshot.header(), |sink| {
+            sink(payload);
+            Ok::<(), ScalableError>(())
+        })
+    }
+
+    /// The chain a header describes, its payload delivered in order, in chunks of any size,
+    /// by `fill` (typically `bloom_format::SnapshotReader::read_payload_with`): each stage is
+    /// allocated once and the bytes land in it, one copy.
+    ///
+    /// # Errors
+    /// As [`ScalableBloomFilter::from_snapshot`], the error `fill` returns, or
+    /// [`BitsError::Length`] when the chunks do not add up to the stages.
+    pub fn from_payload<E: From<ScalableError>>(
+        header: &Header,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let (mut filter, items) = Self::empty_stages(header)?;
+        let (mut stage, mut at, mut received) = (0usize, 0usize, 0u64);
+        let stages = &mut filter.stages;
+        fill(&mut |mut chunk: &[u8]| {
+            received = received.saturating_add(chunk.len() as u64);
+            while !chunk.is_empty() {
+                let Some(image) = stages.get_mut(stage).map(BloomFilter::image_mut) else {
+                    return;
+                };
+                let room = image.len() - at;
+                let take = room.min(chunk.len());
+                let (now, rest) = chunk.split_at(take);
+                if let Some(dest) = image.get_mut(at..at + take) {
+                    dest.copy_from_slice(now);
+                }
+                chunk = rest;
+                at += take;
+                if at == image.len() {
+                    stage += 1;
+                    at = 0;
+                }
+            }
+        })?;
+        let expected = header.payload_len();
+        if received != expected {
+            return Err(ScalableError::from(BitsError::Length {
+                bits: header.bit_count,
+                expected,
+                found: received,
+            })
+            .into());
+        }
+        for (s, items) in filter.stages.iter_mut().zip(items) {
+            s.words_from_le(items);
+        }
+        Ok(filter)
+    }
+}

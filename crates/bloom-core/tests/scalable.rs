@@ -1,0 +1,311 @@
+//! Scalable filters: the compound false-positive rate stays within its bound on fixed key
+//! sets (binomial tolerance), a chain never reports an inserted key absent (property test),
+//! growth stops safely, and a chain's snapshot answers as the chain.
+
+use bloom_core::{
+    BloomFilter, PositionRule, Salt, ScalableBloomFilter, ScalableError, SnapshotError,
+};
+use bloom_format::{DecodeOptions, LayoutId, MAX_STAGES, Snapshot};
+use proptest::prelude::*;
+
+/// One-sided 99.9 % normal quantile.
+const Z_999: f64 = 3.090_232_306_167_813;
+
+/// Builds a chain of `keys` inserted keys, then counts false positives among `queries`
+/// disjoint keys and checks them against the bound `P (1 - r^s)` for `s` stages: the
+/// count is at most binomial with that rate, so it stays below its mean plus `Z_999`
+/// standard deviations.
+fn check_bound(mut filter: ScalableBloomFilter, keys: u64, queries: u64) -> ScalableBloomFilter {
+    for i in 0..keys {
+        filter.insert(&format!("member-{i}"));
+    }
+    let stages = filter.stages().len() as i32;
+    let target = filter.plan().false_positive_rate;
+    let bound = target * (1.0 - filter.tightening().powi(stages));
+    assert!(bound < target);
+    let hits = (0..queries)
+        .filter(|i| filter.contains(&format!("stranger-{i}")))
+        .count() as f64;
+    let q = queries as f64;
+    let sigma = (q * bound * (1.0 - bound)).sqrt();
+    assert!(
+        hits <= bound * q + Z_999 * sigma + 0.5,
+        "{stages} stages: {hits} false positives in {queries}, bound {bound} (at most {:.1})",
+        bound * q + Z_999 * sigma
+    );
+    // Every member is still there.
+    assert!((0..keys).all(|i| filter.contains(&format!("member-{i}"))));
+    assert!(!filter.is_over_capacity(), "within its stages' capacities");
+    filter
+}
+
+#[test]
+fn the_compound_rate_stays_within_its_bound() {
+    // 1,000 keys at 1 %, growth 2: 20,000 keys need five stages (31,000 keys of room).
+    let filter = check_bound(
+        ScalableBloomFilter::with_capacity(1_000, 0.01).unwrap(),
+        20_000,
+        200_000,
+    );
+    assert_eq!(filter.stages().len(), 5);
+    // Each stage at its own rate and capacity: n g^i and P (1 - r) r^i.
+    for (i, stage) in filter.stages().iter().enumerate() {
+        let plan = stage.config().plan().unwrap();
+        assert_eq!(plan.capacity, 1_000 << i);
+        let expected = 0.01 * 0.5 * 0.5f64.powi(i as i32);
+        assert!((plan.false_positive_rate - expected).abs() < 1e-15, "{i}");
+        assert!(stage.items_inserted() <= plan.capacity);
+    }
+}
+
+#[test]
+fn the_bound_holds_for_other_growths_tightenings_and_rules() {
+    for (growth, tightening, rule, salt) in [
+        (4, 0.8, PositionRule::Sha256Double, Some(&b"secret"[..])),
+        (1, 0.9, PositionRule::Xxh3_64, None),
+        (3, 0.3, PositionRule::Xxh3_128, Some(&b"pepper"[..])),
+        (2, 0.5, PositionRule::Sha256Split4, None),
+    ] {
+        let mut builder = ScalableBloomFilter::builder(500)
+            .false_positive_rate(0.02)
+            .growth(growth)
+            .tightening(tightening)
+            .rule(rule);
+        if let Some(salt) = salt {
+            builder = builder.salt(Salt::new(salt).unwrap());
+        }
+        let filter = check_bound(builder.build().unwrap(), 6_000, 100_000);
+        assert!(filter.stages().len() >= 3, "{rule} grew");
+        assert!(filter.stages().iter().all(|s| s.config().rule() == rule));
+        // The stages' layouts follow the rule and each stage's rate.
+        if rule == PositionRule::Xxh3_64 {
+            assert!(
+                filter
+                    .stages()
+                    .iter()
+                    .all(|s| s.config().layout() == bloom_core::Layout::SplitBlock512)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_key_already_in_the_chain_takes_no_room() {
+    let mut filter = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
+    for _ in 0..5 {
+        for i in 0..100 {
+            filter.insert(&format!("k{i}"));
+        }
+    }
+    assert_eq!(filter.stages().len(), 1);
+    assert!(filter.items_inserted() <= 100);
+    assert!(!filter.insert("k1"));
+    let before = filter.contains("new");
+    assert_eq!(filter.insert("new"), !before);
+    assert!(filter.contains("new"));
+}
+
+#[test]
+fn growth_stops_at_the_last_stage_and_no_key_is_lost() {
+    // Capacity 1, growth 1: each key fills a stage.
+    let mut filter = ScalableBloomFilter::builder(1)
+        .growth(1)
+        .tightening(0.9)
+        .false_positive_rate(0.5)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..(MAX_STAGES as u64 * 3))
+        .map(|i| format!("key-{i}"))
+        .collect();
+    for key in &keys {
+        filter.insert(key);
+    }
+    assert_eq!(filter.stages().len(), MAX_STAGES);
+    assert!(keys.iter().all(|k| filter.contains(k)), "no key is lost");
+    assert!(filter.is_over_capacity(), "the last stage is past its plan");
+    // Its snapshot is valid and answers alike.
+    let snapshot = filter.to_snapshot_at(3);
+    let back = ScalableBloomFilter::from_snapshot(
+        &Snapshot::decode(snapshot.encode(), &DecodeOptions::unlimited()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(back, filter);
+    assert!(keys.iter().all(|k| back.contains(k)));
+}
+
+#[test]
+fn a_chain_round_trips_through_its_snapshot_in_chunks_of_any_size() {
+    let mut filter = ScalableBloomFilter::builder(300)
+        .salt(Salt::new(b"salt").unwrap())
+        .build()
+        .unwrap();
+    filter.insert_all((0..2_000).map(|i| format!("r{i}")));
+    let snapshot = filter.to_snapshot_at(9);
+    let header = snapshot.header();
+    assert_eq!(header.layout, LayoutId::Scalable);
+    assert_eq!(header.stages().len(), filter.stages().len());
+    assert_eq!(header.item_count, filter.items_inserted());
+    assert_eq!(header.bit_count, filter.bits());
+    let bytes = snapshot.encode();
+    let decoded = Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
+    assert_eq!(
+        ScalableBloomFilter::from_snapshot(&decoded).unwrap(),
+        filter
+    );
+    // Streamed in chunks of 1, 7 and 4096 bytes: the same chain.
+    let payload = decoded.payload().to_vec();
+    for size in [1usize, 7, 4096] {
+        let back = ScalableBloomFilter::from_payload(header, |sink| {
+            payload.chunks(size).for_each(sink);
+            Ok::<(), ScalableError>(())
+        })
+        .unwrap();
+        assert_eq!(back, filter, "chunks of {size}");
+    }
+    // Too few or too many bytes are refused.
+    for bad in [
+        &payload[..payload.len() - 1],
+        &[payload.as_slice(), &[0]].concat()[..],
+    ] {
+        let result = ScalableBloomFilter::from_payload(header, |sink| {
+            sink(bad);
+            Ok::<(), ScalableError>(())
+        });
+        assert!(
+            matches!(
+                result,
+                Err(ScalableError::Snapshot(SnapshotError::Bits(
+                    bloom_core::BitsError::Length { .. }
+                )))
+            ),
+            "{result:?}"
+        );
+    }
+    // The same bytes for the same chain; writing streams exactly the payload.
+    let mut streamed = Vec::new();
+    filter
+        .for_each_payload_chunk(|c| {
+            streamed.extend_from_slice(c);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert_eq!(streamed, payload);
+    // A chain is not a plain filter, and a plain filter is not a chain.
+    assert!(BloomFilter::from_snapshot(&decoded).is_err());
+    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot();
+    assert!(matches!(
+        ScalableBloomFilter::from_snapshot(&plain),
+        Err(ScalableError::NotScalable { .. })
+    ));
+}
+
+#[test]
+fn impossible_chains_are_refused_by_name() {
+    assert!(matches!(
+        ScalableBloomFilter::builder(10).growth(0).build(),
+        Err(ScalableError::Growth { found: 0, .. })
+    ));
+    assert!(matches!(
+        ScalableBloomFilter::builder(10).growth(1025).build(),
+        Err(ScalableError::Growth { .. })
+    ));
+    for r in [0.0, 1.0, f64::NAN, -1.0] {
+        assert!(matches!(
+            ScalableBloomFilter::builder(10).tightening(r).build(),
+            Err(ScalableError::Tightening { .. })
+        ));
+    }
+    assert!(matches!(
+        ScalableBloomFilter::builder(0).build(),
+        Err(ScalableError::Params(_))
+    ));
+    assert!(matches!(
+        ScalableBloomFilter::builder(10)
+            .false_positive_rate(1.0)
+            .build(),
+        Err(ScalableError::Params(_))
+    ));
+    assert!(matches!(
+        ScalableBloomFilter::builder(10)
+            .rule(PositionRule::GuavaMitz64)
+            .build(),
+        Err(ScalableError::Rule { .. })
+    ));
+    assert!(matches!(
+        ScalableBloomFilter::builder(u64::MAX).build(),
+        Err(ScalableError::Params(_))
+    ));
+}
+
+#[test]
+fn a_planned_filter_knows_its_capacity() {
+    let mut filter = BloomFilter::with_capacity(1_000, 0.01).unwrap();
+    assert_eq!(filter.remaining_capacity(), Some(1_000));
+    assert!(!filter.is_over_capacity());
+    filter.insert_all((0..900).map(|i| format!("a{i}")));
+    let capacity = filter.capacity().unwrap();
+    assert_eq!(capacity.remaining(), 1_000 - filter.items_inserted());
+    assert!(!capacity.is_over());
+    filter.insert_all((0..5_000).map(|i| format!("b{i}")));
+    let capacity = filter.capacity().unwrap();
+    assert!(capacity.is_over_items() && capacity.is_over_rate() && capacity.is_over());
+    assert_eq!(filter.remaining_capacity(), Some(0));
+    assert!(filter.is_over_capacity());
+    // The plan survives a snapshot.
+    let back = BloomFilter::from_snapshot(&filter.to_snapshot()).unwrap();
+    assert_eq!(back.config().plan(), filter.config().plan());
+    assert!(back.is_over_capacity());
+    // A filter planned by bits alone has no plan.
+    let bare = BloomFilter::new(bloom_core::FilterConfig::new(
+        bloom_core::FilterParams::new(1024, 3).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!((bare.remaining_capacity(), bare.capacity()), (None, None));
+    assert!(!bare.is_over_capacity());
+}
+
+#[test]
+fn a_union_past_the_plan_is_over_by_its_rate() {
+    // A union's keys are estimated, not counted: the rate says it is over.
+    let mut a = BloomFilter::with_capacity(1_000, 0.01).unwrap();
+    let mut b = a.clone();
+    a.insert_all((0..1_000).map(|i| format!("a{i}")));
+    b.insert_all((0..1_000).map(|i| format!("b{i}")));
+    a.union(&b).unwrap();
+    assert!(a.capacity().unwrap().is_over_rate());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the plan, growth, tightening and keys: every inserted key answers maybe,
+    /// before and after a snapshot.
+    #[test]
+    fn a_chain_never_reports_an_inserted_key_absent(
+        capacity in 1u64..200,
+        growth in 1u32..5,
+        tightening in 0.05f64..0.95,
+        fpr in 0.001f64..0.3,
+        keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..600),
+    ) {
+        let mut filter = ScalableBloomFilter::builder(capacity)
+            .growth(growth)
+            .tightening(tightening)
+            .false_positive_rate(fpr)
+            .encoding(bloom_core::KeyEncoding::Bytes)
+            .build()
+            .unwrap();
+        for key in &keys {
+            filter.insert(key.as_slice()).unwrap();
+        }
+        for key in &keys {
+            prop_assert!(filter.contains(key.as_slice()).unwrap());
+        }
+        let snapshot = Snapshot::decode(filter.to_snapshot_at(1).encode(), &DecodeOptions::default()).unwrap();
+        let back = ScalableBloomFilter::from_snapshot(&snapshot).unwrap();
+        for key in &keys {
+            prop_assert!(back.contains(key.as_slice()).unwrap());
+        }
+        prop_assert!(back.stages().len() <= MAX_STAGES);
+    }
+}
