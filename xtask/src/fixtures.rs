@@ -12,17 +12,17 @@ use std::process::ExitCode;
 
 use bloom_core::{
     BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
-    PositionRule, Salt,
+    PositionRule, Salt, ScalableBloomFilter,
 };
 use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
 
 use crate::workspace::{sha256_hex, workspace_root};
 
 /// The directory this build generates: the current format version's.
-const DIR: &str = "fixtures/v2";
+const DIR: &str = "fixtures/v3";
 
 /// The frozen directories of released format versions, with the SHA-256 of every file.
-const FROZEN: &[(&str, &[(&str, &str)])] = &[("fixtures/v1", V1_FILES)];
+const FROZEN: &[(&str, &[(&str, &str)])] = &[("fixtures/v1", V1_FILES), ("fixtures/v2", V2_FILES)];
 
 const V1_FILES: &[(&str, &str)] = &[
     (
@@ -96,6 +96,234 @@ const V1_FILES: &[(&str, &str)] = &[
     (
         "unicode-utf8.keys",
         "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+];
+
+/// Format version 2, frozen when version 3 shipped.
+const V2_FILES: &[(&str, &str)] = &[
+    (
+        "counting-sha256-salted-saturated.bloom",
+        "17c03d8a0786dacbb726e362a23ded26a8aeb1be3f8efcdca7e1ef5980c6dc14",
+    ),
+    (
+        "counting-sha256-salted-saturated.header.txt",
+        "9df4d0f3e479adbe4a56c1191db02148ed6b505436cd73d2de08f0251d2df432",
+    ),
+    (
+        "counting-sha256-salted-saturated.keys",
+        "22a775727b4775167567807d3efc7222aee7cc98eaa86945cb964b8bf0263a2a",
+    ),
+    (
+        "counting-sha256-salted-saturated.removed",
+        "00160384a644224204ebf99b2c23bb1c1c4f2f86a348b89c76a9c102610216f9",
+    ),
+    (
+        "counting-xxh3.bloom",
+        "307d0cb8730c72fd61b4e601a2bddd7e60ada4140fef6c4fa315ae308937d584",
+    ),
+    (
+        "counting-xxh3.header.txt",
+        "bf99bd881a4eb010d8ae7e7003fb0e93dcf5f4a8076c5ded5da9a1973167811d",
+    ),
+    (
+        "counting-xxh3.keys",
+        "ea5e83f28a210736ed670c8a7daf00dbdfe65da509e27af04e9a7e0b4ca2da72",
+    ),
+    (
+        "counting-xxh3.removed",
+        "86cbfd36c0538870c6e5e160b85887a486e766cf8981d9f5df66c3faf2805d04",
+    ),
+    (
+        "large-k.bloom",
+        "251aea01df2a8c8eeec6194562bac1b844ea572cbef9cc78a7f644469276a78f",
+    ),
+    (
+        "large-k.header.txt",
+        "cad15ebe5166f8f5652582e95c421d7f34e3d448dfe32463343d5f81831d5edc",
+    ),
+    (
+        "large-k.keys",
+        "19db9a24789522a1e9a2eddb286178d2eac0c718ff6e3b81e7bc60a9ce6d7bae",
+    ),
+    (
+        "nearly-saturated.bloom",
+        "059cb2083cc9fad229c4ea2856d8306ef34b84a471643c1733a7c855cdac4ecf",
+    ),
+    (
+        "nearly-saturated.header.txt",
+        "2877d12460285850cc16f903cf39ebe9c09ac66d302dd33e44894b0c626d8d06",
+    ),
+    (
+        "nearly-saturated.keys",
+        "f12582eded89a95c53cb522383bbeb9f163f1c4d8204b26f53f77d65d58b0921",
+    ),
+    (
+        "salted-trim-lower.bloom",
+        "7396f68da5b92d44139d0ab56699f73bca276d4b08de2800f120d47a043ad138",
+    ),
+    (
+        "salted-trim-lower.header.txt",
+        "92a01ff3ab3679b7397ae637298df52c785606c6d603943830bbcf9c86ca7f4a",
+    ),
+    (
+        "salted-trim-lower.keys",
+        "186c6a525f9a9a6239c3c30fe39ac8894b6ea923ca62dc05e65c20e113270d83",
+    ),
+    (
+        "seed-contract.bloom",
+        "74a13fa5db3b48a40e44b50ceca6959ef4b5ede1890d73666af8f6bf96a4e21f",
+    ),
+    (
+        "seed-contract.header.txt",
+        "f17fafe52393a41a5669a7f6a2ce3c3bb9ff7cbfe8110944f9f0908473dae094",
+    ),
+    (
+        "seed-contract.keys",
+        "6274258f73bfb6f42466e66fdd151dfaa31919b7e71bd2f2b8a1140a640bca16",
+    ),
+    (
+        "sha256-blocked-salted.bloom",
+        "012521bcbd9335930b39aea41c89142bf0c146d0bc5a702c685d64e984b01c97",
+    ),
+    (
+        "sha256-blocked-salted.header.txt",
+        "843a196ede30dbb61454e160071191321ae2c734d9eb7d1b7c70683b1e753518",
+    ),
+    (
+        "sha256-blocked-salted.keys",
+        "186c6a525f9a9a6239c3c30fe39ac8894b6ea923ca62dc05e65c20e113270d83",
+    ),
+    (
+        "sha256-blocked.bloom",
+        "7b2d4f5ec764dab20ef528a9b28a892919aca7788750fd1112db36d52bffd6c9",
+    ),
+    (
+        "sha256-blocked.header.txt",
+        "08e856d4facac4ea573fc6e26b30d3f5429be519b493898f43e0d1f780f6da74",
+    ),
+    (
+        "sha256-blocked.keys",
+        "f12582eded89a95c53cb522383bbeb9f163f1c4d8204b26f53f77d65d58b0921",
+    ),
+    (
+        "sha256-sharded-salted.bloom",
+        "934c4321a8545388911396a695f4ea073c4fc970c05d2a46ef9d5f00ef6a9376",
+    ),
+    (
+        "sha256-sharded-salted.header.txt",
+        "c76e6bda449dc2b7e67d8831c8edcc2aad7229aba61594e0a8237295adaeab89",
+    ),
+    (
+        "sha256-sharded-salted.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "sha256-sharded-v2-salted.bloom",
+        "eada00d35678634986cc6676803024cd9ab49ce11923b5a9b10ae726cf14f310",
+    ),
+    (
+        "sha256-sharded-v2-salted.header.txt",
+        "53d90502676b722a9af6b3e09ffc441bd65d0f23b0c4debd0ac951e94c3f87d3",
+    ),
+    (
+        "sha256-sharded-v2-salted.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "store-bound.bloom",
+        "b1429855585094a45098c93504ece9cf3cea6754408421a76e2ff16f31f30ef9",
+    ),
+    (
+        "store-bound.header.txt",
+        "285bba73e1325d61f0097a5237475976990cfe560be14a7eede01549e3599d7e",
+    ),
+    (
+        "store-bound.keys",
+        "22a775727b4775167567807d3efc7222aee7cc98eaa86945cb964b8bf0263a2a",
+    ),
+    (
+        "unicode-nfc.bloom",
+        "f0d95724db2d438d8c5c6968a519fb03d1ce87a5d9994b0307fdbc6f68cc6bb1",
+    ),
+    (
+        "unicode-nfc.header.txt",
+        "a46d19fb05c51b05c24febe4360b2babccfc71d7aaafc208cc7673ed5222a330",
+    ),
+    (
+        "unicode-nfc.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "unicode-utf8.bloom",
+        "dda4a03676661c7cdcd8aa4c813476c459445c8b9ccb7d9cbcb6b924a32228d1",
+    ),
+    (
+        "unicode-utf8.header.txt",
+        "c58cc452a63743c525d559a25d792d9a7f816521a9910cd567d28e851bffc6fb",
+    ),
+    (
+        "unicode-utf8.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "xxh3-blocked-salted-large-k.bloom",
+        "f840714fe5caa36acee2dbd6c501ff37e950ea5d486a613e9d53e90c5f5d36b6",
+    ),
+    (
+        "xxh3-blocked-salted-large-k.header.txt",
+        "479f126787ae35544e1e82a59a65003c95efe7c91e4ebee8adeadd1afd59fb2d",
+    ),
+    (
+        "xxh3-blocked-salted-large-k.keys",
+        "650c5f65ea81b4ea98d5ed2c732ee27a909cdaac511985f8c6ae9eded2db2364",
+    ),
+    (
+        "xxh3-blocked.bloom",
+        "c0bcd9de4904caa282012508a5cf5148c511c53b8eb9d949d87d0e403bb26d5f",
+    ),
+    (
+        "xxh3-blocked.header.txt",
+        "556b5dc2a15ecb8adaefe6bb42e4ea1f4307229ba44e0375b56c78def4524cfc",
+    ),
+    (
+        "xxh3-blocked.keys",
+        "f12582eded89a95c53cb522383bbeb9f163f1c4d8204b26f53f77d65d58b0921",
+    ),
+    (
+        "xxh3-sharded-v2.bloom",
+        "c3fb8b273eca5e82a4d7673fe3437dd1c2409871eb2f1da9f630121e6092caac",
+    ),
+    (
+        "xxh3-sharded-v2.header.txt",
+        "9b1f8f69fa28dd866fc2c28a6c5a0f31dcc35d252f312a55d6c5e8b26b00e911",
+    ),
+    (
+        "xxh3-sharded-v2.keys",
+        "22a775727b4775167567807d3efc7222aee7cc98eaa86945cb964b8bf0263a2a",
+    ),
+    (
+        "xxh3-sharded.bloom",
+        "8b7fe89dd6fd7d048d1102c911eeb6dc59f52a584c4041cb7da6258781f44ef2",
+    ),
+    (
+        "xxh3-sharded.header.txt",
+        "0c76c8ca1cf3084ad8d1e4cf1396c09d0a5898754a2c6d2fe87d2789bbf20505",
+    ),
+    (
+        "xxh3-sharded.keys",
+        "22a775727b4775167567807d3efc7222aee7cc98eaa86945cb964b8bf0263a2a",
+    ),
+    (
+        "xxh3-standard.bloom",
+        "07541ad6d767052d924704abdf1ee1828da2317afe7191f2d968a5f56afaf8d3",
+    ),
+    (
+        "xxh3-standard.header.txt",
+        "09d7965a715877ae7bea6ac5e1383c39a3d7578d05b13c981392f772608b8cea",
+    ),
+    (
+        "xxh3-standard.keys",
+        "19db9a24789522a1e9a2eddb286178d2eac0c718ff6e3b81e7bc60a9ce6d7bae",
     ),
 ];
 
@@ -356,6 +584,39 @@ fn fixtures() -> Vec<Fixture> {
             keys: records(120),
         },
     ];
+    // Format version 3: plans recorded, within and past them, and the split-block layouts.
+    all.extend([
+        Fixture {
+            name: "planned-split-512",
+            config: FilterConfig::planned(500, 0.01).expect("a valid plan"),
+            generation: 400,
+            store: None,
+            removed: None,
+            keys: records(400),
+        },
+        Fixture {
+            name: "planned-over-capacity",
+            config: bloom_core::FilterBuilder::new(100)
+                .false_positive_rate(0.01)
+                .layout(Layout::Blocked512)
+                .rule(PositionRule::Sha256Double)
+                .config()
+                .expect("a valid plan"),
+            generation: 300,
+            store: None,
+            removed: None,
+            keys: records(300),
+        },
+        Fixture {
+            name: "split-256-xxh64",
+            config: with(Layout::SplitBlock256, PositionRule::Xxh64, 4096, 8)
+                .with_encoding(KeyEncoding::Bytes),
+            generation: 200,
+            store: None,
+            removed: None,
+            keys: records(200),
+        },
+    ]);
     all.extend(sharded(
         ["xxh3-sharded", "sha256-sharded-salted"],
         Layout::sharded_v1,
@@ -367,9 +628,59 @@ fn fixtures() -> Vec<Fixture> {
     all
 }
 
+/// The scalable fixtures: name, chain, keys, generation.
+fn scalable_fixtures() -> Vec<(&'static str, ScalableBloomFilter, Vec<String>, u64)> {
+    let records = |n: usize| (0..n).map(|i| format!("record-{i}")).collect::<Vec<_>>();
+    vec![
+        (
+            "scalable-xxh3",
+            ScalableBloomFilter::builder(100)
+                .build()
+                .expect("a valid chain"),
+            records(1000),
+            1000,
+        ),
+        (
+            "scalable-sha256-salted",
+            ScalableBloomFilter::builder(8)
+                .growth(3)
+                .tightening(0.8)
+                .false_positive_rate(0.05)
+                .rule(PositionRule::Sha256Double)
+                .encoding(KeyEncoding::NfcTrimLowercase)
+                .salt(Salt::new(b"golden-fixture-salt-scalable").expect("short salt"))
+                .build()
+                .expect("a valid chain"),
+            unicode_keys(),
+            17,
+        ),
+    ]
+}
+
 /// Every file this build generates, by path relative to the workspace root.
 fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
+    let json_lines = |keys: &[String]| -> Vec<u8> {
+        keys.iter()
+            .map(|k| serde_json::to_string(k).expect("strings serialize") + "\n")
+            .collect::<String>()
+            .into_bytes()
+    };
+    for (name, mut chain, keys, generation) in scalable_fixtures() {
+        chain.insert_all(&keys);
+        let snapshot = chain.to_snapshot_at(generation);
+        assert_eq!(snapshot.format_version(), FormatVersion::CURRENT);
+        let dir = Path::new(DIR);
+        files.insert(
+            dir.join(format!("{name}.bloom")),
+            snapshot.encode().to_vec(),
+        );
+        files.insert(dir.join(format!("{name}.keys")), json_lines(&keys));
+        files.insert(
+            dir.join(format!("{name}.header.txt")),
+            snapshot.dump_header().into_bytes(),
+        );
+    }
     for fixture in fixtures() {
         let generation = DatasetGeneration::new(fixture.generation);
         let (mut header, payload) = match &fixture.removed {
@@ -530,7 +841,7 @@ pub(crate) fn run(mode: Mode) -> ExitCode {
         eprintln!("error: {p}");
     }
     eprintln!(
-        "the golden fixtures are out of date: run the command named above (`cargo xtask fixtures` for fixtures/v2) and commit the result"
+        "the golden fixtures are out of date: run the command named above (`cargo xtask fixtures` for fixtures/v3) and commit the result"
     );
     ExitCode::FAILURE
 }

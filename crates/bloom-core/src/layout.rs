@@ -499,8 +499,7 @@ mod tests {
             let parameter = u64::from(matches!(id, LayoutId::Sharded | LayoutId::ShardedV2));
             // The counting layout places counters, not bits: `CountingBloomFilter` reads it;
             // the scalable layout is a chain of stages: `ScalableBloomFilter` reads it.
-            let expected =
-                (!matches!(id, LayoutId::Counting4 | LayoutId::Scalable)).then_some(id);
+            let expected = (!matches!(id, LayoutId::Counting4 | LayoutId::Scalable)).then_some(id);
             assert_eq!(Layout::from_id(id, parameter).map(Layout::id), expected);
         }
         assert_eq!(Layout::from_id(LayoutId::Sharded, 0), None);

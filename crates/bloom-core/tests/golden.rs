@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use bloom_core::{BloomFilter, CountingBloomFilter};
+use bloom_core::{BloomFilter, CountingBloomFilter, ScalableBloomFilter};
 use bloom_format::{DecodeOptions, LayoutId, Snapshot};
 
 fn fixtures_root() -> PathBuf {
@@ -68,6 +68,18 @@ fn check(path: &Path) -> Vec<String> {
     }
 
     let counting = snapshot.header().layout == LayoutId::Counting4;
+    if snapshot.header().layout == LayoutId::Scalable {
+        return match ScalableBloomFilter::from_snapshot(&snapshot) {
+            Ok(chain) => {
+                problems.extend(check_keys(path, |k| chain.contains(k)));
+                problems
+            }
+            Err(e) => {
+                problems.push(format!("{name}: not usable by this build: {e}"));
+                problems
+            }
+        };
+    }
     let filter = if counting {
         CountingBloomFilter::from_snapshot(&snapshot).map(|f| {
             // The projection must answer as the counters do; the keys are checked on it.
@@ -90,6 +102,14 @@ fn check(path: &Path) -> Vec<String> {
             "{name}: a counting fixture lists its removed keys, and only a counting one"
         ));
     }
+    problems.extend(check_keys(path, |k| filter.contains(k)));
+    problems
+}
+
+/// Every key the fixture lists is found by `contains`.
+fn check_keys(path: &Path, contains: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let name = path.display();
     let keys_path = path.with_extension("keys");
     match fs::read_to_string(&keys_path) {
         Ok(keys) => {
@@ -97,7 +117,7 @@ fn check(path: &Path) -> Vec<String> {
             for (line, json) in keys.lines().enumerate() {
                 let key: String = serde_json::from_str(json).unwrap();
                 count += 1;
-                if !filter.contains(&key) {
+                if !contains(&key) {
                     problems.push(format!("{name}: key on line {} not found", line + 1));
                 }
             }
@@ -113,7 +133,7 @@ fn check(path: &Path) -> Vec<String> {
 #[test]
 fn every_golden_fixture_decodes_matches_its_dump_and_finds_its_keys() {
     let snapshots = snapshots();
-    for (version, at_least) in [("v1", 6), ("v2", 7)] {
+    for (version, at_least) in [("v1", 6), ("v2", 18), ("v3", 23)] {
         let found = snapshots
             .iter()
             .filter(|p| p.parent().and_then(Path::file_name) == Some(version.as_ref()))
@@ -152,7 +172,7 @@ fn counting_fixtures_hold_counts_and_saturated_counters() {
 
 #[test]
 fn nfc_fixture_unifies_spellings_that_the_utf8_fixture_keeps_apart() {
-    for version in ["v1", "v2"] {
+    for version in ["v1", "v2", "v3"] {
         let root = fixtures_root().join(version);
         let read = |name: &str| {
             let s = Snapshot::read_file(root.join(name), &DecodeOptions::unlimited()).unwrap();
@@ -163,6 +183,52 @@ fn nfc_fixture_unifies_spellings_that_the_utf8_fixture_keeps_apart() {
         // Both spellings were inserted into both; NFC merged them into one key.
         assert!(nfc.items_inserted() < utf8.items_inserted());
     }
+}
+
+#[test]
+fn version_3_records_plans_and_keeps_the_bits_of_version_2() {
+    let read = |p: &Path| Snapshot::read_file(p, &DecodeOptions::unlimited()).unwrap();
+    // Format version 3 changed the header, never the payload or the positions.
+    for entry in fs::read_dir(fixtures_root().join("v2")).unwrap() {
+        let v2 = entry.unwrap().path();
+        if v2.extension().is_none_or(|e| e != "bloom") {
+            continue;
+        }
+        let (a, b) = (
+            read(&v2),
+            read(&fixtures_root().join("v3").join(v2.file_name().unwrap())),
+        );
+        assert_eq!(a.payload(), b.payload(), "{}", v2.display());
+        assert_eq!(a.header().plan, None);
+    }
+    let root = fixtures_root().join("v3");
+    let within = BloomFilter::from_snapshot(&read(&root.join("planned-split-512.bloom"))).unwrap();
+    let plan = within.config().plan().unwrap();
+    assert_eq!((plan.capacity, plan.false_positive_rate), (500, 0.01));
+    assert_eq!(
+        within.remaining_capacity(),
+        Some(500 - within.items_inserted())
+    );
+    assert!(!within.is_over_capacity());
+    let over =
+        BloomFilter::from_snapshot(&read(&root.join("planned-over-capacity.bloom"))).unwrap();
+    assert!(over.capacity().unwrap().is_over_items());
+    assert!(over.is_over_capacity());
+    let chain =
+        ScalableBloomFilter::from_snapshot(&read(&root.join("scalable-xxh3.bloom"))).unwrap();
+    assert_eq!(chain.stages().len(), 4);
+    assert!(!chain.is_over_capacity());
+    let salted =
+        ScalableBloomFilter::from_snapshot(&read(&root.join("scalable-sha256-salted.bloom")))
+            .unwrap();
+    // 8 keys, then 24: growth 3.
+    let capacities: Vec<u64> = salted
+        .stages()
+        .iter()
+        .map(|s| s.config().plan().unwrap().capacity)
+        .collect();
+    assert_eq!(capacities[..2], [8, 24]);
+    assert_eq!(salted.growth(), 3);
 }
 
 #[test]
