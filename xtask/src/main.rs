@@ -20,6 +20,7 @@
 //!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
 mod fixtures;
+mod frozen;
 mod fuzz;
 mod guava;
 mod test;

@@ -195,6 +195,39 @@ impl AnyFilter {
         )
     }
 
+    /// How the filter stands against the plan it records, if it records one.
+    pub(crate) fn capacity(&self) -> Option<bloom_core::Capacity> {
+        match self {
+            Self::Plain(f) => f.capacity(),
+            Self::Counting(f) => f.capacity(),
+        }
+    }
+
+    /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
+    /// written). `name` is the snapshot as the summary names it.
+    pub(crate) fn check_capacity(&self, name: &str, strict: bool) -> CmdResult {
+        let Some(capacity) = self.capacity().filter(bloom_core::Capacity::is_over) else {
+            return Ok(());
+        };
+        let plan = capacity.plan;
+        let why = format!(
+            "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
+            capacity.items,
+            plan.capacity,
+            crate::output::show(capacity.estimated_false_positive_rate),
+            crate::output::show(plan.false_positive_rate),
+        );
+        if strict {
+            return Err(Failure::input(format!(
+                "{why}; --strict: nothing was written (build a larger filter, or leave out --strict)"
+            )));
+        }
+        crate::warn(&format!(
+            "warning: {why}; \"maybe\" answers will be more frequent than planned: build a larger filter"
+        ));
+        Ok(())
+    }
+
     /// The header of a snapshot of the filter.
     pub(crate) fn to_header(&self, generation: bloom_format::DatasetGeneration) -> Header {
         match self {

@@ -359,7 +359,7 @@ fn measure_reports_rate_interval_and_sizes() {
         // The defaults at 1%: the split block of 512 bits with the fastest rule.
         "rule: xxh3-64",
         "layout: split-block-512",
-        "format version: 2",
+        "format version: 3",
     ] {
         assert!(text.contains(field), "{field} missing from:\n{text}");
     }

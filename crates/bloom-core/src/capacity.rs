@@ -19,14 +19,24 @@ pub struct Capacity {
     pub items: u64,
     /// The false-positive rate estimated from the bits.
     pub estimated_false_positive_rate: f64,
+    /// The estimated rate past which the filter is over its target: the target plus four
+    /// standard deviations of the estimate at the target (the fill of `m` bits varies from
+    /// filter to filter, and the rate with it), so that a filter filled exactly to its plan is
+    /// not called over by chance.
+    pub rate_limit: f64,
 }
 
 impl Capacity {
-    pub(crate) fn new(plan: Option<Plan>, items: u64, rate: impl FnOnce() -> f64) -> Option<Self> {
-        plan.map(|plan| Self {
+    pub(crate) fn new(
+        config: &crate::FilterConfig,
+        items: u64,
+        rate: impl FnOnce() -> f64,
+    ) -> Option<Self> {
+        config.plan().map(|plan| Self {
             plan,
             items,
             estimated_false_positive_rate: rate(),
+            rate_limit: rate_limit(plan.false_positive_rate, config.bits(), config.hashes()),
         })
     }
 
@@ -42,10 +52,11 @@ impl Capacity {
         self.items > self.plan.capacity
     }
 
-    /// Whether the estimated false-positive rate passed the target.
+    /// Whether the estimated false-positive rate passed the target by more than the
+    /// estimate's noise ([`Capacity::rate_limit`]).
     #[must_use]
     pub fn is_over_rate(&self) -> bool {
-        self.estimated_false_positive_rate > self.plan.false_positive_rate
+        self.estimated_false_positive_rate > self.rate_limit
     }
 
     /// Whether the filter is over capacity: over its items, or over its target rate.
@@ -53,6 +64,16 @@ impl Capacity {
     pub fn is_over(&self) -> bool {
         self.is_over_items() || self.is_over_rate()
     }
+}
+
+/// The target `p` plus four standard deviations of the rate estimated from `m` bits at `p`:
+/// the fill `f = p^(1/k)` of `m` bits has a standard deviation of about
+/// `sqrt(f (1 - f) / m)`, and the rate `f^k` moves `k f^(k-1)` times as much.
+fn rate_limit(p: f64, bits: u64, hashes: u32) -> f64 {
+    let k = f64::from(hashes.max(1));
+    let fill = p.powf(1.0 / k);
+    let sigma = k * p / fill * (fill * (1.0 - fill) / bits.max(1) as f64).sqrt();
+    p + 4.0 * sigma
 }
 
 /// The capacity methods of a filter type that has `config()`, `items_inserted()` and
@@ -64,7 +85,7 @@ macro_rules! capacity_methods {
         /// rate.
         #[must_use]
         pub fn capacity(&self) -> Option<$crate::Capacity> {
-            $crate::capacity::Capacity::new(self.config().plan(), self.items_inserted(), || {
+            $crate::capacity::Capacity::new(self.config(), self.items_inserted(), || {
                 self.estimated_false_positive_rate()
             })
         }

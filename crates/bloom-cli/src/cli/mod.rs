@@ -267,10 +267,22 @@ pub(crate) struct BuildArgs {
     pub(crate) limit: SizeLimit,
     #[command(flatten)]
     pub(crate) lock: LockWait,
+    #[command(flatten)]
+    pub(crate) full: OnFull,
     /// Where to write the snapshot (`-` for standard output). A link is written through; an
     /// existing path that is not a regular file is refused.
     #[arg(short, long, value_name = "PATH|-")]
     pub(crate) output: PathBuf,
+}
+
+/// What `build` and `add` do with a filter past its plan.
+#[derive(Args)]
+pub(crate) struct OnFull {
+    /// Refuse, with exit status 1 and the snapshot left unchanged, instead of warning when
+    /// the filter would hold more keys than it was planned for or its estimated
+    /// false-positive rate would pass the target (`--items` / `--fpr`).
+    #[arg(long)]
+    pub(crate) strict: bool,
 }
 
 /// How big a new filter is: planned for a key count and a rate, or given as `m` and `k`.
@@ -324,6 +336,8 @@ pub(crate) struct AddArgs {
     pub(crate) limit: SizeLimit,
     #[command(flatten)]
     pub(crate) lock: LockWait,
+    #[command(flatten)]
+    pub(crate) full: OnFull,
 }
 
 #[derive(Args)]

@@ -35,6 +35,9 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     if generation == loaded.header.dataset_generation {
         header.store = loaded.header.store;
     }
+    loaded
+        .filter
+        .check_capacity(&output.name(), args.full.strict)?;
     files::write(&output, &loaded.filter, header, signals)?;
     crate::warn(&loaded.filter.summary(&format!(
         "added {keys} key{} to {}",

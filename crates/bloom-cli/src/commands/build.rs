@@ -68,7 +68,12 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
             rule
         )));
     }
+    let plan = match args.size.size()? {
+        Size::Planned { items, fpr } => bloom_core::Plan::new(items, fpr),
+        Size::Explicit { .. } => None,
+    };
     let config = FilterConfig::new(params)
+        .with_plan(plan)
         .with_encoding(encoding)
         .with_salt(args.salt.clone())
         .and_then(|c| c.with_rule(rule))
@@ -98,6 +103,7 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         None => 0,
     };
     let header = filter.to_header(args.generation.into());
+    filter.check_capacity(&output.name(), args.full.strict)?;
     files::write(&output, &filter, header, signals)?;
     crate::warn(&filter.summary(&format!(
         "built {} from {keys} key{}",

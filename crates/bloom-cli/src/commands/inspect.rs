@@ -54,6 +54,10 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
     } else {
         "this build's".to_owned()
     };
+    // Against the plan the snapshot records (format version 3): over once more items went
+    // in than planned, or once the estimated rate passed the target.
+    let plan = h.plan;
+    let over = plan.map(|p| h.item_count > p.capacity || fpr > p.false_positive_rate);
     // Guava's strategy and funnel, for a filter that `export --to guava` can write.
     let guava = bloom_format::guava_parameters(&h).ok();
     let mut out = Out::new();
@@ -92,6 +96,10 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
             "fill_ratio": number(fill),
             "estimated_items": number(items),
             "estimated_false_positive_rate": number(fpr),
+            "planned_capacity": plan.map(|p| p.capacity),
+            "target_false_positive_rate": plan.map(|p| number(p.false_positive_rate)),
+            "remaining_capacity": plan.map(|p| p.capacity.saturating_sub(h.item_count)),
+            "over_capacity": over,
         });
         out.text(&format!("{value:#}\n"))?;
     } else {
@@ -109,8 +117,26 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         } else {
             format!("set bits: {ones}")
         };
+        let capacity = plan.map_or_else(
+            || "capacity: not recorded (no plan in the snapshot)\n".to_owned(),
+            |p| {
+                format!(
+                    "capacity: {} of {} items ({} remaining); estimated false-positive rate {} against a target of {}: {}\n",
+                    h.item_count,
+                    p.capacity,
+                    p.capacity.saturating_sub(h.item_count),
+                    show(fpr),
+                    show(p.false_positive_rate),
+                    if over == Some(true) {
+                        "OVER CAPACITY, rebuild it larger"
+                    } else {
+                        "within plan"
+                    }
+                )
+            },
+        );
         out.text(&format!(
-            "{dump}{ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\nunicode tables: {tables}\n{guava}checksums: ok (header and payload)\n",
+            "{dump}{ones}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\n{capacity}unicode tables: {tables}\n{guava}checksums: ok (header and payload)\n",
             show(fill),
             show(items),
             show(fpr),

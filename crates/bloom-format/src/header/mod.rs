@@ -3,6 +3,7 @@
 
 mod decode;
 mod layout;
+mod stages;
 
 use std::ops::RangeInclusive;
 
