@@ -191,7 +191,7 @@ fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 fn seed(root: &Path, target: &str, corpus: &Path) -> Result<(), String> {
     std::fs::create_dir_all(corpus).map_err(|e| e.to_string())?;
     let fixtures = root.join("fixtures");
-    let snapshots: Vec<PathBuf> = ["v1", "v2"]
+    let snapshots: Vec<PathBuf> = ["v1", "v2", "v3"]
         .iter()
         .flat_map(|v| files(&fixtures.join(v), ".bloom"))
         .chain(files(
@@ -234,7 +234,7 @@ fn seed(root: &Path, target: &str, corpus: &Path) -> Result<(), String> {
             seeds.push(("short".into(), vec![0xff; bloom_format::SEED_RAW_LEN - 1]));
         }
         "key_file" => {
-            for path in ["v1", "v2"]
+            for path in ["v1", "v2", "v3"]
                 .iter()
                 .flat_map(|v| files(&fixtures.join(v), ".keys"))
                 .chain(files(&fixtures.join("guava"), ".keys"))
