@@ -32,12 +32,39 @@ impl Capacity {
         items: u64,
         rate: impl FnOnce() -> f64,
     ) -> Option<Self> {
-        config.plan().map(|plan| Self {
+        config
+            .plan()
+            .map(|plan| Self::from_estimate(plan, items, rate(), config.bits(), config.hashes()))
+    }
+
+    /// How a filter of `bits` bits and `hashes` positions per key, planned for `plan`, stands
+    /// with `items` inserted and a false-positive rate `estimated_false_positive_rate`
+    /// estimated from its bits: for readers that count the bits themselves (a streaming
+    /// inspector, a filter held in Redis) and must judge as the filters do.
+    ///
+    /// ```
+    /// use bloom_core::{Capacity, Plan};
+    ///
+    /// let plan = Plan::new(1_000, 0.01).unwrap();
+    /// let within = Capacity::from_estimate(plan, 900, 0.008, 9_586, 7);
+    /// assert!(!within.is_over() && within.remaining() == 100);
+    /// assert!(Capacity::from_estimate(plan, 900, 0.05, 9_586, 7).is_over_rate());
+    /// ```
+    #[must_use]
+    pub fn from_estimate(
+        plan: Plan,
+        items: u64,
+        estimated_false_positive_rate: f64,
+        bits: u64,
+        hashes: u32,
+    ) -> Self {
+        Self {
             plan,
             items,
-            estimated_false_positive_rate: rate(),
-            rate_limit: rate_limit(plan.false_positive_rate, config.bits(), config.hashes()),
-        })
+            estimated_false_positive_rate,
+            rate_limit: plan.false_positive_rate
+                + 4.0 * rate_sigma(plan.false_positive_rate, bits, hashes),
+        }
     }
 
     /// Items that still fit the plan: the capacity less the items, 0 once over.
@@ -66,14 +93,13 @@ impl Capacity {
     }
 }
 
-/// The target `p` plus four standard deviations of the rate estimated from `m` bits at `p`:
-/// the fill `f = p^(1/k)` of `m` bits has a standard deviation of about
+/// The standard deviation of the false-positive rate estimated from `m` bits of a filter
+/// at rate `p`: the fill `f = p^(1/k)` of `m` bits has a standard deviation of about
 /// `sqrt(f (1 - f) / m)`, and the rate `f^k` moves `k f^(k-1)` times as much.
-fn rate_limit(p: f64, bits: u64, hashes: u32) -> f64 {
+pub(crate) fn rate_sigma(p: f64, bits: u64, hashes: u32) -> f64 {
     let k = f64::from(hashes.max(1));
     let fill = p.powf(1.0 / k);
-    let sigma = k * p / fill * (fill * (1.0 - fill) / bits.max(1) as f64).sqrt();
-    p + 4.0 * sigma
+    k * p / fill * (fill * (1.0 - fill) / bits.max(1) as f64).sqrt()
 }
 
 /// The capacity methods of a filter type that has `config()`, `items_inserted()` and

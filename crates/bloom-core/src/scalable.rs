@@ -100,6 +100,7 @@ pub struct ScalableBuilder {
     rule: PositionRule,
     encoding: KeyEncoding,
     salt: Salt,
+    growth_limit: Option<u64>,
 }
 
 impl ScalableBuilder {
@@ -113,6 +114,7 @@ impl ScalableBuilder {
             rule: PositionRule::Xxh3_128,
             encoding: KeyEncoding::Nfc,
             salt: Salt::none(),
+            growth_limit: None,
         }
     }
 
@@ -157,6 +159,13 @@ impl ScalableBuilder {
         self
     }
 
+    /// The most payload bytes the chain may grow to (see
+    /// [`ScalableBloomFilter::set_growth_limit`]); default none.
+    pub fn growth_limit(mut self, max_payload_bytes: u64) -> Self {
+        self.growth_limit = Some(max_payload_bytes);
+        self
+    }
+
     /// An empty chain of one stage.
     ///
     /// # Errors
@@ -181,6 +190,7 @@ impl ScalableBuilder {
             growth: self.growth,
             tightening: self.tightening,
             stages: Vec::new(),
+            growth_limit: self.growth_limit,
         };
         let first = filter.stage_config(0, &template, self.rule)?;
         filter.stages.push(BloomFilter::new(first)?);
@@ -213,8 +223,9 @@ fn check_growth(growth: u32, tightening: f64) -> Result<(), ScalableError> {
 ///
 /// Keys are checked against every stage before they are inserted, so a key already in the
 /// chain takes no room; each stage's item count is exact. A stage that cannot be added (the
-/// 64th stage is the last, a capacity past `2^64`, a plan past [`crate::MAX_BITS`] or an
-/// allocation the system refuses) is not an error: the key goes into the newest stage, which
+/// 64th stage is the last, a capacity past `2^64`, a plan past [`crate::MAX_BITS`], a stage
+/// that would take the chain past its [growth limit](ScalableBloomFilter::set_growth_limit)
+/// or an allocation the system refuses) is not an error: the key goes into the newest stage, which
 /// then fills past its plan, and [`ScalableBloomFilter::is_over_capacity`] says so. No key is
 /// ever dropped.
 ///
@@ -226,9 +237,12 @@ pub struct ScalableBloomFilter {
     growth: u32,
     tightening: f64,
     stages: Vec<BloomFilter>,
+    /// The most payload bytes growth may reach; not persisted.
+    growth_limit: Option<u64>,
 }
 
-/// Equal plans, growth, tightening (by its bits) and stages.
+/// Equal plans, growth, tightening (by its bits) and stages; the growth limit, which belongs
+/// to the process and not the filter, is not compared.
 impl PartialEq for ScalableBloomFilter {
     fn eq(&self, other: &Self) -> bool {
         self.plan == other.plan
@@ -351,9 +365,15 @@ impl ScalableBloomFilter {
             return;
         }
         let template = newest.config().clone();
+        let limit = self.growth_limit.unwrap_or(u64::MAX);
         let next = self
             .stage_config(self.stages.len(), &template, template.rule())
             .ok()
+            .filter(|config| {
+                self.payload_len()
+                    .checked_add(config.bits() / 8)
+                    .is_some_and(|total| total <= limit)
+            })
             .and_then(|config| BloomFilter::new(config).ok());
         if let Some(stage) = next {
             self.stages.push(stage);
@@ -449,17 +469,114 @@ impl ScalableBloomFilter {
             .product::<f64>()
     }
 
-    /// Whether the chain cannot keep its promise any more: it could not add a stage, so its
-    /// newest stage went past its capacity, or the rate estimated from the bits passed the
-    /// target. Full older stages are what a chain is made of, not a sign of trouble.
+    /// The payload's length in bytes: every stage's bits.
     #[must_use]
-    pub fn is_over_capacity(&self) -> bool {
+    pub fn payload_len(&self) -> u64 {
+        self.bits() / 8
+    }
+
+    /// Sets the most payload bytes the chain may grow to, or `None` for no limit (the
+    /// default, and what a chain loaded from a snapshot starts with). A stage that would take
+    /// the payload past the limit is not added: the newest stage takes the keys past its
+    /// capacity instead, and the chain is then over capacity. A reader with a size limit
+    /// (`DecodeOptions::with_max_payload_len`) sets the same limit here, so that it can read
+    /// back whatever it writes. The limit belongs to this process: it is not persisted.
+    pub fn set_growth_limit(&mut self, max_payload_bytes: Option<u64>) {
+        self.growth_limit = max_payload_bytes;
+    }
+
+    /// The growth limit ([`ScalableBloomFilter::set_growth_limit`]).
+    #[must_use]
+    pub const fn growth_limit(&self) -> Option<u64> {
+        self.growth_limit
+    }
+
+    /// Keys that still fit before the chain grows: the newest stage's capacity less its
+    /// items (0 once it is full or over).
+    #[must_use]
+    pub fn remaining_capacity(&self) -> u64 {
+        let newest = self.newest();
+        newest
+            .config()
+            .plan()
+            .map_or(0, |p| p.capacity.saturating_sub(newest.items_inserted()))
+    }
+
+    /// The estimated rate past which the chain is over its target: the target plus four
+    /// standard deviations of the chain's estimate at the stages' own rates (as
+    /// [`Capacity::rate_limit`](crate::Capacity::rate_limit) for one filter), so that a chain
+    /// whose stages sit exactly at their plans is not called over by chance.
+    #[must_use]
+    pub fn rate_limit(&self) -> f64 {
+        let variance: f64 = self
+            .stages
+            .iter()
+            .map(|s| {
+                let config = s.config();
+                let p = config
+                    .plan()
+                    .map_or(self.plan.false_positive_rate, |p| p.false_positive_rate);
+                crate::capacity::rate_sigma(p, config.bits(), config.hashes()).powi(2)
+            })
+            .sum();
+        self.plan.false_positive_rate + 4.0 * variance.sqrt()
+    }
+
+    /// Whether the newest stage holds more keys than its plan: the chain could not grow
+    /// (see the type's documentation).
+    #[must_use]
+    pub fn is_over_items(&self) -> bool {
         let newest = self.newest();
         newest
             .config()
             .plan()
             .is_some_and(|p| newest.items_inserted() > p.capacity)
-            || self.estimated_false_positive_rate() > self.plan.false_positive_rate
+    }
+
+    /// Whether the chain cannot keep its promise any more: it could not add a stage, so its
+    /// newest stage went past its capacity ([`ScalableBloomFilter::is_over_items`]), or the
+    /// rate estimated from the bits passed [`ScalableBloomFilter::rate_limit`]. Full older
+    /// stages are what a chain is made of, not a sign of trouble. Counts every stage's set
+    /// bits (a pass over the chain).
+    #[must_use]
+    pub fn is_over_capacity(&self) -> bool {
+        self.is_over_items() || self.estimated_false_positive_rate() > self.rate_limit()
+    }
+
+    /// The configuration of every stage a scalable header describes, oldest first, checked
+    /// as [`ScalableBloomFilter::from_snapshot`] checks them but with no bits allocated: for
+    /// readers that stream a chain's payload (the stages' payloads follow one another, stage
+    /// `i` taking its `bits() / 8` bytes).
+    ///
+    /// # Errors
+    /// As [`ScalableBloomFilter::from_snapshot`], but for [`ScalableError::Alloc`].
+    pub fn stage_configs(header: &Header) -> Result<Vec<FilterConfig>, ScalableError> {
+        let Some(scalable) = &header.scalable else {
+            return Err(ScalableError::NotScalable {
+                layout: header.layout,
+            });
+        };
+        if header.plan.is_none() {
+            return Err(SnapshotError::Unsupported {
+                kind: IdKind::Layout,
+                found: "scalable without a plan".into(),
+            }
+            .into());
+        }
+        check_growth(scalable.growth, scalable.tightening)?;
+        scalable
+            .stages
+            .iter()
+            .map(|stage| {
+                let mut alone = header.clone();
+                alone.scalable = None;
+                alone.layout = stage.layout;
+                alone.bit_count = stage.bit_count;
+                alone.hash_count = stage.hash_count;
+                alone.plan = Some(stage.plan);
+                Ok(FilterConfig::from_header(&alone)?)
+            })
+            .collect()
     }
 
     /// The header of a snapshot of the chain: layout `scalable`, the stages in its
@@ -529,36 +646,26 @@ impl ScalableBloomFilter {
             .try_for_each(|s| s.for_each_payload_chunk(&mut each))
     }
 
-    /// The stages' empty filters as a scalable header describes them.
+    /// The stages' empty filters as a scalable header describes them, and their item counts.
     fn empty_stages(header: &Header) -> Result<(Self, Vec<u64>), ScalableError> {
-        let Some(scalable) = &header.scalable else {
+        let configs = Self::stage_configs(header)?;
+        // Both present: stage_configs checked them.
+        let (Some(scalable), Some(plan)) = (&header.scalable, header.plan) else {
             return Err(ScalableError::NotScalable {
                 layout: header.layout,
             });
         };
-        let plan = header.plan.ok_or(SnapshotError::Unsupported {
-            kind: IdKind::Layout,
-            found: "scalable without a plan".into(),
-        })?;
-        check_growth(scalable.growth, scalable.tightening)?;
-        let mut stages = Vec::with_capacity(scalable.stages.len());
-        let mut items = Vec::with_capacity(scalable.stages.len());
-        for stage in &scalable.stages {
-            let mut alone = header.clone();
-            alone.scalable = None;
-            alone.layout = stage.layout;
-            alone.bit_count = stage.bit_count;
-            alone.hash_count = stage.hash_count;
-            alone.plan = Some(stage.plan);
-            let config = FilterConfig::from_header(&alone)?;
+        let mut stages = Vec::with_capacity(configs.len());
+        for config in configs {
             stages.push(BloomFilter::new(config)?);
-            items.push(stage.item_count);
         }
+        let items = scalable.stages.iter().map(|s| s.item_count).collect();
         let filter = Self {
             plan,
             growth: scalable.growth,
             tightening: scalable.tightening,
             stages,
+            growth_limit: None,
         };
         Ok((filter, items))
     }

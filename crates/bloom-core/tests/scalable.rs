@@ -275,6 +275,111 @@ fn a_union_past_the_plan_is_over_by_its_rate() {
     assert!(a.capacity().unwrap().is_over_rate());
 }
 
+#[test]
+fn growth_stops_at_the_growth_limit_and_no_key_is_lost() {
+    let plain = ScalableBloomFilter::with_capacity(1_000, 0.01).unwrap();
+    let first = plain.payload_len();
+    // Room for the first two stages, not the third.
+    let mut grown = plain.clone();
+    grown.insert_all((0..1_500).map(|i| format!("k{i}")));
+    let limit = grown.payload_len() + 1;
+    let mut filter = ScalableBloomFilter::builder(1_000)
+        .false_positive_rate(0.01)
+        .growth_limit(limit)
+        .build()
+        .unwrap();
+    assert_eq!(
+        (filter.payload_len(), filter.growth_limit()),
+        (first, Some(limit))
+    );
+    let keys: Vec<String> = (0..6_000).map(|i| format!("k{i}")).collect();
+    filter.insert_all(keys.iter().map(String::as_str));
+    assert_eq!(
+        filter.stages().len(),
+        2,
+        "the third stage would pass the limit"
+    );
+    assert!(filter.payload_len() <= limit);
+    assert!(keys.iter().all(|k| filter.contains(k)), "no key is lost");
+    assert!(filter.is_over_items() && filter.is_over_capacity());
+    assert_eq!(filter.remaining_capacity(), 0);
+    // Lifted, the chain grows again with the next key.
+    filter.set_growth_limit(None);
+    filter.insert("one more");
+    assert_eq!(filter.stages().len(), 3);
+    // The limit is the process's, not the snapshot's.
+    let back = ScalableBloomFilter::from_snapshot(&filter.to_snapshot_at(0)).unwrap();
+    assert_eq!(back.growth_limit(), None);
+    assert_eq!(back, filter);
+}
+
+#[test]
+fn remaining_capacity_counts_down_to_the_next_stage() {
+    let mut filter = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
+    assert_eq!(filter.remaining_capacity(), 100);
+    let mut added = 0;
+    let mut i = 0;
+    while added < 60 {
+        added += u64::from(filter.insert(&format!("a{i}")));
+        i += 1;
+    }
+    assert_eq!(filter.remaining_capacity(), 40);
+    while filter.stages().len() == 1 {
+        filter.insert(&format!("a{i}"));
+        i += 1;
+    }
+    // The second stage took one key and has room for 199 more.
+    assert_eq!(filter.remaining_capacity(), 199);
+    assert!(!filter.is_over_items());
+}
+
+#[test]
+fn stage_configs_are_the_loaded_stages_configs() {
+    let mut filter = ScalableBloomFilter::builder(200)
+        .growth(3)
+        .salt(Salt::new(b"s").unwrap())
+        .build()
+        .unwrap();
+    filter.insert_all((0..2_000).map(|i| format!("k{i}")));
+    let snapshot = filter.to_snapshot_at(9);
+    let configs = ScalableBloomFilter::stage_configs(snapshot.header()).unwrap();
+    let loaded = ScalableBloomFilter::from_snapshot(&snapshot).unwrap();
+    assert_eq!(configs.len(), loaded.stages().len());
+    for (config, stage) in configs.iter().zip(loaded.stages()) {
+        assert_eq!(config, stage.config());
+    }
+    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot();
+    assert!(matches!(
+        ScalableBloomFilter::stage_configs(plain.header()),
+        Err(ScalableError::NotScalable { .. })
+    ));
+}
+
+#[test]
+fn a_chain_filled_to_its_stages_plans_is_within_its_rate_limit() {
+    // Every stage exactly at capacity, over several seeds of keys: the estimate's noise
+    // never calls the chain over, and the limit stays within a fraction of the target.
+    for seed in 0..8 {
+        let mut filter = ScalableBloomFilter::builder(500)
+            .false_positive_rate(0.01)
+            .tightening(0.9)
+            .build()
+            .unwrap();
+        let mut i = 0u64;
+        while filter.stages().len() < 4 || filter.remaining_capacity() > 0 {
+            filter.insert(&format!("s{seed}-{i}"));
+            i += 1;
+        }
+        let limit = filter.rate_limit();
+        assert!(limit > 0.01 && limit < 0.015, "{limit}");
+        assert!(
+            !filter.is_over_capacity(),
+            "seed {seed}: {}",
+            filter.estimated_false_positive_rate()
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
