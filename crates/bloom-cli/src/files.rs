@@ -8,6 +8,7 @@ use std::path::Path;
 
 use bloom_core::{
     BitsError, BloomFilter, CountingBloomFilter, CountingError, EncodedKey, FilterConfig, KeyError,
+    ScalableBloomFilter, ScalableError,
 };
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
@@ -108,16 +109,33 @@ pub(crate) fn open_input(path: &Path, options: &DecodeOptions) -> Result<Input, 
     SnapshotReader::open(path, options).map(SnapshotReader::boxed)
 }
 
+/// The configurations a snapshot's header gives: one filter's, or a scalable chain's
+/// stages', oldest first (their payloads follow one another in that order).
+pub(crate) enum Configs {
+    One(FilterConfig),
+    Stages(Vec<FilterConfig>),
+}
+
 /// Opens a snapshot and checks its header: the format's checks, the size limit (before any
 /// payload is read), and that this build implements its rules.
-pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, FilterConfig)> {
+pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, Configs)> {
     let options = match max_bytes {
         Some(limit) => DecodeOptions::with_max_payload_len(limit),
         None => DecodeOptions::unlimited(),
     };
     let reader = open_input(path, &options).map_err(|e| read_failure(path, &e))?;
-    match FilterConfig::from_any_header(reader.header()) {
-        Ok(config) => Ok((reader, config)),
+    let header = reader.header();
+    let configs = if header.layout == bloom_format::LayoutId::Scalable {
+        ScalableBloomFilter::stage_configs(header)
+            .map(Configs::Stages)
+            .map_err(|e| e.to_string())
+    } else {
+        FilterConfig::from_any_header(header)
+            .map(Configs::One)
+            .map_err(|e| e.to_string())
+    };
+    match configs {
+        Ok(configs) => Ok((reader, configs)),
         // The checks after decoding are for a valid snapshot (docs/format.md): a damaged
         // payload is reported as that, before any parameter this build cannot use.
         Err(e) => {
@@ -129,17 +147,22 @@ pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, Fil
     }
 }
 
-/// A filter as a command holds it: plain, or counting (layout `counting-4bit`).
+/// A filter as a command holds it: plain, counting (layout `counting-4bit`), or a scalable
+/// chain (layout `scalable`).
 pub(crate) enum AnyFilter {
     Plain(BloomFilter),
     Counting(CountingBloomFilter),
+    Scalable(ScalableBloomFilter),
 }
 
 impl AnyFilter {
+    /// The configuration keys are encoded with: a chain's newest stage's, whose encoding,
+    /// tables and salt every stage shares.
     pub(crate) fn config(&self) -> &FilterConfig {
         match self {
             Self::Plain(f) => f.config(),
             Self::Counting(f) => f.config(),
+            Self::Scalable(f) => f.newest_stage().config(),
         }
     }
 
@@ -147,6 +170,7 @@ impl AnyFilter {
         match self {
             Self::Plain(f) => f.insert(key),
             Self::Counting(f) => f.insert(key),
+            Self::Scalable(f) => f.insert(key),
         }
     }
 
@@ -159,6 +183,9 @@ impl AnyFilter {
             Self::Counting(f) => {
                 f.insert_all(keys);
             }
+            Self::Scalable(f) => {
+                f.insert_all(keys);
+            }
         }
     }
 
@@ -167,6 +194,7 @@ impl AnyFilter {
         match self {
             Self::Plain(f) => f.estimated_items(),
             Self::Counting(f) => f.estimated_items(),
+            Self::Scalable(f) => f.stages().iter().map(BloomFilter::estimated_items).sum(),
         }
     }
 
@@ -175,16 +203,30 @@ impl AnyFilter {
         match self {
             Self::Plain(f) => f.estimated_false_positive_rate(),
             Self::Counting(f) => f.estimated_false_positive_rate(),
+            Self::Scalable(f) => f.estimated_false_positive_rate(),
         }
     }
 
     /// The one-line summary of a command that wrote this filter: `what` (say, "built
     /// seen.bloom from 1000 keys"), then its size and estimates.
     pub(crate) fn summary(&self, what: &str) -> String {
+        if let Self::Scalable(chain) = self {
+            let stages = chain.stages().len();
+            return format!(
+                "{what}: a scalable filter of {stages} stage{}, m = {} bits ({} bytes) in all, about {:.0} keys in it ({} more before it grows), estimated false-positive rate {} (bound {})",
+                if stages == 1 { "" } else { "s" },
+                chain.bits(),
+                chain.payload_len(),
+                self.estimated_items(),
+                chain.remaining_capacity(),
+                crate::output::show(self.estimated_false_positive_rate()),
+                crate::output::show(chain.plan().false_positive_rate),
+            );
+        }
         let config = self.config();
         let bytes = match self {
-            Self::Plain(_) => config.params().byte_len(),
             Self::Counting(_) => config.bits().div_ceil(2),
+            _ => config.params().byte_len(),
         };
         format!(
             "{what}: m = {} bits ({bytes} bytes), k = {}, about {:.0} keys in it, estimated false-positive rate {}",
@@ -195,35 +237,48 @@ impl AnyFilter {
         )
     }
 
-    /// How the filter stands against the plan it records, if it records one.
-    pub(crate) fn capacity(&self) -> Option<bloom_core::Capacity> {
+    /// How the filter stands against the plan it records, if it records one (a chain judges
+    /// itself: [`AnyFilter::check_capacity`]).
+    fn capacity(&self) -> Option<bloom_core::Capacity> {
         match self {
             Self::Plain(f) => f.capacity(),
             Self::Counting(f) => f.capacity(),
+            Self::Scalable(_) => None,
         }
     }
 
     /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
-    /// written). `name` is the snapshot as the summary names it.
-    pub(crate) fn check_capacity(&self, name: &str, strict: bool) -> CmdResult {
-        let Some(capacity) = self.capacity().filter(bloom_core::Capacity::is_over) else {
+    /// written). `name` is the snapshot as the summary names it; `max_bytes` the
+    /// `--max-bytes` a chain may grow to.
+    pub(crate) fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
+        let why = match self {
+            Self::Scalable(chain) => chain_over(name, chain, max_bytes),
+            _ => self.capacity().filter(bloom_core::Capacity::is_over).map(|capacity| {
+                let plan = capacity.plan;
+                format!(
+                    "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
+                    capacity.items,
+                    plan.capacity,
+                    crate::output::show(capacity.estimated_false_positive_rate),
+                    crate::output::show(plan.false_positive_rate),
+                )
+            }),
+        };
+        let Some(why) = why else {
             return Ok(());
         };
-        let plan = capacity.plan;
-        let why = format!(
-            "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
-            capacity.items,
-            plan.capacity,
-            crate::output::show(capacity.estimated_false_positive_rate),
-            crate::output::show(plan.false_positive_rate),
-        );
+        let remedy = if matches!(self, Self::Scalable(_)) {
+            "raise --max-bytes, or build a new chain with a larger --items or --growth"
+        } else {
+            "build a larger filter, or a scalable one (`bloom build --scalable`)"
+        };
         if strict {
             return Err(Failure::input(format!(
-                "{why}; --strict: nothing was written (build a larger filter, or leave out --strict)"
+                "{why}; --strict: nothing was written ({remedy}, or leave out --strict)"
             )));
         }
         crate::warn(&format!(
-            "warning: {why}; \"maybe\" answers will be more frequent than planned: build a larger filter"
+            "warning: {why}; \"maybe\" answers will be more frequent than planned: {remedy}"
         ));
         Ok(())
     }
@@ -233,6 +288,7 @@ impl AnyFilter {
         match self {
             Self::Plain(f) => f.to_header_at(generation),
             Self::Counting(f) => f.to_header_at(generation),
+            Self::Scalable(f) => f.to_header_at(generation),
         }
     }
 
@@ -240,16 +296,60 @@ impl AnyFilter {
         match self {
             Self::Plain(f) => f.for_each_payload_chunk(each),
             Self::Counting(f) => f.for_each_payload_chunk(each),
+            Self::Scalable(f) => f.for_each_payload_chunk(each),
         }
     }
 
-    /// The plain filter that answers as this one does (a counting filter's projection).
-    pub(crate) fn into_plain(self) -> CmdResult<BloomFilter> {
+    /// What answers for this filter: the plain filter that answers as this one does (a
+    /// counting filter's projection, a quarter of its size), or the chain.
+    pub(crate) fn into_answering(self) -> CmdResult<Answering> {
         match self {
-            Self::Plain(f) => Ok(f),
-            Self::Counting(f) => f.to_bloom_filter().map_err(Failure::environment),
+            Self::Plain(f) => Ok(Answering::One(f)),
+            Self::Counting(f) => f
+                .to_bloom_filter()
+                .map(Answering::One)
+                .map_err(Failure::environment),
+            Self::Scalable(f) => Ok(Answering::Chain(f)),
         }
     }
+}
+
+/// A filter that only answers queries: one plain filter, or a chain.
+pub(crate) enum Answering {
+    One(BloomFilter),
+    Chain(ScalableBloomFilter),
+}
+
+/// Why a chain is over its plan, or `None` when it is not.
+fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option<String> {
+    let rate = chain.estimated_false_positive_rate();
+    let target = chain.plan().false_positive_rate;
+    let newest = chain.newest_stage();
+    if chain.is_over_items() {
+        let capacity = newest.config().plan().map_or(0, |p| p.capacity);
+        let stages = chain.stages().len();
+        let cause = if stages >= bloom_format::MAX_STAGES {
+            format!("a chain has at most {stages} stages")
+        } else {
+            format!(
+                "it is {} bytes, and another stage would pass --max-bytes {max_bytes} or could not be allocated",
+                chain.payload_len()
+            )
+        };
+        return Some(format!(
+            "{name} is over its plan: it could not grow ({cause}), so its newest stage holds {} items for a capacity of {capacity}; estimated false-positive rate {} against a bound of {}",
+            newest.items_inserted(),
+            crate::output::show(rate),
+            crate::output::show(target),
+        ));
+    }
+    chain.is_over_capacity().then(|| {
+        format!(
+            "{name} is over its plan: estimated false-positive rate {} against a bound of {}",
+            crate::output::show(rate),
+            crate::output::show(target),
+        )
+    })
 }
 
 /// Either a read failure or the filter's refusal of the payload.
@@ -257,6 +357,13 @@ enum LoadError {
     Read(ReadError),
     Bits(BitsError),
     Counting(CountingError),
+    Scalable(ScalableError),
+}
+
+impl From<ScalableError> for LoadError {
+    fn from(e: ScalableError) -> Self {
+        Self::Scalable(e)
+    }
 }
 
 impl From<CountingError> for LoadError {
@@ -283,31 +390,50 @@ pub(crate) struct Loaded {
     pub(crate) filter: AnyFilter,
 }
 
-/// Loads a snapshot into a filter, holding one copy of the payload.
+/// Loads a snapshot into a filter, holding one copy of the payload. A chain may grow to
+/// `max_bytes`, the limit it is read with, so that what is written can be read back.
 pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
-    let (reader, config) = open(path, Some(max_bytes))?;
+    let (reader, configs) = open(path, Some(max_bytes))?;
     let header = reader.header().clone();
-    // One copy: the payload is read straight into the filter's words and checksummed on the
-    // way.
-    let fill = |image: &mut [u8]| {
-        reader
-            .read_payload_into(image)
-            .map(|_| ())
-            .map_err(LoadError::from)
-    };
-    let filter = if header.layout == bloom_format::LayoutId::Counting4 {
-        CountingBloomFilter::from_payload_in_place(config, header.item_count, fill)
-            .map(AnyFilter::Counting)
-    } else {
-        BloomFilter::from_payload_in_place(config, header.item_count, fill).map(AnyFilter::Plain)
+    let filter = match configs {
+        Configs::Stages(_) => ScalableBloomFilter::from_payload(&header, |sink| {
+            reader
+                .read_payload_with(|chunk| {
+                    sink(chunk);
+                    Ok::<(), LoadError>(())
+                })
+                .map(|_| ())
+        })
+        .map(|mut chain| {
+            chain.set_growth_limit(Some(max_bytes));
+            AnyFilter::Scalable(chain)
+        }),
+        Configs::One(config) => {
+            // One copy: the payload is read straight into the filter's words and
+            // checksummed on the way.
+            let fill = |image: &mut [u8]| {
+                reader
+                    .read_payload_into(image)
+                    .map(|_| ())
+                    .map_err(LoadError::from)
+            };
+            if header.layout == bloom_format::LayoutId::Counting4 {
+                CountingBloomFilter::from_payload_in_place(config, header.item_count, fill)
+                    .map(AnyFilter::Counting)
+            } else {
+                BloomFilter::from_payload_in_place(config, header.item_count, fill)
+                    .map(AnyFilter::Plain)
+            }
+        }
     }
     .map_err(|e| match e {
         LoadError::Read(e) => read_failure(path, &e),
-        LoadError::Bits(BitsError::Alloc(e)) => {
+        LoadError::Bits(BitsError::Alloc(e)) | LoadError::Scalable(ScalableError::Alloc(e)) => {
             Failure::environment(format!("{}: {e}", shown(path)))
         }
         LoadError::Bits(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Counting(e) => Failure::input(format!("{}: {e}", shown(path))),
+        LoadError::Scalable(e) => Failure::input(format!("{}: {e}", shown(path))),
     })?;
     Ok(Loaded { header, filter })
 }

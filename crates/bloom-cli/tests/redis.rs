@@ -197,6 +197,15 @@ fn errors_name_their_cause_and_never_answer() {
         err.contains("another type") && err.contains("damaged"),
         "{err}"
     );
+    // A scalable chain has no sharded form: refused by name, and no filter is made.
+    let chain = common::fixtures("v3").join("scalable-xxh3.bloom");
+    let (code, _, err) = run(bloom()
+        .args(["redis", "import"])
+        .args(at(&url, "chain"))
+        .arg(&chain));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("holds a scalable filter"), "{err}");
+    assert_eq!(server.cli(&["EXISTS", "bloom:{chain}:meta"]).trim(), "0");
     // Nothing listening: the environment failed (exit 3).
     let (code, out, err) = run(bloom()
         .args(["redis", "check", "--timeout", "30"])

@@ -307,6 +307,13 @@ impl ScalableBloomFilter {
         self.newest().config().encoding()
     }
 
+    /// The newest stage: the one new keys go into, whose configuration (encoding, tables,
+    /// rule, salt) every stage shares but for its size and plan.
+    #[must_use]
+    pub fn newest_stage(&self) -> &BloomFilter {
+        self.newest()
+    }
+
     fn newest(&self) -> &BloomFilter {
         // Never empty: built with one stage, and a snapshot has at least one.
         self.stages
@@ -508,18 +515,26 @@ impl ScalableBloomFilter {
     /// whose stages sit exactly at their plans is not called over by chance.
     #[must_use]
     pub fn rate_limit(&self) -> f64 {
-        let variance: f64 = self
-            .stages
-            .iter()
-            .map(|s| {
-                let config = s.config();
-                let p = config
-                    .plan()
-                    .map_or(self.plan.false_positive_rate, |p| p.false_positive_rate);
+        let configs: Vec<&FilterConfig> = self.stages.iter().map(BloomFilter::config).collect();
+        Self::rate_limit_for(self.plan.false_positive_rate, configs)
+    }
+
+    /// [`ScalableBloomFilter::rate_limit`] for a chain of target `target` whose stages have
+    /// the configurations `stages` ([`ScalableBloomFilter::stage_configs`]): for readers
+    /// that stream a chain's payload and estimate its rate themselves.
+    #[must_use]
+    pub fn rate_limit_for<'c>(
+        target: f64,
+        stages: impl IntoIterator<Item = &'c FilterConfig>,
+    ) -> f64 {
+        let variance: f64 = stages
+            .into_iter()
+            .map(|config| {
+                let p = config.plan().map_or(target, |p| p.false_positive_rate);
                 crate::capacity::rate_sigma(p, config.bits(), config.hashes()).powi(2)
             })
             .sum();
-        self.plan.false_positive_rate + 4.0 * variance.sqrt()
+        target + 4.0 * variance.sqrt()
     }
 
     /// Whether the newest stage holds more keys than its plan: the chain could not grow

@@ -40,6 +40,12 @@ pub enum SnapshotError {
         "snapshot holds a counting filter (layout counting-4bit); load it as a counting filter"
     )]
     IsCounting,
+    /// The snapshot holds a scalable filter ([`LayoutId::Scalable`], a chain of stages):
+    /// load it with [`ScalableBloomFilter::from_snapshot`](crate::ScalableBloomFilter::from_snapshot).
+    #[error(
+        "snapshot holds a scalable filter (layout scalable, a chain of stages), not a single filter; load it as a scalable filter"
+    )]
+    IsScalable,
     /// A counting filter was asked for, and the snapshot holds a plain filter.
     #[error("snapshot holds a plain filter (layout {layout}), not a counting filter")]
     NotCounting {
@@ -66,12 +72,16 @@ impl FilterConfig {
     ///
     /// # Errors
     /// [`SnapshotError::Unsupported`] for rules, encodings or layouts this build does not
-    /// implement, [`SnapshotError::Config`] for parameters it does not accept, and
+    /// implement, [`SnapshotError::Config`] for parameters it does not accept,
     /// [`SnapshotError::IsCounting`] for a counting filter's header (see
-    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)).
+    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)), and
+    /// [`SnapshotError::IsScalable`] for a chain's (see
+    /// [`ScalableBloomFilter::stage_configs`](crate::ScalableBloomFilter::stage_configs)).
     pub fn from_header(header: &Header) -> Result<Self, SnapshotError> {
-        if header.layout == LayoutId::Counting4 {
-            return Err(SnapshotError::IsCounting);
+        match header.layout {
+            LayoutId::Counting4 => return Err(SnapshotError::IsCounting),
+            LayoutId::Scalable => return Err(SnapshotError::IsScalable),
+            _ => {}
         }
         let layout = Layout::from_id(header.layout, header.layout_parameter).ok_or_else(|| {
             SnapshotError::Unsupported {

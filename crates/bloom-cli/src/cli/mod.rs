@@ -258,6 +258,22 @@ pub(crate) struct BuildArgs {
     /// Counters are placed as the standard layout places bits.
     #[arg(long)]
     pub(crate) counting: bool,
+    /// A scalable filter (layout scalable): a chain of stages that grows instead of filling
+    /// up. --items is the first stage's capacity and --fpr the bound on the whole chain's
+    /// false-positive rate, however far it grows; `bloom add` appends a stage each time the
+    /// newest fills (each stage --growth times larger, at a rate --tightening times lower),
+    /// up to --max-bytes. Each stage gets the layout that suits its rate; lookups cost one
+    /// probe per stage. Default rule xxh3-128 (sha256-double with --salt).
+    #[arg(long, requires = "items", conflicts_with_all = ["counting", "layout"])]
+    pub(crate) scalable: bool,
+    /// With --scalable: each stage's capacity over the one before (1 to 1024; default 2).
+    #[arg(long, requires = "scalable", value_parser = clap::value_parser!(u32).range(1..=i64::from(bloom_format::MAX_GROWTH)))]
+    pub(crate) growth: Option<u32>,
+    /// With --scalable: each stage's false-positive rate over the one before, strictly
+    /// between 0 and 1 (default 0.5). Closer to 1 makes the first stages smaller and the
+    /// later ones larger.
+    #[arg(long, requires = "scalable", value_parser = parse_rate)]
+    pub(crate) tightening: Option<f64>,
     /// Dataset generation to record.
     #[arg(long, default_value_t = 0)]
     pub(crate) generation: u64,

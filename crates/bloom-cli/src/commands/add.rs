@@ -37,7 +37,7 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     }
     loaded
         .filter
-        .check_capacity(&output.name(), args.full.strict)?;
+        .check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;
     files::write(&output, &loaded.filter, header, signals)?;
     crate::warn(&loaded.filter.summary(&format!(
         "added {keys} key{} to {}",

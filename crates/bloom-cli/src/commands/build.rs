@@ -1,7 +1,8 @@
 //! `bloom build`: a new snapshot from keys.
 
 use bloom_core::{
-    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule,
+    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
+    PositionRule, ScalableBloomFilter, ScalableError,
 };
 
 use crate::cli::{BuildArgs, Size};
@@ -11,6 +12,9 @@ use crate::files::{self, AnyFilter};
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
+    if args.scalable {
+        return run_scalable(args, signals);
+    }
     // A salt is asked for against chosen keys, which only the salted SHA-256 rule resists.
     let planned_fpr = match args.size.size()? {
         Size::Planned { fpr, .. } => Some(fpr),
@@ -102,13 +106,74 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         Some(source) => insert_from(&mut filter, &source)?,
         None => 0,
     };
+    finish(args, &output, &filter, keys, signals)
+}
+
+/// Writes the new filter, after its plan is checked (a warning, or with `--strict` a
+/// refusal), and says what was built.
+fn finish(
+    args: &BuildArgs,
+    output: &files::Output,
+    filter: &AnyFilter,
+    keys: u64,
+    signals: &Signals,
+) -> CmdResult {
     let header = filter.to_header(args.generation.into());
-    filter.check_capacity(&output.name(), args.full.strict)?;
-    files::write(&output, &filter, header, signals)?;
+    filter.check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;
+    files::write(output, filter, header, signals)?;
     crate::warn(&filter.summary(&format!(
         "built {} from {keys} key{}",
         output.name(),
         if keys == 1 { "" } else { "s" }
     )));
     Ok(())
+}
+
+/// `build --scalable`: a chain of one stage, grown by the keys given, up to `--max-bytes`.
+fn run_scalable(args: &BuildArgs, signals: &Signals) -> CmdResult {
+    let Size::Planned { items, fpr } = args.size.size()? else {
+        return Err(Failure::usage(
+            "--scalable is planned with --items N --fpr P (the first stage's capacity and the whole chain's rate)",
+        ));
+    };
+    let rule = args.rule.unwrap_or(if args.salt.is_empty() {
+        PositionRule::Xxh3_128
+    } else {
+        PositionRule::Sha256Double
+    });
+    if !args.salt.is_empty() && !matches!(rule, PositionRule::Sha256Double) {
+        crate::warn(&format!(
+            "warning: a salt does not protect {rule} against chosen keys; use --rule sha256-double for keys an adversary picks"
+        ));
+    }
+    let mut builder = ScalableBloomFilter::builder(items)
+        .false_positive_rate(fpr)
+        .rule(rule)
+        .encoding(args.encoding.unwrap_or(KeyEncoding::Nfc))
+        .salt(args.salt.clone())
+        .growth_limit(args.limit.max_bytes);
+    if let Some(growth) = args.growth {
+        builder = builder.growth(growth);
+    }
+    if let Some(tightening) = args.tightening {
+        builder = builder.tightening(tightening);
+    }
+    let chain = builder.build().map_err(|e| match e {
+        ScalableError::Alloc(e) => Failure::environment(e),
+        other => Failure::usage(format!("invalid parameters: {other}")),
+    })?;
+    if chain.payload_len() > args.limit.max_bytes {
+        return Err(Failure::usage(format!(
+            "the first stage would be {} bytes, over --max-bytes {}; raise --max-bytes to build it (and to read it later)",
+            chain.payload_len(),
+            args.limit.max_bytes
+        )));
+    }
+    let output = files::output(&args.output, !args.lock.no_wait)?;
+    let mut filter = AnyFilter::Scalable(chain);
+    let keys = match args.input.source() {
+        Some(source) => insert_from(&mut filter, &source)?,
+        None => 0,
+    };
+    finish(args, &output, &filter, keys, signals)
 }

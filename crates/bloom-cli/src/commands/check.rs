@@ -1,9 +1,11 @@
 //! `bloom check`: maybe or absent for each key, streamed out as answered.
 
+use bloom_core::{BloomFilter, ScalableBloomFilter};
+
 use crate::cli::CheckArgs;
 use crate::commands::{foreign_tables_warning, key_batches, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
-use crate::files;
+use crate::files::{self, Answering};
 use crate::output::{Answers, escape_key};
 
 /// Returns the exit code: 0, or 4 with `--exit-status` when a key is absent.
@@ -12,14 +14,26 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     crate::progress::reports_on_stdout();
     files::one_standard_input(&args.snapshot, args.input.path.as_deref())?;
     let loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
-    // A counting filter answers as its projection, a quarter of its size.
-    let filter = &loaded.filter.into_plain()?;
+    let mut answers = Answers::new(args.json);
+    match loaded.filter.into_answering()? {
+        Answering::One(filter) => answer_one(args, &filter, &mut answers)?,
+        Answering::Chain(chain) => answer_chain(args, &chain, &mut answers)?,
+    }
+    let any_absent = answers.finish()?;
+    Ok(if args.exit_status && any_absent {
+        Exit::Absent as u8
+    } else {
+        0
+    })
+}
+
+/// Answers from one filter (a counting filter answers as its projection).
+fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> CmdResult {
     if let Some(warning) = foreign_tables_warning(&args.snapshot, filter) {
         crate::warn(&warning);
     }
     // With foreign Unicode tables the answer depends on the raw key, not its encoding here.
     let foreign = filter.config().has_foreign_tables();
-    let mut answers = Answers::new(args.json);
     key_batches(
         filter.config(),
         &args.keys,
@@ -42,11 +56,35 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
             }
             Ok(())
         },
-    )?;
-    let any_absent = answers.finish()?;
-    Ok(if args.exit_status && any_absent {
-        Exit::Absent as u8
-    } else {
-        0
-    })
+    )
+}
+
+/// Answers from a scalable chain: maybe when any stage says maybe.
+fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Answers) -> CmdResult {
+    let newest = chain.newest_stage();
+    if let Some(warning) = foreign_tables_warning(&args.snapshot, newest) {
+        crate::warn(&warning);
+    }
+    let foreign = chain
+        .stages()
+        .iter()
+        .any(|s| s.config().has_foreign_tables());
+    key_batches(
+        newest.config(),
+        &args.keys,
+        &args.input,
+        |originals, encoded| {
+            for (key, encoded) in originals.keys().zip(encoded.encoded()) {
+                let maybe = if foreign {
+                    chain
+                        .contains(key)
+                        .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?
+                } else {
+                    chain.contains(&encoded)
+                };
+                answers.answer(key, maybe)?;
+            }
+            Ok(())
+        },
+    )
 }

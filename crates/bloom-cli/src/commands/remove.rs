@@ -24,8 +24,13 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     let output = files::output(&args.snapshot, !args.lock.no_wait)?;
     let mut loaded = files::load(output.path(), args.limit.max_bytes)?;
     let AnyFilter::Counting(filter) = &mut loaded.filter else {
+        let kind = if matches!(loaded.filter, AnyFilter::Scalable(_)) {
+            "a scalable filter"
+        } else {
+            "a plain filter"
+        };
         return Err(Failure::input(format!(
-            "{} is a plain filter (layout {}): its bits cannot be taken back; build a counting one with `bloom build --counting`",
+            "{} is {kind} (layout {}): its bits cannot be taken back; build a counting one with `bloom build --counting`",
             args.snapshot.display(),
             loaded.header.layout
         )));
