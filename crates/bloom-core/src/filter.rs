@@ -9,7 +9,7 @@ use crate::encoding::KeyError;
 use crate::estimate;
 use crate::kernel::Kernel;
 use crate::key::{self, Key};
-use crate::position::PositionHasher;
+use crate::position::{KeyHash, PositionHasher};
 
 /// A Bloom filter whose answers are the same in every process, on every machine and in every
 /// release: positions come from SHA-256 over the key's encoded bytes.
@@ -125,21 +125,30 @@ impl BloomFilter {
         Ok(changed)
     }
 
-    /// Whether `encoded`'s bits are all set, without the foreign-tables rule (the caller
-    /// applied it once for every stage of a scalable filter).
+    /// The key's hash under this filter's rule and salt. It depends on nothing else (not
+    /// the size, not the layout), so the stages of a scalable filter, which share rule and
+    /// salt, hash a key once for all of them.
     #[inline]
-    pub(crate) fn probe_encoded(&self, encoded: &EncodedKey<'_>) -> bool {
-        self.kernel.contains(&self.hasher, &self.words, encoded)
+    pub(crate) fn key_hash(&self, encoded: &EncodedKey<'_>) -> KeyHash {
+        self.hasher.hash(encoded)
     }
 
-    /// Sets `encoded`'s bits; `sensitive` says the key depends on Unicode tables this
-    /// filter's bits were not built with (then the tables become "not recorded").
+    /// Whether the bits of a key of hash `hash` ([`BloomFilter::key_hash`]) are all set,
+    /// without the foreign-tables rule (a scalable filter applies it once for every stage).
     #[inline]
-    pub(crate) fn insert_encoded(&mut self, encoded: &EncodedKey<'_>, sensitive: bool) -> bool {
+    pub(crate) fn probe_hash(&self, hash: KeyHash) -> bool {
+        self.kernel.contains_hash(&self.hasher, &self.words, hash)
+    }
+
+    /// Sets the bits of a key of hash `hash`; `sensitive` says the key depends on Unicode
+    /// tables this filter's bits were not built with (then the tables become "not
+    /// recorded").
+    #[inline]
+    pub(crate) fn insert_hash(&mut self, hash: KeyHash, sensitive: bool) -> bool {
         if sensitive {
             self.mark_tables_mixed();
         }
-        let changed = self.kernel.insert(&self.hasher, &mut self.words, encoded);
+        let changed = self.kernel.insert_hash(&self.hasher, &mut self.words, hash);
         if changed {
             self.items = self.items.saturating_add(1);
         }

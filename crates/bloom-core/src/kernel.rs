@@ -3,7 +3,7 @@
 use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, test_bit};
 use crate::encoding::EncodedKey;
 use crate::layout::Layout;
-use crate::position::{PositionHasher, PositionRule, Split, split};
+use crate::position::{KeyHash, PositionHasher, PositionRule, Split, split};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
 trait SplitHash {
@@ -55,11 +55,17 @@ impl SplitHash for Xxh3_128Low {
 /// one of them without a wrapper: every one is a safe function, except the AVX2 ones, which
 /// [`Kernel::split`] stores only after detecting AVX2 (the one `unsafe` of the crate, in
 /// [`Kernel::contains`] and [`Kernel::insert`]).
+///
+/// Each also comes in a form that takes the key's hash ([`PositionHasher::hash`]) instead of
+/// the key, compiled alike: the stages of a scalable filter share rule and salt, so a chain
+/// hashes a key once and probes each stage with its own kernel.
 #[derive(Clone, Copy)]
 pub(crate) struct Kernel {
     // Keys as bytes: the compiled probes read no `EncodedKey` variant.
     contains: unsafe fn(&PositionHasher, &[u64], &[u8]) -> bool,
     insert: unsafe fn(&PositionHasher, &mut [u64], &[u8]) -> bool,
+    contains_hash: unsafe fn(&PositionHasher, &[u64], &KeyHash) -> bool,
+    insert_hash: unsafe fn(&PositionHasher, &mut [u64], &KeyHash) -> bool,
 }
 
 impl Kernel {
@@ -90,6 +96,8 @@ impl Kernel {
                 insert: |hasher, words, key| {
                     words.insert_key(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
                 },
+                contains_hash: |hasher, words, hash| BitsRef::Plain(words).contains(hasher, *hash),
+                insert_hash: |hasher, words, hash| words.insert_key(hasher, *hash),
             },
         }
     }
@@ -113,6 +121,23 @@ impl Kernel {
                 }
                 changed
             },
+            contains_hash: |hasher, words, hash| {
+                let block = hasher.blocked_at(*hash);
+                let Some(line) = line(words, block) else {
+                    return false;
+                };
+                let mut all = true;
+                block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
+                all
+            },
+            insert_hash: |hasher, words, hash| {
+                let block = hasher.blocked_at(*hash);
+                let mut changed = false;
+                if let Some(line) = line_mut(words, block) {
+                    block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
+                }
+                changed
+            },
         }
     }
 
@@ -126,6 +151,8 @@ impl Kernel {
             return Self {
                 contains: avx2::contains::<H, WIDE>,
                 insert: avx2::insert::<H, WIDE>,
+                contains_hash: avx2::contains_hash::<WIDE>,
+                insert_hash: avx2::insert_hash::<WIDE>,
             };
         }
         Self::portable_split::<H, WIDE>()
@@ -136,6 +163,8 @@ impl Kernel {
         Self {
             contains: split_contains::<H, WIDE>,
             insert: split_insert::<H, WIDE>,
+            contains_hash: split_contains_hash::<WIDE>,
+            insert_hash: split_insert_hash::<WIDE>,
         }
     }
 
@@ -170,6 +199,38 @@ impl Kernel {
             (self.insert)(hasher, words, key.as_bytes())
         }
     }
+
+    /// Whether every bit of the key of hash `hash` is set in `words`: as
+    /// [`Kernel::contains`] for the key.
+    #[inline]
+    pub(crate) fn contains_hash(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        hash: KeyHash,
+    ) -> bool {
+        // SAFETY: as in `contains`: a safe function, or an AVX2 one stored after detection.
+        #[allow(unsafe_code)]
+        unsafe {
+            (self.contains_hash)(hasher, words, &hash)
+        }
+    }
+
+    /// Sets the bits of the key of hash `hash`; returns whether one was clear: as
+    /// [`Kernel::insert`] for the key.
+    #[inline]
+    pub(crate) fn insert_hash(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        hash: KeyHash,
+    ) -> bool {
+        // SAFETY: as in `contains`: a safe function, or an AVX2 one stored after detection.
+        #[allow(unsafe_code)]
+        unsafe {
+            (self.insert_hash)(hasher, words, &hash)
+        }
+    }
 }
 
 /// Names the kernel, never the hasher's state.
@@ -199,12 +260,33 @@ fn split_insert<H: SplitHash, const WIDE: bool>(
     split::insert(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
 }
 
+/// [`split_contains`] for a key already hashed: its hash's first word is the 64-bit hash the
+/// unsalted split-block rules place it with.
+#[inline(always)]
+fn split_contains_hash<const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hash: &KeyHash,
+) -> bool {
+    split::contains(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+}
+
+/// [`split_insert`] for a key already hashed.
+#[inline(always)]
+fn split_insert_hash<const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hash: &KeyHash,
+) -> bool {
+    split::insert(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+}
+
 /// The split-block kernels compiled for AVX2: the same code as the portable ones, in
 /// functions the compiler may vectorize with AVX2 (`vpmulld`, `vpsllvd`: the eight lanes of a
 /// key's masks at once). Only [`Kernel::split`] names them, after detecting AVX2.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{PositionHasher, SplitHash};
+    use super::{KeyHash, PositionHasher, SplitHash};
 
     /// [`super::split_contains`] compiled for AVX2.
     #[target_feature(enable = "avx2")]
@@ -225,12 +307,76 @@ mod avx2 {
     ) -> bool {
         super::split_insert::<H, WIDE>(hasher, words, key)
     }
+
+    /// [`super::split_contains_hash`] compiled for AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn contains_hash<const WIDE: bool>(
+        hasher: &PositionHasher,
+        words: &[u64],
+        hash: &KeyHash,
+    ) -> bool {
+        super::split_contains_hash::<WIDE>(hasher, words, hash)
+    }
+
+    /// [`super::split_insert_hash`] compiled for AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn insert_hash<const WIDE: bool>(
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        hash: &KeyHash,
+    ) -> bool {
+        super::split_insert_hash::<WIDE>(hasher, words, hash)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{FilterParams, Salt};
+
+    #[test]
+    fn the_hash_forms_place_keys_as_the_key_forms_do() {
+        let configs = [
+            (PositionRule::Xxh3_128, Layout::Blocked512, 7),
+            (PositionRule::Xxh3_128, Layout::Blocked512, 9),
+            (PositionRule::Xxh3_128, Layout::Standard, 7),
+            (PositionRule::Xxh3_128, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh3_128, Layout::SplitBlock256, 8),
+            (PositionRule::Xxh3_64, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh64, Layout::SplitBlock256, 8),
+            (PositionRule::Sha256Double, Layout::Blocked512, 6),
+            (PositionRule::Sha256Split4, Layout::Standard, 4),
+        ];
+        for (rule, layout, k) in configs {
+            for salt in [Salt::none(), Salt::new(b"s").unwrap()] {
+                if !salt.is_empty()
+                    && !matches!(rule, PositionRule::Xxh3_128 | PositionRule::Sha256Double)
+                {
+                    continue;
+                }
+                let params = FilterParams::with_layout(layout, 512 * 13, k).unwrap();
+                let hasher = PositionHasher::new(rule, layout, params.bits(), k, &salt);
+                let kernel = Kernel::new(&hasher);
+                let words = (params.bits() / 64) as usize;
+                let (mut by_key, mut by_hash) = (vec![0u64; words], vec![0u64; words]);
+                for i in 0..3000u32 {
+                    let bytes = i.to_le_bytes();
+                    let key = EncodedKey::from_encoded(&bytes);
+                    let hash = hasher.hash(&key);
+                    assert_eq!(
+                        kernel.contains(&hasher, &by_key, &key),
+                        kernel.contains_hash(&hasher, &by_hash, hash),
+                        "{rule} {layout} k {k}"
+                    );
+                    assert_eq!(
+                        kernel.insert(&hasher, &mut by_key, &key),
+                        kernel.insert_hash(&hasher, &mut by_hash, hash)
+                    );
+                    assert_eq!(by_key, by_hash, "{rule} {layout} k {k}, key {i}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn both_split_kernels_place_keys_alike() {

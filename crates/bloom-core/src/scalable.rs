@@ -229,8 +229,8 @@ fn check_growth(growth: u32, tightening: f64) -> Result<(), ScalableError> {
 /// then fills past its plan, and [`ScalableBloomFilter::is_over_capacity`] says so. No key is
 /// ever dropped.
 ///
-/// Lookups probe one stage after another, newest first: a key that is absent costs one probe
-/// per stage.
+/// Lookups hash a key once and probe one stage after another, newest first: a key that is
+/// absent costs one probe per stage.
 #[derive(Clone, Debug)]
 pub struct ScalableBloomFilter {
     plan: Plan,
@@ -402,16 +402,20 @@ impl ScalableBloomFilter {
 
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
         let (encoded, sensitive) = key::prepare(key, self.encoding(), self.foreign_tables())?;
-        if !sensitive && self.stages.iter().rev().any(|s| s.probe_encoded(&encoded)) {
+        // One hash for every stage: they share the rule and the salt. (A chain always has a
+        // stage; the `else` branches keep a panic path out of the hot loop.)
+        let Some(newest) = self.stages.last() else {
+            return Ok(false);
+        };
+        let hash = newest.key_hash(&encoded);
+        if !sensitive && self.stages.iter().rev().any(|s| s.probe_hash(hash)) {
             return Ok(false);
         }
         self.grow_if_full();
-        let newest = self.stages.len() - 1;
-        let stage = self
-            .stages
-            .get_mut(newest)
-            .unwrap_or_else(|| unreachable!("a chain has a stage"));
-        Ok(stage.insert_encoded(&encoded, sensitive))
+        let Some(stage) = self.stages.last_mut() else {
+            return Ok(false);
+        };
+        Ok(stage.insert_hash(hash, sensitive))
     }
 
     /// Inserts every key, as `insert` in a loop; returns how many were added. Byte keys are
@@ -433,11 +437,23 @@ impl ScalableBloomFilter {
     /// Whether a key may have been inserted: `false` is definite. One probe per stage, newest
     /// first, for a key that is absent.
     #[must_use]
+    #[inline]
     pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
         K::answer(
             key::prepare(key, self.encoding(), self.foreign_tables()).map(
                 |(encoded, sensitive)| {
-                    sensitive || self.stages.iter().rev().any(|s| s.probe_encoded(&encoded))
+                    if sensitive {
+                        return true;
+                    }
+                    // One hash for every stage: they share the rule and the salt. (A chain
+                    // always has a stage; the `else` keeps a panic path, which stops the
+                    // compiler hoisting the rule's dispatch out of a caller's loop, away.)
+                    let mut stages = self.stages.iter().rev();
+                    let Some(newest) = stages.next() else {
+                        return true;
+                    };
+                    let hash = newest.key_hash(&encoded);
+                    newest.probe_hash(hash) || stages.any(|s| s.probe_hash(hash))
                 },
             ),
         )

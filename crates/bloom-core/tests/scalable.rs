@@ -279,6 +279,44 @@ fn a_union_past_the_plan_is_over_by_its_rate() {
 }
 
 #[test]
+fn a_chain_answers_as_its_stages_do_for_every_rule_and_layout() {
+    // The chain hashes a key once for all its stages; each stage alone hashes it itself.
+    for (rule, salt, fpr) in [
+        (PositionRule::Xxh3_128, None, 0.01),
+        (PositionRule::Xxh3_128, Some(&b"salt"[..]), 0.2),
+        (PositionRule::Xxh3_64, None, 0.01),
+        (PositionRule::Xxh64, None, 0.01),
+        (PositionRule::Sha256Double, Some(&b"pepper"[..]), 0.05),
+        (PositionRule::Sha256Split4, None, 0.3),
+    ] {
+        let mut builder = ScalableBloomFilter::builder(50)
+            .false_positive_rate(fpr)
+            .tightening(0.3)
+            .rule(rule);
+        if let Some(salt) = salt {
+            builder = builder.salt(Salt::new(salt).unwrap());
+        }
+        let mut chain = builder.build().unwrap();
+        for i in 0..2_000 {
+            let key = format!("k{i}");
+            let before = chain.stages().iter().any(|s| s.contains(key.as_str()));
+            assert_eq!(chain.insert(key.as_str()), !before, "{rule}");
+        }
+        let layouts: Vec<_> = chain.stages().iter().map(|s| s.config().layout()).collect();
+        assert!(chain.stages().len() >= 5, "{rule}");
+        for i in 0..20_000 {
+            let key = format!("q{i}");
+            let alone = chain.stages().iter().any(|s| s.contains(key.as_str()));
+            assert_eq!(
+                chain.contains(key.as_str()),
+                alone,
+                "{rule} {layouts:?} {key}"
+            );
+        }
+    }
+}
+
+#[test]
 fn growth_stops_at_the_growth_limit_and_no_key_is_lost() {
     let plain = ScalableBloomFilter::with_capacity(1_000, 0.01).unwrap();
     let first = plain.payload_len();

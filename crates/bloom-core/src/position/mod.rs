@@ -239,6 +239,14 @@ impl PositionHasher {
         Some(self.block_at(h1, h2))
     }
 
+    /// [`PositionHasher::block_of`] for a filter known to have the blocked layout (a compiled
+    /// kernel's).
+    #[inline(always)]
+    pub(crate) fn blocked_at(&self, hash: KeyHash) -> Block {
+        let [h1, h2, ..] = hash.0;
+        self.block_at(h1, h2)
+    }
+
     /// The blocked layout's block for the hash words `h1` (which block) and `h2` (its bits).
     #[inline(always)]
     fn block_at(&self, h1: u64, h2: u64) -> Block {
@@ -370,6 +378,15 @@ impl Block {
 /// `sha256-split4`, two for the others): everything its positions are computed from.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct KeyHash([u64; 4]);
+
+impl KeyHash {
+    /// The first 8-byte word: the whole hash of the 64-bit rules, the low half of
+    /// `xxh3-128`'s.
+    #[inline(always)]
+    pub(crate) const fn first(self) -> u64 {
+        self.0[0]
+    }
+}
 
 /// A key's digest tells where it lands; like the salted state, it is never shown.
 impl fmt::Debug for KeyHash {
