@@ -133,12 +133,13 @@ fn print_metrics(m: &Metrics) {
         m.false_positives, m.predicted_false_positive_rate
     );
     println!(
-        "  size                      {} bits, {} positions per key, {:.1}% of bits set, about {:.0} keys of the {} planned{}",
+        "  size                      {} bits, {} positions per key, {:.1}% of bits set, about {:.0} keys of the {} planned ({} more fit){}",
         m.bits,
         m.hashes,
         100.0 * m.fill_ratio,
         m.estimated_items,
         m.capacity,
+        m.remaining_capacity,
         if m.over_capacity {
             " (over capacity: a rebuild grows it)"
         } else {

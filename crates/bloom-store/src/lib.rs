@@ -134,6 +134,14 @@
 //! snapshots read and the filters a growth rebuild makes
 //! ([`Metrics::capacity_limited`] says when growth stopped there).
 //!
+//! **Capacity.** A filter planned for `capacity` keys at a rate records that plan in its
+//! snapshots. [`Metrics`] says how it stands: [`Metrics::remaining_capacity`], and
+//! [`Metrics::over_capacity`] once its estimated items pass the capacity or its predicted
+//! false-positive rate passes [`Metrics::false_positive_rate_limit`] (the target plus the
+//! estimate's noise, as `bloom inspect` judges the snapshot). Past its plan a filter still
+//! never reports a committed key absent; it only sends more lookups to the store, until
+//! [`FilteredStore::rebuild`] grows it.
+//!
 //! **Secrets.** A salted snapshot contains its salt: keep it as private as the salt. The
 //! salt is never printed by `Debug`.
 

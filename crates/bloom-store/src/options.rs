@@ -320,7 +320,9 @@ impl FilterOptions {
             SaltPolicy::Fixed(salt) => salt.clone(),
             SaltPolicy::Random => Salt::random()?,
         };
+        // Recorded in the snapshot, so that `bloom inspect` judges it as the metrics do.
         let config = FilterConfig::new(params)
+            .with_plan(bloom_core::Plan::new(capacity, self.false_positive_rate))
             .with_encoding(self.encoding)
             .with_salt(salt)?
             .with_rule(self.new_rule())?;

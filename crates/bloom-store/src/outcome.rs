@@ -299,8 +299,24 @@ pub struct Metrics {
     pub estimated_items: f64,
     /// The number of keys the filter was planned for.
     pub capacity: u64,
-    /// Whether the estimate passed the capacity: the false-positive rate is degrading, and a
-    /// rebuild would grow the filter.
+    /// The false-positive rate the filter was planned for
+    /// ([`FilterOptions::false_positive_rate`](crate::FilterOptions::false_positive_rate)).
+    pub target_false_positive_rate: f64,
+    /// The estimated rate past which the filter is over its target: the target plus four
+    /// standard deviations of the estimate ([`bloom_core::Capacity::rate_limit`]), so that a
+    /// filter filled exactly to its plan is not called over by chance.
+    pub false_positive_rate_limit: f64,
+    /// Keys that still fit the plan: the capacity less the estimated items, 0 once over.
+    pub remaining_capacity: u64,
+    /// Whether the predicted false-positive rate passed
+    /// [`Metrics::false_positive_rate_limit`]: "maybe" answers, each a store lookup, come more
+    /// often than planned. Also catches bits the item estimate does not explain (removed
+    /// keys a plain filter still holds).
+    pub over_target_rate: bool,
+    /// Whether the filter is past its plan: the estimated items passed the capacity, or
+    /// [`Metrics::over_target_rate`]. The filter still answers correctly, only with more
+    /// store lookups; [`FilteredStore::rebuild`](crate::FilteredStore::rebuild) grows it
+    /// (unless [`Metrics::capacity_limited`]).
     pub over_capacity: bool,
     /// Whether the filter's capacity was cut to fit `max_snapshot_bytes`: a rebuild cannot
     /// grow it further, and the false-positive rate stays above the target once the store

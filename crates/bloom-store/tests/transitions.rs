@@ -256,17 +256,78 @@ fn a_filter_past_capacity_reports_it_and_a_rebuild_grows_it() {
         FilterOptions::new(100, 0.01),
     )
     .unwrap();
-    insert_all(&store, &keys(0..400));
+    // Within the plan: nothing reported.
+    insert_all(&store, &keys(0..90));
+    let within = store.metrics();
+    assert!(
+        !within.over_capacity && !within.over_target_rate,
+        "{within:?}"
+    );
+    assert_eq!(within.target_false_positive_rate, 0.01);
+    assert!(
+        within.remaining_capacity > 0 && within.remaining_capacity <= 20,
+        "{within:?}"
+    );
+    assert!(within.false_positive_rate_limit > 0.01 && within.false_positive_rate_limit < 0.03);
+    insert_all(&store, &keys(90..400));
     let before = store.metrics();
     assert!(before.over_capacity, "{before:?}");
+    assert!(before.over_target_rate, "{before:?}");
+    assert_eq!(before.remaining_capacity, 0);
     assert!(!before.capacity_limited);
     assert!(before.predicted_false_positive_rate > 0.05);
     let report = store.rebuild().unwrap();
     assert!(report.capacity >= 700, "{report:?}");
     assert!(!report.capacity_limited);
     let after = store.metrics();
-    assert!(!after.over_capacity);
+    assert!(!after.over_capacity && !after.over_target_rate, "{after:?}");
+    assert_eq!(after.capacity, report.capacity);
+    assert!(after.remaining_capacity >= 300, "{after:?}");
     assert!(after.bits > before.bits);
     assert!(after.predicted_false_positive_rate < 0.01);
     assert_all_present(&store, &keys(0..400));
+    // The grown filter's snapshot records its new plan, for `bloom inspect` to judge alike.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grown.bloom");
+    store.save_snapshot(&path).unwrap();
+    let reader =
+        bloom_format::SnapshotReader::open(&path, &bloom_format::DecodeOptions::unlimited())
+            .unwrap();
+    let plan = reader.header().plan.expect("a plan is recorded");
+    assert_eq!(
+        (plan.capacity, plan.false_positive_rate),
+        (report.capacity, 0.01)
+    );
+}
+
+#[test]
+fn a_scalable_snapshot_dropped_in_is_bypassed_and_rebuilt() {
+    // A chain from `bloom build --scalable` at the store's snapshot path: not a filter this
+    // wrapper can trust, so every lookup asks the store until the rebuild.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("filter.bloom");
+    let mut chain = bloom_core::ScalableBloomFilter::with_capacity(10, 0.01).unwrap();
+    chain.insert_all(["a", "b"]);
+    bloom_format::write_atomic(&path, &chain.to_snapshot_at(1).encode()).unwrap();
+    let committed = keys(0..50);
+    let refs: Vec<&str> = committed.iter().map(String::as_str).collect();
+    let (store, outcome) = FilteredStore::open(
+        support::memory_store_with(&refs),
+        options().with_snapshot(&path),
+    )
+    .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            OpenOutcome::Bypassed(BypassReason::Incompatible(Incompatibility::Unsupported(
+                bloom_core::SnapshotError::IsScalable
+            )))
+        ),
+        "{outcome:?}"
+    );
+    assert_all_present(&store, &committed);
+    assert_eq!(store.contains("a").unwrap(), Lookup::AbsentBypassed);
+    store.rebuild().unwrap();
+    assert!(matches!(store.mode(), Mode::Trusted));
+    assert_all_present(&store, &committed);
 }

@@ -315,6 +315,21 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let false_positives = c.false_positives.load(Ordering::Relaxed);
         let negatives = avoided + false_positives;
         let estimated_items = filter.estimated_items();
+        let predicted = filter.estimated_false_positive_rate();
+        let config = filter.config();
+        let target = self.options.false_positive_rate;
+        // Judged as the filters judge themselves (and `bloom inspect` their snapshots).
+        let standing = bloom_core::Plan::new(state.capacity.max(1), target).map(|plan| {
+            bloom_core::Capacity::from_estimate(
+                plan,
+                estimated_items.round() as u64,
+                predicted,
+                config.bits(),
+                config.hashes(),
+            )
+        });
+        let rate_limit = standing.map_or(target, |s| s.rate_limit);
+        let over_target_rate = standing.is_some_and(|s| s.is_over_rate());
         Metrics {
             queries: c.queries.load(Ordering::Relaxed),
             store_lookups: c.store_lookups.load(Ordering::Relaxed),
@@ -328,15 +343,19 @@ impl<S: PrimaryStore> FilteredStore<S> {
             saturated_counters: filter.saturated_counters().unwrap_or(0),
             observed_false_positive_rate: (negatives > 0)
                 .then(|| false_positives as f64 / negatives as f64),
-            predicted_false_positive_rate: filter.estimated_false_positive_rate(),
+            predicted_false_positive_rate: predicted,
             fill_ratio: filter.fill_ratio(),
             estimated_items,
             capacity: state.capacity,
-            over_capacity: estimated_items > state.capacity as f64,
+            target_false_positive_rate: target,
+            false_positive_rate_limit: rate_limit,
+            remaining_capacity: standing.map_or(0, |s| s.remaining()),
+            over_target_rate,
+            over_capacity: estimated_items > state.capacity as f64 || over_target_rate,
             capacity_limited: state.capacity_limited,
             mode: state.mode.clone(),
-            bits: filter.config().bits(),
-            hashes: filter.config().hashes(),
+            bits: config.bits(),
+            hashes: config.hashes(),
         }
     }
 
