@@ -115,9 +115,18 @@ fn create_add_check_export_import_info_delete() {
         "unicode_version_normalization",
         "unicode_version_casing",
         "unicode_tables_match_this_build",
+        "planned_capacity",
+        "target_false_positive_rate",
+        "false_positive_rate_limit",
+        "remaining_capacity",
+        "over_capacity",
     ] {
         assert_eq!(json[key], inspected[key], "{key}");
     }
+    // The plan of `create --items --fpr` went along through export and import.
+    assert_eq!(json["planned_capacity"], 5000);
+    assert_eq!(json["remaining_capacity"], 3000);
+    assert_eq!(json["over_capacity"], false);
     // A snapshot on standard input imports as the file does.
     bloom()
         .args(["redis", "import", "-"])

@@ -59,4 +59,4 @@ pub use filter::{
     Info, RedisFilter, Restore, fit_to_allocator, meta_key, plan_for_allocator, shard_key,
 };
 pub use module::ModuleUse;
-pub use shared::{SharedError, SharedFilteredStore, SharedOpen};
+pub use shared::{SharedError, SharedFilteredStore, SharedMetrics, SharedOpen};

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use bloom_format::sharded::{self, CONFIG_FIELDS, ShardMarkers, config_text, config_values};
-use bloom_format::{DatasetGeneration, Header, HistoryDigest, StoreBinding, StoreIdentity, unhex};
+use bloom_format::{
+    DatasetGeneration, Header, HistoryDigest, Plan, StoreBinding, StoreIdentity, unhex,
+};
 
 use crate::error::RedisFilterError;
 
@@ -105,6 +107,13 @@ pub(crate) fn fields(
     ];
     fields.extend(CONFIG_FIELDS.into_iter().zip(config_values(header)));
     fields.push(("items", header.item_count.to_string()));
+    // The plan is not part of the markers: it says what the filter was sized for, never
+    // where bits land.
+    let (capacity, rate) = header.plan.map_or((String::new(), String::new()), |p| {
+        (p.capacity.to_string(), p.false_positive_rate.to_string())
+    });
+    fields.push(("capacity", capacity));
+    fields.push(("target_fpr", rate));
     fields.extend(coverage_fields(header.dataset_generation, header.store));
     fields
 }
@@ -150,6 +159,25 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
     };
     header.dataset_generation = DatasetGeneration::new(number("generation")?);
     header.item_count = number("items")?;
+    header.plan = match (get("capacity"), get("target_fpr")) {
+        // Filters created before the plan was recorded, or sized by m and k alone.
+        ("", "") => None,
+        (capacity, rate) => {
+            let capacity = sharded::parse_number("capacity", capacity)
+                .map_err(|e| bad(e.field, &e.expected))?;
+            let plan = rate
+                .parse::<f64>()
+                .ok()
+                .filter(|r| r.to_string() == rate)
+                .and_then(|r| Plan::new(capacity, r));
+            Some(plan.ok_or_else(|| {
+                bad(
+                    "target_fpr",
+                    "with a capacity of at least 1, a rate strictly between 0 and 1 written as its shortest decimal",
+                )
+            })?)
+        }
+    };
     header.store = match (get("store_identity"), get("history_digest")) {
         ("", "") => None,
         (identity, history) => {

@@ -164,6 +164,54 @@ fn metadata_is_checked_and_never_guessed() {
 }
 
 #[test]
+fn a_plan_is_recorded_beside_the_filter_checked_and_exported() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let planned = config(4, 1000).with_plan(bloom_core::Plan::new(1000, 0.01));
+    let filter = RedisFilter::create(&target, "p", planned).unwrap();
+    filter.insert_all(keys("k", 300)).unwrap();
+    let opened = RedisFilter::open(&target, "p").unwrap();
+    assert_eq!(opened.config().plan(), bloom_core::Plan::new(1000, 0.01));
+    let info = opened.info().unwrap();
+    let capacity = info.capacity.unwrap();
+    assert_eq!((capacity.items, capacity.remaining()), (300, 700));
+    assert!(!capacity.is_over());
+    // The export is a version 3 snapshot with the plan, judged alike by `bloom inspect`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.bloom");
+    let header = opened.export(&path).unwrap();
+    assert_eq!(header.plan, bloom_core::Plan::new(1000, 0.01));
+    // The plan is not part of the markers: an open with a config of no plan still matches.
+    RedisFilter::open_or_create(&target, "p", config(4, 1000), bloom_redis::Durability::None)
+        .unwrap();
+    // Damaged plan fields are refused by name, never guessed.
+    let meta = bloom_redis::meta_key("p");
+    for (capacity, rate) in [
+        ("1000", ""),
+        ("", "0.01"),
+        ("0", "0.01"),
+        ("1000", "1.5"),
+        ("1000", "0"),
+        ("1000", "NaN"),
+        ("1000", "0.0100"),
+        ("01000", "0.01"),
+        ("-5", "0.01"),
+    ] {
+        server.cli(&["HSET", &meta, "capacity", capacity, "target_fpr", rate]);
+        let result = RedisFilter::open(&target, "p");
+        assert!(
+            matches!(result, Err(RedisFilterError::Metadata { .. })),
+            "{capacity:?} {rate:?}: {result:?}"
+        );
+    }
+    // Both empty: a filter without a plan (as filters made before plans were recorded).
+    server.cli(&["HSET", &meta, "capacity", "", "target_fpr", ""]);
+    let bare = RedisFilter::open(&target, "p").unwrap();
+    assert_eq!(bare.config().plan(), None);
+    assert!(bare.info().unwrap().capacity.is_none());
+}
+
+#[test]
 fn lost_state_is_detected_and_never_answered_from() {
     let mut server = RedisServer::start();
     let target = server.target();

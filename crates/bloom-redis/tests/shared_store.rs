@@ -452,3 +452,71 @@ fn a_new_filter_is_trusted_at_the_first_open() {
     );
     assert_eq!(b.contains("x").unwrap(), Lookup::Present);
 }
+
+#[test]
+fn metrics_count_this_process_and_judge_the_shared_filter_against_its_plan() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let (a, _) = open(&db, &server);
+    // Before a filter exists: counts, and the reason the filter cannot be read.
+    let m = a.metrics();
+    assert!(
+        !m.trusted && m.filter.is_err() && !m.over_capacity(),
+        "{m:?}"
+    );
+    // Planned for 1,000 keys at 1 %, recorded in the metadata.
+    let params = FilterParams::planned(Layout::sharded(4).unwrap(), 1_000, 0.01).unwrap();
+    let planned = FilterConfig::new(params).with_plan(bloom_core::Plan::new(1_000, 0.01));
+    a.rebuild(planned).unwrap();
+    let keys: Vec<String> = (0..800).map(|i| format!("record-{i}")).collect();
+    assert_eq!(
+        a.insert_all(&keys).unwrap().iter().filter(|n| **n).count(),
+        800
+    );
+    let strangers: Vec<String> = (0..2_000).map(|i| format!("stranger-{i}")).collect();
+    let answers = a.contains_each(&strangers).unwrap();
+    let m = a.metrics();
+    assert_eq!((m.queries, m.inserts), (2_000, 800));
+    assert_eq!(m.lookups_avoided + m.store_lookups, 2_000);
+    let refuted = answers
+        .iter()
+        .filter(|l| **l == Lookup::FalsePositive)
+        .count() as u64;
+    assert_eq!(m.false_positives, refuted);
+    assert_eq!(
+        m.store_lookups, refuted,
+        "every stranger the filter passed was refuted"
+    );
+    let info = m.filter.as_ref().unwrap();
+    let capacity = info.capacity.expect("the plan is recorded");
+    assert_eq!((capacity.plan.capacity, capacity.items), (1_000, 800));
+    assert_eq!(capacity.remaining(), 200);
+    assert!(!m.over_capacity(), "{m:?}");
+    // A second process sees the same filter past its plan once more keys went in.
+    let (b, _) = open(&db, &server);
+    let more: Vec<String> = (800..3_000).map(|i| format!("record-{i}")).collect();
+    b.insert_all(&more).unwrap();
+    let m = a.metrics();
+    assert!(m.over_capacity(), "{m:?}");
+    let capacity = m.filter.as_ref().unwrap().capacity.unwrap();
+    assert!(
+        capacity.is_over_items() && capacity.is_over_rate(),
+        "{capacity:?}"
+    );
+    // Over its plan, no committed key is reported absent.
+    let all: Vec<String> = keys.into_iter().chain(more).collect();
+    assert_committed_present(&[&a, &b], &all);
+    // A filter created without a plan reports none.
+    let (c, _) = SharedFilteredStore::open_with_grace(
+        SqliteStore::open(dir.path().join("other.sqlite")).unwrap(),
+        server.target(),
+        "unplanned",
+        KeyEncoding::Nfc,
+        Duration::from_millis(50),
+    )
+    .unwrap();
+    c.rebuild(config()).unwrap();
+    let m = c.metrics();
+    assert!(m.filter.as_ref().unwrap().capacity.is_none() && !m.over_capacity());
+}

@@ -267,7 +267,13 @@ fn create(args: &RedisCreateArgs) -> CmdResult {
             args.limit.max_bytes
         )));
     }
+    // The plan is recorded in the metadata, for `redis info` to judge the filter against.
+    let plan = match args.size.size()? {
+        Size::Planned { items, fpr } => bloom_core::Plan::new(items, fpr),
+        Size::Explicit { .. } => None,
+    };
     let config = FilterConfig::new(params)
+        .with_plan(plan)
         .with_encoding(args.encoding)
         .with_salt(args.salt.clone())
         .and_then(|c| c.with_rule(rule))
@@ -495,11 +501,16 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             "estimated_false_positive_rate": number(info.estimated_false_positive_rate),
             "durability": durability_json(info.durability),
             "shards_intact": true,
+            "planned_capacity": h.plan.map(|p| p.capacity),
+            "target_false_positive_rate": h.plan.map(|p| number(p.false_positive_rate)),
+            "false_positive_rate_limit": info.capacity.map(|c| number(c.rate_limit)),
+            "remaining_capacity": info.capacity.map(|c| c.remaining()),
+            "over_capacity": info.capacity.map(|c| c.is_over()),
         });
         out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&format!(
-            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nunicode tables: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\ndurability: {}\nshards: intact\n",
+            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nunicode tables: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\n{}durability: {}\nshards: intact\n",
             args.at.name,
             h.bit_count,
             h.hash_count,
@@ -520,6 +531,22 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             show(bloom_core::estimate::fill_ratio(info.set_bits, h.bit_count)),
             show(info.estimated_items),
             show(info.estimated_false_positive_rate),
+            info.capacity.map_or_else(
+                || "capacity: not recorded (created without --items and --fpr)\n".to_owned(),
+                |c| format!(
+                    "capacity: {} of {} items ({} remaining); estimated false-positive rate {} against a target of {}: {}\n",
+                    c.items,
+                    c.plan.capacity,
+                    c.remaining(),
+                    show(c.estimated_false_positive_rate),
+                    show(c.plan.false_positive_rate),
+                    if c.is_over() {
+                        "OVER CAPACITY, rebuild it larger"
+                    } else {
+                        "within plan"
+                    }
+                )
+            ),
             durability_text(info.durability),
         ))?;
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-use bloom_core::estimate;
+use bloom_core::{Capacity, estimate};
 use bloom_format::{
     AtomicFile, DatasetGeneration, DecodeOptions, Header, SnapshotReader, SnapshotWriter,
     StoreBinding, WriteOptions,
@@ -39,6 +39,10 @@ pub struct Info {
     pub estimated_items: f64,
     /// The false-positive rate at the current fill (the mean over shards).
     pub estimated_false_positive_rate: f64,
+    /// How the filter stands against the plan its metadata records (`capacity`,
+    /// `target_fpr`), judged as local filters are ([`Capacity::from_estimate`] with the
+    /// metadata's `items`); `None` for a filter created without a plan.
+    pub capacity: Option<Capacity>,
 }
 
 impl fmt::Debug for Info {
@@ -56,6 +60,7 @@ impl fmt::Debug for Info {
                 "estimated_false_positive_rate",
                 &self.estimated_false_positive_rate,
             )
+            .field("capacity", &self.capacity)
             .finish_non_exhaustive()
     }
 }
@@ -297,16 +302,16 @@ impl RedisFilter {
         }
         let set_bits: u64 = per_shard.iter().sum();
         let (m, k) = (self.config.bits(), self.config.hashes());
+        let rate = estimate::partitioned_false_positive_rate(per_shard, self.shard_bits, k);
         Ok(Info {
+            capacity: header
+                .plan
+                .map(|plan| Capacity::from_estimate(plan, header.item_count, rate, m, k)),
             header,
             durability: self.durability,
             set_bits,
             estimated_items: estimate::estimated_items(set_bits, m, k),
-            estimated_false_positive_rate: estimate::partitioned_false_positive_rate(
-                per_shard,
-                self.shard_bits,
-                k,
-            ),
+            estimated_false_positive_rate: rate,
         })
     }
 

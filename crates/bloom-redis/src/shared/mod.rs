@@ -2,8 +2,11 @@
 //! Redis and shared by every process that writes the store.
 
 mod attach;
+mod metrics;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+pub use metrics::SharedMetrics;
+
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -143,7 +146,7 @@ pub struct SharedFilteredStore<S> {
     /// How often a bypassed wrapper's queries look for a repaired filter.
     reattach_every: Duration,
     grace: Duration,
-    lookups_avoided: AtomicU64,
+    counters: metrics::Counters,
 }
 
 impl<S> std::fmt::Debug for SharedFilteredStore<S> {
@@ -216,7 +219,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             last_attach: Mutex::new(Instant::now()),
             reattach_every: REATTACH_EVERY,
             grace,
-            lookups_avoided: AtomicU64::new(0),
+            counters: metrics::Counters::default(),
         };
         let outcome = wrapper.attach()?;
         Ok((wrapper, outcome))
@@ -252,7 +255,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Queries answered "absent" without asking the store.
     #[must_use]
     pub fn lookups_avoided(&self) -> u64 {
-        self.lookups_avoided.load(Ordering::Relaxed)
+        self.counters.lookups_avoided.load(Ordering::Relaxed)
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Attached> {
@@ -334,15 +337,17 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .filter(|&(i, _)| asked(i))
             .map(|(_, key)| key.as_bytes())
             .collect();
-        let avoided = (encoded.len() - ask.len()) as u64;
-        self.lookups_avoided.fetch_add(avoided, Ordering::Relaxed);
+        let c = &self.counters;
+        metrics::Counters::add(&c.queries, encoded.len());
+        metrics::Counters::add(&c.lookups_avoided, encoded.len() - ask.len());
+        metrics::Counters::add(&c.store_lookups, ask.len());
         let present = if ask.is_empty() {
             Vec::new()
         } else {
             self.store.contains_each(&ask).map_err(SharedError::Store)?
         };
         let mut present = present.into_iter();
-        Ok((0..encoded.len())
+        let answers: Vec<Lookup> = (0..encoded.len())
             .map(|i| {
                 if !asked(i) {
                     return Lookup::AbsentByFilter;
@@ -355,7 +360,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                     (false, false) => Lookup::AbsentBypassed,
                 }
             })
-            .collect())
+            .collect();
+        let refuted = answers
+            .iter()
+            .filter(|a| **a == Lookup::FalsePositive)
+            .count();
+        metrics::Counters::add(&c.false_positives, refuted);
+        Ok(answers)
     }
 
     /// A bypassed wrapper looks for a repaired filter every few seconds.
@@ -435,9 +446,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.confirm_bits(&encoded, epoch)?;
         // A store that answered for fewer keys than it was given reports the rest as not
         // new: never more than it committed.
-        Ok((0..encoded.len())
+        let new: Vec<bool> = (0..encoded.len())
             .map(|i| committed.get(i).is_some_and(Option::is_some))
-            .collect())
+            .collect();
+        metrics::Counters::add(&self.counters.inserts, new.iter().filter(|n| **n).count());
+        Ok(new)
     }
 
     /// After a commit: the bits set under `epoch` are still in the shared filter, or are set

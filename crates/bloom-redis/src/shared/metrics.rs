@@ -1,0 +1,104 @@
+//! [`SharedMetrics`]: what one [`SharedFilteredStore`] counted, and how the shared filter
+//! stands against the plan it was created with.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bloom_store::PrimaryStore;
+
+use super::SharedFilteredStore;
+use crate::error::RedisFilterError;
+use crate::filter::Info;
+
+/// This process's counts.
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) queries: AtomicU64,
+    pub(super) store_lookups: AtomicU64,
+    pub(super) lookups_avoided: AtomicU64,
+    pub(super) false_positives: AtomicU64,
+    pub(super) inserts: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// What [`SharedFilteredStore::metrics`] reports: this process's counts since it opened, and
+/// the shared filter as Redis holds it (counted by Redis, for every process at once).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct SharedMetrics {
+    /// Membership queries answered by this process.
+    pub queries: u64,
+    /// Queries that went to the store.
+    pub store_lookups: u64,
+    /// Queries answered "absent" by the shared filter alone.
+    pub lookups_avoided: u64,
+    /// Filter "maybe" answers that the store refuted.
+    pub false_positives: u64,
+    /// Keys this process committed that the store did not have.
+    pub inserts: u64,
+    /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
+    /// keys that were absent, while trusted. `None` before any such query.
+    pub observed_false_positive_rate: Option<f64>,
+    /// Whether this process answers from the shared filter.
+    pub trusted: bool,
+    /// The shared filter's state ([`RedisFilter::info`](crate::RedisFilter::info): its set
+    /// bits, estimates, and [`Info::capacity`], how it stands against the plan it was created
+    /// with), or why it could not be read: no filter attached, Redis unreachable, a shard
+    /// lost.
+    pub filter: Result<Info, RedisFilterError>,
+}
+
+impl SharedMetrics {
+    /// Whether the shared filter is past the plan it was created with: more items than its
+    /// capacity, or an estimated false-positive rate above the target by more than the
+    /// estimate's noise. Queries then go to the store more often than planned (never
+    /// wrongly); the remedy is a larger filter: delete it and
+    /// [`SharedFilteredStore::rebuild`] with a larger configuration (writers fail against
+    /// the deleted filter and attach to the new one). `false` when the filter could not be
+    /// read or records no plan.
+    #[must_use]
+    pub fn over_capacity(&self) -> bool {
+        self.filter
+            .as_ref()
+            .ok()
+            .and_then(|info| info.capacity)
+            .is_some_and(|c| c.is_over())
+    }
+}
+
+impl<S: PrimaryStore> SharedFilteredStore<S> {
+    /// This process's counts and the shared filter's state. The filter's part asks Redis
+    /// (one `BITCOUNT` per shard, pipelined, and the metadata): call it as a gauge is
+    /// scraped, not on every query.
+    pub fn metrics(&self) -> SharedMetrics {
+        let c = &self.counters;
+        let avoided = c.lookups_avoided.load(Ordering::Relaxed);
+        let false_positives = c.false_positives.load(Ordering::Relaxed);
+        let negatives = avoided + false_positives;
+        let (filter, trusted) = {
+            let state = self.read();
+            let filter = match &state.filter {
+                Some(filter) => filter.info(),
+                None => Err(RedisFilterError::Protocol(
+                    "no shared filter is attached: Redis was unreachable or the filter lost".into(),
+                )),
+            };
+            (filter, state.trusted)
+        };
+        SharedMetrics {
+            queries: c.queries.load(Ordering::Relaxed),
+            store_lookups: c.store_lookups.load(Ordering::Relaxed),
+            lookups_avoided: avoided,
+            false_positives,
+            inserts: c.inserts.load(Ordering::Relaxed),
+            observed_false_positive_rate: (negatives > 0)
+                .then(|| false_positives as f64 / negatives as f64),
+            trusted,
+            filter,
+        }
+    }
+}
