@@ -1,10 +1,13 @@
 //! Snapshot decoding, every loader, and the round trips: any bytes either fail with a typed
 //! error or are a snapshot whose encoding is those exact bytes, which the streaming reader
-//! reads the same, and which every filter kind loads and writes back bit for bit.
+//! reads the same, and which every filter kind (a scalable chain among them) loads and writes
+//! back bit for bit.
 
 #![no_main]
 
-use bloom_core::{AtomicBloomFilter, BitsError, BloomFilter, CountingBloomFilter};
+use bloom_core::{
+    AtomicBloomFilter, BitsError, BloomFilter, CountingBloomFilter, ScalableBloomFilter,
+};
 use bloom_format::{DecodeOptions, LayoutId, Snapshot};
 use libfuzzer_sys::fuzz_target;
 
@@ -32,6 +35,28 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let header = snapshot.header();
+    if header.layout == LayoutId::Scalable {
+        let Ok(mut chain) = ScalableBloomFilter::from_snapshot(&snapshot) else {
+            return;
+        };
+        let again = chain.to_snapshot_at(header.dataset_generation);
+        assert_eq!(again.payload(), snapshot.payload());
+        assert_eq!(again.header().scalable, header.scalable);
+        assert_eq!(again.header().plan, header.plan);
+        assert_eq!(chain.items_inserted(), header.item_count);
+        let rate = chain.estimated_false_positive_rate();
+        assert!((0.0..=1.0).contains(&rate), "{rate}");
+        let _ = chain.is_over_capacity();
+        // Growth within a limit never loses a key, never passes the limit it can keep.
+        let limit = chain.payload_len().max(1 << 16);
+        chain.set_growth_limit(Some(limit));
+        for key in ["key", "", "caf\u{e9}", "\u{1f600}"] {
+            chain.insert(key);
+            assert!(chain.contains(key));
+        }
+        assert!(chain.payload_len() <= limit);
+        return;
+    }
     if header.layout == LayoutId::Counting4 {
         if let Ok(filter) = CountingBloomFilter::from_snapshot(&snapshot) {
             let again = filter.to_snapshot_at(header.dataset_generation);
