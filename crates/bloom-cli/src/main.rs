@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod error;
 mod files;
+mod filters;
 mod keys;
 mod output;
 mod progress;

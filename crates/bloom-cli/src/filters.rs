@@ -1,0 +1,218 @@
+//! [`AnyFilter`]: a filter as the commands hold it (plain, counting or a scalable chain),
+//! what it says about itself after a command (the summary line, the verdict against its
+//! plan), and [`Answering`], what answers `check`.
+
+use bloom_core::{
+    BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig, KeyError, ScalableBloomFilter,
+};
+use bloom_format::Header;
+
+use crate::error::{CmdResult, Failure};
+
+/// A filter as a command holds it: plain, counting (layout `counting-4bit`), or a scalable
+/// chain (layout `scalable`).
+pub(crate) enum AnyFilter {
+    Plain(BloomFilter),
+    Counting(CountingBloomFilter),
+    Scalable(ScalableBloomFilter),
+}
+
+impl AnyFilter {
+    /// The configuration keys are encoded with: a chain's newest stage's, whose encoding,
+    /// tables and salt every stage shares.
+    pub(crate) fn config(&self) -> &FilterConfig {
+        match self {
+            Self::Plain(f) => f.config(),
+            Self::Counting(f) => f.config(),
+            Self::Scalable(f) => f.newest_stage().config(),
+        }
+    }
+
+    pub(crate) fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
+        match self {
+            Self::Plain(f) => f.insert(key),
+            Self::Counting(f) => f.insert(key),
+            Self::Scalable(f) => f.insert(key),
+        }
+    }
+
+    /// Inserts keys already encoded with the filter's encoding.
+    pub(crate) fn insert_all<'k>(&mut self, keys: impl Iterator<Item = EncodedKey<'k>>) {
+        match self {
+            Self::Plain(f) => {
+                f.insert_all(keys);
+            }
+            Self::Counting(f) => {
+                f.insert_all(keys);
+            }
+            Self::Scalable(f) => {
+                f.insert_all(keys);
+            }
+        }
+    }
+
+    /// The estimated number of distinct keys in the filter.
+    pub(crate) fn estimated_items(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_items(),
+            Self::Counting(f) => f.estimated_items(),
+            Self::Scalable(f) => f.stages().iter().map(BloomFilter::estimated_items).sum(),
+        }
+    }
+
+    /// The estimated false-positive rate at the filter's fill.
+    pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
+        match self {
+            Self::Plain(f) => f.estimated_false_positive_rate(),
+            Self::Counting(f) => f.estimated_false_positive_rate(),
+            Self::Scalable(f) => f.estimated_false_positive_rate(),
+        }
+    }
+
+    /// The one-line summary of a command that wrote this filter: `what` (say, "built
+    /// seen.bloom from 1000 keys"), then its size and estimates.
+    pub(crate) fn summary(&self, what: &str) -> String {
+        if let Self::Scalable(chain) = self {
+            let stages = chain.stages().len();
+            return format!(
+                "{what}: a scalable filter of {stages} stage{}, m = {} bits ({} bytes) in all, about {:.0} keys in it ({} more before it grows), estimated false-positive rate {} (bound {})",
+                if stages == 1 { "" } else { "s" },
+                chain.bits(),
+                chain.payload_len(),
+                self.estimated_items(),
+                chain.remaining_capacity(),
+                crate::output::show(self.estimated_false_positive_rate()),
+                crate::output::show(chain.plan().false_positive_rate),
+            );
+        }
+        let config = self.config();
+        let bytes = match self {
+            Self::Counting(_) => config.bits().div_ceil(2),
+            _ => config.params().byte_len(),
+        };
+        format!(
+            "{what}: m = {} bits ({bytes} bytes), k = {}, about {:.0} keys in it, estimated false-positive rate {}",
+            config.bits(),
+            config.hashes(),
+            self.estimated_items(),
+            crate::output::show(self.estimated_false_positive_rate()),
+        )
+    }
+
+    /// How the filter stands against the plan it records, if it records one (a chain judges
+    /// itself: [`AnyFilter::check_capacity`]).
+    fn capacity(&self) -> Option<bloom_core::Capacity> {
+        match self {
+            Self::Plain(f) => f.capacity(),
+            Self::Counting(f) => f.capacity(),
+            Self::Scalable(_) => None,
+        }
+    }
+
+    /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
+    /// written). `name` is the snapshot as the summary names it; `max_bytes` the
+    /// `--max-bytes` a chain may grow to.
+    pub(crate) fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
+        let why = match self {
+            Self::Scalable(chain) => chain_over(name, chain, max_bytes),
+            _ => self.capacity().filter(bloom_core::Capacity::is_over).map(|capacity| {
+                let plan = capacity.plan;
+                format!(
+                    "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
+                    capacity.items,
+                    plan.capacity,
+                    crate::output::show(capacity.estimated_false_positive_rate),
+                    crate::output::show(plan.false_positive_rate),
+                )
+            }),
+        };
+        let Some(why) = why else {
+            return Ok(());
+        };
+        let remedy = if matches!(self, Self::Scalable(_)) {
+            "raise --max-bytes, or build a new chain with a larger --items or --growth"
+        } else {
+            "build a larger filter, or a scalable one (`bloom build --scalable`)"
+        };
+        if strict {
+            return Err(Failure::input(format!(
+                "{why}; --strict: nothing was written ({remedy}, or leave out --strict)"
+            )));
+        }
+        crate::warn(&format!(
+            "warning: {why}; \"maybe\" answers will be more frequent than planned: {remedy}"
+        ));
+        Ok(())
+    }
+
+    /// The header of a snapshot of the filter.
+    pub(crate) fn to_header(&self, generation: bloom_format::DatasetGeneration) -> Header {
+        match self {
+            Self::Plain(f) => f.to_header_at(generation),
+            Self::Counting(f) => f.to_header_at(generation),
+            Self::Scalable(f) => f.to_header_at(generation),
+        }
+    }
+
+    pub(crate) fn for_each_payload_chunk<E>(
+        &self,
+        each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Self::Plain(f) => f.for_each_payload_chunk(each),
+            Self::Counting(f) => f.for_each_payload_chunk(each),
+            Self::Scalable(f) => f.for_each_payload_chunk(each),
+        }
+    }
+
+    /// What answers for this filter: the plain filter that answers as this one does (a
+    /// counting filter's projection, a quarter of its size), or the chain.
+    pub(crate) fn into_answering(self) -> CmdResult<Answering> {
+        match self {
+            Self::Plain(f) => Ok(Answering::One(f)),
+            Self::Counting(f) => f
+                .to_bloom_filter()
+                .map(Answering::One)
+                .map_err(Failure::environment),
+            Self::Scalable(f) => Ok(Answering::Chain(f)),
+        }
+    }
+}
+
+/// A filter that only answers queries: one plain filter, or a chain.
+pub(crate) enum Answering {
+    One(BloomFilter),
+    Chain(ScalableBloomFilter),
+}
+
+/// Why a chain is over its plan, or `None` when it is not.
+fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option<String> {
+    let rate = chain.estimated_false_positive_rate();
+    let target = chain.plan().false_positive_rate;
+    let newest = chain.newest_stage();
+    if chain.is_over_items() {
+        let capacity = newest.config().plan().map_or(0, |p| p.capacity);
+        let stages = chain.stages().len();
+        let cause = if stages >= bloom_format::MAX_STAGES {
+            format!("a chain has at most {stages} stages")
+        } else {
+            format!(
+                "it is {} bytes, and another stage would pass --max-bytes {max_bytes} or could not be allocated",
+                chain.payload_len()
+            )
+        };
+        return Some(format!(
+            "{name} is over its plan: it could not grow ({cause}), so its newest stage holds {} items for a capacity of {capacity}; estimated false-positive rate {} against a bound of {}",
+            newest.items_inserted(),
+            crate::output::show(rate),
+            crate::output::show(target),
+        ));
+    }
+    chain.is_over_capacity().then(|| {
+        format!(
+            "{name} is over its plan: estimated false-positive rate {} against a bound of {}",
+            crate::output::show(rate),
+            crate::output::show(target),
+        )
+    })
+}

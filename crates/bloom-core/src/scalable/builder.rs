@@ -1,0 +1,212 @@
+//! [`ScalableBuilder`]: a chain planned and configured in one expression, the defaults it
+//! starts from, and [`ScalableError`], why a chain could not be made or loaded.
+
+use bloom_format::{LayoutId, Plan};
+
+use crate::bits::{AllocError, BitsError};
+use crate::config::{ConfigError, FilterConfig};
+use crate::encoding::KeyEncoding;
+use crate::filter::BloomFilter;
+use crate::layout::Layout;
+use crate::params::{FilterParams, ParamsError};
+use crate::position::{PositionRule, Salt};
+use crate::snapshot::SnapshotError;
+
+use super::ScalableBloomFilter;
+
+/// Each stage's capacity over the one before it, unless told otherwise: 2 (RedisBloom's
+/// default expansion).
+pub const DEFAULT_GROWTH: u32 = 2;
+
+/// Each stage's false-positive rate over the one before it, unless told otherwise: 0.5.
+pub const DEFAULT_TIGHTENING: f64 = 0.5;
+
+/// Why a scalable filter could not be made or loaded.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScalableError {
+    /// The growth factor is outside `1..=`[`bloom_format::MAX_GROWTH`].
+    #[error("growth factor must be 1 to {max}, got {found}")]
+    Growth {
+        /// The factor asked for.
+        found: u32,
+        /// [`bloom_format::MAX_GROWTH`].
+        max: u32,
+    },
+    /// The tightening ratio is not above 0 and below 1.
+    #[error("tightening ratio must be above 0 and below 1, got {found}")]
+    Tightening {
+        /// The ratio asked for.
+        found: f64,
+    },
+    /// The rule cannot be a stage's: Guava's rules are the standard layout's alone, as a
+    /// Guava stream, which a chain is not.
+    #[error("position rule {rule} cannot be used for a scalable filter")]
+    Rule {
+        /// The rule.
+        rule: PositionRule,
+    },
+    /// A stage's plan is impossible (no items, a rate outside `(0, 1)`, too many bits).
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// The rule, salt and stage layout do not go together.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A stage's bit array cannot be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+    /// The snapshot cannot become a scalable filter in this build.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The snapshot holds a filter of another layout: load it with
+    /// [`BloomFilter::from_snapshot`].
+    #[error("snapshot holds a filter of the {layout} layout, not a scalable filter")]
+    NotScalable {
+        /// The snapshot's layout.
+        layout: LayoutId,
+    },
+}
+
+impl From<BitsError> for ScalableError {
+    fn from(e: BitsError) -> Self {
+        Self::Snapshot(SnapshotError::Bits(e))
+    }
+}
+
+/// A scalable filter planned and configured in one expression.
+///
+/// ```
+/// use bloom_core::{PositionRule, ScalableBloomFilter};
+///
+/// let mut seen = ScalableBloomFilter::builder(1_000)
+///     .false_positive_rate(0.001)
+///     .growth(4)
+///     .rule(PositionRule::Sha256Double)
+///     .build()?;
+/// for i in 0..10_000 {
+///     seen.insert(&format!("record-{i}"));
+/// }
+/// assert_eq!(seen.stages().len(), 3); // 1,000 + 4,000 + 16,000 keys of room
+/// assert!(seen.contains("record-9999"));
+/// # Ok::<(), bloom_core::ScalableError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder makes nothing until `build` is called"]
+pub struct ScalableBuilder {
+    capacity: u64,
+    fpr: f64,
+    growth: u32,
+    tightening: f64,
+    rule: PositionRule,
+    encoding: KeyEncoding,
+    salt: Salt,
+    growth_limit: Option<u64>,
+}
+
+impl ScalableBuilder {
+    /// A builder whose first stage holds `capacity` keys.
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            capacity,
+            fpr: crate::DEFAULT_FALSE_POSITIVE_RATE,
+            growth: DEFAULT_GROWTH,
+            tightening: DEFAULT_TIGHTENING,
+            rule: PositionRule::Xxh3_128,
+            encoding: KeyEncoding::Nfc,
+            salt: Salt::none(),
+            growth_limit: None,
+        }
+    }
+
+    /// The false-positive rate of the whole chain, however many stages it grows (default
+    /// 1 %).
+    pub fn false_positive_rate(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// Each stage's capacity over the one before it (default [`DEFAULT_GROWTH`]).
+    pub fn growth(mut self, growth: u32) -> Self {
+        self.growth = growth;
+        self
+    }
+
+    /// Each stage's false-positive rate over the one before it (default
+    /// [`DEFAULT_TIGHTENING`]). Closer to 1 makes the first stages cheaper and the later
+    /// ones dearer.
+    pub fn tightening(mut self, tightening: f64) -> Self {
+        self.tightening = tightening;
+        self
+    }
+
+    /// The position rule of every stage (default `xxh3-128`, which takes every layout; use
+    /// `sha256-double` with a secret salt for keys an adversary picks). Each stage gets
+    /// [`Layout::default_for`] the rule and its own rate.
+    pub fn rule(mut self, rule: PositionRule) -> Self {
+        self.rule = rule;
+        self
+    }
+
+    /// The key encoding (default NFC).
+    pub fn encoding(mut self, encoding: KeyEncoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
+    /// A secret salt (see [`Salt`]).
+    pub fn salt(mut self, salt: Salt) -> Self {
+        self.salt = salt;
+        self
+    }
+
+    /// The most payload bytes the chain may grow to (see
+    /// [`ScalableBloomFilter::set_growth_limit`]); default none.
+    pub fn growth_limit(mut self, max_payload_bytes: u64) -> Self {
+        self.growth_limit = Some(max_payload_bytes);
+        self
+    }
+
+    /// An empty chain of one stage.
+    ///
+    /// # Errors
+    /// [`ScalableError::Growth`], [`ScalableError::Tightening`], [`ScalableError::Rule`],
+    /// [`ScalableError::Params`] for an impossible plan, [`ScalableError::Config`] for a salt
+    /// the rule does not take, or [`ScalableError::Alloc`].
+    pub fn build(&self) -> Result<ScalableBloomFilter, ScalableError> {
+        check_growth(self.growth, self.tightening)?;
+        if self.rule.is_guava() {
+            return Err(ScalableError::Rule { rule: self.rule });
+        }
+        let plan = Plan::new(self.capacity, self.fpr).ok_or(if self.capacity == 0 {
+            ParamsError::ZeroItems
+        } else {
+            ParamsError::InvalidFalsePositiveRate { found: self.fpr }
+        })?;
+        let template = FilterConfig::new(FilterParams::with_layout(Layout::Standard, 64, 1)?)
+            .with_encoding(self.encoding)
+            .with_salt(self.salt.clone())?;
+        let mut filter = ScalableBloomFilter {
+            plan,
+            growth: self.growth,
+            tightening: self.tightening,
+            stages: Vec::new(),
+            growth_limit: self.growth_limit,
+        };
+        let first = filter.stage_config(0, &template, self.rule)?;
+        filter.stages.push(BloomFilter::new(first)?);
+        Ok(filter)
+    }
+}
+
+pub(super) fn check_growth(growth: u32, tightening: f64) -> Result<(), ScalableError> {
+    if !(1..=bloom_format::MAX_GROWTH).contains(&growth) {
+        return Err(ScalableError::Growth {
+            found: growth,
+            max: bloom_format::MAX_GROWTH,
+        });
+    }
+    if !(tightening > 0.0 && tightening < 1.0) {
+        return Err(ScalableError::Tightening { found: tightening });
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! A chain as a snapshot of the `scalable` layout: its header (the stage directory), its
+//! payload (the stages' bits, oldest first), and the chain a snapshot holds, its stages filled
+//! in place as the payload streams.
+
+use bloom_format::{DatasetGeneration, Header, IdKind, LayoutId, Scalable, Snapshot, Stage};
+
+use crate::bits::BitsError;
+use crate::config::FilterConfig;
+use crate::encoding::UnicodeTables;
+use crate::filter::BloomFilter;
+use crate::snapshot::SnapshotError;
+
+use super::builder::check_growth;
+use super::{ScalableBloomFilter, ScalableError};
+
+impl ScalableBloomFilter {
+    /// The configuration of every stage a scalable header describes, oldest first, checked
+    /// as [`ScalableBloomFilter::from_snapshot`] checks them but with no bits allocated: for
+    /// readers that stream a chain's payload (the stages' payloads follow one another, stage
+    /// `i` taking its `bits() / 8` bytes).
+    ///
+    /// # Errors
+    /// As [`ScalableBloomFilter::from_snapshot`], but for [`ScalableError::Alloc`].
+    pub fn stage_configs(header: &Header) -> Result<Vec<FilterConfig>, ScalableError> {
+        let Some(scalable) = &header.scalable else {
+            return Err(ScalableError::NotScalable {
+                layout: header.layout,
+            });
+        };
+        if header.plan.is_none() {
+            return Err(SnapshotError::Unsupported {
+                kind: IdKind::Layout,
+                found: "scalable without a plan".into(),
+            }
+            .into());
+        }
+        check_growth(scalable.growth, scalable.tightening)?;
+        scalable
+            .stages
+            .iter()
+            .map(|stage| {
+                let mut alone = header.clone();
+                alone.scalable = None;
+                alone.layout = stage.layout;
+                alone.bit_count = stage.bit_count;
+                alone.hash_count = stage.hash_count;
+                alone.plan = Some(stage.plan);
+                Ok(FilterConfig::from_header(&alone)?)
+            })
+            .collect()
+    }
+
+    /// The header of a snapshot of the chain: layout `scalable`, the stages in its
+    /// directory, `m`, `k` and the item count their totals.
+    #[must_use]
+    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        let first = self
+            .stages
+            .first()
+            .unwrap_or_else(|| unreachable!("a chain has a stage"));
+        let mut header = first.config().to_header(dataset_generation.into(), 0);
+        let stages: Vec<Stage> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let config = s.config();
+                let plan = config.plan().unwrap_or(self.plan);
+                let mut stage =
+                    Stage::new(config.bits(), config.hashes(), config.layout().id(), plan);
+                stage.item_count = s.items_inserted();
+                stage
+            })
+            .collect();
+        header.layout = LayoutId::Scalable;
+        header.layout_parameter = 0;
+        header.bit_count = self.bits();
+        header.hash_count = stages.iter().map(|s| s.hash_count).sum();
+        header.item_count = self.items_inserted();
+        header.plan = Some(self.plan);
+        // One record of the tables for all stages: "not recorded" once a stage's differ
+        // from the first's (keys outside ASCII went into a stage of foreign tables).
+        if self
+            .stages
+            .iter()
+            .any(|s| s.config().tables() != first.config().tables())
+        {
+            let mixed = UnicodeTables::default();
+            header.key_encoding.normalization_unicode = mixed.normalization;
+            header.key_encoding.casing_unicode = mixed.casing;
+        }
+        header.scalable = Some(Scalable::new(self.growth, self.tightening, stages));
+        header
+    }
+
+    /// A snapshot in memory (a copy of every stage's bits).
+    #[must_use]
+    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+        let mut payload = Vec::new();
+        for stage in &self.stages {
+            payload.extend_from_slice(&stage.to_bytes());
+        }
+        Snapshot::new(self.to_header_at(dataset_generation), payload).unwrap_or_else(|_| {
+            unreachable!("a chain's own header and stages are always a valid snapshot")
+        })
+    }
+
+    /// Hands the payload (each stage's bits, oldest first) to `each` a few KiB at a time.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    pub fn for_each_payload_chunk<E>(
+        &self,
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.stages
+            .iter()
+            .try_for_each(|s| s.for_each_payload_chunk(&mut each))
+    }
+
+    /// The stages' empty filters as a scalable header describes them, and their item counts.
+    fn empty_stages(header: &Header) -> Result<(Self, Vec<u64>), ScalableError> {
+        let configs = Self::stage_configs(header)?;
+        // Both present: stage_configs checked them.
+        let (Some(scalable), Some(plan)) = (&header.scalable, header.plan) else {
+            return Err(ScalableError::NotScalable {
+                layout: header.layout,
+            });
+        };
+        let mut stages = Vec::with_capacity(configs.len());
+        for config in configs {
+            stages.push(BloomFilter::new(config)?);
+        }
+        let items = scalable.stages.iter().map(|s| s.item_count).collect();
+        let filter = Self {
+            plan,
+            growth: scalable.growth,
+            tightening: scalable.tightening,
+            stages,
+            growth_limit: None,
+        };
+        Ok((filter, items))
+    }
+
+    /// The chain a snapshot holds.
+    ///
+    /// # Errors
+    /// [`ScalableError::NotScalable`] for another layout, [`ScalableError::Snapshot`] for
+    /// rules this build does not implement, [`ScalableError::Alloc`].
+    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, ScalableError> {
+        let payload = snapshot.payload();
+        Self::from_payload(snapshot.header(), |sink| {
+            sink(payload);
+            Ok::<(), ScalableError>(())
+        })
+    }
+
+    /// The chain a header describes, its payload delivered in order, in chunks of any size,
+    /// by `fill` (typically `bloom_format::SnapshotReader::read_payload_with`): each stage is
+    /// allocated once and the bytes land in it, one copy.
+    ///
+    /// # Errors
+    /// As [`ScalableBloomFilter::from_snapshot`], the error `fill` returns, or
+    /// [`BitsError::Length`] when the chunks do not add up to the stages.
+    pub fn from_payload<E: From<ScalableError>>(
+        header: &Header,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let (mut filter, items) = Self::empty_stages(header)?;
+        let (mut stage, mut at, mut received) = (0usize, 0usize, 0u64);
+        let stages = &mut filter.stages;
+        fill(&mut |mut chunk: &[u8]| {
+            received = received.saturating_add(chunk.len() as u64);
+            while !chunk.is_empty() {
+                let Some(image) = stages.get_mut(stage).map(BloomFilter::image_mut) else {
+                    return;
+                };
+                let room = image.len() - at;
+                let take = room.min(chunk.len());
+                let (now, rest) = chunk.split_at(take);
+                if let Some(dest) = image.get_mut(at..at + take) {
+                    dest.copy_from_slice(now);
+                }
+                chunk = rest;
+                at += take;
+                if at == image.len() {
+                    stage += 1;
+                    at = 0;
+                }
+            }
+        })?;
+        let expected = header.payload_len();
+        if received != expected {
+            return Err(ScalableError::from(BitsError::Length {
+                bits: header.bit_count,
+                expected,
+                found: received,
+            })
+            .into());
+        }
+        for (s, items) in filter.stages.iter_mut().zip(items) {
+            s.words_from_le(items);
+        }
+        Ok(filter)
+    }
+}
