@@ -3,7 +3,8 @@
 //! plan), and [`Answering`], what answers `check`.
 
 use bloom_core::{
-    BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig, KeyError, ScalableBloomFilter,
+    BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig, GrowthStop, KeyError,
+    ScalableBloomFilter,
 };
 use bloom_format::Header;
 
@@ -113,26 +114,24 @@ impl AnyFilter {
     /// written). `name` is the snapshot as the summary names it; `max_bytes` the
     /// `--max-bytes` a chain may grow to.
     pub(crate) fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
-        let why = match self {
+        let over = match self {
             Self::Scalable(chain) => chain_over(name, chain, max_bytes),
             _ => self.capacity().filter(bloom_core::Capacity::is_over).map(|capacity| {
                 let plan = capacity.plan;
-                format!(
+                let why = format!(
                     "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
                     capacity.items,
                     plan.capacity,
                     crate::output::show(capacity.estimated_false_positive_rate),
                     crate::output::show(plan.false_positive_rate),
-                )
+                );
+                let remedy =
+                    "build a larger filter, or a scalable one (`bloom build --scalable`)".to_owned();
+                (why, remedy)
             }),
         };
-        let Some(why) = why else {
+        let Some((why, remedy)) = over else {
             return Ok(());
-        };
-        let remedy = if matches!(self, Self::Scalable(_)) {
-            "raise --max-bytes, or build a new chain with a larger --items or --growth"
-        } else {
-            "build a larger filter, or a scalable one (`bloom build --scalable`)"
         };
         if strict {
             return Err(Failure::input(format!(
@@ -185,34 +184,49 @@ pub(crate) enum Answering {
     Chain(ScalableBloomFilter),
 }
 
-/// Why a chain is over its plan, or `None` when it is not.
-fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option<String> {
+/// Why a chain is over its plan and what to do about it, or `None` when it is not.
+fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option<(String, String)> {
+    if !chain.is_over_capacity() {
+        return None;
+    }
     let rate = chain.estimated_false_positive_rate();
     let target = chain.plan().false_positive_rate;
-    let newest = chain.newest_stage();
+    let rebuild = "build a new chain from its keys with a larger --items (and --growth)";
+    let over_rate = rate > chain.rate_limit();
+    let mut why = format!("{name} is over its plan:");
     if chain.is_over_items() {
+        let newest = chain.newest_stage();
         let capacity = newest.config().plan().map_or(0, |p| p.capacity);
-        let stages = chain.stages().len();
-        let cause = if stages >= bloom_format::MAX_STAGES {
-            format!("a chain has at most {stages} stages")
-        } else {
-            format!(
-                "it is {} bytes, and another stage would pass --max-bytes {max_bytes} or could not be allocated",
-                chain.payload_len()
-            )
+        let cause = match chain.growth_stop() {
+            Some(GrowthStop::OverLimit {
+                stage_bytes,
+                total_bytes,
+                ..
+            }) => format!(
+                "its next stage needs {stage_bytes} bytes, which would make it {total_bytes} bytes, past --max-bytes {max_bytes}"
+            ),
+            Some(stop) => stop.to_string(),
+            None => "memory for its next stage could not be allocated".to_owned(),
         };
-        return Some(format!(
-            "{name} is over its plan: it could not grow ({cause}), so its newest stage holds {} items for a capacity of {capacity}; estimated false-positive rate {} against a bound of {}",
+        why.push_str(&format!(
+            " it could not grow ({cause}), so its newest stage holds {} items for a capacity of {capacity};",
             newest.items_inserted(),
-            crate::output::show(rate),
-            crate::output::show(target),
         ));
     }
-    chain.is_over_capacity().then(|| {
-        format!(
-            "{name} is over its plan: estimated false-positive rate {} against a bound of {}",
-            crate::output::show(rate),
-            crate::output::show(target),
-        )
-    })
+    why.push_str(&format!(
+        " estimated false-positive rate {} against a bound of {}",
+        crate::output::show(rate),
+        crate::output::show(target),
+    ));
+    let remedy = match chain.growth_stop() {
+        // Past its bound, raising the limit lets the chain grow but not recover: the keys an
+        // overfull stage answers "maybe" for are never inserted again.
+        _ if over_rate => format!("its rate stays over its bound until it is rebuilt: {rebuild}"),
+        Some(GrowthStop::OverLimit { total_bytes, .. }) => format!(
+            "raise --max-bytes to at least {total_bytes} on the next `bloom add` to let it grow, or {rebuild}"
+        ),
+        Some(_) => rebuild.to_owned(),
+        None => format!("free memory and add again, or {rebuild}"),
+    };
+    Some((why, remedy))
 }

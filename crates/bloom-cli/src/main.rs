@@ -13,6 +13,7 @@ mod keys;
 mod output;
 mod progress;
 mod signals;
+mod stdio;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -321,3 +321,31 @@ fn json_output_has_one_schema_per_concept() {
     assert_eq!(lines[1]["status"], "missing");
     assert_eq!(lines[1]["path"], missing.display().to_string());
 }
+
+#[test]
+fn a_snapshot_is_never_sent_to_a_closed_or_null_standard_output() {
+    // Rust's runtime hands a closed standard output /dev/null, which would swallow the
+    // snapshot: both are refused (exit 3), and a pipe still gets every byte.
+    let bin = assert_cmd::cargo::cargo_bin("bloom");
+    for redirect in [">&-", "> /dev/null"] {
+        let script = format!("exec \"$0\" build --items 10 --fpr 0.1 -o - {redirect}; ",);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg(&bin)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{redirect}: {err}");
+        assert!(err.contains("would be lost"), "{err}");
+    }
+    let piped = bloom()
+        .args(["build", "--items", "10", "--fpr", "0.1", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(
+        bloom_format::Snapshot::decode(piped.stdout, &bloom_format::DecodeOptions::unlimited())
+            .is_ok()
+    );
+}

@@ -213,7 +213,7 @@ fn errors_name_their_cause_and_never_answer() {
         .args(at(&url, "chain"))
         .arg(&chain));
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("holds a scalable filter"), "{err}");
+    assert!(err.contains("cannot be held in Redis"), "{err}");
     assert_eq!(server.cli(&["EXISTS", "bloom:{chain}:meta"]).trim(), "0");
     // Nothing listening: the environment failed (exit 3).
     let (code, out, err) = run(bloom()

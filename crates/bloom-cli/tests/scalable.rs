@@ -99,8 +99,9 @@ fn a_chain_grows_through_build_and_add_and_keeps_its_bound() {
         let (_, absent) = count_answers(&chain, keys);
         assert_eq!(absent, 0);
     }
-    // The bound p (1 - r^s) on keys never inserted: binomial, 99.9 % one-sided.
-    let bound = 0.01 * (1.0 - 0.5f64.powi(stages as i32));
+    // The bound, the stages' planned rates added up, 0.8 p (1 - r^s), on keys never
+    // inserted: binomial, 99.9 % one-sided.
+    let bound = 0.8 * 0.01 * (1.0 - 0.5f64.powi(stages as i32));
     let (hits, _) = count_answers(&chain, &strangers);
     let q = 40_000.0;
     let limit = bound * q + Z_999 * (q * bound * (1.0 - bound)).sqrt();
@@ -113,9 +114,8 @@ fn a_chain_grows_through_build_and_add_and_keeps_its_bound() {
 #[test]
 fn growth_stops_at_max_bytes_with_a_warning_and_strict_refuses() {
     let dir = tempfile::tempdir().unwrap();
-    let keys = keys_file(dir.path(), "k.txt", (0..20_000).map(|i| format!("k{i}")));
     let chain = dir.path().join("chain.bloom");
-    // Room for about 3,000 keys of stages at most.
+    // Room for the first stage (1,000 keys), not the second.
     let (code, _, err) = run(bloom()
         .args([
             "build",
@@ -125,16 +125,18 @@ fn growth_stops_at_max_bytes_with_a_warning_and_strict_refuses() {
             "--fpr",
             "0.01",
             "--max-bytes",
-            "6K",
+            "2K",
             "-o",
         ])
         .arg(&chain));
     assert_eq!(code, 0, "{err}");
     let empty = std::fs::read(&chain).unwrap();
 
+    // A little past the first stage: over its items, its rate still within its bound.
+    let few = keys_file(dir.path(), "few.txt", (0..1_100).map(|i| format!("k{i}")));
     let (code, _, err) = run(bloom()
-        .args(["add", "--strict", "--max-bytes", "6K", "--keys"])
-        .arg(&keys)
+        .args(["add", "--strict", "--max-bytes", "2K", "--keys"])
+        .arg(&few)
         .arg(&chain));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("could not grow"), "{err}");
@@ -142,37 +144,65 @@ fn growth_stops_at_max_bytes_with_a_warning_and_strict_refuses() {
     assert_eq!(std::fs::read(&chain).unwrap(), empty, "unchanged");
 
     let (code, _, err) = run(bloom()
-        .args(["add", "--max-bytes", "6K", "--keys"])
-        .arg(&keys)
+        .args(["add", "--max-bytes", "2K", "--keys"])
+        .arg(&few)
         .arg(&chain));
     assert_eq!(code, 0, "{err}");
     assert_eq!(err.matches("warning:").count(), 1, "{err}");
-    assert!(err.contains("--max-bytes 6144"), "{err}");
-    let json = inspect_json(&chain, &["--max-bytes", "6K"]);
-    assert!(json["payload_length"].as_u64().unwrap() <= 6 * 1024);
-    assert_eq!(json["over_capacity"], true);
-    assert_eq!(json["remaining_capacity"], 0);
-    let text = stdout(bloom().args(["inspect", "--max-bytes", "6K"]).arg(&chain));
-    assert!(
-        text.contains("OVER CAPACITY: the chain could not grow"),
-        "{text}"
+    assert!(err.contains("past --max-bytes 2048"), "{err}");
+    // The warning names the size to raise the limit to.
+    let at_least: u64 = err
+        .split("raise --max-bytes to at least ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size to raise the limit to: {err}"));
+    assert!(at_least > 2048, "{err}");
+    let json = inspect_json(&chain, &["--max-bytes", "2K"]);
+    assert!(json["payload_length"].as_u64().unwrap() <= 2048);
+    assert_eq!(
+        (
+            json["over_capacity"].clone(),
+            json["remaining_capacity"].clone()
+        ),
+        (true.into(), 0.into())
     );
+    let text = stdout(bloom().args(["inspect", "--max-bytes", "2K"]).arg(&chain));
+    assert!(text.contains("the chain could not grow"), "{text}");
     // Over its plan, it still never says absent for a member.
-    let (_, absent) = count_answers(&chain, &keys);
-    assert_eq!(absent, 0);
+    assert_eq!(count_answers(&chain, &few).1, 0);
 
-    // Without the limit, the next add grows the chain again, and every key stays in.
+    // With the limit raised as told, the next add grows the chain, which is within its plan
+    // again: its newest stage has room, its rate is within its bound.
     let later = keys_file(dir.path(), "l.txt", (0..100).map(|i| format!("later{i}")));
-    let (code, _, err) = run(bloom().arg("add").arg("--keys").arg(&later).arg(&chain));
+    let limit = at_least.to_string();
+    let (code, _, err) = run(bloom()
+        .args(["add", "--max-bytes", &limit, "--keys"])
+        .arg(&later)
+        .arg(&chain));
     assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning"), "{err}");
     let json = inspect_json(&chain, &[]);
-    assert!(
-        json["payload_length"].as_u64().unwrap() > 6 * 1024,
-        "it grew"
-    );
-    for file in [&keys, &later] {
+    assert_eq!(json["scalable"]["stage_count"], 2);
+    assert_eq!(json["over_capacity"], false);
+    for file in [&few, &later] {
         assert_eq!(count_answers(&chain, file).1, 0);
     }
+
+    // Far past a stage, its rate is past the bound for good: the warning says to rebuild.
+    let many = keys_file(dir.path(), "m.txt", (0..30_000).map(|i| format!("m{i}")));
+    let (code, _, err) = run(bloom()
+        .args(["add", "--max-bytes", &limit, "--keys"])
+        .arg(&many)
+        .arg(&chain));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("stays over its bound until it is rebuilt"),
+        "{err}"
+    );
+    let text = stdout(bloom().arg("inspect").arg(&chain));
+    assert!(text.contains("rebuilt from its keys"), "{text}");
+    assert_eq!(count_answers(&chain, &many).1, 0);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 
 use bloom_format::Plan;
 
+use crate::layout::Layout;
+
 /// How full a filter is, measured against the capacity and false-positive rate it was
 /// planned for ([`FilterConfig::plan`](crate::FilterConfig::plan)).
 ///
@@ -20,9 +22,10 @@ pub struct Capacity {
     /// The false-positive rate estimated from the bits.
     pub estimated_false_positive_rate: f64,
     /// The estimated rate past which the filter is over its target: the target plus four
-    /// standard deviations of the estimate at the target (the fill of `m` bits varies from
-    /// filter to filter, and the rate with it), so that a filter filled exactly to its plan is
-    /// not called over by chance.
+    /// standard deviations of the rate of filters of its layout and size filled to the plan
+    /// ([`Layout::false_positive_rate_deviation`]: the rate varies from filter to filter,
+    /// much more for small blocked and split-block filters than for standard ones), so that a
+    /// filter filled exactly to its plan is not called over by chance.
     pub rate_limit: f64,
 }
 
@@ -32,29 +35,38 @@ impl Capacity {
         items: u64,
         rate: impl FnOnce() -> f64,
     ) -> Option<Self> {
-        config
-            .plan()
-            .map(|plan| Self::from_estimate(plan, items, rate(), config.bits(), config.hashes()))
+        config.plan().map(|plan| {
+            Self::from_estimate(
+                plan,
+                items,
+                rate(),
+                config.layout(),
+                config.bits(),
+                config.hashes(),
+            )
+        })
     }
 
-    /// How a filter of `bits` bits and `hashes` positions per key, planned for `plan`, stands
-    /// with `items` inserted and a false-positive rate `estimated_false_positive_rate`
-    /// estimated from its bits: for readers that count the bits themselves (a streaming
-    /// inspector, a filter held in Redis) and must judge as the filters do.
+    /// How a filter of layout `layout`, `bits` bits and `hashes` positions per key, planned
+    /// for `plan`, stands with `items` inserted and a false-positive rate
+    /// `estimated_false_positive_rate` estimated from its bits: for readers that count the
+    /// bits themselves (a streaming inspector, a filter held in Redis) and must judge as the
+    /// filters do.
     ///
     /// ```
-    /// use bloom_core::{Capacity, Plan};
+    /// use bloom_core::{Capacity, Layout, Plan};
     ///
     /// let plan = Plan::new(1_000, 0.01).unwrap();
-    /// let within = Capacity::from_estimate(plan, 900, 0.008, 9_586, 7);
+    /// let within = Capacity::from_estimate(plan, 900, 0.008, Layout::Standard, 9_586, 7);
     /// assert!(!within.is_over() && within.remaining() == 100);
-    /// assert!(Capacity::from_estimate(plan, 900, 0.05, 9_586, 7).is_over_rate());
+    /// assert!(Capacity::from_estimate(plan, 900, 0.05, Layout::Standard, 9_586, 7).is_over_rate());
     /// ```
     #[must_use]
     pub fn from_estimate(
         plan: Plan,
         items: u64,
         estimated_false_positive_rate: f64,
+        layout: Layout,
         bits: u64,
         hashes: u32,
     ) -> Self {
@@ -63,7 +75,7 @@ impl Capacity {
             items,
             estimated_false_positive_rate,
             rate_limit: plan.false_positive_rate
-                + 4.0 * rate_sigma(plan.false_positive_rate, bits, hashes),
+                + 4.0 * rate_sigma(layout, bits, hashes, plan.capacity),
         }
     }
 
@@ -93,13 +105,10 @@ impl Capacity {
     }
 }
 
-/// The standard deviation of the false-positive rate estimated from `m` bits of a filter
-/// at rate `p`: the fill `f = p^(1/k)` of `m` bits has a standard deviation of about
-/// `sqrt(f (1 - f) / m)`, and the rate `f^k` moves `k f^(k-1)` times as much.
-pub(crate) fn rate_sigma(p: f64, bits: u64, hashes: u32) -> f64 {
-    let k = f64::from(hashes.max(1));
-    let fill = p.powf(1.0 / k);
-    k * p / fill * (fill * (1.0 - fill) / bits.max(1) as f64).sqrt()
+/// The standard deviation of the false-positive rate of a filter of `layout`, `bits` and
+/// `hashes` filled to `capacity` keys ([`Layout::false_positive_rate_deviation`]).
+pub(crate) fn rate_sigma(layout: Layout, bits: u64, hashes: u32, capacity: u64) -> f64 {
+    layout.false_positive_rate_deviation(bits, hashes, capacity)
 }
 
 /// The capacity methods of a filter type that has `config()`, `items_inserted()` and

@@ -244,6 +244,66 @@ impl Layout {
         }
     }
 
+    /// The standard deviation, from filter to filter, of the false-positive rate of
+    /// [`Layout::false_positive_rate`]'s filters (`items` distinct keys in `bits` bits with
+    /// `hashes` positions per key), as its bits measure it: how far a real filter's rate, and
+    /// the estimate read from its bits, stray from the expectation by chance.
+    ///
+    /// - Standard: the fill `f` of `m` bits varies by about `sqrt(f (1 - f) / m)`, and the
+    ///   rate `f^k` by `k f^(k-1)` times as much.
+    /// - Partitioned (blocked, split block, sharded): the rate is the mean of `P` parts'
+    ///   rates, and a part's rate follows its load, a Poisson number of keys, so the mean
+    ///   varies by `sqrt(Var(rate(L)) / P)` over that Poisson law; the fill's own variation
+    ///   inside the parts adds the standard term. Small partitioned filters, whose fullest
+    ///   parts dominate the rate, vary far more than standard ones of the same size.
+    #[must_use]
+    pub fn false_positive_rate_deviation(self, bits: u64, hashes: u32, items: u64) -> f64 {
+        if items == 0 || bits == 0 {
+            return 0.0;
+        }
+        let per_key = bits as f64 / items as f64;
+        let k = f64::from(hashes.max(1));
+        let fill_term = || {
+            let rate = standard_rate(per_key, hashes);
+            let fill = rate.powf(1.0 / k);
+            if fill <= 0.0 {
+                return 0.0;
+            }
+            k * rate / fill * (fill * (1.0 - fill) / bits as f64).sqrt()
+        };
+        let part = |block: f64, rate: &dyn Fn(f64) -> f64| {
+            let lambda = block / per_key;
+            let mean = poisson_mixture(lambda, rate);
+            let square = poisson_mixture(lambda, |i| rate(i).powi(2));
+            let parts = (bits as f64 / block).max(1.0);
+            ((square - mean * mean).max(0.0) / parts + fill_term().powi(2)).sqrt()
+        };
+        let ki = i32::try_from(hashes).unwrap_or(i32::MAX);
+        match self {
+            Self::Standard | Self::Sharded { shards: 1 } | Self::ShardedV2 { shards: 1 } => {
+                fill_term()
+            }
+            Self::Blocked512 => {
+                let unset = (-1.0 / BLOCK_BITS as f64).ln_1p() * k;
+                part(BLOCK_BITS as f64, &|i| (-(unset * i).exp_m1()).powi(ki))
+            }
+            Self::SplitBlock256 | Self::SplitBlock512 => {
+                let block = if self == Self::SplitBlock256 {
+                    256.0
+                } else {
+                    512.0
+                };
+                let unset = (-k / block).ln_1p();
+                part(block, &|i| (-(unset * i).exp_m1()).powi(ki))
+            }
+            Self::Sharded { shards } | Self::ShardedV2 { shards } => {
+                let block = bits as f64 / f64::from(shards);
+                let unset = (-1.0 / block).ln_1p() * k;
+                part(block, &|i| (-(unset * i).exp_m1()).powi(ki))
+            }
+        }
+    }
+
     /// The fewest bits per key, and the `k` that gives them, for which this layout's rate
     /// is at most `fpr` (with `k` at most `max_hashes`). `fpr` must lie strictly between 0
     /// and 1.

@@ -93,6 +93,7 @@ pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS, SPLIT_BLOCK_HASHES};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
 pub use scalable::{
-    DEFAULT_GROWTH, DEFAULT_TIGHTENING, ScalableBloomFilter, ScalableBuilder, ScalableError,
+    DEFAULT_GROWTH, DEFAULT_TIGHTENING, GrowthStop, SCALABLE_HEADROOM, ScalableBloomFilter,
+    ScalableBuilder, ScalableError,
 };
 pub use snapshot::SnapshotError;

@@ -3,7 +3,8 @@
 //! growth stops safely, and a chain's snapshot answers as the chain.
 
 use bloom_core::{
-    BloomFilter, PositionRule, Salt, ScalableBloomFilter, ScalableError, SnapshotError,
+    BloomFilter, GrowthStop, PositionRule, SCALABLE_HEADROOM, Salt, ScalableBloomFilter,
+    ScalableError, SnapshotError,
 };
 use bloom_format::{DecodeOptions, LayoutId, MAX_STAGES, Snapshot};
 use proptest::prelude::*;
@@ -12,17 +13,26 @@ use proptest::prelude::*;
 const Z_999: f64 = 3.090_232_306_167_813;
 
 /// Builds a chain of `keys` inserted keys, then counts false positives among `queries`
-/// disjoint keys and checks them against the bound `P (1 - r^s)` for `s` stages: the
-/// count is at most binomial with that rate, so it stays below its mean plus `Z_999`
-/// standard deviations.
+/// disjoint keys and checks them against the bound: the stages' planned rates added up,
+/// `0.8 P (1 - r^s)` for `s` stages. The count is at most binomial with that rate, so it
+/// stays below its mean plus `Z_999` standard deviations.
 fn check_bound(mut filter: ScalableBloomFilter, keys: u64, queries: u64) -> ScalableBloomFilter {
     for i in 0..keys {
         filter.insert(&format!("member-{i}"));
     }
     let stages = filter.stages().len() as i32;
     let target = filter.plan().false_positive_rate;
-    let bound = target * (1.0 - filter.tightening().powi(stages));
-    assert!(bound < target);
+    let bound: f64 = filter
+        .stages()
+        .iter()
+        .map(|s| s.config().plan().unwrap().false_positive_rate)
+        .sum();
+    let closed_form = target * SCALABLE_HEADROOM * (1.0 - filter.tightening().powi(stages));
+    assert!(
+        (bound - closed_form).abs() <= 1e-12 * target,
+        "{bound} {closed_form}"
+    );
+    assert!(bound < SCALABLE_HEADROOM * target);
     let hits = (0..queries)
         .filter(|i| filter.contains(&format!("stranger-{i}")))
         .count() as f64;
@@ -52,7 +62,7 @@ fn the_compound_rate_stays_within_its_bound() {
     for (i, stage) in filter.stages().iter().enumerate() {
         let plan = stage.config().plan().unwrap();
         assert_eq!(plan.capacity, 1_000 << i);
-        let expected = 0.01 * 0.5 * 0.5f64.powi(i as i32);
+        let expected = 0.01 * SCALABLE_HEADROOM * 0.5 * 0.5f64.powi(i as i32);
         assert!((plan.false_positive_rate - expected).abs() < 1e-15, "{i}");
         assert!(stage.items_inserted() <= plan.capacity);
     }
@@ -268,6 +278,49 @@ fn a_planned_filter_knows_its_capacity() {
 }
 
 #[test]
+fn filters_filled_exactly_to_their_plan_are_not_called_over_in_any_layout() {
+    // Small blocked and split-block filters, whose fullest blocks dominate the rate, stray
+    // far from their plan by chance: the limit allows for their layout's spread. 40 fixed
+    // key sets each; with four standard deviations none may be called over.
+    use bloom_core::{Layout, PositionRule};
+    for (layout, rule, fpr) in [
+        (Layout::Blocked512, PositionRule::Xxh3_128, 1e-4),
+        (Layout::SplitBlock256, PositionRule::Xxh64, 1e-5),
+        (Layout::SplitBlock512, PositionRule::Xxh3_64, 0.01),
+        (Layout::Standard, PositionRule::Xxh3_128, 0.01),
+    ] {
+        let mut limits = Vec::new();
+        for seed in 0..40 {
+            let mut filter = BloomFilter::builder(1_000)
+                .false_positive_rate(fpr)
+                .layout(layout)
+                .rule(rule)
+                .build()
+                .unwrap();
+            filter.insert_all((0..1_000).map(|i| format!("s{seed}-{i}")));
+            let capacity = filter.capacity().unwrap();
+            assert!(
+                !capacity.is_over_rate(),
+                "{layout} seed {seed}: {capacity:?}"
+            );
+            limits.push(capacity.rate_limit);
+        }
+        // And the limit still catches a filter at twice its plan.
+        let mut over = BloomFilter::builder(1_000)
+            .false_positive_rate(fpr)
+            .layout(layout)
+            .rule(rule)
+            .build()
+            .unwrap();
+        over.insert_all((0..2_000).map(|i| format!("over-{i}")));
+        assert!(
+            over.capacity().unwrap().is_over_rate(),
+            "{layout}: {limits:?}"
+        );
+    }
+}
+
+#[test]
 fn a_union_past_the_plan_is_over_by_its_rate() {
     // A union's keys are estimated, not counted: the rate says it is over.
     let mut a = BloomFilter::with_capacity(1_000, 0.01).unwrap();
@@ -419,6 +472,118 @@ fn a_chain_filled_to_its_stages_plans_is_within_its_rate_limit() {
             filter.estimated_false_positive_rate()
         );
     }
+}
+
+#[test]
+fn growth_stops_say_why_and_no_key_is_lost() {
+    // The growth limit: the next stage's size, and the total it would make.
+    let mut limited = ScalableBloomFilter::builder(1_000)
+        .growth_limit(4_096)
+        .build()
+        .unwrap();
+    assert_eq!(
+        limited.growth_stop().map(|_| ()),
+        Some(()),
+        "stage 1 is over 4 KiB"
+    );
+    let Some(GrowthStop::OverLimit {
+        stage_bytes,
+        total_bytes,
+        limit,
+    }) = limited.growth_stop()
+    else {
+        panic!("{:?}", limited.growth_stop())
+    };
+    assert_eq!(limit, 4_096);
+    assert_eq!(total_bytes, limited.payload_len() + stage_bytes);
+    assert!(total_bytes > limit);
+    limited.set_growth_limit(Some(total_bytes));
+    assert_eq!(limited.growth_stop(), None, "exactly enough room");
+
+    // A rate that underflows: stage 1 is at 8e-303, and stage 2 cannot be planned.
+    let mut tiny = ScalableBloomFilter::builder(100)
+        .tightening(1e-300)
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..500).map(|i| format!("k{i}")).collect();
+    tiny.insert_all(keys.iter().map(String::as_str));
+    assert_eq!(tiny.stages().len(), 2);
+    assert_eq!(tiny.growth_stop(), Some(GrowthStop::Unplannable));
+    assert!(tiny.is_over_items() && keys.iter().all(|k| tiny.contains(k.as_str())));
+
+    // The 64th stage is the last.
+    let mut long = ScalableBloomFilter::builder(1)
+        .growth(1)
+        .tightening(0.9)
+        .false_positive_rate(0.5)
+        .build()
+        .unwrap();
+    long.insert_all((0..200).map(|i| format!("l{i}")));
+    assert_eq!(long.growth_stop(), Some(GrowthStop::MaxStages));
+    assert!(GrowthStop::MaxStages.to_string().contains("64 stages"));
+}
+
+#[test]
+fn a_first_stage_over_the_limit_or_below_a_double_is_refused_before_allocation() {
+    // 10^11 keys would need over a hundred gigabytes: refused by the limit, nothing
+    // allocated.
+    let result = ScalableBloomFilter::builder(100_000_000_000)
+        .growth_limit(1 << 20)
+        .build();
+    let Err(ScalableError::OverLimit { bytes, limit }) = result else {
+        panic!("{result:?}")
+    };
+    assert!(bytes > 100_000_000_000 && limit == 1 << 20);
+    assert!(matches!(
+        ScalableBloomFilter::builder(10)
+            .false_positive_rate(5e-324)
+            .build(),
+        Err(ScalableError::FirstStageRate { .. })
+    ));
+}
+
+#[test]
+fn a_chain_from_another_writer_that_spent_its_budget_never_grows_past_it() {
+    // Stage 0 planned at the whole target (the format allows it: the rates add up to at
+    // most the target): growth would pass the target, so the chain stops and says so, and
+    // its snapshot stays valid.
+    let chain = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
+    let snapshot = chain.to_snapshot_at(1);
+    let mut header = snapshot.header().clone();
+    let scalable = header.scalable.as_mut().unwrap();
+    scalable.stages[0].plan = bloom_format::Plan::new(100, 0.01).unwrap();
+    let crafted = bloom_format::Snapshot::new(header, snapshot.payload().to_vec()).unwrap();
+    let mut loaded = ScalableBloomFilter::from_snapshot(&crafted).unwrap();
+    let keys: Vec<String> = (0..400).map(|i| format!("k{i}")).collect();
+    loaded.insert_all(keys.iter().map(String::as_str));
+    assert_eq!(loaded.stages().len(), 1);
+    assert_eq!(loaded.growth_stop(), Some(GrowthStop::RateBudget));
+    assert!(loaded.is_over_capacity());
+    let written = loaded.to_snapshot_at(2);
+    let back = ScalableBloomFilter::from_snapshot(
+        &bloom_format::Snapshot::decode(written.encode(), &DecodeOptions::unlimited()).unwrap(),
+    )
+    .unwrap();
+    assert!(keys.iter().all(|k| back.contains(k.as_str())));
+}
+
+#[test]
+fn item_counts_near_the_top_of_u64_never_break_a_snapshot() {
+    let chain = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
+    let snapshot = chain.to_snapshot_at(1);
+    let mut header = snapshot.header().clone();
+    header.scalable.as_mut().unwrap().stages[0].item_count = u64::MAX - 2;
+    header.item_count = u64::MAX - 2;
+    let crafted = bloom_format::Snapshot::new(header, snapshot.payload().to_vec()).unwrap();
+    let mut loaded = ScalableBloomFilter::from_snapshot(&crafted).unwrap();
+    // Past its capacity at once: the chain grows, and the counts cannot add up past 2^64.
+    loaded.insert_all((0..50).map(|i| format!("k{i}")));
+    assert_eq!(loaded.items_inserted(), u64::MAX);
+    let written = loaded.to_snapshot_at(2);
+    let decoded =
+        bloom_format::Snapshot::decode(written.encode(), &DecodeOptions::unlimited()).unwrap();
+    assert_eq!(decoded.header().item_count, u64::MAX);
+    assert!(ScalableBloomFilter::from_snapshot(&decoded).is_ok());
 }
 
 proptest! {

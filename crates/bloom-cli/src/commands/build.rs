@@ -158,17 +158,14 @@ fn run_scalable(args: &BuildArgs, signals: &Signals) -> CmdResult {
     if let Some(tightening) = args.tightening {
         builder = builder.tightening(tightening);
     }
+    // The first stage is checked against --max-bytes before it is allocated.
     let chain = builder.build().map_err(|e| match e {
         ScalableError::Alloc(e) => Failure::environment(e),
+        ScalableError::OverLimit { bytes, limit } => Failure::usage(format!(
+            "the first stage would be {bytes} bytes, over --max-bytes {limit}; raise --max-bytes to build it (and to read it later)"
+        )),
         other => Failure::usage(format!("invalid parameters: {other}")),
     })?;
-    if chain.payload_len() > args.limit.max_bytes {
-        return Err(Failure::usage(format!(
-            "the first stage would be {} bytes, over --max-bytes {}; raise --max-bytes to build it (and to read it later)",
-            chain.payload_len(),
-            args.limit.max_bytes
-        )));
-    }
     let output = files::output(&args.output, !args.lock.no_wait)?;
     let mut filter = AnyFilter::Scalable(chain);
     let keys = match args.input.source() {

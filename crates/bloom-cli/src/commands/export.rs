@@ -1,8 +1,8 @@
 //! `bloom export`: a snapshot as a seed raw file or a Guava stream.
 
 use bloom_format::{
-    DecodeError, DecodeOptions, ReadError, export_guava, export_seed_raw, guava_parameters,
-    guava_stream_len, seed_raw_header,
+    DecodeOptions, export_guava, export_seed_raw, guava_parameters, guava_stream_len,
+    seed_raw_header,
 };
 
 use crate::cli::{ExportArgs, Legacy};
@@ -12,22 +12,33 @@ use crate::signals::Signals;
 
 pub(crate) fn run(args: &ExportArgs, signals: &Signals) -> CmdResult {
     let path = &args.snapshot;
-    let limit = match args.to {
-        // The seed layout's payload is 128 bytes: anything larger is refused before reading.
-        Legacy::SeedRaw => seed_raw_header().payload_len(),
-        Legacy::Guava => args.limit.max_bytes,
-    };
-    let snapshot = files::open_input(path, &DecodeOptions::with_max_payload_len(limit))
-        .and_then(bloom_format::SnapshotReader::read_payload)
-        .map_err(|e| match e {
-            ReadError::Decode(DecodeError::OverLimit { .. }) if args.to == Legacy::SeedRaw => {
-                Failure::input(format!(
-                    "{}: cannot export as seed raw: the payload is larger than the seed layout's {limit} bytes",
-                    files::shown(path)
-                ))
+    // The header first, within --max-bytes: a chain is refused by what it is, and a seed
+    // raw export by its payload's size, before any of the payload is read.
+    let reader = files::open_input(
+        path,
+        &DecodeOptions::with_max_payload_len(args.limit.max_bytes),
+    )
+    .map_err(|e| files::read_failure(path, &e))?;
+    if reader.header().layout == bloom_format::LayoutId::Scalable {
+        return Err(Failure::input(format!(
+            "{}: a scalable filter (a chain of stages) has no {} form: export works on single filters",
+            files::shown(path),
+            match args.to {
+                Legacy::SeedRaw => "seed raw",
+                Legacy::Guava => "Guava",
             }
-            other => files::read_failure(path, &other),
-        })?;
+        )));
+    }
+    let seed_len = seed_raw_header().payload_len();
+    if args.to == Legacy::SeedRaw && reader.payload_len() > seed_len {
+        return Err(Failure::input(format!(
+            "{}: cannot export as seed raw: the payload is larger than the seed layout's {seed_len} bytes",
+            files::shown(path)
+        )));
+    }
+    let snapshot = reader
+        .read_payload()
+        .map_err(|e| files::read_failure(path, &e))?;
     let refuse =
         |e: bloom_format::GuavaError| Failure::input(format!("{}: {e}", files::shown(path)));
     match args.to {

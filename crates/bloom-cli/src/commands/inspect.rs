@@ -181,6 +181,8 @@ struct Standing {
     capacity_so_far: u64,
     /// For a chain: the newest stage is past its capacity (the chain could not grow).
     over_items: bool,
+    /// The estimated rate judged.
+    rate: f64,
 }
 
 impl Standing {
@@ -196,6 +198,7 @@ impl Standing {
                     remaining: newest.plan.capacity.saturating_sub(newest.item_count),
                     rate_limit,
                     over: over_items || fpr > rate_limit,
+                    rate: fpr,
                     capacity_so_far: chain
                         .stages
                         .iter()
@@ -203,27 +206,33 @@ impl Standing {
                     over_items,
                 })
             }
-            _ => {
+            (Configs::One(config), _) => {
                 let bits = stages.first().map_or(h.bit_count, |s| s.bits);
-                let capacity = Capacity::from_estimate(plan, h.item_count, fpr, bits, h.hash_count);
+                let (layout, k) = (config.layout(), h.hash_count);
+                let capacity = Capacity::from_estimate(plan, h.item_count, fpr, layout, bits, k);
                 Some(Self {
                     remaining: capacity.remaining(),
                     rate_limit: capacity.rate_limit,
                     over: capacity.is_over(),
                     capacity_so_far: plan.capacity,
                     over_items: capacity.is_over_items(),
+                    rate: fpr,
                 })
             }
+            // The header is a chain's exactly when its configurations are stages'.
+            (Configs::Stages(_), None) => None,
         }
     }
 
     fn text(&self, h: &Header, fpr: f64) -> String {
         let verdict = if !self.over {
             "within plan"
-        } else if h.scalable.is_some() && self.over_items {
-            "OVER CAPACITY: the chain could not grow (raise --max-bytes for `bloom add`)"
-        } else {
+        } else if h.scalable.is_none() {
             "OVER CAPACITY, rebuild it larger"
+        } else if self.over_items && self.rate_limit >= self.rate {
+            "OVER CAPACITY: its newest stage is past its plan, the chain could not grow (`bloom add` says why)"
+        } else {
+            "OVER CAPACITY: its rate is past its bound, and stays so until the chain is rebuilt from its keys"
         };
         let target = h.plan.map_or(0.0, |p| p.false_positive_rate);
         if h.scalable.is_some() {

@@ -460,6 +460,12 @@ fn import(args: &RedisImportArgs) -> CmdResult {
     let options = bloom_format::DecodeOptions::with_max_payload_len(args.limit.max_bytes);
     let reader = crate::files::open_input(&args.snapshot, &options)
         .map_err(|e| crate::files::read_failure(&args.snapshot, &e))?;
+    if reader.header().layout == bloom_format::LayoutId::Scalable {
+        return Err(Failure::input(format!(
+            "{}: a scalable filter (a chain of stages) cannot be held in Redis, whose filters are one sharded filter each: build the keys into a sharded one (`bloom build --layout sharded-v2-S`) or `bloom redis create` one and `bloom redis add` them",
+            crate::files::shown(&args.snapshot)
+        )));
+    }
     RedisFilter::import_from(
         &target(&args.at)?,
         &args.at.name,

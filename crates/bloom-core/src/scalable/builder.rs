@@ -39,6 +39,25 @@ pub enum ScalableError {
         /// The ratio asked for.
         found: f64,
     },
+    /// The first stage's rate, the target times [`super::SCALABLE_HEADROOM`] times
+    /// `1 - tightening`, is too small for a binary64.
+    #[error(
+        "the first stage's rate, {target} x 0.8 x (1 - {tightening}), is below what a double can hold; plan a larger rate"
+    )]
+    FirstStageRate {
+        /// The chain's target rate.
+        target: f64,
+        /// The tightening ratio.
+        tightening: f64,
+    },
+    /// The first stage alone is larger than the growth limit.
+    #[error("the first stage would be {bytes} bytes, over the limit of {limit}")]
+    OverLimit {
+        /// The first stage's payload bytes.
+        bytes: u64,
+        /// The growth limit.
+        limit: u64,
+    },
     /// The rule cannot be a stage's: Guava's rules are the standard layout's alone, as a
     /// Guava stream, which a chain is not.
     #[error("position rule {rule} cannot be used for a scalable filter")]
@@ -170,8 +189,10 @@ impl ScalableBuilder {
     ///
     /// # Errors
     /// [`ScalableError::Growth`], [`ScalableError::Tightening`], [`ScalableError::Rule`],
-    /// [`ScalableError::Params`] for an impossible plan, [`ScalableError::Config`] for a salt
-    /// the rule does not take, or [`ScalableError::Alloc`].
+    /// [`ScalableError::Params`] for an impossible plan, [`ScalableError::FirstStageRate`],
+    /// [`ScalableError::Config`] for a salt the rule does not take,
+    /// [`ScalableError::OverLimit`] for a first stage past the growth limit (checked before
+    /// anything is allocated), or [`ScalableError::Alloc`].
     pub fn build(&self) -> Result<ScalableBloomFilter, ScalableError> {
         check_growth(self.growth, self.tightening)?;
         if self.rule.is_guava() {
@@ -185,16 +206,27 @@ impl ScalableBuilder {
         let template = FilterConfig::new(FilterParams::with_layout(Layout::Standard, 64, 1)?)
             .with_encoding(self.encoding)
             .with_salt(self.salt.clone())?;
-        let mut filter = ScalableBloomFilter {
+        let first = ScalableBloomFilter::first_stage_plan(plan, self.tightening).ok_or(
+            ScalableError::FirstStageRate {
+                target: self.fpr,
+                tightening: self.tightening,
+            },
+        )?;
+        let first = ScalableBloomFilter::stage_config(first, &template, self.rule)?;
+        // Checked before the stage is allocated.
+        if let Some(limit) = self.growth_limit.filter(|&l| first.bits() / 8 > l) {
+            return Err(ScalableError::OverLimit {
+                bytes: first.bits() / 8,
+                limit,
+            });
+        }
+        Ok(ScalableBloomFilter {
             plan,
             growth: self.growth,
             tightening: self.tightening,
-            stages: Vec::new(),
+            stages: vec![BloomFilter::new(first)?],
             growth_limit: self.growth_limit,
-        };
-        let first = filter.stage_config(0, &template, self.rule)?;
-        filter.stages.push(BloomFilter::new(first)?);
-        Ok(filter)
+        })
     }
 }
 

@@ -13,28 +13,90 @@ use crate::encoding::KeyEncoding;
 use crate::filter::BloomFilter;
 use crate::key::{self, Key};
 use crate::layout::Layout;
-use crate::params::{FilterParams, ParamsError};
+use crate::params::FilterParams;
 use crate::position::PositionRule;
 
 pub use builder::{DEFAULT_GROWTH, DEFAULT_TIGHTENING, ScalableBuilder, ScalableError};
+
+/// The share of its target rate a new chain plans its stages for: 0.8.
+///
+/// The stages' planned rates add up to at most `0.8 P`, not `P`: a real filter's rate strays
+/// from its plan by chance (by a fifth or more for a small blocked or split-block filter, see
+/// [`Layout::false_positive_rate_deviation`]), and a chain's first stages, which carry most
+/// of its budget, are its smallest. The headroom keeps a real chain's rate under `P`, where
+/// planning to `P` itself would leave it over `P` about half the time. It costs about 0.46
+/// bits per key (5 % at 1 %).
+pub const SCALABLE_HEADROOM: f64 = 0.8;
+
+/// Why a chain cannot add a stage now ([`ScalableBloomFilter::growth_stop`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GrowthStop {
+    /// It has the most stages a chain can have ([`bloom_format::MAX_STAGES`]).
+    MaxStages,
+    /// The next stage cannot be planned: its capacity would pass `2^64 - 1`, its rate would
+    /// fall below what a binary64 holds, or its bits would pass [`crate::MAX_BITS`].
+    Unplannable,
+    /// The stages' rates would add up to more than the target (a chain written by another
+    /// program may spend its whole budget in its first stages).
+    RateBudget,
+    /// The next stage, of `stage_bytes`, would take the payload to `total_bytes`, past the
+    /// growth limit `limit` ([`ScalableBloomFilter::set_growth_limit`]).
+    OverLimit {
+        /// The next stage's payload bytes.
+        stage_bytes: u64,
+        /// The chain's payload bytes with it.
+        total_bytes: u64,
+        /// The growth limit.
+        limit: u64,
+    },
+}
+
+impl std::fmt::Display for GrowthStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MaxStages => write!(
+                f,
+                "a chain has at most {} stages",
+                bloom_format::MAX_STAGES
+            ),
+            Self::Unplannable => f.write_str(
+                "its next stage cannot be planned (its capacity, rate or size would be past what a filter can have)",
+            ),
+            Self::RateBudget => f.write_str(
+                "its stages already spend its whole false-positive budget",
+            ),
+            Self::OverLimit {
+                stage_bytes,
+                total_bytes,
+                limit,
+            } => write!(
+                f,
+                "its next stage needs {stage_bytes} bytes, which would make it {total_bytes} bytes, past the limit of {limit}"
+            ),
+        }
+    }
+}
 
 /// A Bloom filter that grows: a chain of stages, each a [`BloomFilter`] of its own size.
 /// When the newest stage holds its capacity, the next key starts a new stage `growth` times
 /// larger with a rate `tightening` times lower. A key is in the chain if it is in any stage.
 ///
-/// **The bound.** Stage `i` is planned for `n g^i` keys at rate `p_i = P (1 - r) r^i`, where
-/// `n` and `P` are the plan, `g` the growth and `r` the tightening. A key that was never
-/// inserted is a false positive when some stage says maybe, so by the union bound the chain's
-/// rate is at most `sum p_i = P (1 - r^s) < P` for `s` stages, with every stage within its
-/// capacity. `docs/format.md` ("Scalable filters") gives the proof.
+/// **The bound.** Stage `i` is planned for `n g^i` keys at rate `p_i = h P (1 - r) r^i`,
+/// where `n` and `P` are the plan, `g` the growth, `r` the tightening and `h` the
+/// [headroom](SCALABLE_HEADROOM). A key that was never inserted is a false positive when some
+/// stage says maybe, so by the union bound the chain's rate is at most
+/// `sum p_i = h P (1 - r^s) < P` for `s` stages, with every stage within its capacity.
+/// `docs/format.md` ("Scalable filters") gives the proof.
 ///
 /// Keys are checked against every stage before they are inserted, so a key already in the
-/// chain takes no room; each stage's item count is exact. A stage that cannot be added (the
-/// 64th stage is the last, a capacity past `2^64`, a plan past [`crate::MAX_BITS`], a stage
-/// that would take the chain past its [growth limit](ScalableBloomFilter::set_growth_limit)
-/// or an allocation the system refuses) is not an error: the key goes into the newest stage, which
-/// then fills past its plan, and [`ScalableBloomFilter::is_over_capacity`] says so. No key is
-/// ever dropped.
+/// chain takes no room; each stage's item count is exact. A stage that cannot be added
+/// ([`GrowthStop`], or an allocation the system refuses) is not an error: the key goes into
+/// the newest stage, which then fills past its plan, and
+/// [`ScalableBloomFilter::is_over_capacity`] says so. No key is ever dropped. Keys that such
+/// an overfull stage already answers "maybe" for are not inserted again, so once a stage is
+/// far past its plan the chain's rate stays over its bound: only a chain rebuilt from the
+/// keys brings it back.
 ///
 /// Lookups hash a key once and probe one stage after another, newest first: a key that is
 /// absent costs one probe per stage.
@@ -128,29 +190,22 @@ impl ScalableBloomFilter {
             .unwrap_or_else(|| unreachable!("a chain has a stage"))
     }
 
-    /// The planned capacity and rate of stage `i`: `n g^i` (`None` past `2^64`) and
-    /// `P (1 - r) r^i`, each rate the one before times `r` in binary64, as the format checks.
-    fn stage_plan(&self, i: usize) -> Option<Plan> {
-        let mut capacity = self.plan.capacity;
-        let mut rate = self.plan.false_positive_rate * (1.0 - self.tightening);
-        for _ in 0..i {
-            capacity = capacity.checked_mul(u64::from(self.growth))?;
-            rate *= self.tightening;
-        }
-        Plan::new(capacity, rate)
+    /// The plan of the first stage of a chain planned for `plan` with tightening `r`:
+    /// `n` keys at `h P (1 - r)` ([`SCALABLE_HEADROOM`]).
+    fn first_stage_plan(plan: Plan, tightening: f64) -> Option<Plan> {
+        Plan::new(
+            plan.capacity,
+            plan.false_positive_rate * SCALABLE_HEADROOM * (1.0 - tightening),
+        )
     }
 
-    /// The configuration of stage `i`: `template`'s encoding, tables and salt, `rule`, and
-    /// [`Layout::default_for`] the rule and the stage's rate, planned for the stage's plan.
+    /// The configuration of a stage planned for `plan`: `template`'s encoding, tables and
+    /// salt, `rule`, and [`Layout::default_for`] the rule and the stage's rate.
     fn stage_config(
-        &self,
-        i: usize,
+        plan: Plan,
         template: &FilterConfig,
         rule: PositionRule,
     ) -> Result<FilterConfig, ScalableError> {
-        let plan = self
-            .stage_plan(i)
-            .ok_or(ParamsError::InvalidFalsePositiveRate { found: 0.0 })?;
         let layout = Layout::default_for(rule, plan.false_positive_rate);
         let params =
             FilterParams::planned_for(rule, layout, plan.capacity, plan.false_positive_rate)?;
@@ -167,6 +222,54 @@ impl ScalableBloomFilter {
         Ok(config)
     }
 
+    /// The configuration of the stage growth would add next: `g` times the newest stage's
+    /// capacity at `r` times its rate (each product in binary64, as the format checks), or
+    /// why there is none.
+    fn next_stage_config(&self) -> Result<FilterConfig, GrowthStop> {
+        if self.stages.len() >= bloom_format::MAX_STAGES {
+            return Err(GrowthStop::MaxStages);
+        }
+        let newest = self.newest().config();
+        let previous = newest.plan().ok_or(GrowthStop::Unplannable)?;
+        let plan = previous
+            .capacity
+            .checked_mul(u64::from(self.growth))
+            .and_then(|capacity| {
+                Plan::new(capacity, previous.false_positive_rate * self.tightening)
+            })
+            .ok_or(GrowthStop::Unplannable)?;
+        // The format's check: the stage rates, added in binary64 in stage order, are at most
+        // the target (1 + 10^-9).
+        let spent = self
+            .stages
+            .iter()
+            .filter_map(|s| s.config().plan())
+            .fold(0.0, |sum, p| sum + p.false_positive_rate)
+            + plan.false_positive_rate;
+        if spent > self.plan.false_positive_rate * (1.0 + 1e-9) {
+            return Err(GrowthStop::RateBudget);
+        }
+        let config =
+            Self::stage_config(plan, newest, newest.rule()).map_err(|_| GrowthStop::Unplannable)?;
+        let stage_bytes = config.bits() / 8;
+        let limit = self.growth_limit.unwrap_or(u64::MAX);
+        match self.payload_len().checked_add(stage_bytes) {
+            Some(total) if total <= limit => Ok(config),
+            total => Err(GrowthStop::OverLimit {
+                stage_bytes,
+                total_bytes: total.unwrap_or(u64::MAX),
+                limit,
+            }),
+        }
+    }
+
+    /// Why the chain cannot add a stage now, or `None` when it can (growth then waits only
+    /// for the newest stage to fill, and for the system to allocate the stage).
+    #[must_use]
+    pub fn growth_stop(&self) -> Option<GrowthStop> {
+        self.next_stage_config().err()
+    }
+
     /// Adds a stage if the newest is full and another can be made; otherwise the newest
     /// stage takes the key (see the type's documentation).
     fn grow_if_full(&mut self) {
@@ -175,21 +278,14 @@ impl ScalableBloomFilter {
             .config()
             .plan()
             .is_some_and(|p| newest.items_inserted() >= p.capacity);
-        if !full || self.stages.len() >= bloom_format::MAX_STAGES {
+        if !full {
             return;
         }
-        let template = newest.config().clone();
-        let limit = self.growth_limit.unwrap_or(u64::MAX);
-        let next = self
-            .stage_config(self.stages.len(), &template, template.rule())
+        if let Some(stage) = self
+            .next_stage_config()
             .ok()
-            .filter(|config| {
-                self.payload_len()
-                    .checked_add(config.bits() / 8)
-                    .is_some_and(|total| total <= limit)
-            })
-            .and_then(|config| BloomFilter::new(config).ok());
-        if let Some(stage) = next {
+            .and_then(|config| BloomFilter::new(config).ok())
+        {
             self.stages.push(stage);
         }
     }
@@ -266,10 +362,12 @@ impl ScalableBloomFilter {
         )
     }
 
-    /// The items inserted, over all stages.
+    /// The items inserted, over all stages (at most `2^64 - 1`).
     #[must_use]
     pub fn items_inserted(&self) -> u64 {
-        self.stages.iter().map(BloomFilter::items_inserted).sum()
+        self.stages
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.items_inserted()))
     }
 
     /// The bits of all stages.
@@ -353,8 +451,10 @@ impl ScalableBloomFilter {
         let variance: f64 = stages
             .into_iter()
             .map(|config| {
-                let p = config.plan().map_or(target, |p| p.false_positive_rate);
-                crate::capacity::rate_sigma(p, config.bits(), config.hashes()).powi(2)
+                config.plan().map_or(0.0, |p| {
+                    let (layout, bits, hashes) = (config.layout(), config.bits(), config.hashes());
+                    crate::capacity::rate_sigma(layout, bits, hashes, p.capacity).powi(2)
+                })
             })
             .sum();
         target + 4.0 * variance.sqrt()

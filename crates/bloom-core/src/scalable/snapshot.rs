@@ -59,6 +59,10 @@ impl ScalableBloomFilter {
             .first()
             .unwrap_or_else(|| unreachable!("a chain has a stage"));
         let mut header = first.config().to_header(dataset_generation.into(), 0);
+        // The counts add up without overflow, as the format requires: a stage's count is
+        // cut to what is left of 2^64 - 1 (only a chain loaded with counts near it can get
+        // there; counts are a record, never used to place bits).
+        let mut total = 0u64;
         let stages: Vec<Stage> = self
             .stages
             .iter()
@@ -67,7 +71,8 @@ impl ScalableBloomFilter {
                 let plan = config.plan().unwrap_or(self.plan);
                 let mut stage =
                     Stage::new(config.bits(), config.hashes(), config.layout().id(), plan);
-                stage.item_count = s.items_inserted();
+                stage.item_count = s.items_inserted().min(u64::MAX - total);
+                total += stage.item_count;
                 stage
             })
             .collect();
@@ -75,7 +80,7 @@ impl ScalableBloomFilter {
         header.layout_parameter = 0;
         header.bit_count = self.bits();
         header.hash_count = stages.iter().map(|s| s.hash_count).sum();
-        header.item_count = self.items_inserted();
+        header.item_count = total;
         header.plan = Some(self.plan);
         // One record of the tables for all stages: "not recorded" once a stage's differ
         // from the first's (keys outside ASCII went into a stage of foreign tables).

@@ -304,9 +304,10 @@ impl RedisFilter {
         let (m, k) = (self.config.bits(), self.config.hashes());
         let rate = estimate::partitioned_false_positive_rate(per_shard, self.shard_bits, k);
         Ok(Info {
-            capacity: header
-                .plan
-                .map(|plan| Capacity::from_estimate(plan, header.item_count, rate, m, k)),
+            capacity: header.plan.map(|plan| {
+                let layout = self.config.layout();
+                Capacity::from_estimate(plan, header.item_count, rate, layout, m, k)
+            }),
             header,
             durability: self.durability,
             set_bits,

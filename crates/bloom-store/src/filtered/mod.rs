@@ -324,6 +324,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 plan,
                 estimated_items.round() as u64,
                 predicted,
+                config.layout(),
                 config.bits(),
                 config.hashes(),
             )
