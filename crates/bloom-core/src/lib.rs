@@ -74,6 +74,7 @@ mod key;
 mod layout;
 mod params;
 mod position;
+mod rates;
 mod scalable;
 mod snapshot;
 
