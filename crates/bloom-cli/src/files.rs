@@ -266,10 +266,10 @@ impl Output {
 /// this says so on standard error and waits (or fails with `--no-wait`).
 pub(crate) fn output(path: &Path, wait: bool) -> CmdResult<Output> {
     if is_stdio(path) || path == Path::new("/dev/stdout") {
-        if crate::stdio::stdout_is_null() {
-            return Err(Failure::environment(
-                "standard output is /dev/null (or was closed): what would be written there would be lost; redirect it to a file or a pipe, or give -o PATH",
-            ));
+        if let Some(why) = crate::stdio::stdout_loses_writes() {
+            return Err(Failure::environment(format!(
+                "{why}: what would be written there would be lost; redirect it to a file or a pipe, or give -o PATH"
+            )));
         }
         // A snapshot is binary: written to a terminal it is noise, and the terminal may act
         // on some of its bytes.

@@ -52,6 +52,15 @@ impl AnyFilter {
         }
     }
 
+    /// The keys the filter counts as inserted (inserts that changed a bit).
+    pub(crate) fn items_inserted(&self) -> u64 {
+        match self {
+            Self::Plain(f) => f.items_inserted(),
+            Self::Counting(f) => f.items_inserted(),
+            Self::Scalable(f) => f.items_inserted(),
+        }
+    }
+
     /// The estimated number of distinct keys in the filter.
     pub(crate) fn estimated_items(&self) -> f64 {
         match self {
@@ -191,7 +200,8 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
     }
     let rate = chain.estimated_false_positive_rate();
     let target = chain.plan().false_positive_rate;
-    let rebuild = "build a new chain from its keys with a larger --items (and --growth)";
+    let rebuild =
+        "build a new chain from its keys with a larger --items (or --growth, or --tightening)";
     let over_rate = rate > chain.rate_limit();
     let mut why = format!("{name} is over its plan:");
     if chain.is_over_items() {

@@ -127,7 +127,11 @@ fn writes_end_with_a_one_line_summary() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("added 2 keys to "), "{err}");
+    assert!(err.starts_with("added 2 keys ("), "{err}");
+    // Keys already in change nothing, and the summary says so.
+    let (code, _, err) = run(bloom().arg("add").arg(&snapshot).args(["x", "y"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.starts_with("added 2 keys (0 new) to "), "{err}");
     let counting = dir.path().join("c.bloom");
     let (code, _, err) = run(bloom()
         .args([

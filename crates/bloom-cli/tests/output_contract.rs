@@ -326,18 +326,25 @@ fn json_output_has_one_schema_per_concept() {
 fn a_snapshot_is_never_sent_to_a_closed_or_null_standard_output() {
     // Rust's runtime hands a closed standard output /dev/null, which would swallow the
     // snapshot: both are refused (exit 3), and a pipe still gets every byte.
+    // Also a device that discards, and a standard output open for reading only (whose
+    // EBADF Rust's standard library counts as written).
     let bin = assert_cmd::cargo::cargo_bin("bloom");
-    for redirect in [">&-", "> /dev/null"] {
-        let script = format!("exec \"$0\" build --items 10 --fpr 0.1 -o - {redirect}; ",);
+    let dir = tempfile::tempdir().unwrap();
+    let read_only = dir.path().join("read-only");
+    std::fs::write(&read_only, b"").unwrap();
+    for redirect in [">&-", "> /dev/null", "> /dev/zero", "1< \"$1\""] {
+        let script = format!("exec \"$0\" build --items 10 --fpr 0.1 -o - {redirect}");
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(script)
             .arg(&bin)
+            .arg(&read_only)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{redirect}: {err}");
         assert!(err.contains("would be lost"), "{err}");
+        assert_eq!(std::fs::read(&read_only).unwrap(), b"", "{redirect}");
     }
     let piped = bloom()
         .args(["build", "--items", "10", "--fpr", "0.1", "-o", "-"])

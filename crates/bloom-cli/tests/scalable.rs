@@ -99,9 +99,9 @@ fn a_chain_grows_through_build_and_add_and_keeps_its_bound() {
         let (_, absent) = count_answers(&chain, keys);
         assert_eq!(absent, 0);
     }
-    // The bound, the stages' planned rates added up, 0.8 p (1 - r^s), on keys never
-    // inserted: binomial, 99.9 % one-sided.
-    let bound = 0.8 * 0.01 * (1.0 - 0.5f64.powi(stages as i32));
+    // The bound, the stages' planned rates added up, p (1 - r^s), on keys never inserted:
+    // binomial, 99.9 % one-sided.
+    let bound = 0.01 * (1.0 - 0.5f64.powi(stages as i32));
     let (hits, _) = count_answers(&chain, &strangers);
     let q = 40_000.0;
     let limit = bound * q + Z_999 * (q * bound * (1.0 - bound)).sqrt();
@@ -172,10 +172,20 @@ fn growth_stops_at_max_bytes_with_a_warning_and_strict_refuses() {
     // Over its plan, it still never says absent for a member.
     assert_eq!(count_answers(&chain, &few).1, 0);
 
-    // With the limit raised as told, the next add grows the chain, which is within its plan
-    // again: its newest stage has room, its rate is within its bound.
-    let later = keys_file(dir.path(), "l.txt", (0..100).map(|i| format!("later{i}")));
+    // With the limit raised as told, the next add grows the chain, even one that adds only a
+    // key it already holds, and it is within its plan again: its newest stage has room, its
+    // rate is within its bound.
     let limit = at_least.to_string();
+    let (code, _, err) = run(bloom()
+        .args(["add", "--max-bytes", &limit])
+        .arg(&chain)
+        .arg("k1"));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("warning") && err.contains("(0 new)"), "{err}");
+    let json = inspect_json(&chain, &[]);
+    assert_eq!(json["scalable"]["stage_count"], 2);
+    assert_eq!(json["over_capacity"], false);
+    let later = keys_file(dir.path(), "l.txt", (0..100).map(|i| format!("later{i}")));
     let (code, _, err) = run(bloom()
         .args(["add", "--max-bytes", &limit, "--keys"])
         .arg(&later)

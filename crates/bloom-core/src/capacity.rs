@@ -21,11 +21,12 @@ pub struct Capacity {
     pub items: u64,
     /// The false-positive rate estimated from the bits.
     pub estimated_false_positive_rate: f64,
-    /// The estimated rate past which the filter is over its target: the target plus four
-    /// standard deviations of the rate of filters of its layout and size filled to the plan
-    /// ([`Layout::false_positive_rate_deviation`]: the rate varies from filter to filter,
-    /// much more for small blocked and split-block filters than for standard ones), so that a
-    /// filter filled exactly to its plan is not called over by chance.
+    /// The estimated rate past which the filter is over its target: the target plus
+    /// [`CHANCE_SIGMAS`] standard deviations of the rate of filters of its layout and size
+    /// filled to the plan ([`Layout::false_positive_rate_deviation`]: the rate varies from
+    /// filter to filter, much more for small blocked and split-block filters than for
+    /// standard ones), so that a filter filled exactly to its plan is not called over by
+    /// chance.
     pub rate_limit: f64,
 }
 
@@ -75,7 +76,7 @@ impl Capacity {
             items,
             estimated_false_positive_rate,
             rate_limit: plan.false_positive_rate
-                + 4.0 * rate_sigma(layout, bits, hashes, plan.capacity),
+                + CHANCE_SIGMAS * rate_sigma(layout, bits, hashes, plan.capacity),
         }
     }
 
@@ -104,6 +105,14 @@ impl Capacity {
         self.is_over_items() || self.is_over_rate()
     }
 }
+
+/// How many standard deviations of a filter's rate ([`Layout::false_positive_rate_deviation`])
+/// chance is allowed before the rate is called over its target, and before a scalable
+/// filter's stage is sized: 10. The rate of a small partitioned filter is skewed (its fullest
+/// blocks dominate), so a normal tail would be wrong; ten deviations bound the chance of
+/// passing by 1 % whatever the distribution (Cantelli's inequality, `1 / (1 + 10^2)`), and
+/// are within a few percent of the target for filters of more than a few thousand keys.
+pub const CHANCE_SIGMAS: f64 = 10.0;
 
 /// The standard deviation of the false-positive rate of a filter of `layout`, `bits` and
 /// `hashes` filled to `capacity` keys ([`Layout::false_positive_rate_deviation`]).

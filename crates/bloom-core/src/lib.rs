@@ -83,7 +83,7 @@ pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};
 pub use bloom_format::{DatasetGeneration, Plan, UnicodeVersion};
 pub use builder::{BuildError, DEFAULT_FALSE_POSITIVE_RATE, FilterBuilder};
-pub use capacity::Capacity;
+pub use capacity::{CHANCE_SIGMAS, Capacity};
 pub use config::{ConfigError, CountingError, FilterConfig, IncompatibleFilters, Mismatch};
 pub use counting::{COUNTER_MAX, CountingBloomFilter, RemoveError};
 pub use defaults::{DEFAULT_LAYOUT_OVERHEAD, default_rule_and_layout};
@@ -94,7 +94,7 @@ pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS, SPLIT_BLOCK_HASHES};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
 pub use scalable::{
-    DEFAULT_GROWTH, DEFAULT_TIGHTENING, GrowthStop, SCALABLE_HEADROOM, ScalableBloomFilter,
-    ScalableBuilder, ScalableError,
+    DEFAULT_GROWTH, DEFAULT_TIGHTENING, GrowthStop, ScalableBloomFilter, ScalableBuilder,
+    ScalableError,
 };
 pub use snapshot::SnapshotError;

@@ -302,9 +302,10 @@ pub struct Metrics {
     /// The false-positive rate the filter was planned for
     /// ([`FilterOptions::false_positive_rate`](crate::FilterOptions::false_positive_rate)).
     pub target_false_positive_rate: f64,
-    /// The estimated rate past which the filter is over its target: the target plus four
-    /// standard deviations of the estimate ([`bloom_core::Capacity::rate_limit`]), so that a
-    /// filter filled exactly to its plan is not called over by chance.
+    /// The estimated rate past which the filter is over its target: the target plus ten
+    /// standard deviations of the rate of filters of its layout and size
+    /// ([`bloom_core::Capacity::rate_limit`]), so that a filter filled exactly to its plan is
+    /// not called over by chance.
     pub false_positive_rate_limit: f64,
     /// Keys that still fit the plan: the capacity less the estimated items, 0 once over.
     pub remaining_capacity: u64,

@@ -3,7 +3,7 @@
 use crate::cli::AddArgs;
 use crate::commands::{insert_args, insert_from, require_keys};
 use crate::error::{CmdResult, Failure};
-use crate::files;
+use crate::files::{self, AnyFilter};
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
@@ -21,6 +21,12 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     // The file is read and written through the lock's target (links followed once).
     let output = files::output(&args.snapshot, !args.lock.no_wait)?;
     let mut loaded = files::load(output.path(), args.limit.max_bytes)?;
+    // A chain that could not grow before (its --max-bytes was lower, say) grows now if it
+    // can, with or without new keys: its newest stage is then within its plan again.
+    let items_before = loaded.filter.items_inserted();
+    if let AnyFilter::Scalable(chain) = &mut loaded.filter {
+        let _ = chain.grow_if_full();
+    }
     insert_args(&mut loaded.filter, &args.keys)?;
     let mut keys = args.keys.len() as u64;
     if let Some(source) = &source {
@@ -39,8 +45,10 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
         .filter
         .check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;
     files::write(&output, &loaded.filter, header, signals)?;
+    // Keys already "maybe" (given twice, or false positives) change nothing.
+    let new = loaded.filter.items_inserted().saturating_sub(items_before);
     crate::warn(&loaded.filter.summary(&format!(
-        "added {keys} key{} to {}",
+        "added {keys} key{} ({new} new) to {}",
         if keys == 1 { "" } else { "s" },
         output.name()
     )));

@@ -39,10 +39,10 @@ pub enum ScalableError {
         /// The ratio asked for.
         found: f64,
     },
-    /// The first stage's rate, the target times [`super::SCALABLE_HEADROOM`] times
-    /// `1 - tightening`, is too small for a binary64.
+    /// The first stage's rate, the target times `1 - tightening`, is too small for a
+    /// binary64.
     #[error(
-        "the first stage's rate, {target} x 0.8 x (1 - {tightening}), is below what a double can hold; plan a larger rate"
+        "the first stage's rate, {target} x (1 - {tightening}), is below what a double can hold; plan a larger rate"
     )]
     FirstStageRate {
         /// The chain's target rate.

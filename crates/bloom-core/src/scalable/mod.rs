@@ -13,20 +13,10 @@ use crate::encoding::KeyEncoding;
 use crate::filter::BloomFilter;
 use crate::key::{self, Key};
 use crate::layout::Layout;
-use crate::params::FilterParams;
+use crate::params::{FilterParams, ParamsError};
 use crate::position::PositionRule;
 
 pub use builder::{DEFAULT_GROWTH, DEFAULT_TIGHTENING, ScalableBuilder, ScalableError};
-
-/// The share of its target rate a new chain plans its stages for: 0.8.
-///
-/// The stages' planned rates add up to at most `0.8 P`, not `P`: a real filter's rate strays
-/// from its plan by chance (by a fifth or more for a small blocked or split-block filter, see
-/// [`Layout::false_positive_rate_deviation`]), and a chain's first stages, which carry most
-/// of its budget, are its smallest. The headroom keeps a real chain's rate under `P`, where
-/// planning to `P` itself would leave it over `P` about half the time. It costs about 0.46
-/// bits per key (5 % at 1 %).
-pub const SCALABLE_HEADROOM: f64 = 0.8;
 
 /// Why a chain cannot add a stage now ([`ScalableBloomFilter::growth_stop`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +30,11 @@ pub enum GrowthStop {
     /// The stages' rates would add up to more than the target (a chain written by another
     /// program may spend its whole budget in its first stages).
     RateBudget,
+    /// The system refused the memory for the next stage, of `bytes`.
+    Alloc {
+        /// The next stage's payload bytes.
+        bytes: u64,
+    },
     /// The next stage, of `stage_bytes`, would take the payload to `total_bytes`, past the
     /// growth limit `limit` ([`ScalableBloomFilter::set_growth_limit`]).
     OverLimit {
@@ -66,6 +61,10 @@ impl std::fmt::Display for GrowthStop {
             Self::RateBudget => f.write_str(
                 "its stages already spend its whole false-positive budget",
             ),
+            Self::Alloc { bytes } => write!(
+                f,
+                "the system refused the {bytes} bytes of its next stage"
+            ),
             Self::OverLimit {
                 stage_bytes,
                 total_bytes,
@@ -82,12 +81,19 @@ impl std::fmt::Display for GrowthStop {
 /// When the newest stage holds its capacity, the next key starts a new stage `growth` times
 /// larger with a rate `tightening` times lower. A key is in the chain if it is in any stage.
 ///
-/// **The bound.** Stage `i` is planned for `n g^i` keys at rate `p_i = h P (1 - r) r^i`,
-/// where `n` and `P` are the plan, `g` the growth, `r` the tightening and `h` the
-/// [headroom](SCALABLE_HEADROOM). A key that was never inserted is a false positive when some
-/// stage says maybe, so by the union bound the chain's rate is at most
-/// `sum p_i = h P (1 - r^s) < P` for `s` stages, with every stage within its capacity.
-/// `docs/format.md` ("Scalable filters") gives the proof.
+/// **The bound.** Stage `i` is planned for `n g^i` keys at rate `p_i = P (1 - r) r^i`, where
+/// `n` and `P` are the plan, `g` the growth and `r` the tightening. A key that was never
+/// inserted is a false positive when some stage says maybe, so by the union bound the chain's
+/// rate is at most `sum p_i = P (1 - r^s) < P` for `s` stages, with every stage within its
+/// capacity. `docs/format.md` ("Scalable filters") gives the proof.
+///
+/// **Chance.** A real filter's rate strays from the expectation its layout's formula gives
+/// (by half or more for a small blocked or split-block filter), and a chain's first stages,
+/// which carry most of its budget, are its smallest. So each stage gets the bits at which its
+/// expected rate plus [`crate::CHANCE_SIGMAS`] standard deviations
+/// ([`Layout::false_positive_rate_deviation`]) is at most `p_i`: a few more bits per key for
+/// the small stages, next to none for the large ones, and a chain whose real rate passes `P`
+/// less than 1 % of the time whatever the distribution (far less in practice).
 ///
 /// Keys are checked against every stage before they are inserted, so a key already in the
 /// chain takes no room; each stage's item count is exact. A stage that cannot be added
@@ -191,28 +197,57 @@ impl ScalableBloomFilter {
     }
 
     /// The plan of the first stage of a chain planned for `plan` with tightening `r`:
-    /// `n` keys at `h P (1 - r)` ([`SCALABLE_HEADROOM`]).
+    /// `n` keys at `P (1 - r)`.
     fn first_stage_plan(plan: Plan, tightening: f64) -> Option<Plan> {
-        Plan::new(
-            plan.capacity,
-            plan.false_positive_rate * SCALABLE_HEADROOM * (1.0 - tightening),
-        )
+        Plan::new(plan.capacity, plan.false_positive_rate * (1.0 - tightening))
+    }
+
+    /// The size of a stage planned for `plan` in `layout`: the bits at which the layout's
+    /// expected rate for the stage's capacity plus [`crate::CHANCE_SIGMAS`] standard
+    /// deviations is at most the stage's rate, in whole 64-bit words (the format's rule, so
+    /// that the stages' payloads follow one another with no padding).
+    fn stage_params(
+        rule: PositionRule,
+        layout: Layout,
+        plan: Plan,
+    ) -> Result<FilterParams, ScalableError> {
+        let (n, p) = (plan.capacity, plan.false_positive_rate);
+        let mut sized_for = p;
+        let mut last = Err(ParamsError::InvalidFalsePositiveRate { found: p }.into());
+        // The deviation shrinks with the rate: a few rounds reach a size that holds.
+        for _ in 0..40 {
+            let planned = FilterParams::planned_for(rule, layout, n, sized_for)?;
+            let params = FilterParams::with_layout(
+                layout,
+                planned.bits().next_multiple_of(64),
+                planned.hashes(),
+            )?;
+            let (m, k) = (params.bits(), params.hashes());
+            let high = layout.false_positive_rate(m, k, n)
+                + crate::CHANCE_SIGMAS * layout.false_positive_rate_deviation(m, k, n);
+            if high <= p {
+                return Ok(params);
+            }
+            last = Ok(params);
+            sized_for *= (p / high).clamp(0.05, 0.95);
+            if sized_for <= 0.0 || sized_for.is_nan() {
+                break;
+            }
+        }
+        // Past what a rate or a size can be: the last size tried, never larger.
+        last
     }
 
     /// The configuration of a stage planned for `plan`: `template`'s encoding, tables and
-    /// salt, `rule`, and [`Layout::default_for`] the rule and the stage's rate.
+    /// salt, `rule`, [`Layout::default_for`] the rule and the stage's rate, and
+    /// [`ScalableBloomFilter::stage_params`]'s size.
     fn stage_config(
         plan: Plan,
         template: &FilterConfig,
         rule: PositionRule,
     ) -> Result<FilterConfig, ScalableError> {
         let layout = Layout::default_for(rule, plan.false_positive_rate);
-        let params =
-            FilterParams::planned_for(rule, layout, plan.capacity, plan.false_positive_rate)?;
-        // Every stage is whole 64-bit words (the format's rule), so the stages' payloads
-        // follow one another with no padding: round the standard layout up.
-        let params =
-            FilterParams::with_layout(layout, params.bits().next_multiple_of(64), params.hashes())?;
+        let params = Self::stage_params(rule, layout, plan)?;
         let config = FilterConfig::new(params)
             .with_encoding(template.encoding())
             .with_salt(template.salt().clone())?
@@ -270,24 +305,29 @@ impl ScalableBloomFilter {
         self.next_stage_config().err()
     }
 
-    /// Adds a stage if the newest is full and another can be made; otherwise the newest
-    /// stage takes the key (see the type's documentation).
-    fn grow_if_full(&mut self) {
+    /// Adds a stage now if the newest one is full (it holds its capacity or more) and another
+    /// can be made: what an insert does before it puts a key into a full stage. A chain that
+    /// could not grow when it filled (its growth limit was reached, say) grows here once the
+    /// limit allows, without waiting for a key it does not hold yet: its newest stage is then
+    /// within its plan again. Returns why it could not grow, or `Ok(())` when the newest stage
+    /// is not full or a stage was added.
+    ///
+    /// # Errors
+    /// The [`GrowthStop`] that kept a full chain from growing.
+    pub fn grow_if_full(&mut self) -> Result<(), GrowthStop> {
         let newest = self.newest();
         let full = newest
             .config()
             .plan()
             .is_some_and(|p| newest.items_inserted() >= p.capacity);
         if !full {
-            return;
+            return Ok(());
         }
-        if let Some(stage) = self
-            .next_stage_config()
-            .ok()
-            .and_then(|config| BloomFilter::new(config).ok())
-        {
-            self.stages.push(stage);
-        }
+        let config = self.next_stage_config()?;
+        let bytes = config.bits() / 8;
+        let stage = BloomFilter::new(config).map_err(|_| GrowthStop::Alloc { bytes })?;
+        self.stages.push(stage);
+        Ok(())
     }
 
     /// Whether the chain's tables are foreign, as its newest stage records them.
@@ -314,7 +354,9 @@ impl ScalableBloomFilter {
         if !sensitive && self.stages.iter().rev().any(|s| s.probe_hash(hash)) {
             return Ok(false);
         }
-        self.grow_if_full();
+        // A chain that cannot grow puts the key into its newest stage (see the type's
+        // documentation): never an error.
+        let _ = self.grow_if_full();
         let Some(stage) = self.stages.last_mut() else {
             return Ok(false);
         };
@@ -430,10 +472,10 @@ impl ScalableBloomFilter {
             .map_or(0, |p| p.capacity.saturating_sub(newest.items_inserted()))
     }
 
-    /// The estimated rate past which the chain is over its target: the target plus four
-    /// standard deviations of the chain's estimate at the stages' own rates (as
-    /// [`Capacity::rate_limit`](crate::Capacity::rate_limit) for one filter), so that a chain
-    /// whose stages sit exactly at their plans is not called over by chance.
+    /// The estimated rate past which the chain is over its target: the target plus
+    /// [`crate::CHANCE_SIGMAS`] standard deviations of the chain's rate, its stages' variances
+    /// added (as [`Capacity::rate_limit`](crate::Capacity::rate_limit) for one filter), so
+    /// that a chain whose stages sit exactly at their plans is not called over by chance.
     #[must_use]
     pub fn rate_limit(&self) -> f64 {
         let configs: Vec<&FilterConfig> = self.stages.iter().map(BloomFilter::config).collect();
@@ -457,7 +499,7 @@ impl ScalableBloomFilter {
                 })
             })
             .sum();
-        target + 4.0 * variance.sqrt()
+        target + crate::CHANCE_SIGMAS * variance.sqrt()
     }
 
     /// Whether the newest stage holds more keys than its plan: the chain could not grow
