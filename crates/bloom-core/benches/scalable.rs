@@ -1,8 +1,10 @@
 //! How a scalable filter's lookups cost as it grows: chains of 1 to 12 stages holding the
 //! same 2^20 keys at 1 % (growth 2, tightening 0.5, xxh3-128, UTF-8 keys), against one
-//! `BloomFilter` planned for those keys at the same rate, in the same run. A key that is
-//! absent is probed in every stage, so its cost grows with the stage count; a key that is
-//! there stops at the first stage that holds it (newest first, where most keys are).
+//! `BloomFilter` planned for those keys at the same rate, and against growable-bloom-filter's
+//! `GrowableBloom` (crates.io's scalable filter) with the same first capacity, rate, growth
+//! and tightening, holding the same keys, in the same run. A key that is absent is probed in
+//! every stage, so its cost grows with the stage count; a key that is there stops at the
+//! first stage that holds it (newest first, where most keys are).
 //!
 //! Run with `cargo bench -p bloom-core --bench scalable`. Compare ratios within one run.
 
@@ -10,6 +12,7 @@ use std::hint::black_box;
 
 use bloom_core::{BloomFilter, KeyEncoding, PositionRule, ScalableBloomFilter};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use growable_bloom_filter::{GrowableBloom, GrowableBloomBuilder};
 
 const KEYS: u64 = 1 << 20;
 const FPR: f64 = 0.01;
@@ -20,10 +23,29 @@ fn keys(prefix: &str, n: u64) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:016}")).collect()
 }
 
+/// The first capacity at which `stages` stages of growth 2 hold `KEYS` keys.
+fn first_capacity(stages: u32) -> u64 {
+    KEYS.div_ceil((1u64 << stages) - 1)
+}
+
+/// The peer with the same first capacity, rate, growth and tightening, holding `inserted`.
+fn peer(stages: u32, inserted: &[String]) -> GrowableBloom {
+    let mut peer = GrowableBloomBuilder::new()
+        .estimated_insertions(first_capacity(stages) as usize)
+        .desired_error_ratio(FPR)
+        .growth_factor(2)
+        .tightening_ratio(0.5)
+        .build();
+    for key in inserted {
+        peer.insert(key.as_str());
+    }
+    peer
+}
+
 /// A chain of exactly `stages` stages holding `inserted`: its first stage is sized so that
 /// `stages` stages of growth 2 hold them all.
 fn chain(stages: u32, inserted: &[String]) -> ScalableBloomFilter {
-    let first = KEYS.div_ceil((1u64 << stages) - 1);
+    let first = first_capacity(stages);
     let mut chain = ScalableBloomFilter::builder(first)
         .false_positive_rate(FPR)
         .rule(PositionRule::Xxh3_128)
@@ -51,6 +73,23 @@ fn bench(c: &mut Criterion) {
     single.insert_all(inserted.iter().map(String::as_str));
     let chains: Vec<(u32, ScalableBloomFilter)> =
         STAGES.iter().map(|&s| (s, chain(s, &inserted))).collect();
+    let peers: Vec<(u32, GrowableBloom)> =
+        STAGES.iter().map(|&s| (s, peer(s, &inserted))).collect();
+    // What each answers for keys never inserted, and the chain's size, beside the times.
+    let queries = &absent[..200_000];
+    for ((stages, chain), (_, peer)) in chains.iter().zip(&peers) {
+        let ours = queries
+            .iter()
+            .filter(|k| chain.contains(k.as_str()))
+            .count();
+        let theirs = queries.iter().filter(|k| peer.contains(k.as_str())).count();
+        eprintln!(
+            "{stages} stages: false-positive rate {:.5} (growable {:.5}), {:.2} bits per key",
+            ours as f64 / queries.len() as f64,
+            theirs as f64 / queries.len() as f64,
+            chain.bits() as f64 / KEYS as f64,
+        );
+    }
 
     let mut offset = 0usize;
     let mut next = move || {
@@ -68,11 +107,18 @@ fn bench(c: &mut Criterion) {
                 }
             });
         });
-        for (stages, chain) in &chains {
+        for ((stages, chain), (_, peer)) in chains.iter().zip(&peers) {
             group.bench_with_input(BenchmarkId::new("stages", stages), chain, |b, chain| {
                 b.iter(|| {
                     for key in &probes[next()] {
                         black_box(chain.contains(black_box(key.as_str())));
+                    }
+                });
+            });
+            group.bench_with_input(BenchmarkId::new("growable", stages), peer, |b, peer| {
+                b.iter(|| {
+                    for key in &probes[next()] {
+                        black_box(peer.contains(black_box(key.as_str())));
                     }
                 });
             });
@@ -90,6 +136,17 @@ fn bench(c: &mut Criterion) {
                 |chain| {
                     for key in &fresh[..BATCH] {
                         black_box(chain.insert(black_box(key.as_str())));
+                    }
+                },
+                criterion::BatchSize::LargeInput,
+            );
+        });
+        group.bench_function(BenchmarkId::new("growable", stages), |b| {
+            b.iter_batched_ref(
+                || peers.iter().find(|(s, _)| *s == stages).unwrap().1.clone(),
+                |peer| {
+                    for key in &fresh[..BATCH] {
+                        black_box(peer.insert(black_box(key.as_str())));
                     }
                 },
                 criterion::BatchSize::LargeInput,
