@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{bloom, bloom_process, build, run, stdout};
+use common::{add_concurrently, bloom, bloom_process, build, run, stdout};
 
 #[test]
 fn concurrent_adds_keep_every_key() {
@@ -15,27 +15,10 @@ fn concurrent_adds_keep_every_key() {
     const WRITERS: usize = 8;
     const KEYS: usize = 40;
     for round in 0..3 {
-        let children: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let keys: Vec<String> = (0..KEYS).map(|i| format!("r{round}-w{w}-k{i}")).collect();
-                bloom_process()
-                    .arg("add")
-                    .arg(&snapshot)
-                    .args(&keys)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
+        let batches: Vec<Vec<String>> = (0..WRITERS)
+            .map(|w| (0..KEYS).map(|i| format!("r{round}-w{w}-k{i}")).collect())
             .collect();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        add_concurrently(&snapshot, &batches);
         let all: Vec<String> = (0..WRITERS)
             .flat_map(|w| (0..KEYS).map(move |i| format!("r{round}-w{w}-k{i}")))
             .collect();

@@ -5,10 +5,8 @@
 
 mod common;
 
+use common::{add_concurrently, bloom, fixtures, run, stdout};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-
-use common::{bloom, bloom_process, fixtures, run, stdout};
 
 /// One-sided 99.9 % normal quantile.
 const Z_999: f64 = 3.090_232_306_167_813;
@@ -233,27 +231,10 @@ fn concurrent_adds_to_a_chain_keep_every_key() {
     assert_eq!(code, 0, "{err}");
     const WRITERS: usize = 6;
     const KEYS: usize = 60;
-    let children: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let keys: Vec<String> = (0..KEYS).map(|i| format!("w{w}-k{i}")).collect();
-            bloom_process()
-                .arg("add")
-                .arg(&chain)
-                .args(&keys)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+    let batches: Vec<Vec<String>> = (0..WRITERS)
+        .map(|w| (0..KEYS).map(|i| format!("w{w}-k{i}")).collect())
         .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    add_concurrently(&chain, &batches);
     let all = keys_file(
         dir.path(),
         "all.txt",

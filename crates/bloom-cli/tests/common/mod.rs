@@ -71,3 +71,29 @@ pub fn run_with_stdout_closed(args: &[&std::ffi::OsStr]) -> std::process::Output
     drop(child.stdout.take());
     child.wait_with_output().unwrap()
 }
+
+/// Runs one `bloom add` process per batch of keys on `snapshot`, all at once, and asserts
+/// that each succeeded.
+pub fn add_concurrently(snapshot: &Path, batches: &[Vec<String>]) {
+    let children: Vec<_> = batches
+        .iter()
+        .map(|keys| {
+            bloom_process()
+                .arg("add")
+                .arg(snapshot)
+                .args(keys)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
