@@ -203,11 +203,12 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
     let rebuild =
         "build a new chain from its keys with a larger --items (or --growth, or --tightening)";
     let over_rate = rate > chain.rate_limit();
+    let stop = chain.growth_stop();
     let mut why = format!("{name} is over its plan:");
     if chain.is_over_items() {
         let newest = chain.newest_stage();
         let capacity = newest.config().plan().map_or(0, |p| p.capacity);
-        let cause = match chain.growth_stop() {
+        let cause = match stop {
             Some(GrowthStop::OverLimit {
                 stage_bytes,
                 total_bytes,
@@ -228,7 +229,7 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
         crate::output::show(rate),
         crate::output::show(target),
     ));
-    let remedy = match chain.growth_stop() {
+    let remedy = match stop {
         // Past its bound, raising the limit lets the chain grow but not recover: the keys an
         // overfull stage answers "maybe" for are never inserted again.
         _ if over_rate => format!("its rate stays over its bound until it is rebuilt: {rebuild}"),

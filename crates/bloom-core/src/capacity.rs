@@ -76,7 +76,7 @@ impl Capacity {
             items,
             estimated_false_positive_rate,
             rate_limit: plan.false_positive_rate
-                + CHANCE_SIGMAS * rate_sigma(layout, bits, hashes, plan.capacity),
+                + CHANCE_SIGMAS * layout.false_positive_rate_deviation(bits, hashes, plan.capacity),
         }
     }
 
@@ -113,12 +113,6 @@ impl Capacity {
 /// passing by 1 % whatever the distribution (Cantelli's inequality, `1 / (1 + 10^2)`), and
 /// are within a few percent of the target for filters of more than a few thousand keys.
 pub const CHANCE_SIGMAS: f64 = 10.0;
-
-/// The standard deviation of the false-positive rate of a filter of `layout`, `bits` and
-/// `hashes` filled to `capacity` keys ([`Layout::false_positive_rate_deviation`]).
-pub(crate) fn rate_sigma(layout: Layout, bits: u64, hashes: u32, capacity: u64) -> f64 {
-    layout.false_positive_rate_deviation(bits, hashes, capacity)
-}
 
 /// The capacity methods of a filter type that has `config()`, `items_inserted()` and
 /// `estimated_false_positive_rate()`.

@@ -2,7 +2,7 @@
 
 use bloom_core::{
     BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
-    PositionRule, ScalableBloomFilter, ScalableError,
+    PositionRule, Salt, ScalableBloomFilter, ScalableError,
 };
 
 use crate::cli::{BuildArgs, Size};
@@ -15,7 +15,6 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     if args.scalable {
         return run_scalable(args, signals);
     }
-    // A salt is asked for against chosen keys, which only the salted SHA-256 rule resists.
     let planned_fpr = match args.size.size()? {
         Size::Planned { fpr, .. } => Some(fpr),
         Size::Explicit { .. } => None,
@@ -26,15 +25,7 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
         args.layout
     };
     let rule = crate::cli::rule_for(args.rule, layout_asked, !args.salt.is_empty(), planned_fpr);
-    if matches!(
-        rule,
-        PositionRule::Xxh3_128 | PositionRule::Xxh3_64 | PositionRule::Xxh64
-    ) && !args.salt.is_empty()
-    {
-        crate::warn(&format!(
-            "warning: a salt does not protect {rule} against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks"
-        ));
-    }
+    warn_if_salt_does_not_protect(rule, &args.salt);
     // Counters are placed as the standard layout places bits.
     let layout = if args.counting {
         match args.layout {
@@ -109,6 +100,20 @@ pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
     finish(args, &output, &filter, keys, signals)
 }
 
+/// A salt is asked for against chosen keys, which only the salted SHA-256 rule resists: says
+/// so when it is given to an xxHash rule.
+fn warn_if_salt_does_not_protect(rule: PositionRule, salt: &Salt) {
+    if matches!(
+        rule,
+        PositionRule::Xxh3_128 | PositionRule::Xxh3_64 | PositionRule::Xxh64
+    ) && !salt.is_empty()
+    {
+        crate::warn(&format!(
+            "warning: a salt does not protect {rule} against chosen keys (xxHash has seed-independent collisions); use --rule sha256-double for keys an adversary picks"
+        ));
+    }
+}
+
 /// Writes the new filter, after its plan is checked (a warning, or with `--strict` a
 /// refusal), and says what was built.
 fn finish(
@@ -136,16 +141,9 @@ fn run_scalable(args: &BuildArgs, signals: &Signals) -> CmdResult {
             "--scalable is planned with --items N --fpr P (the first stage's capacity and the whole chain's rate)",
         ));
     };
-    let rule = args.rule.unwrap_or(if args.salt.is_empty() {
-        PositionRule::Xxh3_128
-    } else {
-        PositionRule::Sha256Double
-    });
-    if !args.salt.is_empty() && !matches!(rule, PositionRule::Sha256Double) {
-        crate::warn(&format!(
-            "warning: a salt does not protect {rule} against chosen keys; use --rule sha256-double for keys an adversary picks"
-        ));
-    }
+    // No layout: each stage gets the one that suits its rate.
+    let rule = crate::cli::rule_for(args.rule, None, !args.salt.is_empty(), None);
+    warn_if_salt_does_not_protect(rule, &args.salt);
     let mut builder = ScalableBloomFilter::builder(items)
         .false_positive_rate(fpr)
         .rule(rule)

@@ -60,7 +60,7 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
     } else {
         "this build's".to_owned()
     };
-    let standing = Standing::of(&h, &configs, &stages, fpr);
+    let standing = Standing::of(&h, &configs, fpr);
     // Guava's strategy and funnel, for a filter that `export --to guava` can write.
     let guava = bloom_format::guava_parameters(&h).ok();
     let mut out = Out::new();
@@ -186,7 +186,7 @@ struct Standing {
 }
 
 impl Standing {
-    fn of(h: &Header, configs: &Configs, stages: &[Counted], fpr: f64) -> Option<Self> {
+    fn of(h: &Header, configs: &Configs, fpr: f64) -> Option<Self> {
         let plan = h.plan?;
         match (configs, &h.scalable) {
             (Configs::Stages(configs), Some(chain)) => {
@@ -207,8 +207,7 @@ impl Standing {
                 })
             }
             (Configs::One(config), _) => {
-                let bits = stages.first().map_or(h.bit_count, |s| s.bits);
-                let (layout, k) = (config.layout(), h.hash_count);
+                let (layout, bits, k) = (config.layout(), config.bits(), config.hashes());
                 let capacity = Capacity::from_estimate(plan, h.item_count, fpr, layout, bits, k);
                 Some(Self {
                     remaining: capacity.remaining(),

@@ -226,6 +226,7 @@ impl ScalableBuilder {
             tightening: self.tightening,
             stages: vec![BloomFilter::new(first)?],
             growth_limit: self.growth_limit,
+            next_stage: std::sync::OnceLock::new(),
         })
     }
 }

@@ -6,6 +6,8 @@
 mod builder;
 mod snapshot;
 
+use std::sync::OnceLock;
+
 use bloom_format::Plan;
 
 use crate::config::FilterConfig;
@@ -114,6 +116,10 @@ pub struct ScalableBloomFilter {
     stages: Vec<BloomFilter>,
     /// The most payload bytes growth may reach; not persisted.
     growth_limit: Option<u64>,
+    /// The stage growth would add next, planned, or why none can be: it depends on the
+    /// stages alone, so it is planned once per newest stage, not on every insert into a full
+    /// chain that cannot grow. Emptied when a stage is added.
+    next_stage: OnceLock<Result<FilterConfig, GrowthStop>>,
 }
 
 /// Equal plans, growth, tightening (by its bits) and stages; the growth limit, which belongs
@@ -257,10 +263,30 @@ impl ScalableBloomFilter {
         Ok(config)
     }
 
-    /// The configuration of the stage growth would add next: `g` times the newest stage's
-    /// capacity at `r` times its rate (each product in binary64, as the format checks), or
+    /// The configuration of the stage growth would add next, within the growth limit, or
     /// why there is none.
-    fn next_stage_config(&self) -> Result<FilterConfig, GrowthStop> {
+    fn next_stage_config(&self) -> Result<&FilterConfig, GrowthStop> {
+        let config = self
+            .next_stage
+            .get_or_init(|| self.plan_next_stage())
+            .as_ref()
+            .map_err(|stop| *stop)?;
+        let stage_bytes = config.bits() / 8;
+        let limit = self.growth_limit.unwrap_or(u64::MAX);
+        match self.payload_len().checked_add(stage_bytes) {
+            Some(total) if total <= limit => Ok(config),
+            total => Err(GrowthStop::OverLimit {
+                stage_bytes,
+                total_bytes: total.unwrap_or(u64::MAX),
+                limit,
+            }),
+        }
+    }
+
+    /// Plans the stage growth would add next, whatever the growth limit: `g` times the
+    /// newest stage's capacity at `r` times its rate (each product in binary64, as the
+    /// format checks), or why there is none.
+    fn plan_next_stage(&self) -> Result<FilterConfig, GrowthStop> {
         if self.stages.len() >= bloom_format::MAX_STAGES {
             return Err(GrowthStop::MaxStages);
         }
@@ -284,18 +310,7 @@ impl ScalableBloomFilter {
         if spent > self.plan.false_positive_rate * (1.0 + 1e-9) {
             return Err(GrowthStop::RateBudget);
         }
-        let config =
-            Self::stage_config(plan, newest, newest.rule()).map_err(|_| GrowthStop::Unplannable)?;
-        let stage_bytes = config.bits() / 8;
-        let limit = self.growth_limit.unwrap_or(u64::MAX);
-        match self.payload_len().checked_add(stage_bytes) {
-            Some(total) if total <= limit => Ok(config),
-            total => Err(GrowthStop::OverLimit {
-                stage_bytes,
-                total_bytes: total.unwrap_or(u64::MAX),
-                limit,
-            }),
-        }
+        Self::stage_config(plan, newest, newest.rule()).map_err(|_| GrowthStop::Unplannable)
     }
 
     /// Why the chain cannot add a stage now, or `None` when it can (growth then waits only
@@ -323,10 +338,11 @@ impl ScalableBloomFilter {
         if !full {
             return Ok(());
         }
-        let config = self.next_stage_config()?;
+        let config = self.next_stage_config()?.clone();
         let bytes = config.bits() / 8;
         let stage = BloomFilter::new(config).map_err(|_| GrowthStop::Alloc { bytes })?;
         self.stages.push(stage);
+        self.next_stage = OnceLock::new();
         Ok(())
     }
 
@@ -478,7 +494,7 @@ impl ScalableBloomFilter {
     /// that a chain whose stages sit exactly at their plans is not called over by chance.
     #[must_use]
     pub fn rate_limit(&self) -> f64 {
-        let configs: Vec<&FilterConfig> = self.stages.iter().map(BloomFilter::config).collect();
+        let configs = self.stages.iter().map(BloomFilter::config);
         Self::rate_limit_for(self.plan.false_positive_rate, configs)
     }
 
@@ -495,7 +511,9 @@ impl ScalableBloomFilter {
             .map(|config| {
                 config.plan().map_or(0.0, |p| {
                     let (layout, bits, hashes) = (config.layout(), config.bits(), config.hashes());
-                    crate::capacity::rate_sigma(layout, bits, hashes, p.capacity).powi(2)
+                    layout
+                        .false_positive_rate_deviation(bits, hashes, p.capacity)
+                        .powi(2)
                 })
             })
             .sum();

@@ -142,6 +142,7 @@ impl ScalableBloomFilter {
             tightening: scalable.tightening,
             stages,
             growth_limit: None,
+            next_stage: std::sync::OnceLock::new(),
         };
         Ok((filter, items))
     }
