@@ -55,7 +55,7 @@ pub enum BuildError {
 ///
 /// Defaults: 1 % ([`DEFAULT_FALSE_POSITIVE_RATE`]); the rule and layout measured fastest for
 /// the rate ([`default_rule_and_layout`](crate::default_rule_and_layout): `xxh3-64` with
-/// [`Layout::SplitBlock512`] from about 0.09 % to 3.5 %, `xxh3-128` with [`Layout::Blocked512`]
+/// [`Layout::SplitBlock512`] from about 0.0861 % to 3.48 %, `xxh3-128` with [`Layout::Blocked512`]
 /// elsewhere); with a rule asked for, [`Layout::default_for`] it; with a layout asked for,
 /// [`PositionRule::fastest_for`] it; [`Layout::Standard`] and `xxh3-128` for a counting
 /// filter, the only layout it has; NFC keys, no salt.

@@ -94,7 +94,7 @@ impl FilterConfig {
 
     /// The configuration of a new filter for `items` keys at false-positive rate `fpr`, with
     /// the defaults measured fastest ([`default_rule_and_layout`](crate::default_rule_and_layout)):
-    /// from about 0.09 % to 3.5 % the [`Layout::SplitBlock512`](crate::Layout::SplitBlock512)
+    /// from about 0.0861 % to 3.48 % the [`Layout::SplitBlock512`](crate::Layout::SplitBlock512)
     /// layout (one bit in each of eight words of one cache line, about 5 % more bits than
     /// the standard layout at 1 %) with the `xxh3-64` rule; at other rates the
     /// [`Layout::Blocked512`](crate::Layout::Blocked512) layout with `xxh3-128`. NFC keys, no

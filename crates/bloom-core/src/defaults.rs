@@ -4,7 +4,8 @@
 //! Measured (`benches/peers.rs`, 24-byte keys, 1 %): the split block of 512 bits with
 //! `xxh3-64` answers a key in about half the time of `blocked-512` with `xxh3-128` (one
 //! multiply per word, in parallel, against a chain of dependent ones), and its plan stays
-//! within 10 % of the standard layout's bits from about 0.09 % to 3.5 %. Outside that range
+//! within 10 % of the standard layout's bits from about 0.0861 % to 3.48 % (the bounds lie
+//! between 0.00086 and 0.000861, and between 0.03481 and 0.03482). Outside that range
 //! (and for rules the split block does not take) the default stays what it was: the blocked
 //! layout where a block reaches the rate, otherwise the standard one. Existing snapshots
 //! keep their own layout and rule.
@@ -124,6 +125,16 @@ mod tests {
             let (split, _) = Layout::SplitBlock512.plan(fpr, 64);
             let (standard, _) = Layout::Standard.plan(fpr, 64);
             assert!(split > standard * 1.1, "{fpr}: {split} against {standard}");
+        }
+        // The band's edges, pinned (docs/format.md states them).
+        for (fpr, split) in [
+            (0.000_86, false),
+            (0.000_861, true),
+            (0.034_81, true),
+            (0.034_82, false),
+        ] {
+            let layout = Layout::default_for(PositionRule::Xxh3_128, fpr);
+            assert_eq!(layout == Layout::SplitBlock512, split, "{fpr}: {layout}");
         }
         // Past what a block can reach: the standard layout.
         assert_eq!(

@@ -643,3 +643,33 @@ proptest! {
         prop_assert!(back.stages().len() <= MAX_STAGES);
     }
 }
+
+#[test]
+fn every_stage_holds_its_rate_at_ten_deviations_even_at_tiny_rates() {
+    // One key per stage at 1 %, growth 1: the rates halve with every stage, down to 1e-17
+    // and below, where the deviation is a Poisson tail far past the weights' peak. Every
+    // stage the chain adds keeps its layout's expected rate plus ten deviations within its
+    // share; a stage that cannot is not added (growth stops instead).
+    let mut chain = ScalableBloomFilter::builder(1)
+        .false_positive_rate(0.01)
+        .growth(1)
+        .build()
+        .unwrap();
+    for i in 0..100 {
+        chain.insert(&format!("key-{i}"));
+    }
+    assert!(chain.stages().len() > 40, "{} stages", chain.stages().len());
+    for (i, stage) in chain.stages().iter().enumerate() {
+        let config = stage.config();
+        let plan = config.plan().unwrap();
+        let (m, k, n) = (config.bits(), config.hashes(), plan.capacity);
+        let layout = config.layout();
+        let high = layout.false_positive_rate(m, k, n)
+            + bloom_core::CHANCE_SIGMAS * layout.false_positive_rate_deviation(m, k, n);
+        assert!(
+            high <= plan.false_positive_rate,
+            "stage {i} ({layout}, m = {m}, k = {k}): {high:e} over {:e}",
+            plan.false_positive_rate
+        );
+    }
+}

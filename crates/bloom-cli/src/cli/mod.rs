@@ -241,7 +241,7 @@ pub(crate) struct BuildArgs {
     pub(crate) rule: Option<PositionRule>,
     /// Layout: split-block-512 (one bit in each of eight words of one 64-byte cache line, k =
     /// 8, about 5% more bits at 1%; the default with --items and --fpr where it costs at
-    /// most 10% more bits than standard, about 0.09% to 3.5%), blocked-512 (all of a key's bits
+    /// most 10% more bits than standard, about 0.0861% to 3.48%), blocked-512 (all of a key's bits
     /// in one cache line, about 3% more bits at 1%; the default elsewhere and with --bits),
     /// split-block-256 (Apache Parquet's split-block filter, k = 8, about 10% more bits at
     /// 1%), standard (the fewest bits, one cache line per position; the default for

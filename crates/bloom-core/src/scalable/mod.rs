@@ -219,7 +219,6 @@ impl ScalableBloomFilter {
     ) -> Result<FilterParams, ScalableError> {
         let (n, p) = (plan.capacity, plan.false_positive_rate);
         let mut sized_for = p;
-        let mut last = Err(ParamsError::InvalidFalsePositiveRate { found: p }.into());
         // The deviation shrinks with the rate: a few rounds reach a size that holds.
         for _ in 0..40 {
             let planned = FilterParams::planned_for(rule, layout, n, sized_for)?;
@@ -234,14 +233,14 @@ impl ScalableBloomFilter {
             if high <= p {
                 return Ok(params);
             }
-            last = Ok(params);
             sized_for *= (p / high).clamp(0.05, 0.95);
             if sized_for <= 0.0 || sized_for.is_nan() {
                 break;
             }
         }
-        // Past what a rate or a size can be: the last size tried, never larger.
-        last
+        // Past what a rate or a size can be: no size holds the bound, so there is no stage
+        // (growth stops with `GrowthStop::Unplannable`) rather than one that breaks it.
+        Err(ParamsError::InvalidFalsePositiveRate { found: p }.into())
     }
 
     /// The configuration of a stage planned for `plan`: `template`'s encoding, tables and

@@ -218,6 +218,7 @@ pub(crate) fn decode(input: &[u8], options: &DecodeOptions) -> Result<DecodedHea
             },
         });
     }
+    check_salt_len(salt_len)?;
     // 5c to 5f: identifiers.
     let position_rule = PositionRuleId::try_from(fields.u16(28))
         .map_err(|found| unknown(IdKind::PositionRule, found, PositionRuleId::ALL))?;
@@ -366,13 +367,8 @@ pub(crate) fn validate(
             expected: "at least 1".into(),
         });
     }
-    if header.salt.len() > MAX_SALT_LEN {
-        return Err(DecodeError::InvalidParameter {
-            field: "salt length",
-            found: header.salt.len() as u64,
-            expected: format!("at most {MAX_SALT_LEN}"),
-        });
-    }
+    // The decoder checked it at 5.2; the encoder's headers are checked here.
+    check_salt_len(header.salt.len())?;
     validate_unicode(spec, version)?;
     if version == FormatVersion::V1 && header.store.is_some() {
         return Err(DecodeError::InvalidParameter {
@@ -395,24 +391,26 @@ pub(crate) fn validate(
             expected: "a multiple of 512 for the blocked-512 layout".into(),
         });
     }
-    validate_plan(header, version)?;
+    // 5.11 to 5.14, in the order docs/format.md gives.
     if header.position_rule.is_guava() {
         validate_guava(header)?;
     }
+    if header.layout != LayoutId::Scalable {
+        // A chain's stages are checked one by one in 5.14, each as a header of its own.
+        validate_split_block(header)?;
+    }
+    validate_plan(header, version)?;
     if header.layout == LayoutId::Scalable {
         validate_stages(header, version)?;
-    } else {
-        if let Some(scalable) = &header.scalable {
-            return Err(DecodeError::InvalidParameter {
-                field: "stage count",
-                found: scalable.stages.len() as u64,
-                expected: format!(
-                    "0, with growth and tightening 0, for the {} layout",
-                    header.layout
-                ),
-            });
-        }
-        validate_split_block(header)?;
+    } else if let Some(scalable) = &header.scalable {
+        return Err(DecodeError::InvalidParameter {
+            field: "stage count",
+            found: scalable.stages.len() as u64,
+            expected: format!(
+                "0, with growth and tightening 0, for the {} layout",
+                header.layout
+            ),
+        });
     }
     if matches!(header.layout, LayoutId::Sharded | LayoutId::ShardedV2) {
         let shards = header.layout_parameter;
@@ -454,6 +452,18 @@ pub(crate) fn validate(
                 },
                 header.layout
             ),
+        });
+    }
+    Ok(())
+}
+
+/// A salt of at most [`MAX_SALT_LEN`] bytes (step 5.2).
+fn check_salt_len(len: usize) -> Result<(), DecodeError> {
+    if len > MAX_SALT_LEN {
+        return Err(DecodeError::InvalidParameter {
+            field: "salt length",
+            found: len as u64,
+            expected: format!("at most {MAX_SALT_LEN}"),
         });
     }
     Ok(())

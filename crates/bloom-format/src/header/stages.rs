@@ -127,6 +127,15 @@ pub(super) fn validate_stages(header: &Header, version: FormatVersion) -> Result
             format!("1 to {MAX_STAGES} for the scalable layout"),
         );
     };
+    // Check 1, in the order docs/format.md gives: the stage count first.
+    let stages = &scalable.stages;
+    if stages.is_empty() || stages.len() > MAX_STAGES {
+        return invalid(
+            "stage count",
+            stages.len() as u64,
+            format!("1 to {MAX_STAGES} for the scalable layout"),
+        );
+    }
     if version < FormatVersion::V3 {
         return invalid(
             "layout id",
@@ -154,14 +163,6 @@ pub(super) fn validate_stages(header: &Header, version: FormatVersion) -> Result
             found_bits: scalable.tightening.to_bits(),
             expected: "a number above 0 and below 1 for the scalable layout".into(),
         });
-    }
-    let stages = &scalable.stages;
-    if stages.is_empty() || stages.len() > MAX_STAGES {
-        return invalid(
-            "stage count",
-            stages.len() as u64,
-            format!("1 to {MAX_STAGES} for the scalable layout"),
-        );
     }
     if header.layout_parameter != 0 {
         return invalid(
