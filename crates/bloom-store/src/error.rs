@@ -26,15 +26,27 @@ pub enum StoreError<E> {
     /// The snapshot could not be written; the previous snapshot file is unchanged.
     #[error(transparent)]
     Write(#[from] WriteError),
-    /// Another `FilteredStore` holds the store ([`PrimaryStore::claim_wrapper`]), in this
-    /// process or another: one wrapper per store, or the second would answer "absent" for
-    /// the first one's keys.
+    /// Another wrapper holds the store ([`PrimaryStore::claim_wrapper`]), in this process or
+    /// another: a `FilteredStore`, or a shared filter's wrappers (bloom-redis's
+    /// `SharedFilteredStore`). One `FilteredStore` per store, and none beside shared ones, or
+    /// the other would commit keys this one answers "absent" for.
     ///
     /// [`PrimaryStore::claim_wrapper`]: crate::PrimaryStore::claim_wrapper
     #[error(
-        "another FilteredStore has this store open (in this process or another): one wrapper per store; close it first, or share one filter between processes with bloom-redis"
+        "another wrapper has this store open (in this process or another: a FilteredStore, or a SharedFilteredStore of bloom-redis): one FilteredStore per store and none beside shared ones; close it first, or share one filter between processes with bloom-redis"
     )]
     InUse,
+    /// The wrapper's claim on the store is lost for good: the store was replaced under it
+    /// (another database or file under its name, another identity, a history that went back
+    /// or another way) or another wrapper took it. Nothing is answered from the filter again,
+    /// and it cannot be rebuilt or saved: drop the wrapper and open it again.
+    #[error(
+        "the store is no longer the one this wrapper opened ({why}); the filter is bypassed for good: drop the wrapper and open the store again"
+    )]
+    ClaimLost {
+        /// What happened, as the store reported it.
+        why: String,
+    },
     /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
     #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
     NotTrusted(#[source] BypassReason),

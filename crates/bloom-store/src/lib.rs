@@ -170,6 +170,6 @@ pub use outcome::{
     BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError,
     SnapshotRefresh,
 };
-pub use primary::{PrimaryStore, StoreClaim};
+pub use primary::{ClaimKind, ClaimStatus, ClaimWatch, PrimaryStore, StoreClaim};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{LegacyKeys, SqliteStore, SqliteStoreError};

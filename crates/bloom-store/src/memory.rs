@@ -323,9 +323,12 @@ impl PrimaryStore for MemoryStore {
         }))
     }
 
-    fn claim_wrapper(&self) -> Result<Option<crate::StoreClaim>, MemoryStoreError> {
+    fn claim_wrapper(
+        &self,
+        kind: crate::ClaimKind,
+    ) -> Result<Option<crate::StoreClaim>, MemoryStoreError> {
         self.check()?;
-        Ok(self.claimed.claim())
+        Ok(self.claimed.claim(kind))
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, MemoryStoreError> {

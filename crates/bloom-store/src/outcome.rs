@@ -121,6 +121,17 @@ pub enum BypassReason {
         /// The store's generation.
         store: DatasetGeneration,
     },
+    /// The wrapper's claim on the store is lost for good ([`ClaimStatus::Lost`]): the store
+    /// was replaced under the running wrapper (another database or file under its name,
+    /// another identity, a history that went back or another way), or another wrapper took
+    /// it. Never trusted again: reopen the wrapper.
+    ///
+    /// [`ClaimStatus::Lost`]: crate::ClaimStatus::Lost
+    #[error("the store's claim is lost for good ({why}); reopen the wrapper")]
+    ClaimLost {
+        /// What happened, as the store reported it.
+        why: String,
+    },
     /// Catching up from the store at open failed.
     #[error("catch-up from the store failed: {0}")]
     CatchUpFailed(#[source] SharedError),

@@ -1,6 +1,6 @@
 //! The primary-store trait: the truth that a filter only accelerates.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 
@@ -153,24 +153,38 @@ pub trait PrimaryStore: Send + Sync {
     /// The store's error.
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error>;
 
-    /// Claims the store for one [`FilteredStore`](crate::FilteredStore), for as long as the
-    /// returned claim is held; `None` when another wrapper holds it (in this process or
-    /// another). A wrapper answers "absent" only for keys its own filter lacks, so a second
-    /// wrapper over the same store would answer "absent" for the first one's keys (and,
-    /// counting, could take back a count the first one's insert stood for): `open` refuses
-    /// it with [`StoreError::InUse`](crate::StoreError::InUse).
+    /// Claims the store for a wrapper, for as long as the returned claim is held; `None`
+    /// when a claim of the other kind is held (or, for [`ClaimKind::Exclusive`], any claim),
+    /// in this process or another.
     ///
-    /// Implement it for any store more than one process can open: [`SqliteStore`] holds an
-    /// exclusive lock on a file beside the database, [`MemoryStore`] a flag. The default
-    /// claims nothing ([`StoreClaim::unenforced`]): right only for a store that one
-    /// wrapper alone can reach.
+    /// - [`ClaimKind::Exclusive`]: one [`FilteredStore`](crate::FilteredStore). It answers
+    ///   "absent" for every key its own filter lacks, so no other wrapper may write the
+    ///   store while it is open: a second one would commit keys the first one answers
+    ///   "absent" for (and, counting, could take back a count the first one's insert stood
+    ///   for). `open` refuses it with [`StoreError::InUse`](crate::StoreError::InUse).
+    /// - [`ClaimKind::Shared`]: any number of wrappers that share one filter (bloom-redis's
+    ///   `SharedFilteredStore`, whose filter every writer sets bits in), and no exclusive one.
+    ///
+    /// The claim also says when the store it was made on is no longer the one the wrapper
+    /// talks to ([`StoreClaim::status`]): unconfirmed while the store cannot be checked (the
+    /// wrapper then asks the store for every lookup), lost for good once it was replaced
+    /// (another database or file under the same name, its identity or history changed) or
+    /// another wrapper took it. A store that can be replaced under a running process makes
+    /// its claim with [`StoreClaim::holding_while`] and reports through the [`ClaimWatch`].
+    ///
+    /// Implement it for any store more than one process can open: [`SqliteStore`] locks a
+    /// file beside the database (exclusively or shared) and watches the database file,
+    /// [`MemoryStore`] keeps a count. The default claims nothing
+    /// ([`StoreClaim::unenforced`]): right only for a store that one wrapper alone can
+    /// reach and nothing can replace.
     ///
     /// [`SqliteStore`]: crate::SqliteStore
     /// [`MemoryStore`]: crate::MemoryStore
     ///
     /// # Errors
     /// The store's error (the claim could not be made, or checked).
-    fn claim_wrapper(&self) -> Result<Option<StoreClaim>, Self::Error> {
+    fn claim_wrapper(&self, kind: ClaimKind) -> Result<Option<StoreClaim>, Self::Error> {
+        let _ = kind;
         Ok(Some(StoreClaim::unenforced()))
     }
 
@@ -240,8 +254,8 @@ macro_rules! forward_primary_store {
             fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
                 (**self).claim_key_encoding(proposed)
             }
-            fn claim_wrapper(&self) -> Result<Option<StoreClaim>, Self::Error> {
-                (**self).claim_wrapper()
+            fn claim_wrapper(&self, kind: ClaimKind) -> Result<Option<StoreClaim>, Self::Error> {
+                (**self).claim_wrapper(kind)
             }
         }
     )+};
@@ -249,13 +263,153 @@ macro_rules! forward_primary_store {
 
 forward_primary_store!(&S, Arc<S>, Box<S>);
 
-/// A store claimed by one wrapper ([`PrimaryStore::claim_wrapper`]): released when dropped
+/// Which claim a wrapper takes on a store ([`PrimaryStore::claim_wrapper`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClaimKind {
+    /// One wrapper alone, whose own filter answers "absent": a
+    /// [`FilteredStore`](crate::FilteredStore).
+    Exclusive,
+    /// Wrappers that share one filter every writer sets bits in (bloom-redis's
+    /// `SharedFilteredStore`): any number of them, and no exclusive one.
+    Shared,
+}
+
+/// What a store says about a claim it made ([`StoreClaim::status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimStatus {
+    /// The claim holds, on the store the wrapper opened: its filter may answer alone.
+    Held,
+    /// The store cannot be checked now (its server is unreachable, the claim's connection
+    /// is being made again, someone else's change to it is being checked): the wrapper asks
+    /// the store for every lookup until the claim is confirmed or lost.
+    Unconfirmed,
+    /// The claim is over for good: the store was replaced under the wrapper (another
+    /// database or file under its name, another identity, a history that went back or
+    /// another way), or another wrapper took it. The wrapper never answers from its filter
+    /// again; reopen it.
+    Lost {
+        /// What happened, in words.
+        why: String,
+    },
+}
+
+const HELD: u8 = 0;
+const UNCONFIRMED: u8 = 1;
+const LOST: u8 = 2;
+
+/// The store's side of a claim: how the store (or a thread it runs) tells the wrapper that
+/// the claim holds, is unconfirmed for now, or is lost for good. Cheap to clone; every clone
+/// is the same claim. A lost claim never holds again.
+#[derive(Clone, Default)]
+pub struct ClaimWatch(Arc<Watched>);
+
+/// A check that a claim still holds, made with every answer: `false` while something the
+/// store's watcher has not looked at yet may have changed the store (inotify events queued,
+/// say). It must be cheap (a system call at most) and never block.
+type Probe = Box<dyn Fn() -> bool + Send + Sync>;
+
+#[derive(Default)]
+struct Watched {
+    status: std::sync::atomic::AtomicU8,
+    why: std::sync::Mutex<Option<String>>,
+    probe: std::sync::OnceLock<Probe>,
+}
+
+impl ClaimWatch {
+    /// A watch whose claim holds.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The claim holds again (after [`ClaimWatch::suspend`]); nothing once it is lost.
+    pub fn confirm(&self) {
+        use std::sync::atomic::Ordering;
+        let _ =
+            self.0
+                .status
+                .compare_exchange(UNCONFIRMED, HELD, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The claim cannot be confirmed for now: the wrapper asks the store for every lookup.
+    /// Nothing once it is lost.
+    pub fn suspend(&self) {
+        use std::sync::atomic::Ordering;
+        let _ =
+            self.0
+                .status
+                .compare_exchange(HELD, UNCONFIRMED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The claim is over for good, for the reason `why` (the first reason given is kept).
+    pub fn lose(&self, why: impl Into<String>) {
+        use std::sync::atomic::Ordering;
+        {
+            let mut kept = self.0.why.lock().unwrap_or_else(PoisonError::into_inner);
+            if kept.is_none() {
+                *kept = Some(why.into());
+            }
+        }
+        self.0.status.store(LOST, Ordering::Release);
+    }
+
+    /// Adds a check made with every answer ([`ClaimWatch::is_held`]): the claim holds only
+    /// while it returns `true`. For a store whose watcher learns of changes through events
+    /// the kernel queues as they happen: the probe sees events not yet handled, so that no
+    /// answer falls between a change and the watcher's reaction to it. Set once; a second
+    /// probe is ignored.
+    pub fn set_probe(&self, probe: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.0.probe.set(Box::new(probe));
+    }
+
+    /// Whether the claim holds: one load, and the probe if one is set.
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.0.status.load(std::sync::atomic::Ordering::Acquire) == HELD
+            && self.0.probe.get().is_none_or(|probe| probe())
+    }
+
+    /// Whether the claim is lost for good.
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.0.status.load(std::sync::atomic::Ordering::Acquire) == LOST
+    }
+
+    /// The claim's status (a probe that fails makes a held claim unconfirmed).
+    #[must_use]
+    pub fn status(&self) -> ClaimStatus {
+        match self.0.status.load(std::sync::atomic::Ordering::Acquire) {
+            HELD if self.0.probe.get().is_none_or(|probe| probe()) => ClaimStatus::Held,
+            HELD => ClaimStatus::Unconfirmed,
+            UNCONFIRMED => ClaimStatus::Unconfirmed,
+            _ => ClaimStatus::Lost {
+                why: self
+                    .0
+                    .why
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+                    .unwrap_or_default(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for ClaimWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClaimWatch").field(&self.status()).finish()
+    }
+}
+
+/// A store claimed by a wrapper ([`PrimaryStore::claim_wrapper`]): released when dropped
 /// (and by the operating system when the process ends, for a lock on a file).
 pub struct StoreClaim {
     held: Option<Box<dyn Send + Sync>>,
-    /// Cleared by the store when the claim ended behind the holder's back (for a claim
-    /// that lives on a server connection: the server restarted and another wrapper took it).
-    valid: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Told by the store when the claim stops holding behind the holder's back: the claim
+    /// holds while all of them do.
+    watches: Vec<ClaimWatch>,
 }
 
 impl StoreClaim {
@@ -265,23 +419,29 @@ impl StoreClaim {
     pub fn holding(held: impl Send + Sync + 'static) -> Self {
         Self {
             held: Some(Box::new(held)),
-            valid: None,
+            watches: Vec::new(),
         }
     }
 
-    /// A claim that holds `held` while `valid` stays `true`: the store clears it when the
-    /// claim ends without being dropped (a lock on a server connection that a restart
-    /// ended, now held by another wrapper). A `FilteredStore` whose claim is no longer valid
-    /// stops answering "absent" from its filter alone, and asks the store.
+    /// A claim that holds `held` while `watch` says so: the store (or a thread it runs)
+    /// suspends it while it cannot check the store, and loses it for good when the store
+    /// was replaced or another wrapper took it. A wrapper answers from its filter alone only
+    /// while the claim is [`ClaimStatus::Held`].
     #[must_use]
-    pub fn holding_while(
-        held: impl Send + Sync + 'static,
-        valid: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Self {
+    pub fn holding_while(held: impl Send + Sync + 'static, watch: ClaimWatch) -> Self {
         Self {
             held: Some(Box::new(held)),
-            valid: Some(valid),
+            watches: vec![watch],
         }
+    }
+
+    /// The claim, holding only while `watch` holds too: a store keeps one watch of its own
+    /// (lost once the store itself is found replaced, whichever call finds it) beside each
+    /// claim's.
+    #[must_use]
+    pub fn also_watching(mut self, watch: ClaimWatch) -> Self {
+        self.watches.push(watch);
+        self
     }
 
     /// A claim that holds nothing: the store cannot tell wrappers apart.
@@ -289,17 +449,37 @@ impl StoreClaim {
     pub fn unenforced() -> Self {
         Self {
             held: None,
-            valid: None,
+            watches: Vec::new(),
         }
     }
 
-    /// Whether the claim still holds ([`StoreClaim::holding_while`]); always `true` for the
-    /// others.
+    /// Whether the claim holds ([`ClaimStatus::Held`]); always `true` for a claim without
+    /// a watch.
     #[must_use]
     pub fn is_valid(&self) -> bool {
-        self.valid
-            .as_ref()
-            .is_none_or(|v| v.load(std::sync::atomic::Ordering::Acquire))
+        self.watches.iter().all(ClaimWatch::is_held)
+    }
+
+    /// Whether the claim is lost for good.
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.watches.iter().any(ClaimWatch::is_lost)
+    }
+
+    /// The claim's status: lost if any of its watches is (with the first one's reason),
+    /// unconfirmed if any is, held otherwise ([`ClaimStatus::Held`] for a claim without a
+    /// watch).
+    #[must_use]
+    pub fn status(&self) -> ClaimStatus {
+        let mut status = ClaimStatus::Held;
+        for watch in &self.watches {
+            match watch.status() {
+                lost @ ClaimStatus::Lost { .. } => return lost,
+                ClaimStatus::Unconfirmed => status = ClaimStatus::Unconfirmed,
+                ClaimStatus::Held => {}
+            }
+        }
+        status
     }
 
     /// Whether the claim holds anything (`false` for [`StoreClaim::unenforced`]).
@@ -313,32 +493,51 @@ impl std::fmt::Debug for StoreClaim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreClaim")
             .field("enforced", &self.is_enforced())
-            .field("valid", &self.is_valid())
+            .field("status", &self.status())
             .finish()
     }
 }
 
-/// A claim flag for a store that lives in one process (a `MemoryStore`, an in-memory
-/// database): set while a wrapper holds the claim.
+/// The claims on a store that lives in one process (a `MemoryStore`, an in-memory
+/// database): how many shared claims are held, or that the exclusive one is.
 #[derive(Debug, Default)]
-pub(crate) struct ClaimFlag(Arc<std::sync::atomic::AtomicBool>);
+pub(crate) struct ClaimFlag(Arc<std::sync::atomic::AtomicI64>);
 
 impl ClaimFlag {
-    /// The claim, or `None` while another holds it.
-    pub(crate) fn claim(&self) -> Option<StoreClaim> {
+    /// The claim of `kind`, or `None` while a conflicting one is held.
+    pub(crate) fn claim(&self, kind: ClaimKind) -> Option<StoreClaim> {
         use std::sync::atomic::Ordering;
-        self.0
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .ok()?;
-        Some(StoreClaim::holding(Release(Arc::clone(&self.0))))
+        let count = &self.0;
+        match kind {
+            // -1 while the exclusive claim is held.
+            ClaimKind::Exclusive => {
+                count
+                    .compare_exchange(0, -1, Ordering::AcqRel, Ordering::Acquire)
+                    .ok()?;
+            }
+            ClaimKind::Shared => {
+                count
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                        (n >= 0).then_some(n + 1)
+                    })
+                    .ok()?;
+            }
+        }
+        Some(StoreClaim::holding(Release(Arc::clone(&self.0), kind)))
     }
 }
 
-/// Clears the flag when the claim is dropped.
-struct Release(Arc<std::sync::atomic::AtomicBool>);
+/// Gives the claim back when it is dropped.
+struct Release(Arc<std::sync::atomic::AtomicI64>, ClaimKind);
 
 impl Drop for Release {
     fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
+        use std::sync::atomic::Ordering;
+        match self.1 {
+            ClaimKind::Exclusive => self.0.store(0, Ordering::Release),
+            ClaimKind::Shared => {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 }

@@ -178,7 +178,10 @@ fn a_second_wrapper_on_one_database_is_refused_until_the_first_is_dropped() {
         }
     }
     let err = FilteredStore::open(h.open(), options()).unwrap_err();
-    assert!(err.to_string().contains("one wrapper per store"), "{err}");
+    assert!(
+        err.to_string().contains("one FilteredStore per store"),
+        "{err}"
+    );
     a.save_snapshot(h.snapshot()).unwrap();
     drop(a);
     let (b, _) =

@@ -133,12 +133,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let total = keys.len() as u64;
         self.counters.queries.fetch_add(total, Ordering::Relaxed);
         // The filter's answers, or `None` while it is bypassed.
+        let answers = self.claim_answers();
         let maybe: Option<Vec<bool>> = {
             let state = self.read();
             match state.mode {
-                Mode::Trusted if self.claim.is_valid() => Some(state.active.contains_each(keys)),
-                Mode::Trusted => None,
-                Mode::Bypassed(_) => None,
+                Mode::Trusted if answers => Some(state.active.contains_each(keys)),
+                Mode::Trusted | Mode::Bypassed(_) => None,
             }
         };
         let asked = |i: usize| maybe.as_ref().is_none_or(|m| m.get(i) != Some(&false));

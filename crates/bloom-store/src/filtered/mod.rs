@@ -26,7 +26,7 @@ use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{
     BypassReason, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError, SnapshotRefresh,
 };
-use crate::primary::{PrimaryStore, StoreClaim};
+use crate::primary::{ClaimKind, ClaimStatus, PrimaryStore, StoreClaim};
 
 use applied::{Applied, Flights};
 use changes::{Batcher, apply_change, catch_up};
@@ -161,7 +161,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         options.validate()?;
         let snapshot = options.snapshot.clone();
         let claim = store
-            .claim_wrapper()
+            .claim_wrapper(ClaimKind::Exclusive)
             .map_err(StoreError::Store)?
             .ok_or(StoreError::InUse)?;
         let configured = options.encoding_label();
@@ -288,7 +288,44 @@ impl<S: PrimaryStore> FilteredStore<S> {
 
     /// The current mode.
     pub fn mode(&self) -> Mode {
+        self.claim_answers();
         self.read().mode.clone()
+    }
+
+    /// The store's claim, as the store reports it ([`ClaimStatus`]): while it is not held
+    /// the wrapper asks the store for every lookup; once it is lost (the store replaced under
+    /// the wrapper, or taken by another wrapper) the filter is bypassed for good.
+    pub fn claim_status(&self) -> ClaimStatus {
+        self.claim_answers();
+        self.claim.status()
+    }
+
+    /// Whether the filter may answer "absent" alone as far as the store's claim goes: only
+    /// while it holds. A claim lost for good (the store replaced under the wrapper, or taken
+    /// by another wrapper) bypasses the filter for good, with the store's reason.
+    pub(super) fn claim_answers(&self) -> bool {
+        if self.claim.is_valid() {
+            return true;
+        }
+        if let ClaimStatus::Lost { why } = self.claim.status() {
+            let mut state = self.write();
+            if !matches!(state.mode, Mode::Bypassed(BypassReason::ClaimLost { .. })) {
+                state.mode = Mode::Bypassed(BypassReason::ClaimLost { why });
+            }
+        }
+        false
+    }
+
+    /// [`StoreError::ClaimLost`] once the claim is lost for good: nothing may make the filter
+    /// trusted again (a rebuild, a snapshot bound to a store that is no longer there).
+    pub(super) fn check_claim(&self) -> Result<(), StoreError<S::Error>> {
+        match self.claim.status() {
+            ClaimStatus::Lost { why } => {
+                self.claim_answers();
+                Err(StoreError::ClaimLost { why })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -308,6 +345,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
 
     /// A copy of the counters and the filter state.
     pub fn metrics(&self) -> Metrics {
+        self.claim_answers();
         let state = self.read();
         let filter = &state.active;
         let c = &self.counters;

@@ -25,14 +25,14 @@ impl<S: PrimaryStore> FilteredStore<S> {
         key: &EncodedKey<'_>,
     ) -> Result<Lookup, StoreError<S::Error>> {
         self.counters.queries.fetch_add(1, Ordering::Relaxed);
+        // A claim that does not hold (the store replaced, unreachable, or taken by another
+        // wrapper): the filter no longer answers alone.
+        let answers = self.claim_answers();
         let trusted_maybe = {
             let state = self.read();
             match state.mode {
-                // A claim the store says was lost (another wrapper may write it now): the
-                // filter no longer answers alone.
-                Mode::Trusted if self.claim.is_valid() => Some(state.active.contains(key)),
-                Mode::Trusted => None,
-                Mode::Bypassed(_) => None,
+                Mode::Trusted if answers => Some(state.active.contains(key)),
+                Mode::Trusted | Mode::Bypassed(_) => None,
             }
         };
         if trusted_maybe == Some(false) {

@@ -18,8 +18,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// larger than `max_snapshot_bytes` ([`RebuildReport::capacity_limited`] then says so).
     ///
     /// # Errors
-    /// A store error; the previous filter and mode are then kept.
+    /// A store error; the previous filter and mode are then kept. [`StoreError::ClaimLost`]
+    /// once the store was replaced under the wrapper: it is never trusted again.
     pub fn rebuild(&self) -> Result<RebuildReport, StoreError<S::Error>> {
+        // A store that is no longer the one opened is never covered again.
+        self.check_claim()?;
         // Holds no data, so a panic in another rebuild leaves nothing inconsistent.
         let _one_at_a_time = self
             .rebuilding
@@ -120,6 +123,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 return Err(StoreError::Store(e));
             }
         };
+        if let ClaimStatus::Lost { why } = self.claim.status() {
+            // Lost while the rebuild ran: what it scanned may be another store's.
+            state.mode = Mode::Bypassed(BypassReason::ClaimLost { why: why.clone() });
+            return Err(StoreError::ClaimLost { why });
+        }
         // Keys committed after the scan started had their bits set directly, so covering the
         // generation at the start is covering the store.
         state.active = new;

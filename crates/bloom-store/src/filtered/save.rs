@@ -39,6 +39,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         path: impl AsRef<Path>,
     ) -> Result<DatasetGeneration, StoreError<S::Error>> {
         let path = path.as_ref();
+        self.check_claim()?;
         if self.options.counting {
             return self.save_counting(path);
         }

@@ -69,6 +69,30 @@ pub enum SqliteStoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The database file is no longer the one the store opened: another file was moved or
+    /// copied to its path, it was deleted (and perhaps made again), it holds another store,
+    /// or its history went back (a backup put back while the store was open). Every call
+    /// fails from then on, and a wrapper's claim is lost for good: open the store again.
+    #[error(
+        "the database {path} was replaced while the store was open ({why}); nothing is read from or written to it through this handle: open it again"
+    )]
+    Replaced {
+        /// The database file.
+        path: PathBuf,
+        /// What was found.
+        why: String,
+    },
+    /// The database file is being changed by another program (a copy written over it, say),
+    /// or a change to it could not be checked, for longer than a call waits (5 s): nothing
+    /// was read or written. Try again; if the file was replaced, the call then fails with
+    /// [`SqliteStoreError::Replaced`].
+    #[error(
+        "the database {path} is being changed by another program and could not be checked in time; nothing was read or written: try again"
+    )]
+    Unsettled {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The database is read-only and needs an upgrade that writes.
     #[error("the database is read-only and must first be opened once with write access ({0})")]
     ReadOnly(String),

@@ -5,8 +5,10 @@
 
 mod chain;
 mod error;
+mod guard;
 mod primary;
 mod schema;
+mod watch;
 mod writes;
 
 pub use error::SqliteStoreError;
@@ -15,7 +17,7 @@ use writes::{from_seq, gap, read_only, read_only_or, to_seq};
 pub use schema::LegacyKeys;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
@@ -82,6 +84,9 @@ pub struct SqliteStore {
     path: Option<PathBuf>,
     readers: Mutex<Vec<Connection>>,
     identity: StoreIdentity,
+    /// The file the store opened (`None` in memory): every call checks that its path still
+    /// names it, and a claim's watcher watches it.
+    guard: Option<Arc<guard::Guard>>,
     /// The wrapper claim of an in-memory database (a file database is claimed by a lock
     /// beside it).
     claimed: crate::primary::ClaimFlag,
@@ -279,11 +284,31 @@ impl SqliteStore {
             detail: "missing".into(),
         })?;
         let identity = StoreIdentity::from_bytes(blob16("store identity", &identity)?);
+        // The file as SQLite names it (an absolute path): read connections open it there
+        // whatever the working directory becomes, and the guard watches it.
+        let path = path.map(|given| {
+            conn.path()
+                .filter(|p| !p.is_empty())
+                .map_or(given, PathBuf::from)
+        });
+        let guard = match &path {
+            Some(path) => {
+                let guard = guard::Guard::new(path.clone(), identity)?;
+                // The head as opened, the point a claim checks the file against (a log that
+                // cannot be read opens all the same: its scans fail, its lookups answer).
+                if let Ok(head) = chain::head_in(&conn, identity) {
+                    guard.saw(head)?;
+                }
+                Some(Arc::new(guard))
+            }
+            None => None,
+        };
         Ok(Self {
             writer: Mutex::new(conn),
             path,
             readers: Mutex::new(Vec::new()),
             identity,
+            guard,
             claimed: crate::primary::ClaimFlag::default(),
         })
     }
@@ -309,6 +334,35 @@ impl SqliteStore {
         self.writer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The writing connection, once the file is checked to be the one opened.
+    fn checked_writer(&self) -> Result<MutexGuard<'_, Connection>, SqliteStoreError> {
+        self.check_file()?;
+        Ok(self.writer())
+    }
+
+    /// [`SqliteStoreError::Replaced`] once the database file is no longer the one opened
+    /// (one `stat` of its path), for good.
+    fn check_file(&self) -> Result<(), SqliteStoreError> {
+        self.guard.as_ref().map_or(Ok(()), |g| g.check())
+    }
+
+    /// The newest generation this handle has seen, before a read that may return a head:
+    /// the head it returns is never older.
+    fn seen_floor(&self) -> DatasetGeneration {
+        self.guard
+            .as_ref()
+            .map_or(DatasetGeneration::ZERO, |g| g.floor())
+    }
+
+    /// Records a head read or committed (after `floor`, taken before the read began): a head
+    /// behind it means the file's history went back under the open store.
+    fn saw(&self, floor: DatasetGeneration, head: HistoryPoint) -> Result<(), SqliteStoreError> {
+        match &self.guard {
+            Some(guard) => guard.saw_after(floor, head),
+            None => Ok(()),
+        }
+    }
+
     /// Runs `f` on a read connection of its own (a file database), or on the one connection
     /// (in memory).
     fn read<T>(
@@ -318,6 +372,7 @@ impl SqliteStore {
         let Some(path) = &self.path else {
             return f(&self.writer());
         };
+        self.check_file()?;
         let pooled = self
             .readers
             .lock()
@@ -333,6 +388,10 @@ impl SqliteStore {
                         | OpenFlags::SQLITE_OPEN_NO_MUTEX,
                 )?;
                 conn.busy_timeout(READ_BUSY_TIMEOUT)?;
+                // Opened by path: it must be the store this handle opened.
+                if let Some(guard) = &self.guard {
+                    guard.check_identity(&conn)?;
+                }
                 conn
             }
         };

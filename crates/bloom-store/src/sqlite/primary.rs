@@ -14,7 +14,10 @@ impl PrimaryStore for SqliteStore {
     }
 
     fn head(&self) -> Result<HistoryPoint, SqliteStoreError> {
-        self.read(|conn| chain::head_in(conn, self.identity))
+        let floor = self.seen_floor();
+        let head = self.read(|conn| chain::head_in(conn, self.identity))?;
+        self.saw(floor, head)?;
+        Ok(head)
     }
 
     fn history_at(
@@ -151,18 +154,26 @@ impl PrimaryStore for SqliteStore {
         self.remove_one(key)
     }
 
-    /// A file database is claimed by an exclusive lock on `PATH-bloom.lock` beside it (the
-    /// path with links resolved, so two paths to one file share it), released when the
-    /// claim is dropped or the process ends; an in-memory one by a flag.
-    fn claim_wrapper(&self) -> Result<Option<crate::StoreClaim>, SqliteStoreError> {
+    /// A file database is claimed by a lock on `PATH-bloom.lock` beside it (the path with
+    /// links resolved, so two paths to one file share it): exclusive for
+    /// [`ClaimKind::Exclusive`](crate::ClaimKind::Exclusive), shared for
+    /// [`ClaimKind::Shared`](crate::ClaimKind::Shared), released when the claim is dropped
+    /// or the process ends; an in-memory one by a count. While it is held, a watcher sees the
+    /// database file replaced, written by another program, or the lock file removed, as it
+    /// happens (inotify on Linux), and the claim is unconfirmed until the store is checked
+    /// again, or lost for good.
+    fn claim_wrapper(
+        &self,
+        kind: crate::ClaimKind,
+    ) -> Result<Option<crate::StoreClaim>, SqliteStoreError> {
         // The file SQLite opened (a `file:` URI or a relative path resolved), links resolved.
         let (file, read_only) = {
-            let conn = self.writer();
+            let conn = self.checked_writer()?;
             let file = conn.path().filter(|p| !p.is_empty()).map(PathBuf::from);
             (file, conn.is_readonly(rusqlite::MAIN_DB)?)
         };
-        let Some(file) = file.filter(|_| self.path.is_some()) else {
-            return Ok(self.claimed.claim());
+        let (Some(file), Some(guard)) = (file.filter(|_| self.path.is_some()), &self.guard) else {
+            return Ok(self.claimed.claim(kind));
         };
         let resolved = std::fs::canonicalize(&file).unwrap_or(file);
         let mut name = resolved.into_os_string();
@@ -204,22 +215,35 @@ impl PrimaryStore for SqliteStore {
             // No writer has made a lock there either (it could not have written beside the
             // database without making one): nothing to share the database with.
             Err(e) if read_only && e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Ok(Some(crate::StoreClaim::unenforced()));
+                return Ok(Some(
+                    crate::StoreClaim::unenforced().also_watching(guard.watch.clone()),
+                ));
             }
             Err(e) => return Err(failed(e)),
         };
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             return Err(not_a_file());
         }
-        match file.try_lock() {
-            Ok(()) => Ok(Some(crate::StoreClaim::holding(file))),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(failed(e)),
+        let locked = match kind {
+            crate::ClaimKind::Exclusive => file.try_lock(),
+            crate::ClaimKind::Shared => file.try_lock_shared(),
+        };
+        match locked {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
         }
+        let watch = crate::ClaimWatch::new();
+        let watcher =
+            super::watch::start(Arc::clone(guard), lock.clone(), watch.clone()).map_err(failed)?;
+        Ok(Some(
+            crate::StoreClaim::holding_while((file, watcher), watch)
+                .also_watching(guard.watch.clone()),
+        ))
     }
 
     fn claim_key_encoding(&self, proposed: &str) -> Result<String, SqliteStoreError> {
-        let mut conn = self.writer();
+        let mut conn = self.checked_writer()?;
         let recorded: Option<String> = conn
             .query_row(
                 "SELECT CAST(value AS TEXT) FROM main.bloom_store_meta WHERE name = 'key_encoding'",

@@ -15,12 +15,14 @@ impl SqliteStore {
         if keys.is_empty() {
             return Ok(done);
         }
-        let mut conn = self.writer();
+        let floor = self.seen_floor();
+        let mut conn = self.checked_writer()?;
         // IMMEDIATE takes the write lock first, so the head read below is the head this
         // batch extends, even with other connections writing.
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        {
+        let head = {
             let mut head = chain::head_in(&tx, self.identity)?;
+            self.saw(floor, head)?;
             // One step per key: the unique index `bloom_keys` turns the insert of a key
             // already in the store into no row, so no lookup comes first. The row takes the
             // next rowid, which (with no gaps) is the next generation; SQLite appends it
@@ -52,15 +54,18 @@ impl SqliteStore {
                     });
                 }
             }
-        }
+            head
+        };
         tx.commit()?;
+        self.saw(floor, head)?;
         Ok(done)
     }
 
     /// Removes a key in one IMMEDIATE transaction: the removal is logged with the next
     /// generation and its digest, and the insert it undoes is marked removed by it.
     pub(super) fn remove_one(&self, key: &[u8]) -> Result<Option<Removal>, SqliteStoreError> {
-        let mut conn = self.writer();
+        let floor = self.seen_floor();
+        let mut conn = self.checked_writer()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let inserted_at: Option<i64> = tx
             .prepare_cached(LIVE_INSERT)?
@@ -70,6 +75,7 @@ impl SqliteStore {
             return Ok(None);
         };
         let head = chain::head_in(&tx, self.identity)?;
+        self.saw(floor, head)?;
         let generation = next_generation(head)?;
         let digest = history::after_remove(head.digest, generation, key);
         let seq = to_seq(generation);
@@ -85,6 +91,7 @@ impl SqliteStore {
         tx.prepare_cached("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
             .execute(params![seq, inserted_at])?;
         tx.commit()?;
+        self.saw(floor, HistoryPoint { generation, digest })?;
         Ok(Some(Removal {
             generation,
             inserted_at: from_seq(inserted_at),
