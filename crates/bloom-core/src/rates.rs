@@ -152,7 +152,7 @@ mod tests {
         // already below 1e-16 of the mode's and the sum used to stop (2.8x too small).
         let (lambda, k) = (1.0 / 6.0, 45);
         let g = |l: f64| (-((1.0f64 - 1.0 / 512.0).ln() * f64::from(k) * l).exp_m1()).powi(k);
-        for rate in [&|l: f64| g(l) as f64, &|l: f64| g(l).powi(2)] as [&dyn Fn(f64) -> f64; 2] {
+        for rate in [&|l: f64| g(l), &|l: f64| g(l).powi(2)] as [&dyn Fn(f64) -> f64; 2] {
             let (summed, exact) = (poisson_mixture(lambda, rate), direct(lambda, rate));
             assert!(
                 (summed - exact).abs() <= exact * 1e-12,

@@ -122,7 +122,7 @@ fn writer(params: &str, redis: &str, id: u64) -> Result<(), String> {
                     duplicates += keys.len() as u64 - fresh.len() as u64;
                     break;
                 }
-                Err(SharedError::Filter(_)) => {
+                Err(SharedError::Filter(_) | SharedError::NoFilter { .. }) => {
                     orphaned()?;
                     refused += 1;
                     if shared.rebuild(config()).is_ok() {

@@ -126,6 +126,7 @@ pub(crate) fn begin_holding_head(
     if row.get(2).and_then(from_hex).as_deref() != Some(identity.to_bytes().as_slice()) {
         return Err(PostgresStoreError::Replaced {
             namespace: namespace.as_str().to_owned(),
+            why: "a writing transaction found another store in its place".into(),
         });
     }
     point(identity, seq, &digest)

@@ -52,16 +52,20 @@ pub enum PostgresStoreError {
         /// How.
         detail: String,
     },
-    /// The store was replaced while it was open: a new connection found another store (or
-    /// none) in its place, because the database was dropped and recreated, or another
-    /// store's backup was restored into it. Nothing more is read or written through this
-    /// handle; open the store again (its filters and snapshots are then judged afresh).
+    /// The store was replaced while it was open: another store (or none) is in its place
+    /// (the database dropped and recreated, renamed and another renamed into its place, the
+    /// schema replaced), or its history went back or another way (an older backup or a
+    /// diverged copy restored into it). Nothing more is read or written through this handle,
+    /// and a wrapper's claim is lost for good; open the store again (its filters and
+    /// snapshots are then judged afresh).
     #[error(
-        "the store in schema {namespace} was replaced while it was open (the database was dropped and recreated, or another store restored into it); open it again"
+        "the store in schema {namespace} was replaced while it was open ({why}); open it again"
     )]
     Replaced {
         /// The PostgreSQL schema.
         namespace: String,
+        /// What was found.
+        why: String,
     },
     /// The claim of one `FilteredStore` on the store, which this store handed out, was
     /// lost (the server restarted, ending the connection that held it) and another wrapper

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
-use bloom_store::{PrimaryStore, StoreClaim};
+use bloom_store::{ClaimKind, PrimaryStore, StoreClaim};
 
 use crate::PostgresStoreError;
 use crate::statements::Q;
@@ -119,8 +119,19 @@ impl PostgresStore {
                 .iter()
                 .map(|row| field(row, 0, "an appended generation"))
                 .collect::<Result<_, _>>()?;
+            // The head after the appends: the newest appended row (those skipped are at
+            // the end).
+            let after = seqs
+                .iter()
+                .zip(&digests)
+                .filter(|(seq, _)| appended.contains(seq))
+                .map(|(&seq, &digest)| HistoryPoint {
+                    generation: from_seq(seq),
+                    digest: HistoryDigest::from_bytes(digest),
+                })
+                .next_back();
             if appended.len() == seqs.len() {
-                return Ok(Some(done));
+                return Ok(after.map(|after| (done, after)));
             }
             // Only keys at the end were skipped (a gap fails the statement). They must be in
             // the store: a row skipped for any other conflict means the log is not as its
@@ -146,7 +157,7 @@ impl PostgresStore {
                     *slot = None;
                 }
             }
-            Ok(Some(done).filter(|_| !appended.is_empty()))
+            Ok(after.map(|after| (done, after)))
         })?;
         Ok(done.unwrap_or_else(|| vec![None; keys.len()]))
     }
@@ -169,10 +180,13 @@ impl PostgresStore {
                 &[&seq, &key, &digest.to_bytes().as_slice(), &inserted_at],
             )?;
             tx.execute(Q::MarkRemoved, &[&seq, &inserted_at])?;
-            Ok(Some(Removal {
-                generation,
-                inserted_at: from_seq(inserted_at),
-            }))
+            Ok(Some((
+                Removal {
+                    generation,
+                    inserted_at: from_seq(inserted_at),
+                },
+                HistoryPoint { generation, digest },
+            )))
         })
     }
 
@@ -292,12 +306,15 @@ impl PrimaryStore for PostgresStore {
     }
 
     fn head(&self) -> Result<HistoryPoint, PostgresStoreError> {
+        let floor = self.guard.floor();
         let row = self.read_one(Q::Head, &[])?;
-        point(
+        let head = point(
             self.identity,
             field(&row, 1, "the head of the change log")?,
             field(&row, 2, "the head of the change log")?,
-        )
+        )?;
+        self.guard.saw_after(floor, head)?;
+        Ok(head)
     }
 
     fn history_at(
@@ -400,18 +417,25 @@ impl PrimaryStore for PostgresStore {
             .ok_or_else(|| damaged("the key encoding", "vanished after it was recorded".into()))
     }
 
-    /// A session-level advisory lock, held by a connection of its own for as long as the
-    /// claim is, and freed by the server when that connection ends (the process died, the
-    /// server restarted). Its keys are the class `0x626c6f63` and `hashtext` of the
-    /// namespace and the identity.
+    /// A session-level advisory lock (exclusive, or shared for [`ClaimKind::Shared`]), held
+    /// by a connection of its own for as long as the claim is, and freed by the server when
+    /// that connection ends (the process died, the server restarted). Its keys are the
+    /// class `0x626c6f63` and `hashtext` of the namespace and the identity. The same
+    /// connection holds the store's tables (`ACCESS SHARE`) in an open transaction, and a
+    /// thread waits on its socket.
     ///
-    /// A heartbeat checks the connection every second. When it ended (a server restart, a
-    /// connection cut), the lock is taken again; when another wrapper took it first, the
-    /// claim is given up: the `FilteredStore` holding it stops answering from its filter
-    /// alone, and every call of this store fails with [`PostgresStoreError::ClaimLost`].
-    /// Until the heartbeat notices (about a second), the first wrapper may still answer
-    /// "absent" from its filter for a key the second one committed.
-    fn claim_wrapper(&self) -> Result<Option<StoreClaim>, PostgresStoreError> {
-        self.claim()
+    /// - Its session ended (the database dropped, a backend terminated, a server restart):
+    ///   seen as it happens; the claim is unconfirmed (the wrapper asks the store for every
+    ///   lookup) until it is taken again and the store checked. If another wrapper took it
+    ///   first, it is lost for good, and every call of this store fails with
+    ///   [`PostgresStoreError::ClaimLost`].
+    /// - Someone waits for the store's tables (`DROP SCHEMA`, `pg_restore --clean`,
+    ///   `TRUNCATE`, `ALTER TABLE`): the claim turns unconfirmed first, then lets the tables
+    ///   go (within 0.2 s), and takes them again once the change is done.
+    /// - The check: the store is the one opened and its history still has the newest point
+    ///   this process saw. Otherwise (another store, an older backup, a diverged copy) the
+    ///   claim is lost for good and every call fails with [`PostgresStoreError::Replaced`].
+    fn claim_wrapper(&self, kind: ClaimKind) -> Result<Option<StoreClaim>, PostgresStoreError> {
+        self.claim(kind)
     }
 }

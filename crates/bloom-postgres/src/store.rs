@@ -1,13 +1,13 @@
 //! [`PostgresStore`]: its connections (a pool, each checked to be of this store when it is
 //! made), how it opens, and the one writing transaction.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use postgres::NoTls;
 
-use bloom_format::StoreIdentity;
-use bloom_store::HistoryPoint;
+use bloom_format::{DatasetGeneration, StoreIdentity};
+use bloom_store::{ClaimKind, ClaimWatch, HistoryPoint};
 
 use crate::PostgresStoreError;
 use crate::claim::Claim;
@@ -63,6 +63,121 @@ pub struct PostgresStore {
     idle: Mutex<Vec<Conn>>,
     /// The claim this store handed out, while it is held.
     claim: Mutex<std::sync::Weak<Claim>>,
+    /// What ties the handle to the store it opened (its identity, the history it saw), and
+    /// whether it was found replaced.
+    pub(crate) guard: Arc<Guard>,
+}
+
+/// What ties a [`PostgresStore`] to the store it opened: its identity, the newest point of
+/// its history this process saw, and whether it was found replaced (another database under
+/// its name, another store in its schema, an older backup or a diverged copy restored into
+/// it). Shared with the claim's thread, which checks the store when its session ends or
+/// someone waits for its tables.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    pub(crate) identity: StoreIdentity,
+    namespace: String,
+    seen: Mutex<HistoryPoint>,
+    /// Commits of this process between their `COMMIT` and the record of their head.
+    in_flight: std::sync::atomic::AtomicU32,
+    /// Lost for good once the store is found replaced; every claim watches it.
+    pub(crate) watch: ClaimWatch,
+}
+
+/// A commit in flight ([`Guard::committing`]).
+pub(crate) struct Committing<'g>(&'g Guard);
+
+impl Drop for Committing<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl Guard {
+    fn new(identity: StoreIdentity, namespace: &str) -> Self {
+        Self {
+            identity,
+            namespace: namespace.to_owned(),
+            seen: Mutex::new(bloom_store::HistoryPoint::genesis(identity)),
+            in_flight: std::sync::atomic::AtomicU32::new(0),
+            watch: ClaimWatch::new(),
+        }
+    }
+
+    /// The newest point of the history seen.
+    pub(crate) fn seen(&self) -> HistoryPoint {
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the store was found replaced.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.watch.is_lost()
+    }
+
+    /// The store is not the one opened any more, for good: every claim is lost with it.
+    pub(crate) fn replaced(&self, why: impl Into<String>) -> PostgresStoreError {
+        let why = why.into();
+        self.watch.lose(format!(
+            "the store in schema {} was replaced: {why}",
+            self.namespace
+        ));
+        PostgresStoreError::Replaced {
+            namespace: self.namespace.clone(),
+            why,
+        }
+    }
+
+    /// `Replaced` once the store was found replaced.
+    fn check(&self) -> Result<(), PostgresStoreError> {
+        match self.watch.status() {
+            bloom_store::ClaimStatus::Lost { .. } => Err(PostgresStoreError::Replaced {
+                namespace: self.namespace.clone(),
+                why: "found earlier".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Marks a commit of this process in flight until the returned guard is dropped (after
+    /// its head was recorded).
+    pub(crate) fn committing(&self) -> Committing<'_> {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Committing(self)
+    }
+
+    /// Whether a commit of this process may have landed without being recorded yet.
+    pub(crate) fn commits_in_flight(&self) -> bool {
+        self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// The newest generation seen, before an operation that reads the head.
+    pub(crate) fn floor(&self) -> DatasetGeneration {
+        self.seen().generation
+    }
+
+    /// Records a head read by an operation that began once `floor` was seen: the store's
+    /// history never goes back, so a head behind it is another history (an older backup
+    /// restored into the store while it was open).
+    pub(crate) fn saw_after(
+        &self,
+        floor: DatasetGeneration,
+        point: HistoryPoint,
+    ) -> Result<(), PostgresStoreError> {
+        if point.generation < floor {
+            return Err(self.replaced(format!(
+                "its history went back from generation {floor} to {}",
+                point.generation
+            )));
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if point.generation > seen.generation {
+            *seen = point;
+        }
+        Ok(())
+    }
 }
 
 /// Where the store is, never how it logs in.
@@ -145,13 +260,17 @@ impl PostgresStore {
             sql,
             idle: Mutex::new(Vec::new()),
             claim: Mutex::new(std::sync::Weak::new()),
+            guard: Arc::new(Guard::new(StoreIdentity::from_bytes([0; 16]), "")),
         };
         let mut conn = store.connect_one()?;
         store.identity = open_schema(&mut conn.client, &store.namespace)?;
+        store.guard = Arc::new(Guard::new(store.identity, store.namespace.as_str()));
         store.put_back(conn);
         if store.settings.verify_history {
             store.verify_history()?;
         }
+        // The point a claim checks the store against from now on.
+        bloom_store::PrimaryStore::head(&store)?;
         Ok(store)
     }
 
@@ -171,21 +290,25 @@ impl PostgresStore {
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
-    /// A new connection, with the store's session settings.
-    /// The claim of one wrapper on this store ([`PrimaryStore::claim_wrapper`]), with a
-    /// heartbeat that notices a server restart within about a second and takes the lock
-    /// again (or gives the claim up, when another wrapper took it).
+    /// A wrapper's claim on this store ([`PrimaryStore::claim_wrapper`]): see the `claim`
+    /// module.
     ///
     /// [`PrimaryStore::claim_wrapper`]: bloom_store::PrimaryStore::claim_wrapper
-    pub(crate) fn claim(&self) -> Result<Option<bloom_store::StoreClaim>, PostgresStoreError> {
-        let name = format!("{}:{}", self.namespace.as_str(), self.identity);
-        let Some(claim) = Claim::take_new(&self.config, name)? else {
+    pub(crate) fn claim(
+        &self,
+        kind: ClaimKind,
+    ) -> Result<Option<bloom_store::StoreClaim>, PostgresStoreError> {
+        self.guard.check()?;
+        let Some((claim, holder)) =
+            Claim::take_new(&self.config, &self.namespace, Arc::clone(&self.guard), kind)?
+        else {
             return Ok(None);
         };
-        *self.claim.lock().unwrap_or_else(PoisonError::into_inner) =
-            std::sync::Arc::downgrade(&claim);
-        let valid = claim.validity();
-        Ok(Some(bloom_store::StoreClaim::holding_while(claim, valid)))
+        *self.claim.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(&claim);
+        Ok(Some(
+            bloom_store::StoreClaim::holding_while(holder, claim.watch.clone())
+                .also_watching(self.guard.watch.clone()),
+        ))
     }
 
     /// The claim this store handed out, while its holder keeps it.
@@ -202,19 +325,12 @@ impl PostgresStore {
         }
     }
 
-    /// `ClaimLost` once the claim this store handed out was taken by another wrapper.
+    /// `Replaced` once the store was found replaced, `ClaimLost` once the claim this store
+    /// handed out was taken by another wrapper.
     fn check_claim(&self) -> Result<(), PostgresStoreError> {
+        self.guard.check()?;
         match self.held_claim() {
             Some(claim) if claim.is_lost() => Err(self.claim_lost()),
-            _ => Ok(()),
-        }
-    }
-
-    /// When a new connection is made while a claim is held: the claim's connection may have
-    /// ended with the one before (a server restart), and is renewed at once.
-    fn renew_claim(&self) -> Result<(), PostgresStoreError> {
-        match self.held_claim() {
-            Some(claim) if !claim.renew() => Err(self.claim_lost()),
             _ => Ok(()),
         }
     }
@@ -246,12 +362,20 @@ impl PostgresStore {
                     _ => None,
                 });
             if found.as_deref() != Some(self.identity.to_bytes().as_slice()) {
-                return Err(PostgresStoreError::Replaced {
-                    namespace: self.namespace.as_str().to_owned(),
-                });
+                return Err(self.guard.replaced(match found {
+                    Some(_) => "a new connection found another store in its place",
+                    None => "a new connection found no store in its place",
+                }));
+            }
+            // A new connection: the one before may have ended with a server restart, and
+            // the claim's session with it. The claim is taken again first, so that a wrapper
+            // that comes after the restart is the one refused.
+            if let Some(claim) = self.held_claim()
+                && !claim.renew_now()
+            {
+                return Err(self.claim_lost());
             }
         }
-        self.renew_claim()?;
         Ok(Conn {
             client,
             prepared: Default::default(),
@@ -304,12 +428,18 @@ impl PostgresStore {
         // A connection whose call failed is kept unless it is closed (every writing
         // transaction is rolled back before an error leaves it).
         self.put_back(conn);
+        if let Err(PostgresStoreError::Replaced { why, .. }) = &result {
+            // Found by a statement (its identity, or the head behind one seen): every claim
+            // is lost with the store.
+            let _ = self.guard.replaced(why.clone());
+        }
         result
     }
 
     /// Runs `f` in a READ COMMITTED transaction that first takes the head of the log
-    /// `FOR UPDATE`, and commits when it returns `Ok(Some(_))` (`Ok(None)`: nothing to
-    /// write, rolled back).
+    /// `FOR UPDATE`, and commits when it returns `Ok(Some((_, head)))`, `head` being the
+    /// head its appends made (recorded as seen once committed); `Ok(None)`: nothing to write,
+    /// rolled back.
     ///
     /// The head is the one lock every append takes, first: writers in every process queue
     /// on it, so the log has one order, and each writer reads the head it extends (READ
@@ -323,19 +453,25 @@ impl PostgresStore {
     /// PostgreSQL: the crash probe lost acknowledged keys that way.)
     pub(crate) fn with_head<T>(
         &self,
-        f: impl FnOnce(&mut Writing<'_, '_>, HistoryPoint) -> Result<Option<T>, PostgresStoreError>,
+        f: impl FnOnce(
+            &mut Writing<'_, '_>,
+            HistoryPoint,
+        ) -> Result<Option<(T, HistoryPoint)>, PostgresStoreError>,
     ) -> Result<Option<T>, PostgresStoreError> {
         let identity = self.identity;
         let sql = &self.sql;
         let begin = &self.begin;
         let mut f = Some(f);
+        let floor = self.guard.floor();
         self.with(|conn| {
             let Conn {
                 client,
                 prepared,
                 wrote,
             } = conn;
-            let head = match begin_holding_head(client, begin, identity, &self.namespace) {
+            let head = match begin_holding_head(client, begin, identity, &self.namespace)
+                .and_then(|head| self.guard.saw_after(floor, head).map(|()| head))
+            {
                 Ok(head) => head,
                 Err(e) => {
                     let _ = client.batch_execute("ROLLBACK");
@@ -356,8 +492,12 @@ impl PostgresStore {
                 sql,
             };
             match f(&mut writing, head) {
-                Ok(Some(done)) => {
+                Ok(Some((done, after))) => {
+                    // Between the commit and its record, the claim's check must not take the
+                    // head it may read for someone else's.
+                    let _committing = self.guard.committing();
                     writing.client.batch_execute("COMMIT")?;
+                    self.guard.saw_after(floor, after)?;
                     Ok(Some(done))
                 }
                 Ok(None) => {
@@ -410,9 +550,9 @@ impl PostgresStore {
         if found == Some(self.identity.to_bytes().as_slice()) {
             Ok(())
         } else {
-            Err(PostgresStoreError::Replaced {
-                namespace: self.namespace.as_str().to_owned(),
-            })
+            Err(self
+                .guard
+                .replaced("a statement ran on another store in its place"))
         }
     }
 }

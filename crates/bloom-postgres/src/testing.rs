@@ -295,6 +295,42 @@ impl TempServer {
         )
     }
 
+    /// `pg_dump --format custom` of `database` into `file`: an archive for
+    /// [`TempServer::restore_clean`].
+    ///
+    /// # Errors
+    /// When `pg_dump` fails.
+    pub fn dump_archive(&self, database: &str, file: &Path) -> Result<(), ServerError> {
+        self.run_client(
+            "pg_dump",
+            &[
+                "--format=custom".as_ref(),
+                "-f".as_ref(),
+                file.as_os_str(),
+                database.as_ref(),
+            ],
+        )
+    }
+
+    /// `pg_restore --clean --if-exists` of an archive of [`TempServer::dump_archive`] into
+    /// `database`, which may hold the same objects: they are dropped and made again, as an
+    /// operator restores a backup over a live database.
+    ///
+    /// # Errors
+    /// When `pg_restore` fails.
+    pub fn restore_clean(&self, database: &str, file: &Path) -> Result<(), ServerError> {
+        self.run_client(
+            "pg_restore",
+            &[
+                "--clean".as_ref(),
+                "--if-exists".as_ref(),
+                "-d".as_ref(),
+                database.as_ref(),
+                file.as_os_str(),
+            ],
+        )
+    }
+
     /// `pg_ctl stop -m immediate`: the server stops at once, without a checkpoint, as in a
     /// crash (it recovers from its write-ahead log at the next start).
     ///

@@ -142,7 +142,7 @@ fn writer(params: &str, redis: &str, name: &str) -> ExitCode {
                     next += size;
                 }
             }
-            Err(SharedError::Filter(_)) => {
+            Err(SharedError::Filter(_) | SharedError::NoFilter { .. }) => {
                 let _ = shared.rebuild(config());
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -282,6 +282,9 @@ fn check(
             ));
         }
     }
+    // A FilteredStore never opens beside a shared filter's wrapper (its own filter would
+    // answer "absent" for the shared wrappers' keys): the shared one goes first.
+    drop(shared);
     if let Some(path) = snapshot {
         let (filtered, outcome) =
             FilteredStore::open_and_recover(&store, options().with_snapshot(path)).map_err(text)?;

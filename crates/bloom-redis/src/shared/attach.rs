@@ -10,11 +10,17 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .last_attach
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        if let ClaimStatus::Lost { why } = self.claim.status() {
+            let why = format!("the store is no longer the one this wrapper opened: {why}");
+            self.install_unusable(None, false, why.clone());
+            return Ok(SharedOpen::Bypassed(why));
+        }
         let filter = match RedisFilter::open(&self.target, &self.name) {
             Ok(filter) => filter,
             Err(e) => {
-                self.install(None, false);
-                return Ok(SharedOpen::Bypassed(e.to_string()));
+                let why = e.to_string();
+                self.install_unusable(None, false, why.clone());
+                return Ok(SharedOpen::Bypassed(why));
             }
         };
         if filter.config().encoding() != self.encoding {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bloom_core::{EncodedKey, FilterConfig, Key, KeyEncoding};
 use bloom_format::{DatasetGeneration, StoreBinding};
-use bloom_store::{Lookup, PrimaryStore};
+use bloom_store::{ClaimKind, ClaimStatus, Lookup, PrimaryStore, StoreClaim};
 
 use crate::connection::RedisTarget;
 use crate::error::RedisFilterError;
@@ -87,6 +87,34 @@ pub enum SharedError<E: std::error::Error + 'static> {
     /// A rebuild failed; nothing was deleted unless the filter was already lost.
     #[error("rebuilding the shared filter failed: {0}")]
     Rebuild(#[source] RedisFilterError),
+    /// There is no shared filter this process can use: it is missing in Redis, Redis could
+    /// not be reached when this process last looked, or the filter does not cover this store
+    /// (`why` says which). With `committed` false the key was not committed; with `committed`
+    /// true it was, and its bits could not be set again after the filter it set them in was
+    /// lost (other processes may answer it absent until the filter is rebuilt).
+    #[error("{}", no_filter_message(why, *committed))]
+    NoFilter {
+        /// Why there is no usable filter.
+        why: String,
+        /// Whether the key was committed all the same.
+        committed: bool,
+    },
+    /// Another wrapper holds the store in a way a shared filter cannot share it: a
+    /// `FilteredStore` (bloom-store), which answers "absent" from a filter of its own and
+    /// would not see this wrapper's keys. Close it first.
+    #[error(
+        "a FilteredStore (bloom-store) has this store open, in this process or another: its own filter would answer \"absent\" for this wrapper's keys; close it before sharing the store"
+    )]
+    InUse,
+    /// This wrapper's claim on the store is lost for good: the store was replaced under it
+    /// (another database or file under its name, another identity, a history that went back
+    /// or another way). The shared filter is never trusted by this wrapper again: open it
+    /// again.
+    #[error("the store is no longer the one this wrapper opened ({why}); open the wrapper again")]
+    ClaimLost {
+        /// What happened, as the store reported it.
+        why: String,
+    },
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
@@ -100,9 +128,32 @@ pub enum SharedError<E: std::error::Error + 'static> {
     },
 }
 
+/// The message of [`SharedError::NoFilter`].
+fn no_filter_message(why: &str, committed: bool) -> String {
+    if committed {
+        format!(
+            "the key was committed, but no usable shared filter could take its bits again ({why}): other processes may answer it absent until the filter is rebuilt (SharedFilteredStore::rebuild)"
+        )
+    } else {
+        format!(
+            "the key was not committed: there is no usable shared filter ({why}); create it (SharedFilteredStore::rebuild with a sharded configuration, or bloom redis create) or bring Redis back, then retry"
+        )
+    }
+}
+
+/// Why no filter can take a batch's bits.
+enum Unset {
+    /// None is installed: why.
+    NoFilter(String),
+    /// The installed one failed.
+    Filter(RedisFilterError),
+}
+
 /// The filter this process uses, and whether it answers from it: changed together.
 struct Attached {
     filter: Option<RedisFilter>,
+    /// Why there is no filter (the last attach's reason), while there is none.
+    unusable: String,
     trusted: bool,
     /// Bumped at every change, so that a verdict about one filter is never applied to the
     /// next.
@@ -147,6 +198,9 @@ pub struct SharedFilteredStore<S> {
     reattach_every: Duration,
     grace: Duration,
     counters: metrics::Counters,
+    /// This wrapper's shared claim on the store ([`ClaimKind::Shared`]): no `FilteredStore`
+    /// opens beside it, and it says when the store was replaced under it. The last field.
+    claim: StoreClaim,
 }
 
 impl<S> std::fmt::Debug for SharedFilteredStore<S> {
@@ -169,9 +223,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// store's keys and the filter's must agree), and the default grace period of
     /// [`SharedFilteredStore::open_with_grace`] (10 s).
     ///
+    /// The store is claimed first, shared ([`PrimaryStore::claim_wrapper`] with
+    /// [`ClaimKind::Shared`]): any number of shared wrappers open together, and none beside a
+    /// `FilteredStore`, whose own filter would answer "absent" for their keys.
+    ///
     /// # Errors
-    /// [`SharedError::Store`] or [`SharedError::EncodingMismatch`]. Redis being unreachable
-    /// or the filter being lost is not an error: the wrapper opens bypassed.
+    /// [`SharedError::Store`], [`SharedError::InUse`] or [`SharedError::EncodingMismatch`].
+    /// Redis being unreachable or the filter being lost is not an error: the wrapper opens
+    /// bypassed.
     pub fn open(
         store: S,
         target: RedisTarget,
@@ -196,6 +255,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         encoding: KeyEncoding,
         grace: Duration,
     ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
+        let claim = store
+            .claim_wrapper(ClaimKind::Shared)
+            .map_err(SharedError::Store)?
+            .ok_or(SharedError::InUse)?;
         let label = format!("{} v{}", encoding.name(), encoding.version());
         let recorded = store
             .claim_key_encoding(&label)
@@ -213,6 +276,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             encoding,
             state: RwLock::new(Attached {
                 filter: None,
+                unusable: "not attached yet".into(),
                 trusted: false,
                 epoch: 0,
             }),
@@ -220,6 +284,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             reattach_every: REATTACH_EVERY,
             grace,
             counters: metrics::Counters::default(),
+            claim,
         };
         let outcome = wrapper.attach()?;
         Ok((wrapper, outcome))
@@ -246,10 +311,26 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         &self.store
     }
 
-    /// Whether queries are answered from the filter.
+    /// Whether queries are answered from the filter: it is trusted, and the store's claim
+    /// holds (the store is the one opened, and can be checked).
     #[must_use]
     pub fn is_trusted(&self) -> bool {
-        self.read().trusted
+        self.claim.is_valid() && self.read().trusted
+    }
+
+    /// The store's claim, as the store reports it: a wrapper whose claim does not hold asks
+    /// the store for every lookup; one whose claim is lost never trusts the filter again.
+    #[must_use]
+    pub fn claim_status(&self) -> ClaimStatus {
+        self.claim.status()
+    }
+
+    /// [`SharedError::ClaimLost`] once the claim is lost for good.
+    fn check_claim(&self) -> Result<(), SharedError<S::Error>> {
+        match self.claim.status() {
+            ClaimStatus::Lost { why } => Err(SharedError::ClaimLost { why }),
+            _ => Ok(()),
+        }
     }
 
     /// Queries answered "absent" without asking the store.
@@ -268,8 +349,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 
     /// Installs a filter and the verdict about it, together.
     fn install(&self, filter: Option<RedisFilter>, trusted: bool) {
+        self.install_unusable(filter, trusted, String::new());
+    }
+
+    /// Installs a filter (or none, for the reason `why`) and the verdict about it.
+    fn install_unusable(&self, filter: Option<RedisFilter>, trusted: bool, why: String) {
         let mut state = self.write();
         state.filter = filter;
+        state.unusable = why;
         state.trusted = trusted;
         state.epoch += 1;
     }
@@ -307,9 +394,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = encode_all(&keys, |k| k.encode(self.encoding).map_err(Into::into))?;
+        // A claim that does not hold (the store replaced, or unreachable to check): the store
+        // answers every key.
+        let claimed = self.claim.is_valid();
         let (maybe, lost_epoch) = {
             let state = self.read();
-            match (&state.filter, state.trusted) {
+            match (&state.filter, state.trusted && claimed) {
                 (Some(filter), true) => match filter.contains_each(&encoded) {
                     Ok(maybe) => (Some(maybe), None),
                     // Never an answer from a filter that failed: the store decides, and a
@@ -384,13 +474,14 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     }
 
     /// Sets the keys' bits in the installed filter; returns the epoch they were set under.
-    fn set_bits(&self, keys: &[EncodedKey<'_>]) -> Result<u64, RedisFilterError> {
+    fn set_bits(&self, keys: &[EncodedKey<'_>]) -> Result<u64, Unset> {
         let state = self.read();
         match &state.filter {
-            Some(filter) => filter.insert_all(keys).map(|_| state.epoch),
-            None => Err(RedisFilterError::Protocol(
-                "no usable shared filter: Redis was unreachable or the filter lost at open".into(),
-            )),
+            Some(filter) => filter
+                .insert_all(keys)
+                .map(|_| state.epoch)
+                .map_err(Unset::Filter),
+            None => Err(Unset::NoFilter(state.unusable.clone())),
         }
     }
 
@@ -426,19 +517,26 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
+        // Bits in a filter that covers another store (this one replaced) would be committed
+        // to a store nobody trusts: refused before anything is set.
+        self.check_claim()?;
         let epoch = match self.set_bits(&encoded) {
             Ok(epoch) => epoch,
             Err(first) => {
                 // The filter may have been recreated (by another process's rebuild): attach
                 // to the current one and try once more, so that writers keep going.
                 self.attach()?;
-                self.set_bits(&encoded).map_err(|again| {
-                    SharedError::Filter(if matches!(again, RedisFilterError::Protocol(_)) {
-                        first
-                    } else {
-                        again
-                    })
-                })?
+                self.set_bits(&encoded)
+                    .map_err(|again| match (again, first) {
+                        // No filter now: the reason the first attempt failed says more.
+                        (Unset::NoFilter(_), Unset::Filter(e)) | (Unset::Filter(e), _) => {
+                            SharedError::Filter(e)
+                        }
+                        (Unset::NoFilter(why), Unset::NoFilter(_)) => SharedError::NoFilter {
+                            why,
+                            committed: false,
+                        },
+                    })?
             }
         };
         let raw: Vec<&[u8]> = encoded.iter().map(EncodedKey::as_bytes).collect();
@@ -476,7 +574,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.attach()?;
         self.set_bits(keys)
             .map(|_| ())
-            .map_err(SharedError::CommittedWithoutBits)
+            .map_err(|unset| match unset {
+                Unset::Filter(e) => SharedError::CommittedWithoutBits(e),
+                Unset::NoFilter(why) => SharedError::NoFilter {
+                    why,
+                    committed: true,
+                },
+            })
     }
 
     /// Makes the shared filter cover the store again, then trusts it: the store's keys are
@@ -489,6 +593,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// [`SharedError::Rebuild`] (an unusable `config` is refused before anything is
     /// touched), or a store error; the wrapper then stays bypassed.
     pub fn rebuild(&self, config: FilterConfig) -> Result<u64, SharedError<S::Error>> {
+        self.check_claim()?;
         shard_geometry(&config).map_err(SharedError::Rebuild)?;
         if config.encoding() != self.encoding {
             return Err(SharedError::EncodingMismatch {

@@ -49,11 +49,24 @@ pub(super) struct Guard {
     /// The newest point of the store's history this handle has seen (read or committed): a
     /// file whose history no longer has it is not this store any more.
     seen: Mutex<HistoryPoint>,
+    /// Commits of this handle between their `COMMIT` and the record of their head.
+    in_flight: std::sync::atomic::AtomicU32,
     /// The claims' watch: lost for good once the file is found replaced.
     pub(super) watch: ClaimWatch,
     /// The running watchers (one per claim held): what a call waits for before it reads
     /// or writes.
     settle: Mutex<Vec<Arc<Settle>>>,
+}
+
+/// A commit in flight ([`Guard::committing`]).
+pub(super) struct Committing<'g>(&'g Guard);
+
+impl Drop for Committing<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// How long a call waits for the watcher's verdict on a change to the file before it fails
@@ -133,6 +146,7 @@ impl Guard {
             file,
             identity,
             seen: Mutex::new(HistoryPoint::genesis(identity)),
+            in_flight: std::sync::atomic::AtomicU32::new(0),
             watch: ClaimWatch::new(),
             settle: Mutex::new(Vec::new()),
         })
@@ -233,6 +247,35 @@ impl Guard {
         }
     }
 
+    /// See [`Guard::verify`]: `Err(None)` while a commit of this handle may have landed
+    /// without its record.
+    fn nothing_unseen(
+        &self,
+        conn: &Connection,
+        seen: HistoryPoint,
+        claim: &ClaimWatch,
+    ) -> Result<(), Option<SqliteStoreError>> {
+        let head: Option<i64> = conn
+            .query_row("SELECT MAX(seq) FROM main.bloom_changes", [], |r| r.get(0))
+            .map_err(|e| self.unreadable(&e))?;
+        let head = head.map_or(DatasetGeneration::ZERO, from_seq);
+        let busy = self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0;
+        let seen = self.floor().max(seen.generation);
+        if head <= seen {
+            return Ok(());
+        }
+        if busy {
+            return Err(None);
+        }
+        claim.lose(format!(
+            "the database's history went on past generation {seen} to {head} without this wrapper (a copy that went its own way put in its place, or writes behind its back): its filter lacks those keys"
+        ));
+        Err(Some(SqliteStoreError::Replaced {
+            path: self.path.clone(),
+            why: "its history went on without this wrapper".into(),
+        }))
+    }
+
     /// A read of the file that failed: the file replaced, when SQLite says it is no
     /// database any more (only a writer other than SQLite, such as a copy over the open file,
     /// makes a database SQLite can no longer read); `None` (try again) otherwise.
@@ -262,6 +305,14 @@ impl Guard {
                 )
                 .map_err(SqliteStoreError::from),
         }
+    }
+
+    /// Marks a commit of this handle in flight until the returned guard is dropped (after
+    /// its head was recorded).
+    pub(super) fn committing(&self) -> Committing<'_> {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Committing(self)
     }
 
     /// The newest generation seen so far.
@@ -303,7 +354,15 @@ impl Guard {
     /// the file or its directory): the same file, the same store, and the history still has
     /// the newest point seen. `Err(None)` when it cannot be checked now (a lock, a file
     /// being written): try again.
-    pub(super) fn verify(&self) -> Result<(), Option<SqliteStoreError>> {
+    ///
+    /// For an `exclusive` claim, whose wrapper made every change, the head must be that
+    /// point too: history past it was made elsewhere (a copy that went its own way put in
+    /// the file's place, writes behind the wrapper's back), and its keys are not in the
+    /// wrapper's filter: the claim (`claim`) is lost for good, the store stays usable.
+    pub(super) fn verify(
+        &self,
+        exclusive: Option<&ClaimWatch>,
+    ) -> Result<(), Option<SqliteStoreError>> {
         self.check_file().map_err(Some)?;
         let conn = Connection::open_with_flags(
             &self.path,
@@ -328,7 +387,10 @@ impl Guard {
             }
         };
         match digest {
-            Some(digest) if digest == seen.digest => Ok(()),
+            Some(digest) if digest == seen.digest => match exclusive {
+                Some(claim) => self.nothing_unseen(&tx, seen, claim),
+                None => Ok(()),
+            },
             Some(_) => Err(Some(self.replaced(format!(
                 "its history up to generation {} is another one (a diverged copy put in its place?)",
                 seen.generation

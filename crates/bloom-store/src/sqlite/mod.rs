@@ -346,6 +346,11 @@ impl SqliteStore {
         self.guard.as_ref().map_or(Ok(()), |g| g.check())
     }
 
+    /// Marks a commit in flight until its head is recorded (see `Guard::committing`).
+    fn committing(&self) -> Option<guard::Committing<'_>> {
+        self.guard.as_deref().map(guard::Guard::committing)
+    }
+
     /// The newest generation this handle has seen, before a read that may return a head:
     /// the head it returns is never older.
     fn seen_floor(&self) -> DatasetGeneration {

@@ -234,8 +234,8 @@ impl PrimaryStore for SqliteStore {
             Err(std::fs::TryLockError::Error(e)) => return Err(failed(e)),
         }
         let watch = crate::ClaimWatch::new();
-        let watcher =
-            super::watch::start(Arc::clone(guard), lock.clone(), watch.clone()).map_err(failed)?;
+        let watcher = super::watch::start(Arc::clone(guard), lock.clone(), watch.clone(), kind)
+            .map_err(failed)?;
         Ok(Some(
             crate::StoreClaim::holding_while((file, watcher), watch)
                 .also_watching(guard.watch.clone()),

@@ -45,6 +45,8 @@ impl Drop for Watcher {
 struct Watched {
     guard: Arc<Guard>,
     claim: ClaimWatch,
+    /// Whether the claim is exclusive (its wrapper made every change of the store).
+    exclusive: bool,
     settle: Arc<Settle>,
     /// The claim's lock file.
     lock: PathBuf,
@@ -57,7 +59,7 @@ impl Watched {
     fn check_again(&self) -> bool {
         self.settle.begin();
         self.claim.suspend();
-        let decided = match self.guard.verify() {
+        let decided = match self.guard.verify(self.exclusive.then_some(&self.claim)) {
             Ok(()) => {
                 self.claim.confirm();
                 true
@@ -88,6 +90,7 @@ pub(super) fn start(
     guard: Arc<Guard>,
     lock: PathBuf,
     claim: ClaimWatch,
+    kind: crate::ClaimKind,
 ) -> std::io::Result<Watcher> {
     let stop = Arc::new(AtomicBool::new(false));
     let run = platform::prepare(&guard, &lock)?;
@@ -96,6 +99,7 @@ pub(super) fn start(
     let watched = Watched {
         guard: Arc::clone(&guard),
         claim,
+        exclusive: kind == crate::ClaimKind::Exclusive,
         settle: Arc::clone(&settle),
         lock,
         stop: Arc::clone(&stop),

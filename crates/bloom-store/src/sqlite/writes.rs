@@ -56,6 +56,7 @@ impl SqliteStore {
             }
             head
         };
+        let _committing = self.committing();
         tx.commit()?;
         self.saw(floor, head)?;
         Ok(done)
@@ -90,6 +91,7 @@ impl SqliteStore {
         ])?;
         tx.prepare_cached("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
             .execute(params![seq, inserted_at])?;
+        let _committing = self.committing();
         tx.commit()?;
         self.saw(floor, HistoryPoint { generation, digest })?;
         Ok(Some(Removal {
