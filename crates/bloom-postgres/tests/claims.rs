@@ -54,7 +54,7 @@ fn no_redis() -> RedisTarget {
 /// A wrapper held open, of either kind.
 enum Held<S: PrimaryStore> {
     Filtered(FilteredStore<S>),
-    Shared(SharedFilteredStore<S>),
+    Shared(Box<SharedFilteredStore<S>>),
 }
 
 impl<S: PrimaryStore> Held<S> {
@@ -83,7 +83,7 @@ fn open<S: PrimaryStore>(store: S, kind: Kind) -> Result<Option<Held<S>>, String
             KeyEncoding::Nfc,
             Duration::ZERO,
         ) {
-            Ok((w, _)) => Ok(Some(Held::Shared(w))),
+            Ok((w, _)) => Ok(Some(Held::Shared(Box::new(w)))),
             Err(SharedError::InUse) => Ok(None),
             Err(e) => Err(e.to_string()),
         },
