@@ -53,7 +53,7 @@ fn no_redis() -> RedisTarget {
 
 /// A wrapper held open, of either kind.
 enum Held<S: PrimaryStore> {
-    Filtered(FilteredStore<S>),
+    Filtered(Box<FilteredStore<S>>),
     Shared(Box<SharedFilteredStore<S>>),
 }
 
