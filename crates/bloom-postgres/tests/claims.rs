@@ -72,7 +72,7 @@ impl<S: PrimaryStore> Held<S> {
 fn open<S: PrimaryStore>(store: S, kind: Kind) -> Result<Option<Held<S>>, String> {
     match kind {
         Kind::Filtered => match FilteredStore::open(store, FilterOptions::new(1_000, 0.01)) {
-            Ok((w, _)) => Ok(Some(Held::Filtered(w))),
+            Ok((w, _)) => Ok(Some(Held::Filtered(Box::new(w)))),
             Err(StoreError::InUse) => Ok(None),
             Err(e) => Err(e.to_string()),
         },
