@@ -45,6 +45,25 @@ pub const CONFIG_FIELDS: [&str; 10] = [
 /// Bits before a shard's own bits: its first marker.
 pub const MARKER_BITS: u64 = 64;
 
+/// Bytes of a counted shard's write counter (schemas `bloom-redis/4` and `/5`), after its end
+/// marker: `M(s) | bits | M(s) | W`, `W` a big-endian two's-complement 64-bit integer, as
+/// Redis's `BITFIELD ... i64` reads it.
+pub const COUNTER_BYTES: u64 = 8;
+
+/// The counter's bit 62: set once a process found the shard's state older than one it had
+/// seen (data put back on a live server), until the filter is declared whole again. Every
+/// reader then takes the shard for unverified.
+pub const ROLLED_BACK: i64 = 1 << 62;
+
+/// The counter's bits 0 to 61: the shard's write count, advanced by one with every write
+/// command, in the same command as its bits. Bit 63 is never set.
+pub const WRITE_COUNT: i64 = ROLLED_BACK - 1;
+
+/// What declaring a filter whole adds to each shard's write count (and clears
+/// [`ROLLED_BACK`] with): past every count a process can have seen before the state it
+/// repairs was put back, unless more than this many writes were lost.
+pub const COUNT_JUMP: i64 = 1 << 32;
+
 /// The values of [`CONFIG_FIELDS`] for `header`, in that order and in the metadata's form:
 /// canonical decimals, identifier names, `18.0.0`-style Unicode versions (empty for none),
 /// the salt in lowercase hex.

@@ -85,19 +85,30 @@
 //! `BL001`), and the batch is written again after one query for the keys already there,
 //! under the same lock.
 //!
-//! # One `FilteredStore` per store
+//! # One `FilteredStore` per store, and the store under it
 //!
 //! [`PrimaryStore::claim_wrapper`] takes a session-level advisory lock on a connection of its
-//! own, held while the claim is: a second `FilteredStore` over the same store, on any
-//! machine, is refused with `StoreError::InUse`. Processes that share a store share one
-//! filter through `bloom_redis::SharedFilteredStore`, which makes no claim. A heartbeat
-//! checks the claim's connection every second: after a server restart ended it, the lock is
-//! taken again; if another wrapper took it first, the claim is given up, the first
-//! `FilteredStore` stops answering from its filter alone, and every call of its store fails
-//! with [`PostgresStoreError::ClaimLost`]. While the server cannot be reached, the claim is
-//! unconfirmed and the wrapper asks the store for every lookup (and fails, as the store
-//! does). Until the heartbeat notices a change (about a second), the first wrapper may still
-//! answer "absent" for a key a second one committed.
+//! own, held while the claim is: exclusive for a `FilteredStore` (a second one over the same
+//! store, on any machine, is refused with `StoreError::InUse`), shared for the wrappers of a
+//! filter shared through `bloom_redis::SharedFilteredStore` (any number of them, and no
+//! `FilteredStore` beside them).
+//!
+//! The same connection holds the store's tables (`ACCESS SHARE`, in a transaction left open),
+//! and a thread waits on its socket, so that the store cannot be replaced under a running
+//! wrapper without the claim knowing first:
+//!
+//! - its session ended (the database dropped `WITH (FORCE)`, or renamed after its sessions
+//!   were ended, a server restart): the claim is unconfirmed at once (the wrapper asks the
+//!   store for every lookup) until the lock and the tables are taken again on a new session
+//!   (at once when the store makes a new connection after a restart);
+//! - someone waits for the tables (`DROP SCHEMA`, `pg_restore --clean`, `TRUNCATE`, `ALTER
+//!   TABLE`, `VACUUM FULL`): the claim turns unconfirmed first, lets them go (within 0.2 s),
+//!   and takes them again once the change is done;
+//! - each time, the store is checked under the tables: the same identity, a history that
+//!   still has the newest point this process saw, and (exclusive) nothing past it. Otherwise
+//!   the claim is lost for good, the wrapper bypasses its filter for good, and the store fails
+//!   with [`PostgresStoreError::Replaced`]; a lock another wrapper took meanwhile loses it
+//!   too, and every call fails with [`PostgresStoreError::ClaimLost`].
 
 //! # Connections
 //!

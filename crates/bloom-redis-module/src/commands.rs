@@ -11,8 +11,9 @@ use redis_module::{
 use crate::shard::{self, CommandError, Mode, Plan};
 
 /// The module's version, as `MODULE LIST` reports it: clients use commands of this protocol
-/// from version 1 on.
-pub(crate) const VERSION: i32 = 1;
+/// from version 1 on, and those of counted shards (a write counter after the end marker,
+/// schemas `bloom-redis/4` and `/5`) from version 2 on.
+pub(crate) const VERSION: i32 = 2;
 
 fn refused(error: CommandError) -> RedisError {
     RedisError::String(format!("{} {error}", error.code()))
@@ -95,8 +96,11 @@ fn madd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         &mut all_set,
         &mut dirty,
     );
-    let mut reply = markers_reply(plan.markers(&value), 1);
+    // A counted shard's write counter moves with its bits, in this one command.
+    let counter = plan.advance(&mut value, &mut dirty);
+    let mut reply = markers_reply(plan.markers(&value), 2);
     reply.push(flags(all_set.into_iter()));
+    reply.extend(counter.map(RedisValue::Integer));
     for (start, end) in dirty.ranges(value.len()) {
         let offset = start.to_string();
         let bytes = value.get(start..end).unwrap_or_default();
@@ -126,26 +130,31 @@ fn mexists(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let (positions, maybe) = key_positions(&plan, &args, false)?;
     let mut all_set = Vec::with_capacity(args.len() - 5);
     shard::test_bits(value, &positions, plan.hashes(), &mut all_set);
-    let mut reply = markers_reply(plan.markers(value), 1);
+    let mut reply = markers_reply(plan.markers(value), 2);
     reply.push(flags(
         all_set
             .iter()
             .zip(&maybe)
             .map(|(&set, &maybe)| set || maybe),
     ));
+    reply.extend(plan.counter(value).map(RedisValue::Integer));
     Ok(RedisValue::Array(reply))
 }
 
 /// The most bytes the replicated `SET` of a new shard carries (`docs/format.md`: 8 MiB).
 const WHOLE_SHARD_BYTES: usize = 8 << 20;
 
-/// `BLOOM.RESERVE shard creation config`: the shard made whole and empty, its markers at
-/// both ends, replacing whatever the key held (as the plain path's `SET` does) unless it is
-/// already this shard, whole: that would empty a live filter's shard.
+/// `BLOOM.RESERVE shard creation config [COUNTED]`: the shard made whole and empty, its
+/// markers at both ends (and, with `COUNTED`, a write counter of 0 after them), replacing
+/// whatever the key held (as the plain path's `SET` does) unless it is already this shard,
+/// whole: that would empty a live filter's shard.
 fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    if args.len() != 4 {
-        return Err(RedisError::WrongArity);
-    }
+    let counted = match args.get(4).map(RedisString::as_slice) {
+        None if args.len() == 4 => false,
+        Some(b"COUNTED") if args.len() == 5 => true,
+        Some(_) if args.len() == 5 => return Err(refused(CommandError::Shape)),
+        _ => return Err(RedisError::WrongArity),
+    };
     let plan = plan(&args)?;
     let key = ctx.open_key_writable(&args[1]);
     if key.key_type() == KeyType::String && plan.is_whole(&key.as_string_dma()?) {
@@ -159,7 +168,7 @@ fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     // `RedisModule_StringTruncate` makes of an empty key): no buffer of that size in the
     // module, and none on the wire.
     let raw_key = raw::open_key(ctx.ctx, args[1].inner, raw::KeyMode::WRITE);
-    let sized = raw::string_truncate(raw_key, plan.shard_len());
+    let sized = raw::string_truncate(raw_key, plan.len_of(counted));
     raw::close_key(raw_key);
     if sized != raw::Status::Ok {
         return Err(RedisError::Str("ERR bloom: Redis refused the shard's size"));
@@ -169,10 +178,11 @@ fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     plan.write_markers(&mut value);
     let markers = plan.markers(&value);
     // Replicated in plain commands: the whole value with SET, or for a shard over 8 MiB its
-    // first 8 MiB and then the end marker by SETRANGE, which pads with zeros (a copy of at
-    // most 8 MiB is held for replication, whatever the shard's size).
+    // first 8 MiB and then the end marker (and the counter) by SETRANGE, which pads with
+    // zeros (a copy of at most 8 MiB is held for replication, whatever the shard's size).
     let name = args[1].as_slice();
-    match (value.get(..WHOLE_SHARD_BYTES), value.len().checked_sub(8)) {
+    let end = plan.len_of(counted) - plan.len_of(false) + 8;
+    match (value.get(..WHOLE_SHARD_BYTES), value.len().checked_sub(end)) {
         (Some(first), Some(tail)) if value.len() > WHOLE_SHARD_BYTES => {
             ctx.replicate("SET", &[name, first][..]);
             let offset = tail.to_string();
@@ -197,15 +207,16 @@ fn shard_info(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         KeyType::String => key.read()?.unwrap_or_default(),
         _ => return Err(RedisError::WrongType),
     };
-    let mut reply = markers_reply(plan.markers(value), 2);
+    let mut reply = markers_reply(plan.markers(value), 3);
     let length = i64::try_from(value.len()).unwrap_or(i64::MAX);
     let set = if plan.is_whole(value) {
-        shard::count_bits(value)
+        shard::count_bits(value, plan.shard_len())
     } else {
         0
     };
     reply.push(RedisValue::Integer(length));
     reply.push(RedisValue::Integer(i64::try_from(set).unwrap_or(i64::MAX)));
+    reply.extend(plan.counter(value).map(RedisValue::Integer));
     Ok(RedisValue::Array(reply))
 }
 

@@ -13,11 +13,13 @@ use std::rc::Rc;
 
 use bloom_core::{EncodedKey, FilterConfig, Layout, PositionRule};
 use bloom_format::sharded::{
-    MARKER_BITS, ShardMarkers, parse_config_text, parse_creation, parse_number,
+    COUNTER_BYTES, MARKER_BITS, ShardMarkers, parse_config_text, parse_creation, parse_number,
 };
 
 /// Bytes of one marker.
 const MARKER_BYTES: usize = (MARKER_BITS / 8) as usize;
+/// The write counter's bytes after a counted shard's end marker.
+const COUNTER: usize = COUNTER_BYTES as usize;
 /// The most positions one command hashes (keys times `k`): 8 MiB of positions, so that no
 /// command makes the module allocate more, whatever its arguments. bloom-redis sends about
 /// 1,000 keys per command.
@@ -55,6 +57,8 @@ pub(crate) enum CommandError {
     /// `BLOOM.RESERVE` of a shard that is already this filter's shard, whole: it would empty
     /// it.
     Exists,
+    /// `BLOOM.RESERVE`'s fourth argument is not `COUNTED`.
+    Shape,
 }
 
 impl CommandError {
@@ -97,6 +101,10 @@ impl fmt::Display for CommandError {
             Self::Exists => write!(
                 f,
                 "bloom: the shard exists, whole, with these markers; delete it first to empty it"
+            ),
+            Self::Shape => write!(
+                f,
+                "bloom: the shard's shape is COUNTED (a write counter after its end marker) or nothing"
             ),
         }
     }
@@ -254,24 +262,45 @@ impl Plan {
         })
     }
 
-    /// The shard's length in bytes: both markers and its bits.
+    /// The shard's length in bytes without a counter (schemas 2 and 3): both markers and
+    /// its bits.
     pub(crate) fn shard_len(&self) -> usize {
         // At most 512 MiB: checked in `new`.
         usize::try_from(self.shard_bits / 8).unwrap_or(usize::MAX) + 2 * MARKER_BYTES
     }
 
-    /// The shard's value when created: its marker, zeros, its marker.
+    /// The shard's length in bytes as `counted` or not (schemas 4 and 5 end with a write
+    /// counter).
+    pub(crate) fn len_of(&self, counted: bool) -> usize {
+        self.shard_len() + if counted { COUNTER } else { 0 }
+    }
+
+    /// Whether a value of this length is a counted shard (`Some(true)`), an uncounted one
+    /// (`Some(false)`), or neither (a lost shard: `None`).
+    pub(crate) fn counted(&self, value: &[u8]) -> Option<bool> {
+        match value.len() {
+            n if n == self.shard_len() => Some(false),
+            n if n == self.shard_len() + COUNTER => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The shard's value when created: its marker, zeros, its marker (and a zero counter
+    /// after it, for a value of the counted length).
     pub(crate) fn write_markers(&self, value: &mut [u8]) {
-        let len = value.len();
-        if len >= 2 * MARKER_BYTES {
+        let end = match self.counted(value) {
+            Some(true) => value.len() - COUNTER,
+            _ => value.len(),
+        };
+        if end >= 2 * MARKER_BYTES {
             value[..MARKER_BYTES].copy_from_slice(&self.marker);
-            value[len - MARKER_BYTES..].copy_from_slice(&self.marker);
+            value[end - MARKER_BYTES..end].copy_from_slice(&self.marker);
         }
     }
 
     /// The two markers of a shard's value as `BITFIELD ... GET i64 0 GET i64 (64 + B)`
-    /// would read them, except that a value of any other length than the shard's reads 0 at
-    /// its end (a shard of another length is lost).
+    /// would read them, except that a value of any other length than a shard's, counted or
+    /// not, reads 0 at its end (a shard of another length is lost).
     pub(crate) fn markers(&self, value: &[u8]) -> (i64, i64) {
         let read = |bytes: Option<&[u8]>| {
             bytes
@@ -279,12 +308,40 @@ impl Plan {
                 .map_or(0, big_endian)
         };
         let head = read(value.get(..MARKER_BYTES));
-        let tail = if value.len() == self.shard_len() {
-            read(value.get(value.len() - MARKER_BYTES..))
+        let end = self.shard_len();
+        let tail = if self.counted(value).is_some() {
+            read(value.get(end - MARKER_BYTES..end))
         } else {
             0
         };
         (head, tail)
+    }
+
+    /// A counted shard's write counter (`GET i64 (128 + B)`), `None` for an uncounted one.
+    pub(crate) fn counter(&self, value: &[u8]) -> Option<i64> {
+        if self.counted(value) != Some(true) {
+            return None;
+        }
+        let end = self.shard_len();
+        value
+            .get(end..end + COUNTER)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(big_endian)
+    }
+
+    /// Advances a counted shard's write counter by one (wrapping, as `BITFIELD ... INCRBY
+    /// i64` does) and marks its bytes dirty; returns the counter after. `None` (and nothing
+    /// written) for an uncounted shard.
+    pub(crate) fn advance(&self, value: &mut [u8], dirty: &mut Dirty) -> Option<i64> {
+        let after = self.counter(value)?.wrapping_add(1);
+        let end = self.shard_len();
+        let [a, b, c, d, e, f, g, h] = after.to_le_bytes();
+        value
+            .get_mut(end..end + COUNTER)?
+            .copy_from_slice(&[h, g, f, e, d, c, b, a]);
+        dirty.mark(end);
+        dirty.mark(end + COUNTER - 1);
+        Some(after)
     }
 
     /// Whether both markers are this shard's.
@@ -399,9 +456,10 @@ pub(crate) fn test_bits(value: &[u8], positions: &[u64], k: usize, all_set: &mut
     }
 }
 
-/// The count of set bits between the markers of a whole shard's value.
-pub(crate) fn count_bits(value: &[u8]) -> u64 {
-    let end = value.len().saturating_sub(MARKER_BYTES);
+/// The count of set bits between the markers of a whole shard's value (of its plain length
+/// `plain_len`: a counted shard's counter is not a bit of the filter).
+pub(crate) fn count_bits(value: &[u8], plain_len: usize) -> u64 {
+    let end = plain_len.saturating_sub(MARKER_BYTES);
     value
         .get(MARKER_BYTES..end)
         .unwrap_or_default()
@@ -488,7 +546,7 @@ mod tests {
         assert_eq!(plan.markers(&value), (0, 0));
         plan.write_markers(&mut value);
         assert!(plan.is_whole(&value));
-        assert_eq!(count_bits(&value), 0);
+        assert_eq!(count_bits(&value, plan.shard_len()), 0);
         let mut longer = value.clone();
         longer.push(0);
         assert!(!plan.is_whole(&longer));
@@ -611,6 +669,49 @@ mod tests {
         // Position p is bit 0x80 >> (p % 8) of byte 8 + p / 8, as Redis's SETBIT numbers it.
         let p = positions[0];
         assert_ne!(value[8 + (p / 8) as usize] & (0x80 >> (p % 8)), 0);
-        assert!(count_bits(&value) <= positions.len() as u64);
+        assert!(count_bits(&value, plan.shard_len()) <= positions.len() as u64);
+    }
+
+    #[test]
+    fn a_counted_shard_keeps_its_counter_after_its_end_marker_and_advances_it() {
+        let (plan, _) = plan_for(3);
+        let mut value = vec![0; plan.len_of(true)];
+        plan.write_markers(&mut value);
+        // The end marker where BITFIELD reads it (64 + B), the counter after it.
+        assert!(plan.is_whole(&value));
+        assert_eq!(plan.counted(&value), Some(true));
+        assert_eq!(plan.counter(&value), Some(0));
+        let mut dirty = Dirty::new(value.len());
+        assert_eq!(plan.advance(&mut value, &mut dirty), Some(1));
+        assert_eq!(plan.advance(&mut value, &mut dirty), Some(2));
+        let end = plan.shard_len();
+        assert_eq!(value[end..], [0, 0, 0, 0, 0, 0, 0, 2]);
+        assert!(plan.is_whole(&value), "the markers are untouched");
+        assert_eq!(count_bits(&value, plan.shard_len()), 0);
+        // Its bytes are replicated with the bits.
+        assert!(
+            dirty
+                .ranges(value.len())
+                .iter()
+                .any(|&(s, e)| s <= end && end + 8 <= e)
+        );
+        // Flagged rolled back (bit 62) by a client: the count goes on below the flag.
+        value[end] |= 0x40;
+        assert_eq!(
+            plan.advance(&mut value, &mut dirty),
+            Some(bloom_format::sharded::ROLLED_BACK + 3)
+        );
+        // An uncounted shard has none, and is not advanced.
+        let mut plain = vec![0; plan.shard_len()];
+        plan.write_markers(&mut plain);
+        assert_eq!(plan.counter(&plain), None);
+        let mut clean = Dirty::new(plain.len());
+        assert_eq!(plan.advance(&mut plain, &mut clean), None);
+        // Neither length: lost (its end reads 0).
+        let mut odd = value.clone();
+        odd.push(0);
+        assert_eq!(plan.counted(&odd), None);
+        assert!(!plan.is_whole(&odd));
+        assert_eq!(plan.counter(&odd), None);
     }
 }

@@ -103,6 +103,20 @@ impl std::fmt::Display for Durability {
 
 /// The fields of an epoch record.
 pub(crate) const NODE_FIELDS: [&str; 3] = ["run_id", "replid", "node_id"];
+/// The field of a counted shard's epoch record that holds its write count when the record's
+/// coverage was written: a state of the shard with at least this count holds every bit the
+/// coverage claims.
+pub(crate) const WRITES_FIELD: &str = "writes";
+
+/// A record's write count (`HMGET` of [`WRITES_FIELD`]); 0 when missing or not a count.
+pub(crate) fn writes_from(field: Option<&Option<String>>) -> i64 {
+    field
+        .and_then(Option::as_deref)
+        .and_then(|w| w.parse::<i64>().ok())
+        .filter(|&w| (0..=bloom_format::sharded::WRITE_COUNT).contains(&w))
+        .unwrap_or(0)
+}
+
 /// The coverage fields of an epoch record.
 pub(crate) const COVERAGE_FIELDS: [&str; 3] = ["generation", "store_identity", "history_digest"];
 

@@ -23,10 +23,37 @@ pub(crate) const SCHEMA: &str = "bloom-redis/2";
 /// rather than trust the recorded tables.
 pub(crate) const SCHEMA_MIXED: &str = "bloom-redis/3";
 
+/// The schema of new filters: schema 2 whose shards end with a write counter after their
+/// end marker (`docs/format.md`, "Write counters"), advanced with every write in the same
+/// command as its bits, so that a shard's state going back (older data put back on a live
+/// server, an older copy of the key restored) is seen by every process that saw a newer one.
+/// A build that does not know it refuses the filter: its writes would not advance the
+/// counters.
+pub(crate) const SCHEMA_COUNTED: &str = "bloom-redis/4";
+
+/// Schema 4 with mixed Unicode tables, as schema 3 is schema 2's.
+pub(crate) const SCHEMA_COUNTED_MIXED: &str = "bloom-redis/5";
+
 /// The schemas this build reads. A filter of version 1 has no epoch records: it is
 /// unverified until [`RedisFilter::restore_whole`](crate::RedisFilter::restore_whole) records
 /// its nodes (which makes it version 2, or 3 for mixed tables).
-const READS: [&str; 3] = ["bloom-redis/1", SCHEMA, SCHEMA_MIXED];
+const READS: [&str; 5] = [
+    "bloom-redis/1",
+    SCHEMA,
+    SCHEMA_MIXED,
+    SCHEMA_COUNTED,
+    SCHEMA_COUNTED_MIXED,
+];
+
+/// The schema of a filter with or without write counters, with or without mixed tables.
+pub(crate) fn schema(counted: bool, mixed: bool) -> &'static str {
+    match (counted, mixed) {
+        (false, false) => SCHEMA,
+        (false, true) => SCHEMA_MIXED,
+        (true, false) => SCHEMA_COUNTED,
+        (true, true) => SCHEMA_COUNTED_MIXED,
+    }
+}
 
 /// The state of a filter whose shards are complete and may be answered from.
 pub(crate) const READY: &str = "ready";
@@ -90,8 +117,10 @@ pub(crate) struct Meta {
     pub(crate) header: Header,
     pub(crate) creation: Creation,
     pub(crate) state: String,
-    /// Schema 3: the keys' Unicode tables are not all the recorded ones.
+    /// Schema 3 or 5: the keys' Unicode tables are not all the recorded ones.
     pub(crate) tables_mixed: bool,
+    /// Schema 4 or 5: every shard ends with a write counter.
+    pub(crate) counted: bool,
 }
 
 /// The fields of the metadata hash for `header` (a sharded filter's).
@@ -101,7 +130,7 @@ pub(crate) fn fields(
     state: &str,
 ) -> Vec<(&'static str, String)> {
     let mut fields = vec![
-        ("schema", SCHEMA.to_owned()),
+        ("schema", SCHEMA_COUNTED.to_owned()),
         ("creation", creation.hex()),
         ("state", state.to_owned()),
     ];
@@ -201,7 +230,8 @@ pub(crate) fn parse(name: &str, map: &HashMap<String, String>) -> Result<Meta, R
         header,
         creation,
         state: get("state").to_owned(),
-        tables_mixed: get("schema") == SCHEMA_MIXED,
+        tables_mixed: matches!(get("schema"), SCHEMA_MIXED | SCHEMA_COUNTED_MIXED),
+        counted: matches!(get("schema"), SCHEMA_COUNTED | SCHEMA_COUNTED_MIXED),
     })
 }
 

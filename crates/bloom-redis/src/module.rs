@@ -13,6 +13,9 @@ use crate::error::RedisFilterError;
 pub(crate) const NAME: &str = "bloom";
 /// The first module version with the commands this build sends.
 pub(crate) const MIN_VERSION: i64 = 1;
+/// The first module version that knows counted shards (schemas 4 and 5: a write counter
+/// after the end marker); an older one would take them for lost.
+pub(crate) const MIN_COUNTED_VERSION: i64 = 2;
 
 /// Whether filters use the `bloom` Redis module's commands (`BLOOM.MADD`, `BLOOM.MEXISTS`,
 /// `BLOOM.RESERVE`), which hash keys inside the server, instead of plain `BITFIELD`s. Both
@@ -94,10 +97,15 @@ fn text(value: &Value) -> Option<&str> {
 pub(crate) fn decide(
     policy: ModuleUse,
     versions: impl IntoIterator<Item = Option<i64>>,
+    counted: bool,
 ) -> Result<bool, RedisFilterError> {
+    let least = if counted {
+        MIN_COUNTED_VERSION
+    } else {
+        MIN_VERSION
+    };
     let mut versions = versions.into_iter().peekable();
-    let everywhere =
-        versions.peek().is_some() && versions.all(|v| v.is_some_and(|v| v >= MIN_VERSION));
+    let everywhere = versions.peek().is_some() && versions.all(|v| v.is_some_and(|v| v >= least));
     match policy {
         ModuleUse::Never => Ok(false),
         ModuleUse::Auto => Ok(everywhere),
@@ -150,12 +158,19 @@ mod tests {
         assert_eq!(version_in(&reply(&other)), None);
         assert_eq!(version_in(&reply("*0\r\n")), None);
         assert_eq!(version_in(&reply("-NOPERM no\r\n")), None);
-        assert!(decide(ModuleUse::Auto, [Some(1), Some(2)]).unwrap());
-        assert!(!decide(ModuleUse::Auto, [Some(1), None]).unwrap());
-        assert!(!decide(ModuleUse::Auto, []).unwrap());
-        assert!(!decide(ModuleUse::Never, [Some(1)]).unwrap());
+        assert!(decide(ModuleUse::Auto, [Some(1), Some(2)], false).unwrap());
+        assert!(!decide(ModuleUse::Auto, [Some(1), None], false).unwrap());
+        assert!(!decide(ModuleUse::Auto, [], false).unwrap());
+        assert!(!decide(ModuleUse::Never, [Some(1)], false).unwrap());
         assert!(matches!(
-            decide(ModuleUse::Required, [Some(0)]),
+            decide(ModuleUse::Required, [Some(0)], false),
+            Err(RedisFilterError::ModuleMissing)
+        ));
+        // Counted shards need version 2: a version 1 module would take them for lost.
+        assert!(decide(ModuleUse::Auto, [Some(2), Some(3)], true).unwrap());
+        assert!(!decide(ModuleUse::Auto, [Some(2), Some(1)], true).unwrap());
+        assert!(matches!(
+            decide(ModuleUse::Required, [Some(1)], true),
             Err(RedisFilterError::ModuleMissing)
         ));
     }

@@ -102,11 +102,12 @@ fn both_paths_write_the_same_bits_and_answer_the_same() {
             exported == local.to_snapshot().encode().to_vec(),
             "{name}: the export is the local filter's snapshot"
         );
-        // The module's shards are the plain path's, byte for byte and in size.
+        // The module's shards are the plain path's, byte for byte and in size: the markers,
+        // the bits and the write counter.
         let key = shard_key(name, 3);
         assert_eq!(
             server.cli(&["STRLEN", &key]).trim(),
-            (made.config().bits() / 8 / 8 + 16).to_string()
+            (made.config().bits() / 8 / 8 + 24).to_string()
         );
     }
     let usage = |name: &str| -> u64 {
@@ -190,11 +191,18 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
         server.cli(&args)
     };
 
-    // A raw key, encoded (NFC) by the module; the plain path then finds it.
+    // A raw key, encoded (NFC) by the module; the plain path then finds it. The reply ends
+    // with the shard's write counter, advanced by the command.
     let reply = on_shard("BLOOM.MADD", "RAW", &[key]);
     let lines: Vec<&str> = reply.lines().map(str::trim).collect();
-    assert_eq!(lines.len(), 3, "{reply}");
+    assert_eq!(lines.len(), 4, "{reply}");
     assert_eq!(lines[2], "0", "new: not all bits were set");
+    let count: i64 = lines[3].parse().unwrap();
+    let again = on_shard("BLOOM.MADD", "RAW", &[key]);
+    assert_eq!(
+        again.lines().nth(3).map(str::trim),
+        Some((count + 1).to_string().as_str())
+    );
     assert!(filter.contains("café").unwrap());
     let reply = on_shard("BLOOM.MEXISTS", "ENCODED", &["café"]);
     assert_eq!(reply.lines().nth(2).map(str::trim), Some("1"));
@@ -280,8 +288,13 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     );
     let shard_info = cli(&["BLOOM.SHARD", &shard_name, creation, &text]);
     let fields: Vec<&str> = shard_info.lines().map(str::trim).collect();
-    assert_eq!(fields[2], (shard_bits / 8 + 16).to_string(), "{shard_info}");
+    assert_eq!(fields[2], (shard_bits / 8 + 24).to_string(), "{shard_info}");
     assert!(fields[3].parse::<u64>().unwrap() >= u64::from(config.hashes()) - 1);
+    // A counted shard: its write counter last.
+    assert!(fields[4].parse::<i64>().unwrap() >= 2, "{shard_info}");
+    // RESERVE takes COUNTED or nothing.
+    let reply = cli(&["BLOOM.RESERVE", "bloom:{spare:0}", creation, &text, "WIDE"]);
+    assert!(reply.contains("ERR bloom:"), "{reply}");
 }
 
 /// Waits until `replica` has everything `master` sent.

@@ -99,7 +99,16 @@
 //! another, is refused with [`StoreError::InUse`] ([`PrimaryStore::claim_wrapper`]: for
 //! SQLite an exclusive lock on `DATABASE-bloom.lock`, freed when the wrapper is dropped or
 //! its process dies), since it would answer "absent" for the first one's keys. Processes
-//! that share one database share one filter through `bloom-redis` instead. Saved snapshots stay
+//! that share one database share one filter through `bloom-redis` instead (shared claims,
+//! refused beside a `FilteredStore`).
+//!
+//! **The database replaced under a running process** (another file moved over it, deleted
+//! and made again, a backup or a copy written over it, the lock removed; for PostgreSQL the
+//! database dropped, renamed or restored into): the claim stops holding as the change
+//! happens, the wrapper asks the store for every lookup, and once the store is found to be
+//! another one (or its history to have gone back or another way) the wrapper is bypassed for
+//! good ([`BypassReason::ClaimLost`], [`FilteredStore::claim_status`]) and the store's calls
+//! fail: drop the wrapper and open the store again. Saved snapshots stay
 //! correct regardless: a save first takes in every change committed since the filter last
 //! caught up with the store (for a counting filter, exactly the changes it did not make
 //! itself, removals included). A counting filter asked to remove a key it never counted (one

@@ -4,7 +4,7 @@
 
 use bloom_core::{FilterParams, Layout, PositionRule};
 
-use super::{MARKER_BYTES, WHOLE_SHARD_BYTES};
+use super::{SHARD_FRAME_BYTES, WHOLE_SHARD_BYTES};
 
 /// The size of the allocation jemalloc (Redis's allocator) makes for `n` bytes: four size
 /// classes per power of two.
@@ -31,11 +31,11 @@ pub fn fit_to_allocator(params: FilterParams) -> FilterParams {
         return params;
     };
     let shard_bytes = params.bits() / u64::from(shards) / 8;
-    let value = shard_bytes + 2 * MARKER_BYTES;
+    let value = shard_bytes + SHARD_FRAME_BYTES;
     if value > WHOLE_SHARD_BYTES {
         return params;
     }
-    let room = allocation(value + STRING_OVERHEAD) - STRING_OVERHEAD - 2 * MARKER_BYTES;
+    let room = allocation(value + STRING_OVERHEAD) - STRING_OVERHEAD - SHARD_FRAME_BYTES;
     // Shards hold a multiple of 64 bits (the layout's granularity).
     let fitted = (room / 8) * 64 * u64::from(shards);
     if fitted <= params.bits() {
@@ -52,7 +52,7 @@ const SHARD_KEYS_OVERHEAD: u64 = 256;
 /// and the keys around it.
 fn allocated(params: &FilterParams) -> u64 {
     let shards = u64::from(params.layout().shards());
-    let value = params.bits() / shards / 8 + 2 * MARKER_BYTES;
+    let value = params.bits() / shards / 8 + SHARD_FRAME_BYTES;
     shards * (allocation(value + STRING_OVERHEAD) + SHARD_KEYS_OVERHEAD)
 }
 
@@ -136,13 +136,13 @@ mod tests {
             assert!(fitted.bits() >= planned.bits());
             assert_eq!(fitted.hashes(), planned.hashes());
             assert_eq!(fitted.bits() % (64 * u64::from(shards)), 0);
-            let value = fitted.bits() / u64::from(shards) / 8 + 2 * MARKER_BYTES;
+            let value = fitted.bits() / u64::from(shards) / 8 + SHARD_FRAME_BYTES;
             let used = allocation(value + STRING_OVERHEAD);
             // The allocation is what the planned shard got anyway, and the bits fill it.
             assert_eq!(
                 used,
                 allocation(
-                    planned.bits() / u64::from(shards) / 8 + 2 * MARKER_BYTES + STRING_OVERHEAD
+                    planned.bits() / u64::from(shards) / 8 + SHARD_FRAME_BYTES + STRING_OVERHEAD
                 )
             );
             assert!(used - value - STRING_OVERHEAD < 8, "{items} {shards}");

@@ -72,8 +72,10 @@ pub(crate) struct Meta {
     pub(crate) creation: meta::Creation,
     pub(crate) state: String,
     pub(crate) durability: Durability,
-    /// The keys' Unicode tables are not all the recorded ones (schema 3).
+    /// The keys' Unicode tables are not all the recorded ones (schema 3 or 5).
     pub(crate) tables_mixed: bool,
+    /// Every shard ends with a write counter (schema 4 or 5).
+    pub(crate) counted: bool,
 }
 
 pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilterError> {
@@ -127,6 +129,7 @@ pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilter
         state: parsed.state,
         durability,
         tables_mixed: parsed.tables_mixed,
+        counted: parsed.counted,
     })
 }
 
@@ -138,20 +141,33 @@ impl RedisFilter {
     /// [`RedisFilterError::LostState`] naming the first shard that is not intact,
     /// [`RedisFilterError::Unverified`], or a Redis error.
     pub fn check_shards(&self) -> Result<(), RedisFilterError> {
-        let expected = i64::try_from(2 * MARKER_BYTES + self.shard_bits / 8).unwrap_or(i64::MAX);
+        let expected = i64::try_from(self.shard_len()).unwrap_or(i64::MAX);
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.deadline();
             let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
             let mut commands = Commands::new();
             let mut keys = Vec::new();
+            // What this process had seen of each counter before the reads went out.
+            let floors: Vec<_> = range.iter().map(|&s| self.seen.floor(s)).collect();
             for &s in &range {
                 let key = shard_key(&self.name, s);
                 commands.push(&[b"STRLEN", key.as_bytes()]);
                 keys.push(key.into_bytes());
-                keys.push(self.push_marker_read(&mut commands, s));
+                keys.push(if self.counted {
+                    self.push_counter_read(&mut commands, s)
+                } else {
+                    self.push_marker_read(&mut commands, s)
+                });
             }
             let replies = self.conn().pipeline_by(commands, keys, deadline)?;
+            let nodes = if self.counted {
+                self.node_keys(deadline)?
+            } else {
+                HashMap::new()
+            };
             let mut answered = Vec::new();
+            let mut counts = Vec::new();
+            let mut deferred = None;
             for (i, &shard) in range.iter().enumerate() {
                 let (Some(len), Some(marker)) =
                     (replies.values.get(2 * i), replies.values.get(2 * i + 1))
@@ -159,8 +175,9 @@ impl RedisFilter {
                     return Err(RedisFilterError::Protocol("a reply is missing".into()));
                 };
                 let len = int(&server_error(len.clone())?)?;
-                let markers = ints(&server_error(marker.clone())?)?;
-                if len != expected || !self.markers_intact(shard, &markers) {
+                let read = ints(&server_error(marker.clone())?)?;
+                let markers = read.get(..2).unwrap_or_default();
+                if len != expected || !self.markers_intact(shard, markers) {
                     return Err(self.lost(
                         shard,
                         if len == 0 {
@@ -172,11 +189,25 @@ impl RedisFilter {
                         },
                     ));
                 }
-                if let Some(&serial) = replies.answered_by.get(2 * i + 1) {
+                let serial = replies.answered_by.get(2 * i + 1).copied();
+                if let (true, Some(&counter)) = (self.counted, read.get(2)) {
+                    let floor = floors.get(i).copied().unwrap_or_default();
+                    let node = serial.and_then(|s| nodes.get(&s).copied());
+                    match self.take_counter(shard, counter, floor, node, false, true) {
+                        Ok(count) => counts.push((shard, count)),
+                        // After the nodes are judged: a node that changed says more.
+                        Err(e) if e.is_unverified() => deferred = deferred.or(Some(e)),
+                        Err(e) => return Err(e),
+                    }
+                }
+                if let Some(serial) = serial {
                     answered.push((serial, shard));
                 }
             }
-            self.verify_shards(&answered, deadline)?;
+            self.verify_shards(&answered, &counts, deadline)?;
+            if let Some(e) = deferred {
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -218,14 +249,28 @@ impl RedisFilter {
         let fields = meta::coverage_fields(generation, binding);
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.deadline();
+            let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
+            // A counted shard's record says at which count its coverage holds: the count
+            // now, read after every covered key's bits were set (a state at least that new
+            // holds them all).
+            let counts = if self.counted {
+                self.read_counts(&range, deadline)?
+            } else {
+                Vec::new()
+            };
             let mut commands = Commands::new();
             let mut keys = Vec::new();
-            for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
+            for (i, &s) in range.iter().enumerate() {
                 let key = epoch::epoch_key(&self.name, s);
                 let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
                 for (field, value) in &fields {
                     args.push(field.as_bytes());
                     args.push(value.as_bytes());
+                }
+                let writes = counts.get(i).map(i64::to_string);
+                if let Some(writes) = &writes {
+                    args.push(epoch::WRITES_FIELD.as_bytes());
+                    args.push(writes.as_bytes());
                 }
                 commands.push(&args);
                 keys.push(shard_key(&self.name, s).into_bytes());
@@ -239,8 +284,43 @@ impl RedisFilter {
         self.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))
     }
 
+    /// The write counts of counted shards `range` now, each judged against what this
+    /// process saw (a shard gone back fails, flagged).
+    fn read_counts(
+        &self,
+        range: &[u32],
+        deadline: std::time::Instant,
+    ) -> Result<Vec<i64>, RedisFilterError> {
+        let floors: Vec<_> = range.iter().map(|&s| self.seen.floor(s)).collect();
+        let mut commands = Commands::new();
+        let mut keys = Vec::with_capacity(range.len());
+        for &s in range {
+            keys.push(self.push_counter_read(&mut commands, s));
+        }
+        let replies = self.conn().pipeline_by(commands, keys, deadline)?;
+        let nodes = self.node_keys(deadline)?;
+        let mut counts = Vec::with_capacity(range.len());
+        for (((&s, value), floor), serial) in range
+            .iter()
+            .zip(replies.values)
+            .zip(floors)
+            .zip(replies.answered_by)
+        {
+            let read = ints(&server_error(value)?)?;
+            if !self.markers_intact(s, read.get(..2).unwrap_or_default()) {
+                return Err(self.lost(s, "its markers are gone or not this filter's"));
+            }
+            let counter = read.get(2).copied().unwrap_or(0);
+            let node = nodes.get(&serial).copied();
+            counts.push(self.take_counter(s, counter, floor, node, false, true)?);
+        }
+        Ok(counts)
+    }
+
     /// The oldest coverage the shards' epoch records hold (the point a restored shard covers
-    /// at most), or `None` when a shard records none.
+    /// at most), or `None` when a shard records none, or (counted shards) when a shard is
+    /// older than its record says (put back from an older copy: its record's coverage is
+    /// not what its bits hold).
     ///
     /// # Errors
     /// A Redis error.
@@ -252,21 +332,40 @@ impl RedisFilter {
             let deadline = self.deadline();
             let mut commands = Commands::new();
             let mut keys = Vec::new();
+            let per_shard = if self.counted { 2 } else { 1 };
             for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
                 let key = epoch::epoch_key(&self.name, s);
                 let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
                 args.extend(epoch::COVERAGE_FIELDS.iter().map(|f| f.as_bytes()));
+                args.push(epoch::WRITES_FIELD.as_bytes());
                 commands.push(&args);
                 keys.push(shard_key(&self.name, s).into_bytes());
+                if self.counted {
+                    keys.push(self.push_counter_read(&mut commands, s));
+                }
             }
-            for value in self.conn().pipeline_by(commands, keys, deadline)?.values {
-                let fields = match server_error(value)? {
+            let values = self.conn().pipeline_by(commands, keys, deadline)?.values;
+            for shard in values.chunks(per_shard) {
+                let Some(record) = shard.first() else {
+                    return Ok(None);
+                };
+                let fields = match server_error(record.clone())? {
                     Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
                     _ => return Ok(None),
                 };
                 let Some(coverage) = epoch::coverage_from_fields(&fields) else {
                     return Ok(None);
                 };
+                if let Some(counter) = shard.get(1) {
+                    // Bits older than the record: its coverage is not theirs.
+                    let writes = epoch::writes_from(fields.get(epoch::COVERAGE_FIELDS.len()));
+                    let read = ints(&server_error(counter.clone())?)?;
+                    let count =
+                        read.get(2).copied().unwrap_or(0) & bloom_format::sharded::WRITE_COUNT;
+                    if count < writes {
+                        return Ok(None);
+                    }
+                }
                 if oldest.is_none_or(|(g, _)| coverage.0 < g) {
                     oldest = Some(coverage);
                 }

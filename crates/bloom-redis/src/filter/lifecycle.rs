@@ -47,11 +47,16 @@ impl RedisFilter {
         let (shards, shard_bits) = shard_geometry(&config)?;
         let mut conn = target.connect()?;
         let live = conn.live(target.deadline_from_now())?;
-        let module = module::decide(target.module(), live.into_iter().map(|(_, n)| n.module))?;
+        // New filters are counted.
+        let module = module::decide(
+            target.module(),
+            live.into_iter().map(|(_, n)| n.module),
+            true,
+        )?;
         copy::check_memory(
             &mut conn,
             target,
-            u64::from(shards) * (shard_bits / 8 + 2 * MARKER_BYTES),
+            u64::from(shards) * (shard_bits / 8 + SHARD_FRAME_BYTES),
         )?;
         let creation = Creation::random()?;
         let key = meta_key(name);
@@ -85,6 +90,8 @@ impl RedisFilter {
             verified: Mutex::new(HashSet::new()),
             marked: Mutex::new(HashSet::new()),
             tables_mixed: AtomicBool::new(false),
+            counted: true,
+            seen: counters::Seen::of(creation, shards),
         };
         let mut fields = meta::fields(&header, creation, BUILDING);
         fields.push(("durability", durability.field()));
@@ -203,7 +210,11 @@ impl RedisFilter {
         let mut conn = target.connect()?;
         let meta = copy::read_meta(&mut conn, name)?;
         let live = conn.live(target.deadline_from_now())?;
-        let module = module::decide(target.module(), live.into_iter().map(|(_, n)| n.module))?;
+        let module = module::decide(
+            target.module(),
+            live.into_iter().map(|(_, n)| n.module),
+            meta.counted,
+        )?;
         if meta.state != READY {
             return Err(RedisFilterError::NotReady {
                 name: name.to_owned(),
@@ -256,6 +267,8 @@ impl RedisFilter {
             verified: Mutex::new(HashSet::new()),
             marked: Mutex::new(HashSet::new()),
             tables_mixed: AtomicBool::new(meta.tables_mixed),
+            counted: meta.counted,
+            seen: counters::Seen::of(meta.creation, shards),
         })
     }
 

@@ -4,9 +4,11 @@
 mod allocator;
 mod bits;
 mod copy;
+mod counters;
 mod lifecycle;
 
 pub use allocator::{fit_to_allocator, plan_for_allocator};
+pub(crate) use counters::Seen;
 
 pub use bits::Restore;
 pub(crate) use bits::ints;
@@ -35,6 +37,10 @@ use crate::wire::Commands;
 pub(crate) const MARKER_BITS: u64 = 64;
 /// The marker's bytes.
 pub(crate) const MARKER_BYTES: u64 = MARKER_BITS / 8;
+/// A counted shard's write counter, after its end marker.
+pub(crate) const COUNTER_BYTES: u64 = bloom_format::sharded::COUNTER_BYTES;
+/// The bytes of a new (counted) shard besides its bits: both markers and the counter.
+pub(crate) const SHARD_FRAME_BYTES: u64 = 2 * MARKER_BYTES + COUNTER_BYTES;
 /// Redis's largest string: a shard and its marker must fit.
 const MAX_SHARD_BYTES: u64 = 512 << 20;
 /// A shard is created with one `SET` up to this size, and grown with `APPEND` past it (Redis
@@ -89,8 +95,8 @@ pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisF
         });
     }
     let shard_bits = config.bits() / u64::from(shards);
-    if shard_bits / 8 + 2 * MARKER_BYTES > MAX_SHARD_BYTES {
-        let per_shard = (MAX_SHARD_BYTES - 2 * MARKER_BYTES) * 8;
+    if shard_bits / 8 + SHARD_FRAME_BYTES > MAX_SHARD_BYTES {
+        let per_shard = (MAX_SHARD_BYTES - SHARD_FRAME_BYTES) * 8;
         return Err(RedisFilterError::ShardTooLarge {
             shard_bits,
             needed: config.bits().div_ceil(per_shard),
@@ -149,9 +155,14 @@ pub struct RedisFilter {
     /// write to them: a write to a shard whose markers are not the filter's (edited
     /// metadata, a deleted or replaced key) would grow or recreate the key.
     pub(crate) marked: Mutex<HashSet<u32>>,
-    /// The metadata says (schema 3) that keys of other Unicode tables than the recorded
-    /// ones went in; set before the first such key's bits.
+    /// The metadata says (schema 3 or 5) that keys of other Unicode tables than the
+    /// recorded ones went in; set before the first such key's bits.
     pub(crate) tables_mixed: AtomicBool,
+    /// Every shard ends with a write counter (schema 4 or 5; every filter this build makes).
+    pub(crate) counted: bool,
+    /// The highest write count this process has seen of each shard (shared by every handle
+    /// of the process on this filter).
+    pub(crate) seen: std::sync::Arc<counters::Seen>,
 }
 
 /// Names the filter and its size; never its salt, URLs or bits.
@@ -197,9 +208,11 @@ pub(crate) const GUARDED_HSET: &str = "if redis.call('HGET', KEYS[1], 'creation'
      return redis.call('HSET', KEYS[1], unpack(ARGV, 2))";
 
 /// Sets `schema` to `ARGV[2]` only if `creation` is `ARGV[1]` (else -1), and never over
-/// schema 3 (mixed tables: a writer may have set it since this handle read the metadata).
+/// schema 3 or 5 (mixed tables: a writer may have set it since this handle read the
+/// metadata).
 pub(crate) const GUARDED_SCHEMA: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
-     if redis.call('HGET', KEYS[1], 'schema') == 'bloom-redis/3' then return 0 end \
+     local now = redis.call('HGET', KEYS[1], 'schema') \
+     if now == 'bloom-redis/3' or now == 'bloom-redis/5' then return 0 end \
      return redis.call('HSET', KEYS[1], 'schema', ARGV[2])";
 
 /// `HINCRBY KEYS[1] items ARGV[2]` only if its `creation` is `ARGV[1]`; -1 otherwise.
@@ -294,6 +307,25 @@ impl RedisFilter {
         }
     }
 
+    /// A shard's length: its markers, its bits, and its counter if it is counted.
+    pub(crate) fn shard_len(&self) -> u64 {
+        2 * MARKER_BYTES + self.shard_bits / 8 + if self.counted { COUNTER_BYTES } else { 0 }
+    }
+
+    /// The bit offset of a counted shard's write counter: after both markers and the bits.
+    pub(crate) fn counter_offset(&self) -> u64 {
+        2 * MARKER_BITS + self.shard_bits
+    }
+
+    /// The end of a new shard: its end marker, and a counter of 0 if it is counted.
+    fn shard_end(&self, shard: u32) -> Vec<u8> {
+        let mut end = self.markers.bytes(shard).to_vec();
+        if self.counted {
+            end.extend_from_slice(&[0; COUNTER_BYTES as usize]);
+        }
+        end
+    }
+
     /// The bytes of a new shard: its marker, zeros, its marker.
     fn shard_value(&self, shard: u32, zeros: u64) -> Vec<u8> {
         let marker = self.markers.bytes(shard);
@@ -328,12 +360,16 @@ impl RedisFilter {
             let mut keys = Vec::with_capacity(group.len());
             for &s in group {
                 let key = shard_key(&self.name, s);
-                commands.push(&[
+                let mut args: Vec<&[u8]> = vec![
                     b"BLOOM.RESERVE",
                     key.as_bytes(),
                     creation.as_bytes(),
                     self.config_text.as_bytes(),
-                ]);
+                ];
+                if self.counted {
+                    args.push(b"COUNTED");
+                }
+                commands.push(&args);
                 keys.push(key.into_bytes());
             }
             for (&s, value) in group
@@ -373,7 +409,7 @@ impl RedisFilter {
                 let key = shard_key(&self.name, s);
                 let mut value = self.shard_value(s, first_zeros);
                 if first_zeros == bytes {
-                    value.extend_from_slice(&self.markers.bytes(s));
+                    value.extend_from_slice(&self.shard_end(s));
                 }
                 commands.push(&[b"SET", key.as_bytes(), &value]);
                 keys.push(key.clone().into_bytes());
@@ -383,7 +419,7 @@ impl RedisFilter {
                     let mut zeros = vec![0u8; usize::try_from(chunk).unwrap_or(0)];
                     written += chunk;
                     if written == bytes {
-                        zeros.extend_from_slice(&self.markers.bytes(s));
+                        zeros.extend_from_slice(&self.shard_end(s));
                     }
                     commands.push(&[b"APPEND", key.as_bytes(), &zeros]);
                     keys.push(key.clone().into_bytes());
@@ -456,6 +492,16 @@ impl RedisFilter {
                         args.push(value.into_bytes());
                     }
                 }
+                if self.counted {
+                    // The count this node holds every key at: 0 for a new shard, the renewed
+                    // count once every key was added again (what this process saw on this
+                    // node; 0 when it saw none there).
+                    let seen = self.seen.floor(s);
+                    let here = counters::node_key(&node.run_id, &node.replid);
+                    let writes = if seen.node == here { seen.count } else { 0 };
+                    args.push(epoch::WRITES_FIELD.as_bytes().to_vec());
+                    args.push(writes.to_string().into_bytes());
+                }
                 let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
                 records.push(&args);
                 routes.push(key.into_bytes());
@@ -479,6 +525,12 @@ impl RedisFilter {
 
     pub(crate) fn verified_set(&self) -> MutexGuard<'_, HashSet<(u64, u32)>> {
         self.verified.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What this process has seen of the shards' write counts (shared by every handle of
+    /// the process on this filter, for as long as one holds it).
+    pub(crate) fn seen(&self) -> std::sync::Arc<Seen> {
+        std::sync::Arc::clone(&self.seen)
     }
 
     /// The deadline of an operation starting now.

@@ -152,6 +152,11 @@ enum Unset {
 /// The filter this process uses, and whether it answers from it: changed together.
 struct Attached {
     filter: Option<RedisFilter>,
+    /// What this process saw of the write counts of the filter it used last, kept while no
+    /// filter is installed (Redis unreachable for a while): the handle opened next on the
+    /// same filter still knows the counts seen before, so a state put back meanwhile is
+    /// seen.
+    seen: Option<std::sync::Arc<crate::filter::Seen>>,
     /// Why there is no filter (the last attach's reason), while there is none.
     unusable: String,
     trusted: bool,
@@ -276,6 +281,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             encoding,
             state: RwLock::new(Attached {
                 filter: None,
+                seen: None,
                 unusable: "not attached yet".into(),
                 trusted: false,
                 epoch: 0,
@@ -355,6 +361,9 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Installs a filter (or none, for the reason `why`) and the verdict about it.
     fn install_unusable(&self, filter: Option<RedisFilter>, trusted: bool, why: String) {
         let mut state = self.write();
+        if let Some(filter) = &filter {
+            state.seen = Some(filter.seen());
+        }
         state.filter = filter;
         state.unusable = why;
         state.trusted = trusted;

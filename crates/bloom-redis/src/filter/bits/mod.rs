@@ -18,7 +18,7 @@ use redis::Value;
 use crate::connection::{PendingPipeline, server_error};
 use crate::epoch::{self, Durability, Record, Verdict};
 use crate::error::RedisFilterError;
-use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, int, kind_of, shard_key};
+use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, counters, int, kind_of, shard_key};
 use crate::module::ModuleUse;
 use crate::node::text;
 use crate::wire::Commands;
@@ -33,8 +33,15 @@ const MODULE_BATCH: usize = 16_384;
 const IN_FLIGHT: usize = 3;
 
 /// Per key of a batch whether all its bits were set (before an insert: whether it changed
-/// nothing), and the connections (by serial) that answered each shard.
-type BatchReplies = (Vec<bool>, Vec<(u64, u32)>);
+/// nothing), the connections (by serial) that answered each shard, the write count each
+/// counted shard's reply read (before the batch's own write), and the first verdict of a
+/// counter (given only once the shards' nodes were judged: a node that changed says more).
+type BatchReplies = (
+    Vec<bool>,
+    Vec<(u64, u32)>,
+    Vec<(u32, i64)>,
+    Option<RedisFilterError>,
+);
 
 /// The keys of one batch, grouped by shard, with their offsets in the shard.
 struct Batch {
@@ -56,6 +63,12 @@ struct InFlight {
     module: bool,
     /// Whether it writes.
     write: bool,
+    /// What this process had seen of each shard of the batch when it was sent: its reply
+    /// must not find less on the same node.
+    floors: Vec<counters::Mark>,
+    /// Whether the shards' counters are judged (all but the adds that make a filter whole,
+    /// which repair shards found gone back).
+    judge: bool,
 }
 
 impl RedisFilter {
@@ -126,7 +139,13 @@ impl RedisFilter {
             }
             let keys = indexes;
             let per_bit = if write { 4 } else { 3 };
-            commands.begin(2 + 6 + keys.len() * k * per_bit);
+            // INCRBY i64 OFFSET 1, or GET i64 OFFSET.
+            let counter = match (self.counted, write) {
+                (false, _) => 0,
+                (true, true) => 4,
+                (true, false) => 3,
+            };
+            commands.begin(2 + 6 + counter + keys.len() * k * per_bit);
             commands
                 .arg(if write { b"BITFIELD" } else { b"BITFIELD_RO" })
                 .arg(key.as_bytes())
@@ -136,6 +155,19 @@ impl RedisFilter {
                 .arg(b"GET")
                 .arg(b"i64")
                 .num(tail);
+            if self.counted {
+                // The write counter, in the same command as the bits: advanced by a write,
+                // read by a query.
+                if write {
+                    commands
+                        .arg(b"INCRBY")
+                        .arg(b"i64")
+                        .num(self.counter_offset())
+                        .num(1);
+                } else {
+                    commands.arg(b"GET").arg(b"i64").num(self.counter_offset());
+                }
+            }
             for &i in keys {
                 for &offset in batch.offsets.get(i * k..(i + 1) * k).unwrap_or_default() {
                     if write {
@@ -168,6 +200,7 @@ impl RedisFilter {
         mut batch: Batch,
         keys: &[K],
         write: bool,
+        judge: bool,
         count: u64,
         deadline: Instant,
     ) -> Result<InFlight, RedisFilterError> {
@@ -180,6 +213,18 @@ impl RedisFilter {
             self.check_markers_before_writing(&batch, deadline)?;
         }
         let (commands, routes) = self.commands(&batch, keys, write, count, module);
+        // Taken before the commands go out: a reply comes from a state at least this new.
+        let floors = batch
+            .shards
+            .iter()
+            .map(|(shard, _)| {
+                if judge {
+                    self.seen.floor(*shard)
+                } else {
+                    counters::Mark::default()
+                }
+            })
+            .collect();
         let replies = self.conn().start_pipeline(commands, routes, deadline)?;
         Ok(InFlight {
             batch,
@@ -187,6 +232,8 @@ impl RedisFilter {
             counted: count > 0,
             module,
             write,
+            floors,
+            judge,
         })
     }
 
@@ -215,6 +262,99 @@ impl RedisFilter {
         Ok(())
     }
 
+    /// The write count a counted shard's reply read (`counter`, after the command's own
+    /// increment when it wrote), judged against `floor`, the count this process had seen
+    /// when it sent the command; returns the count before the command, and records what it
+    /// saw. A count that went back is flagged on the shard, for every process.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Unverified`] when the shard's state went back, or another process
+    /// found it so; [`RedisFilterError::LostState`] for a counter no writer makes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn take_counter(
+        &self,
+        shard: u32,
+        counter: i64,
+        floor: counters::Mark,
+        node: Option<u64>,
+        write: bool,
+        judge: bool,
+    ) -> Result<i64, RedisFilterError> {
+        let raise = |count: i64| {
+            // A reply of a connection gone since: its node is judged again when it answers.
+            if let Some(node) = node {
+                self.seen.raise(shard, node, count);
+            }
+        };
+        if !judge {
+            // The adds of a repair: whatever the shard's state, its count is noted.
+            let count = (counter & bloom_format::sharded::WRITE_COUNT) - i64::from(write);
+            raise(count + i64::from(write));
+            return Ok(count);
+        }
+        let why = match counters::read(counter, floor, node.unwrap_or(0), write) {
+            counters::Reading::Count(count) => {
+                raise(count + i64::from(write));
+                return Ok(count);
+            }
+            counters::Reading::Damaged => {
+                return Err(self.lost(
+                    shard,
+                    "its write counter is negative, which no writer makes: the key was edited",
+                ));
+            }
+            counters::Reading::Flagged => {
+                "another process found its state gone back: older data was put back on a live server (a reload of an older save, an older copy of the key restored)".to_owned()
+            }
+            counters::Reading::WentBack { found, seen } => {
+                self.flag_rolled_back(shard);
+                format!(
+                    "its state went back: its write count is {found}, and this process had seen {seen}; older data was put back on a live server (a reload of an older save, an older copy of the key restored), and the writes since may be lost"
+                )
+            }
+        };
+        Err(RedisFilterError::Unverified {
+            name: self.name.clone(),
+            shard,
+            why,
+        })
+    }
+
+    /// Sets the shard's rolled-back flag (bit 62 of its counter, alone: idempotent, and the
+    /// count under it keeps counting), so that every process takes it for unverified until
+    /// the filter is declared whole. Best effort: a reader not allowed to write leaves it,
+    /// and its own verdict stands.
+    pub(crate) fn flag_rolled_back(&self, shard: u32) {
+        let key = shard_key(&self.name, shard);
+        let flag = (self.counter_offset() + 1).to_string();
+        let mut commands = Commands::new();
+        commands.push(&[
+            b"BITFIELD",
+            key.as_bytes(),
+            b"SET",
+            b"u1",
+            flag.as_bytes(),
+            b"1",
+        ]);
+        let deadline = self.deadline();
+        let _ = self
+            .conn()
+            .pipeline_by(commands, vec![key.into_bytes()], deadline);
+    }
+
+    /// The node key (`counters::node_key`) of every live connection, by serial.
+    pub(crate) fn node_keys(
+        &self,
+        deadline: Instant,
+    ) -> Result<HashMap<u64, u64>, RedisFilterError> {
+        Ok(self
+            .conn()
+            .live(deadline)?
+            .into_iter()
+            .map(|(serial, node)| (serial, counters::node_key(&node.run_id, &node.replid)))
+            .collect())
+    }
+
     /// Reads a batch's replies, markers checked; returns, per key in batch order, whether
     /// all its bits were set (before an insert), and the connections that answered each
     /// shard. A shard whose node refused the module's command is sent the plain one.
@@ -231,15 +371,42 @@ impl RedisFilter {
             counted,
             module,
             write,
+            floors,
+            judge,
         } = sent;
         let replies = self.conn().finish_pipeline(replies)?;
+        let nodes = if self.counted {
+            self.node_keys(deadline)?
+        } else {
+            HashMap::new()
+        };
+        let mut deferred: Option<RedisFilterError> = None;
+        let mut take =
+            |shard: u32, counter: i64, floor, serial: u64| -> Result<i64, RedisFilterError> {
+                match self.take_counter(
+                    shard,
+                    counter,
+                    floor,
+                    nodes.get(&serial).copied(),
+                    write,
+                    judge,
+                ) {
+                    Ok(count) => Ok(count),
+                    Err(e) if e.is_unverified() => {
+                        deferred = deferred.take().or(Some(e));
+                        Ok(-1)
+                    }
+                    Err(e) => Err(e),
+                }
+            };
         let mut values = replies.values.into_iter();
         let mut serials = replies.answered_by.into_iter();
         let mut all_set = vec![false; batch.keys];
         let mut answered = Vec::with_capacity(batch.shards.len());
+        let mut counts = Vec::with_capacity(if self.counted { batch.shards.len() } else { 0 });
         let mut refused = Vec::new();
 
-        for (shard, indexes) in &batch.shards {
+        for ((shard, indexes), &floor) in batch.shards.iter().zip(&floors) {
             let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
                 return Err(RedisFilterError::Protocol("a reply is missing".into()));
             };
@@ -258,15 +425,39 @@ impl RedisFilter {
             };
             self.check_markers(*shard, &items)?;
             if module {
-                // One byte per key: `1` when all its bits were set.
-                let flags = match items.get(2..) {
-                    Some([Value::BulkString(flags)]) if flags.len() == indexes.len() => flags,
+                // One byte per key: `1` when all its bits were set; then a counted shard's
+                // write count.
+                let (flags, counter) = match items.get(2..) {
+                    Some([Value::BulkString(flags)]) if !self.counted => (flags, None),
+                    Some([Value::BulkString(flags), counter]) if self.counted => {
+                        (flags, Some(int(counter)?))
+                    }
+                    Some([_, _]) if !self.counted => {
+                        return Err(self.lost(
+                            *shard,
+                            "it carries a write counter this filter's schema does not have (its length changed)",
+                        ));
+                    }
+                    Some([_]) if self.counted => {
+                        return Err(self.lost(
+                            *shard,
+                            "its write counter is gone (the key is shorter than the filter's shards)",
+                        ));
+                    }
                     _ => {
                         return Err(RedisFilterError::Protocol(
                             "the module gave no flag per key".into(),
                         ));
                     }
                 };
+                if flags.len() != indexes.len() {
+                    return Err(RedisFilterError::Protocol(
+                        "the module gave no flag per key".into(),
+                    ));
+                }
+                if let Some(counter) = counter {
+                    counts.push((*shard, take(*shard, counter, floor, serial)?));
+                }
                 for (&i, &flag) in indexes.iter().zip(flags) {
                     let set = match flag {
                         b'1' => true,
@@ -284,12 +475,17 @@ impl RedisFilter {
                 answered.push((serial, *shard));
                 continue;
             }
-            if items.len() != 2 + indexes.len() * k {
+            let head = if self.counted { 3 } else { 2 };
+            if items.len() != head + indexes.len() * k {
                 return Err(RedisFilterError::Protocol(
                     "a short reply for a shard".into(),
                 ));
             }
-            for (&i, bits) in indexes.iter().zip(items[2..].chunks(k)) {
+            if self.counted {
+                let counter = int(&items[2])?;
+                counts.push((*shard, take(*shard, counter, floor, serial)?));
+            }
+            for (&i, bits) in indexes.iter().zip(items[head..].chunks(k)) {
                 let mut set = true;
                 for bit in bits {
                     match bit {
@@ -325,16 +521,20 @@ impl RedisFilter {
                 offsets: Vec::new(),
                 keys: batch.keys,
             };
-            let sent = self.send_batch(retry, keys, write, 0, deadline)?;
-            let (set, by) = self.read_batch(sent, keys, deadline)?;
+            let sent = self.send_batch(retry, keys, write, judge, 0, deadline)?;
+            let (set, by, read, later) = self.read_batch(sent, keys, deadline)?;
             for i in again {
                 if let (Some(slot), Some(&set)) = (all_set.get_mut(i), set.get(i)) {
                     *slot = set;
                 }
             }
             answered.extend(by);
+            counts.extend(read);
+            deferred = deferred.or(later);
         }
-        Ok((all_set, answered))
+        // A count found unverified is no count to compare records with.
+        counts.retain(|&(_, count)| count >= 0);
+        Ok((all_set, answered, counts, deferred))
     }
 
     /// Runs `keys` a batch per pipeline, up to three batches in flight (the next one is hashed and
@@ -345,8 +545,9 @@ impl RedisFilter {
         &self,
         keys: &[K],
         write: bool,
+        judge: bool,
         deadline: Instant,
-        mut each: impl FnMut(&[bool], &[(u64, u32)]) -> Result<u64, RedisFilterError>,
+        mut each: impl FnMut(&[bool], &[(u64, u32)], &[(u32, i64)]) -> Result<u64, RedisFilterError>,
     ) -> Result<(), RedisFilterError> {
         let size = if self.module.load(Ordering::Acquire) {
             MODULE_BATCH
@@ -365,6 +566,7 @@ impl RedisFilter {
                     self.batch_of(chunk, !self.module.load(Ordering::Acquire)),
                     chunk,
                     write,
+                    judge,
                     std::mem::take(&mut uncounted),
                     deadline,
                 )?;
@@ -374,8 +576,13 @@ impl RedisFilter {
                 let Some((oldest, chunk)) = in_flight.pop_front() else {
                     break;
                 };
-                let (all_set, answered) = self.read_batch(oldest, chunk, deadline)?;
-                uncounted += each(&all_set, &answered)?;
+                let (all_set, answered, counts, deferred) =
+                    self.read_batch(oldest, chunk, deadline)?;
+                uncounted += each(&all_set, &answered, &counts)?;
+                // The nodes were judged by `each`: a counter's verdict comes after theirs.
+                if let Some(e) = deferred {
+                    return Err(e);
+                }
             }
         }
         if uncounted > 0 {
@@ -451,7 +658,7 @@ impl RedisFilter {
         {
             return Ok(());
         }
-        self.set_fields([("schema", crate::meta::SCHEMA_MIXED)])?;
+        self.set_fields([("schema", crate::meta::schema(self.counted, true))])?;
         self.tables_mixed
             .store(true, std::sync::atomic::Ordering::Release);
         Ok(())
@@ -468,9 +675,9 @@ impl RedisFilter {
         let deadline = self.deadline();
         let mut changed = 0u64;
         let mut written: HashSet<(u64, u32)> = HashSet::new();
-        self.batches(keys, true, deadline, |all_set, answered| {
+        self.batches(keys, true, verify, deadline, |all_set, answered, counts| {
             if verify {
-                self.verify_shards(answered, deadline)?;
+                self.verify_shards(answered, counts, deadline)?;
             }
             let new = all_set.iter().filter(|&&set| !set).count() as u64;
             changed += new;
@@ -512,15 +719,21 @@ impl RedisFilter {
         let encoded = self.encode_keys(&keys)?;
         let mut sensitive = keys.iter().map(|k| foreign && k.depends_on_tables());
         let mut answers = Vec::with_capacity(keys.len());
-        self.batches(&encoded, false, deadline, |all_set, answered| {
-            self.verify_shards(answered, deadline)?;
-            answers.extend(
-                all_set
-                    .iter()
-                    .map(|&set| set || sensitive.next().unwrap_or(true)),
-            );
-            Ok(0)
-        })?;
+        self.batches(
+            &encoded,
+            false,
+            true,
+            deadline,
+            |all_set, answered, counts| {
+                self.verify_shards(answered, counts, deadline)?;
+                answers.extend(
+                    all_set
+                        .iter()
+                        .map(|&set| set || sensitive.next().unwrap_or(true)),
+                );
+                Ok(0)
+            },
+        )?;
         Ok(answers)
     }
 }

@@ -55,13 +55,15 @@ impl RedisFilter {
         )>,
         written: &[(u64, u32)],
     ) -> Result<(), RedisFilterError> {
+        if self.counted {
+            self.renew_counters()?;
+        }
         self.record_nodes(coverage, written)?;
-        let schema = if self.tables_mixed.load(std::sync::atomic::Ordering::Acquire) {
-            crate::meta::SCHEMA_MIXED
-        } else {
-            crate::meta::SCHEMA
-        };
-        // Guarded in Redis: a schema 3 set by another writer since is never taken back.
+        let schema = crate::meta::schema(
+            self.counted,
+            self.tables_mixed.load(std::sync::atomic::Ordering::Acquire),
+        );
+        // Guarded in Redis: a schema 3 or 5 set by another writer since is never taken back.
         let key = self.meta_key();
         let creation = self.creation.hex();
         self.guarded(&[
@@ -72,6 +74,64 @@ impl RedisFilter {
             creation.as_bytes(),
             schema.as_bytes(),
         ])
+    }
+}
+
+impl RedisFilter {
+    /// Once every key was added again: each counted shard's count jumps by
+    /// [`COUNT_JUMP`](bloom_format::sharded::COUNT_JUMP) and its rolled-back flag is cleared,
+    /// in one command, so that no process finds a count below one it saw before the state
+    /// was put back (and takes the repaired shard for gone back again).
+    fn renew_counters(&self) -> Result<(), RedisFilterError> {
+        let jump = bloom_format::sharded::COUNT_JUMP.to_string();
+        let offset = self.counter_offset().to_string();
+        let flag = (self.counter_offset() + 1).to_string();
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        for first in (0..self.shards).step_by(crate::filter::SHARDS_PER_PIPELINE as usize) {
+            let deadline = self.deadline();
+            let range: Vec<u32> =
+                (first..self.shards.min(first + crate::filter::SHARDS_PER_PIPELINE)).collect();
+            let mut commands = Commands::new();
+            let mut routes = Vec::with_capacity(range.len());
+            for &s in &range {
+                let key = shard_key(&self.name, s);
+                commands.push(&[
+                    b"BITFIELD",
+                    key.as_bytes(),
+                    b"GET",
+                    b"i64",
+                    b"0",
+                    b"GET",
+                    b"i64",
+                    tail.as_bytes(),
+                    b"INCRBY",
+                    b"i64",
+                    offset.as_bytes(),
+                    jump.as_bytes(),
+                    b"SET",
+                    b"u1",
+                    flag.as_bytes(),
+                    b"0",
+                ]);
+                routes.push(key.into_bytes());
+            }
+            let replies = self.conn().pipeline_by(commands, routes, deadline)?;
+            let nodes = self.node_keys(deadline)?;
+            for ((&s, value), serial) in range.iter().zip(replies.values).zip(replies.answered_by) {
+                let read = ints(&server_error(value)?)?;
+                if !self.markers_intact(s, read.get(..2).unwrap_or_default()) {
+                    return Err(self.lost(s, "its markers are gone or not this filter's"));
+                }
+                let after = read.get(2).copied().unwrap_or(0);
+                let node = nodes
+                    .get(&serial)
+                    .copied()
+                    .ok_or(RedisFilterError::NodeChanged)?;
+                self.seen
+                    .raise(s, node, after & bloom_format::sharded::WRITE_COUNT);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -57,9 +57,15 @@ impl RedisFilter {
 
     /// Judges the node of every shard that answered on a connection not judged yet against
     /// the shard's epoch record; records the node where nothing can have been lost.
+    ///
+    /// A counted shard's record also holds the write count when its coverage was recorded:
+    /// this process takes it as seen (a shard found older later is one put back), and a
+    /// reply of the batch that read less (`counts`) is looked at again: a shard older than
+    /// its own record went back.
     pub(crate) fn verify_shards(
         &self,
         answered: &[(u64, u32)],
+        counts: &[(u32, i64)],
         deadline: Instant,
     ) -> Result<(), RedisFilterError> {
         let pending: Vec<(u64, u32)> = {
@@ -88,6 +94,7 @@ impl RedisFilter {
             let key = epoch::epoch_key(&self.name, shard);
             let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
             args.extend(epoch::NODE_FIELDS.iter().map(|f| f.as_bytes()));
+            args.push(epoch::WRITES_FIELD.as_bytes());
             reads.push(&args);
             routes.push(key.into_bytes());
         }
@@ -107,6 +114,23 @@ impl RedisFilter {
                 }
             };
             let record = Record::from_fields(&fields);
+            let read = counts.iter().find(|(s, _)| *s == shard).map(|&(_, c)| c);
+            let answering = counters::node_key(&node.run_id, &node.replid);
+            // A record's count is compared only on the node it names (another node is judged
+            // by the record's node fields below).
+            if self.counted
+                && record
+                    .as_ref()
+                    .is_some_and(|r| counters::node_key(&r.run_id, &r.replid) == answering)
+            {
+                let writes = epoch::writes_from(fields.get(epoch::NODE_FIELDS.len()));
+                self.seen.raise(shard, answering, writes);
+                if read.is_some_and(|c| c < writes) {
+                    drop(conn);
+                    self.older_than_its_record(shard, writes, answering, deadline)?;
+                    conn = self.conn();
+                }
+            }
             if record.as_ref().is_some_and(|r| r.run_id != node.run_id)
                 && node.node_id.is_some()
                 && cluster_nodes.is_none()
@@ -127,6 +151,13 @@ impl RedisFilter {
                     for (field, value) in now.fields() {
                         args.push(field.as_bytes());
                         args.push(value.as_bytes());
+                    }
+                    // The record's count follows its node: this node's count now (0 when
+                    // this batch read none).
+                    let writes = read.unwrap_or(0).max(0).to_string();
+                    if self.counted {
+                        args.push(epoch::WRITES_FIELD.as_bytes());
+                        args.push(writes.as_bytes());
                     }
                     rewrites.push(&args);
                     rewrite_routes.push(key.into_bytes());
@@ -152,6 +183,85 @@ impl RedisFilter {
         }
         self.verified_set().extend(pending);
         Ok(())
+    }
+
+    /// A reply read a count below the one its shard's record holds: either the shard was put
+    /// back older than its record, or the record was written after the reply (a coverage
+    /// record of another process). The shard's counter now tells: a count still below the
+    /// record's went back.
+    fn older_than_its_record(
+        &self,
+        shard: u32,
+        writes: i64,
+        node: u64,
+        deadline: Instant,
+    ) -> Result<(), RedisFilterError> {
+        let mut commands = Commands::new();
+        let route = self.push_counter_read(&mut commands, shard);
+        let value = self
+            .conn()
+            .pipeline_by(commands, vec![route], deadline)?
+            .values
+            .into_iter()
+            .next()
+            .ok_or_else(|| RedisFilterError::Protocol("a reply is missing".into()))?;
+        let now = ints(&server_error(value)?)?;
+        let markers_and_counter = now.as_slice();
+        if !self.markers_intact(shard, markers_and_counter.get(..2).unwrap_or_default()) {
+            return Err(self.lost(shard, "its markers are gone or not this filter's"));
+        }
+        let counter = markers_and_counter.get(2).copied().unwrap_or(0);
+        let floor = counters::Mark {
+            node,
+            count: writes,
+        };
+        match counters::read(counter, floor, node, false) {
+            counters::Reading::Count(count) => {
+                self.seen.raise(shard, node, count);
+                Ok(())
+            }
+            counters::Reading::Damaged => Err(self.lost(
+                shard,
+                "its write counter is negative, which no writer makes: the key was edited",
+            )),
+            counters::Reading::Flagged => Err(RedisFilterError::Unverified {
+                name: self.name.clone(),
+                shard,
+                why: "another process found its state gone back: older data was put back on a live server".into(),
+            }),
+            counters::Reading::WentBack { found, seen } => {
+                self.flag_rolled_back(shard);
+                Err(RedisFilterError::Unverified {
+                    name: self.name.clone(),
+                    shard,
+                    why: format!(
+                        "its state is older than its epoch record: its write count is {found}, the record was written at {seen}; an older copy of the key was put back, and the writes since may be lost"
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Pushes the read of a counted shard's markers and write counter, and returns its
+    /// routing key.
+    pub(crate) fn push_counter_read(&self, commands: &mut Commands, shard: u32) -> Vec<u8> {
+        let key = shard_key(&self.name, shard);
+        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        let counter = self.counter_offset().to_string();
+        commands.push(&[
+            b"BITFIELD_RO",
+            key.as_bytes(),
+            b"GET",
+            b"i64",
+            b"0",
+            b"GET",
+            b"i64",
+            tail.as_bytes(),
+            b"GET",
+            b"i64",
+            counter.as_bytes(),
+        ]);
+        key.into_bytes()
     }
 
     /// Pushes the read of shard `shard`'s two markers (`BITFIELD_RO key GET i64 0 GET i64
