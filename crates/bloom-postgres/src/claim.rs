@@ -30,8 +30,8 @@ use bloom_store::{ClaimKind, ClaimWatch};
 
 use crate::PostgresStoreError;
 use crate::connect::preflight;
+use crate::guard::Guard;
 use crate::schema::{self, Namespace};
-use crate::store::Guard;
 
 /// How long the thread waits on the socket at a time: also how soon a dropped claim lets go
 /// of its lock.
@@ -115,7 +115,7 @@ impl Claim {
             namespace: namespace.clone(),
             kind,
         });
-        let session = match claim.take()? {
+        let session = match claim.take(true)? {
             Taken::Held(session) => *session,
             Taken::Refused => return Ok(None),
         };
@@ -194,8 +194,9 @@ impl Claim {
         self.renewed.notify_all();
     }
 
-    /// A new session: the advisory lock of the claim's kind, then the tables and the check.
-    fn take(&self) -> Result<Taken, PostgresStoreError> {
+    /// A new session: the advisory lock of the claim's kind, then the tables and the check
+    /// (`first`: as the claim is first taken, see [`Claim::hold_tables`]).
+    fn take(&self, first: bool) -> Result<Taken, PostgresStoreError> {
         preflight(&self.config)?;
         let mut client = self.config.connect(NoTls)?;
         // Its transaction stays open while it holds the tables: never ended by a timeout of
@@ -224,14 +225,16 @@ impl Claim {
             client,
             tables: String::new(),
         };
-        self.hold_tables(&mut session)?;
+        self.hold_tables(&mut session, first)?;
         Ok(Taken::Held(Box::new(session)))
     }
 
     /// Takes the store's tables (`ACCESS SHARE`, in a transaction left open) and checks the
     /// store under them: the one opened, with the history this process saw. A store found
-    /// replaced loses the claim for good (through the store's guard).
-    fn hold_tables(&self, session: &mut Session) -> Result<(), PostgresStoreError> {
+    /// replaced loses the claim for good (through the store's guard). As the claim is
+    /// `first` taken, the head is taken for seen instead of checked: what was committed
+    /// before is the store the wrapper opens (and catches up with).
+    fn hold_tables(&self, session: &mut Session, first: bool) -> Result<(), PostgresStoreError> {
         let ns = self.namespace.as_str();
         let tables: Vec<String> = TABLES.iter().map(|t| format!("{ns}.{t}")).collect();
         let client = &mut session.client;
@@ -283,7 +286,16 @@ impl Claim {
                     }
                 }
             }
-            if self.kind == ClaimKind::Exclusive {
+            if first {
+                let row = client.query_one(&format!("SELECT seq, history FROM {ns}.head"), &[])?;
+                let head = crate::values::point(
+                    self.guard.identity,
+                    crate::values::field(&row, 0, "the head")?,
+                    crate::values::field(&row, 1, "the head")?,
+                )?;
+                self.guard
+                    .saw_after(bloom_format::DatasetGeneration::ZERO, head)?;
+            } else if self.kind == ClaimKind::Exclusive {
                 self.nothing_unseen(client, seen)?;
             }
             Ok(oids)
@@ -358,7 +370,7 @@ impl Claim {
                 // Taken again every look while the server cannot be reached, or at once
                 // when the store asks.
                 self.pause(stop);
-                match self.take() {
+                match self.take(false) {
                     Ok(Taken::Held(new)) => {
                         session = Some(*new);
                         confirmed = true;
@@ -414,7 +426,7 @@ impl Claim {
             }
             // Take the tables and check the store again (the waiter's change is done, or
             // the tables are taken once it is: `lock_timeout` bounds the wait).
-            if self.hold_tables(current).is_ok() {
+            if self.hold_tables(current, false).is_ok() {
                 confirmed = true;
                 self.watch.confirm();
             } else if current.client.is_closed() {

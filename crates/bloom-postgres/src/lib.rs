@@ -137,6 +137,7 @@
 mod claim;
 mod connect;
 mod error;
+mod guard;
 mod primary;
 mod schema;
 mod statements;

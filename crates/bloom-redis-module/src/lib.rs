@@ -43,4 +43,5 @@
 
 mod commands;
 mod dirty;
+mod error;
 mod shard;

@@ -5,6 +5,7 @@ mod allocator;
 mod bits;
 mod copy;
 mod counters;
+mod coverage;
 mod lifecycle;
 
 pub use allocator::{fit_to_allocator, plan_for_allocator};

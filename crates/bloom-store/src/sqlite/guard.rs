@@ -56,6 +56,8 @@ pub(super) struct Guard {
     /// The running watchers (one per claim held): what a call waits for before it reads
     /// or writes.
     settle: Mutex<Vec<Arc<Settle>>>,
+    /// Set when the store closes: no check runs from then on (each check holds it shared).
+    closing: std::sync::RwLock<bool>,
 }
 
 /// A commit in flight ([`Guard::committing`]).
@@ -77,8 +79,9 @@ const SETTLE_WAIT: Duration = Duration::from_secs(5);
 /// events queued, or the check running or to be tried again). A call never reads a file
 /// someone else is writing, nor one whose change has not been judged.
 pub(super) struct Settle {
-    /// Set while the watcher handles a change, until its verdict.
-    busy: Mutex<bool>,
+    /// Set while the watcher handles a change, until its verdict; and whether the watcher
+    /// has stopped (then nothing is waited for: its queue is nobody's).
+    busy: Mutex<(bool, bool)>,
     judged: std::sync::Condvar,
     /// Whether events are queued that the watcher has not taken yet.
     queued: Box<dyn Fn() -> bool + Send + Sync>,
@@ -93,7 +96,7 @@ impl std::fmt::Debug for Settle {
 impl Settle {
     pub(super) fn new(queued: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         Self {
-            busy: Mutex::new(false),
+            busy: Mutex::new((false, false)),
             judged: std::sync::Condvar::new(),
             queued: Box::new(queued),
         }
@@ -101,12 +104,18 @@ impl Settle {
 
     /// The watcher takes a change up.
     pub(super) fn begin(&self) {
-        *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.busy.lock().unwrap_or_else(PoisonError::into_inner).0 = true;
     }
 
     /// The watcher's verdict is in (or the change was nothing to judge).
     pub(super) fn end(&self) {
-        *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.busy.lock().unwrap_or_else(PoisonError::into_inner).0 = false;
+        self.judged.notify_all();
+    }
+
+    /// The watcher stopped (its claim dropped or lost): calls wait for it no more.
+    pub(super) fn retire(&self) {
+        *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = (false, true);
         self.judged.notify_all();
     }
 
@@ -115,7 +124,8 @@ impl Settle {
         let deadline = std::time::Instant::now() + SETTLE_WAIT;
         let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if !*busy && !(self.queued)() {
+            let (judging, retired) = *busy;
+            if retired || (!judging && !(self.queued)()) {
                 return true;
             }
             let now = std::time::Instant::now();
@@ -149,6 +159,7 @@ impl Guard {
             in_flight: std::sync::atomic::AtomicU32::new(0),
             watch: ClaimWatch::new(),
             settle: Mutex::new(Vec::new()),
+            closing: std::sync::RwLock::new(false),
         })
     }
 
@@ -161,6 +172,11 @@ impl Guard {
             path: self.path.clone(),
             why,
         }
+    }
+
+    /// The store closes: waits for a check that is running, and lets no other start.
+    pub(super) fn close(&self) {
+        *self.closing.write().unwrap_or_else(PoisonError::into_inner) = true;
     }
 
     /// A watcher starts judging changes to the file.
@@ -359,11 +375,23 @@ impl Guard {
     /// point too: history past it was made elsewhere (a copy that went its own way put in
     /// the file's place, writes behind the wrapper's back), and its keys are not in the
     /// wrapper's filter: the claim (`claim`) is lost for good, the store stays usable.
+    ///
+    /// The `first` check of a claim (as it is taken) takes the head as seen instead: what
+    /// was committed before the claim is the store the wrapper opens.
     pub(super) fn verify(
         &self,
         exclusive: Option<&ClaimWatch>,
+        first: bool,
     ) -> Result<(), Option<SqliteStoreError>> {
+        // Held through the check: a store being closed waits for it, and is never checked
+        // again (its own last checkpoint must not find a reader in its way).
+        let closing = self.closing.read().unwrap_or_else(PoisonError::into_inner);
+        if *closing {
+            return Err(None);
+        }
         self.check_file().map_err(Some)?;
+        // Read before the read transaction begins: the state it reads holds at least this.
+        let seen = *self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let conn = Connection::open_with_flags(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -376,7 +404,6 @@ impl Guard {
         // One read transaction: the identity and the history of one state of the file.
         let tx = conn.unchecked_transaction().map_err(|_| None)?;
         self.identity_check(&tx)?;
-        let seen = *self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let digest = match chain::digest_at(&tx, self.identity, seen.generation) {
             Ok(digest) => digest,
             Err(SqliteStoreError::Sqlite(e)) => return Err(self.unreadable(&e)),
@@ -388,8 +415,13 @@ impl Guard {
         };
         match digest {
             Some(digest) if digest == seen.digest => match exclusive {
-                Some(claim) => self.nothing_unseen(&tx, seen, claim),
-                None => Ok(()),
+                Some(claim) if !first => self.nothing_unseen(&tx, seen, claim),
+                _ if first => match chain::head_in(&tx, self.identity) {
+                    Ok(head) => self.saw(head).map_err(Some),
+                    Err(SqliteStoreError::Sqlite(e)) => Err(self.unreadable(&e)),
+                    Err(e) => Err(Some(e)),
+                },
+                _ => Ok(()),
             },
             Some(_) => Err(Some(self.replaced(format!(
                 "its history up to generation {} is another one (a diverged copy put in its place?)",

@@ -106,6 +106,11 @@ fn blob16(what: &'static str, bytes: &[u8]) -> Result<[u8; 16], SqliteStoreError
 /// open as always.
 impl Drop for SqliteStore {
     fn drop(&mut self) {
+        // A claim's watcher checks the file no more: its reader would be in the checkpoint's
+        // way.
+        if let Some(guard) = &self.guard {
+            guard.close();
+        }
         self.readers
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)

@@ -37,7 +37,7 @@ impl Drop for Watcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.guard.unwatched_by(&self.settle);
-        self.settle.end();
+        self.settle.retire();
     }
 }
 
@@ -56,10 +56,14 @@ struct Watched {
 impl Watched {
     /// Something changed the file: unconfirmed, and calls wait, until the check passes
     /// (`true` once it has been decided, `false` when it must be tried again).
-    fn check_again(&self) -> bool {
+    /// The `first` check, as the claim is taken, takes the head for seen.
+    fn check_again(&self, first: bool) -> bool {
         self.settle.begin();
         self.claim.suspend();
-        let decided = match self.guard.verify(self.exclusive.then_some(&self.claim)) {
+        let decided = match self
+            .guard
+            .verify(self.exclusive.then_some(&self.claim), first)
+        {
             Ok(()) => {
                 self.claim.confirm();
                 true
@@ -111,7 +115,7 @@ pub(super) fn start(
             run.run(&watched);
             // Stopped, or the claim lost: calls no longer wait for this watcher.
             watched.guard.unwatched_by(&watched.settle);
-            watched.settle.end();
+            watched.settle.retire();
         });
     let watcher = Watcher {
         stop,
@@ -215,7 +219,10 @@ mod platform {
 
         pub(super) fn run(self, watched: &Watched) {
             // The file may have changed between the open and the first watch.
-            let mut pending = !watched.check_again();
+            // Until a first check is decided, checks take the head for seen.
+            let mut first = true;
+            let mut pending = !watched.check_again(first);
+            first &= pending;
             let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
             let timeout = Timespec::try_from(POLL).unwrap_or_default();
             while !watched.stop.load(Ordering::Acquire) && !watched.claim.is_lost() {
@@ -237,7 +244,8 @@ mod platform {
                     return;
                 }
                 if changed || pending {
-                    pending = !watched.check_again();
+                    pending = !watched.check_again(first);
+                    first &= pending;
                 } else {
                     // Other files of the directory (the log, the lock's neighbours).
                     watched.claim.confirm();
@@ -330,7 +338,10 @@ mod platform {
         }
 
         pub(super) fn run(self, watched: &Watched) {
-            let mut pending = !watched.check_again();
+            // Until a first check is decided, checks take the head for seen.
+            let mut first = true;
+            let mut pending = !watched.check_again(first);
+            first &= pending;
             while !watched.stop.load(Ordering::Acquire) && !watched.claim.is_lost() {
                 std::thread::sleep(POLL);
                 if FileId::of(&watched.lock).ok() != self.lock {
@@ -339,7 +350,8 @@ mod platform {
                     return;
                 }
                 if pending || watched.guard.check().is_err() {
-                    pending = !watched.check_again();
+                    pending = !watched.check_again(first);
+                    first &= pending;
                 }
             }
         }
