@@ -43,7 +43,7 @@ fn main() -> ExitCode {
             if e.use_stderr() {
                 // A usage error may quote an argument: a URL with a password, given where a
                 // flag's value was expected, is shown without it.
-                warn(redact_urls(&e.render().to_string()).trim_end());
+                warn(redact_urls(&render(&e)).trim_end());
                 return ExitCode::from(2);
             }
             // --help and --version print to standard output: failing to is exit 3.
@@ -65,6 +65,18 @@ fn main() -> ExitCode {
             ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
         }
         Err(Failure::OutputClosed) => ExitCode::SUCCESS,
+    }
+}
+
+/// A usage error as text: in colour when standard error is a terminal and `NO_COLOR` is
+/// unset or empty (<https://no-color.org>), plain otherwise.
+fn render(e: &clap::Error) -> String {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    if !no_color && std::io::stderr().is_terminal() {
+        e.render().ansi().to_string()
+    } else {
+        e.render().to_string()
     }
 }
 

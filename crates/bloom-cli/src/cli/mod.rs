@@ -18,7 +18,24 @@ pub(crate) use redis::*;
 pub(crate) use values::{layout_for, plan_params, planned_layout, rule_for};
 use values::{parse_key_limit, parse_rate, parse_salt, parse_size, parse_timeout};
 
-const AFTER_HELP: &str = "\
+/// The key-file grammar: the end of `--help` for `bloom` and for every command that reads
+/// keys.
+macro_rules! key_files {
+    () => {
+        "Key files (--keys PATH, or - for standard input): one key per line, LF or CRLF line endings,
+the last line with or without a line feed. A UTF-8 byte order mark at the start is ignored.
+Empty lines are skipped. A NUL byte is refused (a binary or UTF-16 file). Keys longer than
+--max-key-bytes (default 64 KiB) are refused by line number. With --jsonl every line is a
+JSON string, which can hold any key (empty, with line breaks, tabs or NUL), or an object
+{\"key_hex\": \"...\"} for keys that are not UTF-8."
+    };
+}
+
+/// What `--help` of a command that reads keys ends with.
+pub(crate) const KEY_FILES: &str = key_files!();
+
+const AFTER_HELP: &str = concat!(
+    "\
 Exit codes:
   0    success
   1    bad input: a damaged or invalid snapshot, an invalid key or key file; `verify` found
@@ -36,17 +53,15 @@ Exit codes:
        left unchanged, and no temporary file is left behind)
 A closed standard output (`bloom check ... | head`) ends the command quietly.
 
-Key files (--keys PATH, or - for standard input): one key per line, LF or CRLF line endings,
-the last line with or without a line feed. A UTF-8 byte order mark at the start is ignored.
-Empty lines are skipped. A NUL byte is refused (a binary or UTF-16 file). Keys longer than
---max-key-bytes (default 64 KiB) are refused by line number. With --jsonl every line is a
-JSON string, which can hold any key (empty, with line breaks, tabs or NUL), or an object
-{\"key_hex\": \"...\"} for keys that are not UTF-8.
+",
+    key_files!(),
+    "
 
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
 (powers of 1024). `verify` and `inspect` stream in constant memory; for them the limit only
-bounds the time a file can take (`verify` reports a larger file as unverified).";
+bounds the time a file can take (`verify` reports a larger file as unverified)."
+);
 
 #[derive(Parser)]
 #[command(
@@ -79,8 +94,8 @@ pub(crate) enum Command {
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),
     /// Check every snapshot completely (streaming, constant memory); one line per file (ok,
-    /// unverified, damaged, missing, unreadable); exit 1 if any is damaged or unverified,
-    /// otherwise 3 if any is missing or unreadable.
+    /// unverified, damaged, not-a-snapshot, missing, unreadable); exit 1 if any is damaged,
+    /// not a snapshot or unverified, otherwise 3 if any is missing or unreadable.
     Verify(VerifyArgs),
     /// Import a seed raw file, a Guava `BloomFilter` stream or a Parquet column chunk's Bloom
     /// filter into a checked snapshot.
@@ -180,8 +195,8 @@ impl Funnel {
 /// Where keys come from, besides the command line.
 #[derive(Args)]
 pub(crate) struct KeyInput {
-    /// Read keys from a file, one per line (`-` for standard input). See the key-file grammar
-    /// in `--help`.
+    /// Read keys from a file, one per line (`-` for standard input). The grammar is at the end
+    /// of this command's `--help`.
     #[arg(long = "keys", value_name = "PATH|-")]
     pub(crate) path: Option<PathBuf>,
     /// Each line is a JSON string (keys may contain newlines or tabs, or be empty).
@@ -225,6 +240,7 @@ pub(crate) struct LockWait {
 }
 
 #[derive(Args)]
+#[command(after_long_help = KEY_FILES)]
 #[command(group(ArgGroup::new("size").required(true).args(["items", "bits"])))]
 pub(crate) struct BuildArgs {
     #[command(flatten)]
@@ -304,6 +320,18 @@ pub(crate) struct OnFull {
     pub(crate) strict: bool,
 }
 
+/// What `redis add` does with a filter past the plan it was created with.
+#[derive(Args)]
+pub(crate) struct RedisOnFull {
+    /// Refuse, with exit status 1, instead of warning, when the filter holds more keys than
+    /// it was created for or its estimated false-positive rate passes the target (`redis
+    /// create --items --fpr`): nothing is added to a filter past its plan, and an add stops
+    /// once the keys it added fill the plan (the keys before are in; the message says how
+    /// many).
+    #[arg(long)]
+    pub(crate) strict: bool,
+}
+
 /// How big a new filter is: planned for a key count and a rate, or given as `m` and `k`.
 #[derive(Args)]
 pub(crate) struct Sizing {
@@ -341,6 +369,7 @@ impl Sizing {
 }
 
 #[derive(Args)]
+#[command(after_long_help = KEY_FILES)]
 pub(crate) struct AddArgs {
     /// The snapshot to update.
     pub(crate) snapshot: PathBuf,
@@ -360,6 +389,7 @@ pub(crate) struct AddArgs {
 }
 
 #[derive(Args)]
+#[command(after_long_help = KEY_FILES)]
 pub(crate) struct RemoveArgs {
     /// The counting snapshot to update.
     pub(crate) snapshot: PathBuf,
@@ -380,6 +410,7 @@ pub(crate) struct RemoveArgs {
 }
 
 #[derive(Args)]
+#[command(after_long_help = KEY_FILES)]
 pub(crate) struct CheckArgs {
     /// The snapshot to query (`-` for standard input).
     pub(crate) snapshot: PathBuf,

@@ -42,6 +42,7 @@ impl ParquetLimits {
 }
 
 #[derive(Args)]
+#[command(after_long_help = super::KEY_FILES)]
 pub(crate) struct ParquetCheckArgs {
     /// Parquet files before --column (paths, not standard input: a footer is read from the
     /// file's end), keys after it (in addition to --keys). A key is a value of the column's

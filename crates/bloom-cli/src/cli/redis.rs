@@ -114,6 +114,7 @@ pub(crate) struct RedisCreateArgs {
 }
 
 #[derive(Args)]
+#[command(after_long_help = super::KEY_FILES)]
 pub(crate) struct RedisKeysArgs {
     #[command(flatten)]
     pub(crate) at: RedisAt,
@@ -137,6 +138,8 @@ pub(crate) struct RedisAddArgs {
     /// How long to wait for the replicas of --replicas, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_timeout, requires = "replicas")]
     pub(crate) replicas_timeout: f64,
+    #[command(flatten)]
+    pub(crate) full: super::RedisOnFull,
 }
 
 #[derive(Args)]

@@ -69,7 +69,8 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
         let scalable = h.scalable.as_ref().map(|chain| {
             json!({
                 "growth_factor": chain.growth,
-                "tightening_ratio": number(chain.tightening),
+                // Header fields: exactly as stored.
+                "tightening_ratio": chain.tightening,
                 "stage_count": chain.stages.len(),
                 "capacity_so_far": standing.as_ref().map(|s| s.capacity_so_far),
                 "stages": chain.stages.iter().zip(&stages).map(|(stage, counted)| json!({
@@ -77,7 +78,7 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
                     "hash_count": stage.hash_count,
                     "layout": layout_json(stage.layout, 0),
                     "planned_capacity": stage.plan.capacity,
-                    "target_false_positive_rate": number(stage.plan.false_positive_rate),
+                    "target_false_positive_rate": stage.plan.false_positive_rate,
                     "item_count": stage.item_count,
                     "set_bits": counted.ones,
                     "fill_ratio": number(estimate::fill_ratio(counted.ones, stage.bit_count)),
@@ -120,7 +121,7 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
             "estimated_items": number(items),
             "estimated_false_positive_rate": number(fpr),
             "planned_capacity": h.plan.map(|p| p.capacity),
-            "target_false_positive_rate": h.plan.map(|p| number(p.false_positive_rate)),
+            "target_false_positive_rate": h.plan.map(|p| p.false_positive_rate),
             "false_positive_rate_limit": standing.as_ref().map(|s| number(s.rate_limit)),
             "remaining_capacity": standing.as_ref().map(|s| s.remaining),
             "over_capacity": standing.as_ref().map(|s| s.over),

@@ -11,6 +11,7 @@ pub(crate) mod measure;
 pub(crate) mod parquet;
 pub(crate) mod plan;
 pub(crate) mod redis;
+pub(crate) mod redis_at;
 pub(crate) mod remove;
 pub(crate) mod verify;
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::cli::{ParquetCheckArgs, ParquetCommand, ParquetInspectArgs};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files;
-use crate::output::{Out, escape_key, json_key};
+use crate::output::{Out, escape_key, json_key, number, show};
 
 pub(crate) fn run(command: &ParquetCommand, matches: &clap::ArgMatches) -> CmdResult<u8> {
     match command {
@@ -247,13 +247,14 @@ fn inspect(args: &ParquetInspectArgs) -> CmdResult {
                     if let Some((bytes, items, fpr)) = described {
                         object["filter_bytes"] = json!(bytes);
                         object["estimated_distinct_values"] = json!(items);
-                        object["estimated_false_positive_rate"] = json!(fpr);
+                        object["estimated_false_positive_rate"] = number(fpr);
                     }
                     out.json_line(&object)?;
                 } else {
                     let filter = match described {
                         Some((bytes, items, fpr)) => format!(
-                            "{bytes} bytes\t~{items} distinct values\tfalse-positive rate {fpr:.3e}"
+                            "{bytes} bytes\t~{items} distinct values\tfalse-positive rate {}",
+                            show(fpr)
                         ),
                         None => "no filter".to_owned(),
                     };

@@ -3,19 +3,18 @@
 //! refusing or too slow is exit 3, a filter Redis may have lost writes of is exit 5 (with
 //! the way out in the message).
 
-use std::io::Read as _;
 use std::path::Path;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, Layout, PositionRule};
-use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
+use bloom_redis::{Durability, RedisFilter, RedisFilterError};
 use serde_json::json;
 
 use crate::cli::{
     DurabilityArgs, RedisAddArgs, RedisAt, RedisCheckArgs, RedisCommand, RedisCreateArgs,
     RedisDeleteArgs, RedisExportArgs, RedisImportArgs, RedisInfoArgs, Size,
 };
+use crate::commands::redis_at::{self, failure, open, target};
 use crate::commands::{key_batches_of, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::output::{Answers, Out, encoding_json, layout_of, number, rule_json, show};
@@ -25,16 +24,9 @@ const DEFAULT_SHARDS: u32 = 16;
 const PREFERRED_SHARD_BYTES: u64 = 256 << 20;
 /// Keys per call to the filter: it pipelines them 4096 to a batch, up to three batches in flight.
 const KEYS_PER_CALL: usize = 1 << 16;
-/// The environment variable read when no URL is given.
-const URL_VARIABLE: &str = "BLOOM_REDIS_URL";
-/// The longest URL file read.
-const MAX_URL_FILE: u64 = 64 << 10;
-
-/// When the command started: `--timeout` counts from here.
-static STARTED: OnceLock<Instant> = OnceLock::new();
 
 pub(crate) fn run(command: &RedisCommand) -> CmdResult<u8> {
-    STARTED.get_or_init(Instant::now);
+    redis_at::started();
     let done = |r: CmdResult| r.map(|()| 0);
     match command {
         RedisCommand::Create(args) => done(create(args)),
@@ -45,173 +37,6 @@ pub(crate) fn run(command: &RedisCommand) -> CmdResult<u8> {
         RedisCommand::Info(args) => done(info(args)),
         RedisCommand::Delete(args) => done(delete(args)),
     }
-}
-
-/// The URLs: --url, --url-env, --url-file, or $BLOOM_REDIS_URL. No message repeats them.
-fn urls(at: &RedisAt) -> CmdResult<Vec<String>> {
-    let split = |text: &str| -> Vec<String> {
-        text.lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .flat_map(str::split_whitespace)
-            .map(str::to_owned)
-            .collect()
-    };
-    let (urls, from) = if !at.url.is_empty() {
-        (at.url.clone(), "--url".to_owned())
-    } else if let Some(var) = &at.url_env {
-        let value = std::env::var(var).map_err(|e| {
-            Failure::usage(format!(
-                "--url-env {var}: the variable is {}",
-                match e {
-                    std::env::VarError::NotPresent => "not set",
-                    std::env::VarError::NotUnicode(_) => "not UTF-8",
-                }
-            ))
-        })?;
-        (split(&value), format!("--url-env {var}"))
-    } else if let Some(path) = &at.url_file {
-        (
-            split(&read_url_file(at, path)?),
-            format!("--url-file {}", path.display()),
-        )
-    } else if let Ok(value) = std::env::var(URL_VARIABLE) {
-        (split(&value), format!("${URL_VARIABLE}"))
-    } else {
-        return Err(Failure::usage(format!(
-            "where is the filter? give --url URL, --url-env VAR or --url-file PATH (or set {URL_VARIABLE})"
-        )));
-    };
-    if urls.is_empty() {
-        return Err(Failure::usage(format!("{from} holds no URL")));
-    }
-    if urls.len() > 1 && !at.cluster && at.sentinel.is_none() {
-        return Err(Failure::usage(format!(
-            "{from} gives {} URLs: several are for --cluster (nodes) or --sentinel MASTER (Sentinels)",
-            urls.len()
-        )));
-    }
-    Ok(urls)
-}
-
-/// A URL file: a regular file (or a pipe) of at most 64 KiB of UTF-8.
-fn read_url_file(at: &RedisAt, path: &Path) -> CmdResult<String> {
-    let name = path.display();
-    let bytes = read_small_file(at, path, MAX_URL_FILE, "--url-file")?;
-    String::from_utf8(bytes).map_err(|_| Failure::usage(format!("--url-file {name} is not UTF-8")))
-}
-
-/// Reads a small file given by `flag` (a URL file, a CA file): at most `limit` bytes, within
-/// the command's deadline (its `--timeout`, or the default wait on Redis), so that a named pipe
-/// nobody writes to, or a slow one, ends the command instead of hanging it. A directory or
-/// a file over the limit is a usage error.
-fn read_small_file(at: &RedisAt, path: &Path, limit: u64, flag: &str) -> CmdResult<Vec<u8>> {
-    let name = path.display().to_string();
-    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        return Err(Failure::usage(format!("{flag} {name} is a directory")));
-    }
-    let wait = at
-        .timeout
-        .map_or(bloom_redis::DEFAULT_TIMEOUT, Duration::from_secs_f64);
-    let started = *STARTED.get_or_init(Instant::now);
-    let left = (started + wait).saturating_duration_since(Instant::now());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let owned = path.to_path_buf();
-    // On a thread of its own: opening a named pipe blocks until a writer comes. Given up on
-    // at the deadline (the process then ends, and the thread with it).
-    std::thread::spawn(move || {
-        let read = std::fs::File::open(&owned).and_then(|file| {
-            let mut bytes = Vec::new();
-            file.take(limit + 1).read_to_end(&mut bytes).map(|_| bytes)
-        });
-        let _ = tx.send(read);
-    });
-    let bytes = match rx.recv_timeout(left) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(Failure::environment(format!("{flag} {name}: {e}"))),
-        Err(_) => {
-            return Err(Failure::environment(format!(
-                "{flag} {name}: nothing to read within {} s (a named pipe nobody writes to?)",
-                wait.as_secs_f64()
-            )));
-        }
-    };
-    if bytes.len() as u64 > limit {
-        return Err(Failure::usage(format!(
-            "{flag} {name} is over {} KiB: not such a file",
-            limit >> 10
-        )));
-    }
-    Ok(bytes)
-}
-
-fn target(at: &RedisAt) -> CmdResult<RedisTarget> {
-    let urls = urls(at)?;
-    let target = match &at.sentinel {
-        Some(master) => RedisTarget::sentinel(urls, master.clone()),
-        None if at.cluster => RedisTarget::cluster(urls),
-        None => RedisTarget::single(urls.into_iter().next().unwrap_or_default()),
-    };
-    let target = match at.timeout {
-        Some(seconds) => {
-            let timeout = Duration::from_secs_f64(seconds);
-            let started = *STARTED.get_or_init(Instant::now);
-            target
-                .with_timeout(timeout)
-                .with_deadline(started + timeout)
-        }
-        None => target.with_timeout(bloom_redis::DEFAULT_TIMEOUT),
-    };
-    let target = target.with_module(at.module);
-    match &at.tls_ca {
-        Some(path) => Ok(target.with_tls_ca(read_small_file(at, path, 1 << 20, "--tls-ca")?)),
-        None => Ok(target),
-    }
-}
-
-fn failure(at: &RedisAt, error: &RedisFilterError) -> Failure {
-    let name = &at.name;
-    match error {
-        RedisFilterError::InvalidName { .. }
-        | RedisFilterError::NotSharded { .. }
-        | RedisFilterError::ShardTooLarge { .. }
-        | RedisFilterError::InvalidUrl { .. }
-        | RedisFilterError::TlsUnavailable => Failure::usage(error),
-        RedisFilterError::Unverified { .. } => Failure::unverified(error),
-        // A key of the filter holding another type: retyped by hand or by another program,
-        // so the filter is damaged (as a lost shard is), not Redis failing.
-        RedisFilterError::Server { code, .. } if code == "WRONGTYPE" => Failure::input(format!(
-            "redis filter {name}: {error}: a key of the filter holds another type (the filter is damaged; delete it and create it again)"
-        )),
-        RedisFilterError::Timeout { .. } => Failure::environment(match at.timeout {
-            Some(seconds) => format!(
-                "redis filter {name}: the command did not finish within --timeout {seconds} s (Redis is slow, stopped or unreachable, or the keys came slowly); nothing more was answered"
-            ),
-            None => format!(
-                "redis filter {name}: {error} (Redis is slow, stopped or unreachable; --timeout SECONDS gives the whole command longer)"
-            ),
-        }),
-        RedisFilterError::Redis(_)
-        | RedisFilterError::Server { .. }
-        | RedisFilterError::NotAcknowledged { .. }
-        | RedisFilterError::NotDurable { .. }
-        | RedisFilterError::NodeChanged
-        | RedisFilterError::TooLarge { .. }
-        | RedisFilterError::Unavailable(_)
-        | RedisFilterError::ModuleMissing
-        | RedisFilterError::TlsCa(_) => {
-            Failure::environment(format!("redis filter {name}: {error}"))
-        }
-        // These carry no name of their own.
-        RedisFilterError::Protocol(_) | RedisFilterError::Key(_) => {
-            Failure::input(format!("redis filter {name}: {error}"))
-        }
-        _ => Failure::input(error),
-    }
-}
-
-fn open(at: &RedisAt) -> CmdResult<RedisFilter> {
-    RedisFilter::open(&target(at)?, &at.name).map_err(|e| failure(at, &e))
 }
 
 fn durability(args: &DurabilityArgs) -> Durability {
@@ -323,7 +148,32 @@ fn add(args: &RedisAddArgs) -> CmdResult {
         );
     }
     let at = &keys.at;
-    let mut changed = 0u64;
+    let name = format!("redis filter {}", at.name);
+    // The plan the filter was created with (`create --items --fpr`), and the items counted
+    // so far: `--strict` stops at the plan instead of going past it. A restore (`--complete`)
+    // puts back keys that were counted already, and must put back every one of them.
+    let plan = if args.complete {
+        None
+    } else {
+        let header = filter.header().map_err(|e| failure(at, &e))?;
+        header.plan.map(|plan| (plan, header.item_count))
+    };
+    if args.full.strict
+        && let Some((plan, items)) = plan
+    {
+        // The estimate needs `info`'s rights (STRLEN, BITCOUNT); without them the count in
+        // the header is the judge.
+        let over_by_estimate = filter
+            .info()
+            .is_ok_and(|standing| standing.capacity.is_some_and(|c| c.is_over()));
+        if over_by_estimate || items > plan.capacity {
+            return Err(Failure::input(format!(
+                "{name} is over its plan already ({items} items for a capacity of {}); --strict: nothing was added (create a larger filter and add every key to it, or leave out --strict)",
+                plan.capacity
+            )));
+        }
+    }
+    let (mut added, mut changed) = (0u64, 0u64);
     // `--complete` adds every key again through a restore, which then declares the filter
     // whole; otherwise the keys are inserted.
     let mut restore = args.complete.then(|| filter.restore());
@@ -333,25 +183,90 @@ fn add(args: &RedisAddArgs) -> CmdResult {
         &keys.keys,
         &keys.input,
         |_, encoded| {
-            changed += match &mut restore {
-                Some(restore) => restore.add(encoded.encoded()),
-                None => filter.insert_all(encoded.encoded()),
+            let total = encoded.encoded().count();
+            // With --strict, no more keys than the plan has room for.
+            let room = match plan {
+                Some((plan, items)) if args.full.strict => {
+                    usize::try_from(plan.capacity.saturating_sub(items + changed))
+                        .unwrap_or(usize::MAX)
+                }
+                _ => usize::MAX,
+            };
+            let take = total.min(room);
+            if take > 0 {
+                changed += match &mut restore {
+                    Some(restore) => restore.add(encoded.encoded().take(take)),
+                    None => filter.insert_all(encoded.encoded().take(take)),
+                }
+                .map_err(|e| failure(at, &e))?;
+                added += take as u64;
             }
-            .map_err(|e| failure(at, &e))?;
+            if let (true, Some((plan, _))) = (take < total, plan) {
+                return Err(Failure::input(format!(
+                    "{name} reached its plan of {} items after {added} keys ({changed} new); --strict: the keys after those were not added (create a larger filter and add every key to it, or leave out --strict)",
+                    plan.capacity
+                )));
+            }
             Ok(())
         },
     )?;
+    let s = if added == 1 { "" } else { "s" };
     match restore {
         Some(restore) => {
             restore.finish(None).map_err(|e| failure(at, &e))?;
             crate::warn(&format!(
-                "{changed} keys changed the filter; redis filter {} is declared whole",
-                at.name
+                "added {added} key{s} ({changed} new) to {name}; it is declared whole"
             ));
         }
-        None => crate::warn(&format!("{changed} keys changed the filter")),
+        None => crate::warn(&format!("added {added} key{s} ({changed} new) to {name}")),
+    }
+    // Past its plan: judged as `bloom redis info` (and a local filter) judges it.
+    if let Some((plan, _)) = plan
+        && let Some(why) = over_plan(&filter, &name, plan)
+    {
+        let remedy = "create a larger filter and add every key to it";
+        if args.full.strict {
+            return Err(Failure::input(format!(
+                "{why}; --strict: the keys are in ({remedy}, or leave out --strict)"
+            )));
+        }
+        crate::warn(&format!(
+            "warning: {why}; \"maybe\" answers will be more frequent than planned: {remedy}"
+        ));
     }
     Ok(())
+}
+
+/// Why the filter is past `plan` now, or `None` if it is not. Judged as `bloom redis info`
+/// judges it (the count and the estimate from the bits); a user without `info`'s rights
+/// (STRLEN, BITCOUNT) is judged by the count in the header alone, and one who cannot read
+/// even that is told the plan was not checked.
+fn over_plan(filter: &RedisFilter, name: &str, plan: bloom_core::Plan) -> Option<String> {
+    match filter.info() {
+        Ok(info) => info.capacity.filter(bloom_core::Capacity::is_over).map(|c| {
+            format!(
+                "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
+                c.items,
+                c.plan.capacity,
+                show(c.estimated_false_positive_rate),
+                show(c.plan.false_positive_rate),
+            )
+        }),
+        Err(info_failed) => match filter.header() {
+            Ok(header) => (header.item_count > plan.capacity).then(|| {
+                format!(
+                    "{name} is over its plan: {} items for a capacity of {}",
+                    header.item_count, plan.capacity
+                )
+            }),
+            Err(_) => {
+                crate::warn(&format!(
+                    "warning: the keys are in, but {name}'s plan was not checked: {info_failed}"
+                ));
+                None
+            }
+        },
+    }
 }
 
 fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
@@ -560,14 +475,30 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
 }
 
 fn delete(args: &RedisDeleteArgs) -> CmdResult {
-    let existed = RedisFilter::delete(&target(&args.at)?, &args.at.name)
-        .map_err(|e| failure(&args.at, &e))?;
+    let target = target(&args.at)?;
+    // What is about to go, for the report (a filter whose metadata is gone still has its
+    // shards deleted, by every name they could have).
+    let shards = RedisFilter::open(&target, &args.at.name)
+        .ok()
+        .map(|f| f.config().layout().shards());
+    let existed = RedisFilter::delete(&target, &args.at.name).map_err(|e| failure(&args.at, &e))?;
     if !existed {
         return Err(Failure::input(format!(
             "no redis filter named {} (nothing deleted)",
             args.at.name
         )));
     }
+    crate::warn(&match shards {
+        Some(shards) => format!(
+            "deleted redis filter {}: its metadata ({}), {shards} shards and their epoch records",
+            args.at.name,
+            bloom_redis::meta_key(&args.at.name)
+        ),
+        None => format!(
+            "deleted what was left of redis filter {} (its metadata was gone or damaged): every shard and epoch record it could have",
+            args.at.name
+        ),
+    });
     Ok(())
 }
 

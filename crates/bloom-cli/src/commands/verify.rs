@@ -17,6 +17,9 @@ enum Status {
     Unverified,
     /// The bytes are not a valid snapshot.
     Damaged,
+    /// The file was never a snapshot: it does not begin with the format's magic (or is
+    /// empty).
+    NotASnapshot,
     /// No file at the path.
     Missing,
     /// The path could not be read: not a regular file, no permission, an I/O error.
@@ -29,6 +32,7 @@ impl Status {
             Self::Ok => "ok",
             Self::Unverified => "unverified",
             Self::Damaged => "damaged",
+            Self::NotASnapshot => "not-a-snapshot",
             Self::Missing => "missing",
             Self::Unreadable => "unreadable",
         }
@@ -60,6 +64,14 @@ fn check(path: &std::path::Path, max_bytes: u64) -> (Status, Option<String>) {
             Status::Unreadable,
             Some(format!("cannot allocate {bytes} bytes on this machine")),
         ),
+        // Not bloom's magic at its start (or nothing at all): another kind of file.
+        Err(ReadError::Decode(e @ DecodeError::BadMagic { .. })) => {
+            (Status::NotASnapshot, Some(e.to_string()))
+        }
+        Err(ReadError::Decode(DecodeError::Truncated { got: 0, .. })) => (
+            Status::NotASnapshot,
+            Some("not a bloom snapshot: the file is empty".into()),
+        ),
         // The bytes are not a valid snapshot.
         Err(e) => (Status::Damaged, Some(e.to_string())),
     }
@@ -83,7 +95,7 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
         let (status, detail) = check(path, args.max_bytes);
         match status {
             Status::Ok => {}
-            Status::Unverified | Status::Damaged => bad += 1,
+            Status::Unverified | Status::Damaged | Status::NotASnapshot => bad += 1,
             Status::Missing | Status::Unreadable => unreadable += 1,
         }
         let shown = if files::is_stdio(path) {
