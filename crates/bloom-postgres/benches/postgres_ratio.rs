@@ -8,7 +8,8 @@
 //!   keys as its primary key (target: at least 50 times faster).
 //! - **Batched inserts**: `FilteredStore::insert_all` of 1,000 new keys per transaction
 //!   against a raw `INSERT … SELECT unnest($1) ON CONFLICT DO NOTHING` of 1,000 keys per
-//!   statement (target: within 1.5 times).
+//!   statement (target: within 1.5 times); and one call of 100,000 keys against one raw
+//!   statement inserting the same number in one transaction.
 //! - **Commits per second** with 1, 4 and 16 writers at once (each with its own store and
 //!   connection), one key per commit and 100 keys per commit, beside the same raw inserts.
 //!
@@ -26,6 +27,7 @@ const ABSENT_FILTER: usize = 200_000;
 const ABSENT_QUERIES: usize = 3_000;
 const BATCH: usize = 1_000;
 const BATCHES: usize = 10;
+const ONE_CALL: usize = 100_000;
 const ROUNDS: usize = 5;
 
 fn report(name: &str, mut values: Vec<f64>) {
@@ -145,6 +147,19 @@ fn inserts(server: &TempServer, filtered: &FilteredStore<&PostgresStore>) {
     report(
         "batched inserts: PostgresStore::insert_all / raw (x time)",
         store_ratios,
+    );
+    // One call, one transaction, [`ONE_CALL`] keys.
+    let mut ratios = Vec::new();
+    for round in 0..ROUNDS {
+        let ours = keys(&format!("one-ours-{round}"), ONE_CALL);
+        let plain = keys(&format!("one-plain-{round}"), ONE_CALL);
+        let subject = seconds(|| drop(filtered.insert_all(&as_refs(&ours)).unwrap()));
+        let peer = seconds(|| raw_insert(&mut raw, &as_refs(&plain)));
+        ratios.push(subject / peer);
+    }
+    report(
+        "one call of 100,000 keys: FilteredStore::insert_all / raw",
+        ratios,
     );
 }
 
