@@ -313,9 +313,10 @@ impl Claim {
     }
 
     /// An exclusive claim's wrapper made every change of the store: a head past the newest
-    /// point it saw is history it never saw (a copy that went its own way put in the store's
-    /// place, or writes behind its back), whose keys its filter lacks. The claim is then lost
-    /// for good; the store itself stays usable.
+    /// point it saw is history it never saw (writes behind its back, or a copy of this very
+    /// history that went on without it put in its place), whose keys its filter lacks. The
+    /// claim is then behind (`ClaimStatus::Behind`): the wrapper asks the store for every
+    /// lookup until a save or a rebuild takes those keys in; the store stays usable.
     fn nothing_unseen(
         &self,
         client: &mut Client,
@@ -338,22 +339,31 @@ impl Claim {
                 "a commit of this process is being recorded; the claim is checked again".into(),
             ));
         }
-        self.watch.lose(format!(
-            "the store's history went on past generation {seen} to {head} without this wrapper (a copy that went its own way put in its place, or writes behind its back): its filter lacks those keys"
-        ));
-        Err(PostgresStoreError::ClaimLost {
-            namespace: self.namespace.as_str().to_owned(),
-        })
+        // Writes that did not pass through the wrapper: the store is still this one, but
+        // the filter lacks their keys until a save or a rebuild takes them in.
+        self.watch.fall_behind(head);
+        Ok(())
     }
 
-    /// Whether another session waits for a lock on the store's tables.
-    fn someone_waits(session: &mut Session) -> Result<bool, PostgresStoreError> {
+    /// Whether the store's tables must be let go and checked again: another session waits
+    /// for a lock on them, or their names no longer lead to them (a schema renamed, and
+    /// another renamed into its place, takes no lock on the tables).
+    fn someone_waits(&self, session: &mut Session) -> Result<bool, PostgresStoreError> {
+        let ns = self.namespace.as_str();
+        let names = TABLES
+            .iter()
+            .map(|t| format!("to_regclass('{ns}.{t}')"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let row = session.client.query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks \
-             WHERE NOT granted AND locktype = 'relation' \
-             AND relation = ANY(string_to_array($1, ',')::oid[]) \
-             AND database = (SELECT oid FROM pg_catalog.pg_database \
-                             WHERE datname = current_database()))",
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks \
+                 WHERE NOT granted AND locktype = 'relation' \
+                 AND relation = ANY(string_to_array($1, ',')::oid[]) \
+                 AND database = (SELECT oid FROM pg_catalog.pg_database \
+                                 WHERE datname = current_database())) \
+                 OR array_to_string(ARRAY[{names}]::oid[], ',') IS DISTINCT FROM $1"
+            ),
             &[&session.tables],
         )?;
         crate::values::field(&row, 0, "the claim's waiters")
@@ -405,7 +415,7 @@ impl Claim {
                 continue;
             }
             if confirmed {
-                match Self::someone_waits(current) {
+                match self.someone_waits(current) {
                     Ok(false) => continue,
                     Ok(true) => {
                         // Unconfirmed first, then the tables let go: whatever the waiter does

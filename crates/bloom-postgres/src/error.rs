@@ -67,15 +67,18 @@ pub enum PostgresStoreError {
         /// What was found.
         why: String,
     },
-    /// The claim of one `FilteredStore` on the store, which this store handed out, was
-    /// lost (the server restarted, ending the connection that held it) and another wrapper
-    /// holds it now. This store answers nothing more: drop its wrapper.
+    /// The claim a wrapper took on the store through this handle was lost for good (its
+    /// session ended, with a server restart say, and another wrapper took the store before
+    /// it could be taken again). This store answers nothing more: drop the wrapper and open
+    /// the store again.
     #[error(
-        "the store in schema {namespace} is now claimed by another FilteredStore (this one's claim ended with a server restart); drop this one"
+        "the claim of a wrapper on the store in schema {namespace} was lost ({why}); drop the wrapper and open the store again"
     )]
     ClaimLost {
         /// The PostgreSQL schema.
         namespace: String,
+        /// What happened.
+        why: String,
     },
     /// No identity could be made for a new store.
     #[error(transparent)]

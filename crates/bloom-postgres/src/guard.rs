@@ -24,6 +24,8 @@ pub(crate) struct Guard {
     in_flight: std::sync::atomic::AtomicU32,
     /// Lost for good once the store is found replaced; every claim watches it.
     pub(crate) watch: ClaimWatch,
+    /// What was found when the store was found replaced (the first reason).
+    why: Mutex<Option<String>>,
 }
 
 /// A commit in flight ([`Guard::committing`]).
@@ -45,6 +47,7 @@ impl Guard {
             seen: Mutex::new(bloom_store::HistoryPoint::genesis(identity)),
             in_flight: std::sync::atomic::AtomicU32::new(0),
             watch: ClaimWatch::new(),
+            why: Mutex::new(None),
         }
     }
 
@@ -61,6 +64,10 @@ impl Guard {
     /// The store is not the one opened any more, for good: every claim is lost with it.
     pub(crate) fn replaced(&self, why: impl Into<String>) -> PostgresStoreError {
         let why = why.into();
+        self.why
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| why.clone());
         self.watch.lose(format!(
             "the store in schema {} was replaced: {why}",
             self.namespace
@@ -74,9 +81,14 @@ impl Guard {
     /// `Replaced` once the store was found replaced.
     pub(crate) fn check(&self) -> Result<(), PostgresStoreError> {
         match self.watch.status() {
-            bloom_store::ClaimStatus::Lost { .. } => Err(PostgresStoreError::Replaced {
+            bloom_store::ClaimStatus::Lost { why: told } => Err(PostgresStoreError::Replaced {
                 namespace: self.namespace.clone(),
-                why: "found earlier".into(),
+                why: self
+                    .why
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+                    .unwrap_or(told),
             }),
             _ => Ok(()),
         }

@@ -102,13 +102,18 @@
 //!   store for every lookup) until the lock and the tables are taken again on a new session
 //!   (at once when the store makes a new connection after a restart);
 //! - someone waits for the tables (`DROP SCHEMA`, `pg_restore --clean`, `TRUNCATE`, `ALTER
-//!   TABLE`, `VACUUM FULL`): the claim turns unconfirmed first, lets them go (within 0.2 s),
-//!   and takes them again once the change is done;
-//! - each time, the store is checked under the tables: the same identity, a history that
-//!   still has the newest point this process saw, and (exclusive) nothing past it. Otherwise
-//!   the claim is lost for good, the wrapper bypasses its filter for good, and the store fails
-//!   with [`PostgresStoreError::Replaced`]; a lock another wrapper took meanwhile loses it
-//!   too, and every call fails with [`PostgresStoreError::ClaimLost`].
+//!   TABLE`, `VACUUM FULL`), or the store's names lead to other tables (a schema renamed
+//!   away and another renamed into its place, which takes no lock: seen within 0.2 s): the
+//!   claim turns unconfirmed first, lets the tables go (within 0.2 s), and takes them again
+//!   by name once the change is done;
+//! - each time, the store is checked under the tables: the same identity, and a history that
+//!   still has the newest point this process saw. Otherwise the claim is lost for good, the
+//!   wrapper bypasses its filter for good, and the store fails with
+//!   [`PostgresStoreError::Replaced`], saying what was found; a lock another wrapper took
+//!   meanwhile loses it too, and every call fails with [`PostgresStoreError::ClaimLost`].
+//!   For an exclusive claim, history past the newest point seen is writes that did not pass
+//!   through the wrapper: the claim is [`bloom_store::ClaimStatus::Behind`], and the wrapper
+//!   asks the store for every lookup until a save or a rebuild takes them in.
 
 //! # Connections
 //!

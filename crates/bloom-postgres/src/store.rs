@@ -208,9 +208,13 @@ impl PostgresStore {
             .upgrade()
     }
 
-    fn claim_lost(&self) -> PostgresStoreError {
+    fn claim_lost(&self, claim: &Claim) -> PostgresStoreError {
         PostgresStoreError::ClaimLost {
             namespace: self.namespace.as_str().to_owned(),
+            why: match claim.watch.status() {
+                bloom_store::ClaimStatus::Lost { why } => why,
+                _ => "the claim ended".into(),
+            },
         }
     }
 
@@ -219,7 +223,7 @@ impl PostgresStore {
     fn check_claim(&self) -> Result<(), PostgresStoreError> {
         self.guard.check()?;
         match self.held_claim() {
-            Some(claim) if claim.is_lost() => Err(self.claim_lost()),
+            Some(claim) if claim.is_lost() => Err(self.claim_lost(&claim)),
             _ => Ok(()),
         }
     }
@@ -262,7 +266,7 @@ impl PostgresStore {
             if let Some(claim) = self.held_claim()
                 && !claim.renew_now()
             {
-                return Err(self.claim_lost());
+                return Err(self.claim_lost(&claim));
             }
         }
         Ok(Conn {

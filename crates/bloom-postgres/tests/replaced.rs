@@ -209,3 +209,86 @@ fn a_store_left_alone_keeps_its_claim_through_a_restart_and_other_sessions_reads
     assert!(answers.contains(&Lookup::AbsentByFilter));
     assert_eq!(w.store().head().unwrap().generation.get(), 101);
 }
+
+/// Waits (a deadline bounds a hang only) until the claim no longer holds.
+fn no_longer_held(w: &Wrapper) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while w.claim_status() == ClaimStatus::Held {
+        assert!(Instant::now() < deadline, "the claim still holds");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_schema_renamed_away_and_another_renamed_into_its_place_is_never_answered_for() {
+    let server = server();
+    server.create_database("app").unwrap();
+    let w = wrapper(&server, "app", &keys("mine", 100));
+    // Another store in a schema of its own, with keys of its own.
+    let theirs = keys("theirs", 500);
+    {
+        let store = PostgresStore::connect_in(&server.params("app"), "other").unwrap();
+        let (other, _) = FilteredStore::open_and_recover(store, options()).unwrap();
+        other.insert_all(&theirs).unwrap();
+    }
+    // Renames take no lock on the tables the claim holds: the claim sees that the store's
+    // names lead elsewhere at its next look (every 0.2 s).
+    server
+        .client("app")
+        .unwrap()
+        .batch_execute("ALTER SCHEMA bloom RENAME TO bloom_old; ALTER SCHEMA other RENAME TO bloom")
+        .unwrap();
+    no_longer_held(&w);
+    never_absent(&w, &theirs);
+    let why = lost_for_good(&w, server.dir());
+    assert!(why.contains("another store"), "{why}");
+    never_absent(&w, &theirs);
+}
+
+#[test]
+fn writes_behind_the_wrappers_back_are_asked_of_the_store_until_a_save_takes_them_in() {
+    let server = server();
+    server.create_database("app").unwrap();
+    let w = wrapper(&server, "app", &keys("mine", 100));
+    // Another program writes the store through its own handle.
+    let theirs = keys("theirs", 300);
+    let other = PostgresStore::connect(&server.params("app")).unwrap();
+    let raw: Vec<&[u8]> = theirs.iter().map(String::as_bytes).collect();
+    other.insert_all(&raw).unwrap();
+    // The claim checks the store again when someone waits for its tables (a dump here,
+    // which takes them shared, does not; a DDL statement does): it finds history it never
+    // saw, and falls behind instead of answering for keys its filter lacks.
+    server
+        .client("app")
+        .unwrap()
+        .batch_execute("BEGIN; LOCK TABLE bloom.head IN ACCESS EXCLUSIVE MODE; ROLLBACK")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let head = loop {
+        match w.claim_status() {
+            ClaimStatus::Behind { head } => break head,
+            ClaimStatus::Lost { why } => panic!("lost: {why}"),
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "{:?}", w.claim_status());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(head.get(), 400);
+    never_absent(&w, &theirs);
+    assert!(w.insert("after").unwrap());
+    w.save_snapshot(server.dir().join("app.bloom")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while w.claim_status() != ClaimStatus::Held {
+        assert!(Instant::now() < deadline, "{:?}", w.claim_status());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for key in &theirs {
+        assert_eq!(w.contains(key.as_str()).unwrap(), Lookup::Present);
+    }
+    let absent = keys("never", 1_000);
+    assert!(
+        w.contains_each(&absent)
+            .unwrap()
+            .contains(&Lookup::AbsentByFilter)
+    );
+}

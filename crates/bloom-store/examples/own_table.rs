@@ -30,8 +30,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bloom_core::KeyEncoding;
 use bloom_store::history::{self, Change, ChangeKind, HistoryPoint, Removal};
 use bloom_store::{
-    DatasetGeneration, FilterOptions, FilteredStore, HistoryDigest, Lookup, OpenOutcome,
-    PrimaryStore, StoreIdentity,
+    ClaimKind, DatasetGeneration, FilterOptions, FilteredStore, HistoryDigest, Lookup, OpenOutcome,
+    PrimaryStore, StoreClaim, StoreIdentity,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -67,12 +67,19 @@ enum UsersError {
     Damaged(String),
     #[error("an email must be UTF-8 text")]
     NotText,
+    #[error("cannot lock {path}: {error}")]
+    Lock {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
 }
 
 /// `users` and its history, behind one connection.
 struct UsersStore {
     conn: Mutex<Connection>,
     identity: StoreIdentity,
+    /// `DATABASE-users.lock`: the wrappers' claims (see `claim_wrapper`).
+    lock: std::path::PathBuf,
 }
 
 fn digest_from(bytes: &[u8]) -> Result<HistoryDigest, UsersError> {
@@ -120,9 +127,12 @@ impl UsersStore {
             }
         };
         tx.commit()?;
+        let mut lock = path.as_os_str().to_os_string();
+        lock.push("-users.lock");
         Ok(Self {
             conn: Mutex::new(conn),
             identity,
+            lock: lock.into(),
         })
     }
 
@@ -206,6 +216,35 @@ impl PrimaryStore for UsersStore {
 
     fn identity(&self) -> Result<StoreIdentity, UsersError> {
         Ok(self.identity)
+    }
+
+    /// One `FilteredStore` per database, or any number of shared-filter wrappers: a lock on
+    /// a file beside it (`flock` through the standard library), exclusive or shared, freed
+    /// when the wrapper is dropped or its process dies. Without it (the trait's default,
+    /// `StoreClaim::unenforced`), two wrappers could open the same database and each
+    /// answer "absent" for the other's keys. This claim does not watch the file as
+    /// `SqliteStore`'s does: a database replaced under a running wrapper is caught at its
+    /// next save or open, not at once.
+    fn claim_wrapper(&self, kind: ClaimKind) -> Result<Option<StoreClaim>, UsersError> {
+        let locked = |error| UsersError::Lock {
+            path: self.lock.clone(),
+            error,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock)
+            .map_err(locked)?;
+        let taken = match kind {
+            ClaimKind::Exclusive => file.try_lock(),
+            _ => file.try_lock_shared(),
+        };
+        match taken {
+            Ok(()) => Ok(Some(StoreClaim::holding(file))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(locked(e)),
+        }
     }
 
     fn contains(&self, key: &[u8]) -> Result<bool, UsersError> {
@@ -400,6 +439,20 @@ mod tests {
 
     fn options() -> FilterOptions {
         users_options()
+    }
+
+    /// One wrapper per database: a second one is refused while the first is open, and
+    /// opens once it is dropped.
+    #[test]
+    fn a_second_wrapper_over_the_same_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("app.sqlite");
+        let (first, _) =
+            FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options()).unwrap();
+        let second = FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options());
+        assert!(matches!(second, Err(bloom_store::StoreError::InUse)));
+        drop(first);
+        assert!(FilteredStore::open_and_recover(UsersStore::open(&db).unwrap(), options()).is_ok());
     }
 
     /// Users from before the filter, users the app adds itself, users the wrapper adds: all

@@ -94,7 +94,12 @@
 //!
 //! **Writes behind the wrapper's back.** Every write must go through
 //! [`FilteredStore::insert`] and [`FilteredStore::remove`]: a key written by another program
-//! is not in the filter until the next save or rebuild takes it in. **One wrapper per
+//! is not in the filter until the next save or rebuild takes it in. When the store sees such
+//! writes (SQLite's watcher, PostgreSQL's claim when it checks the store again), the claim is
+//! [`ClaimStatus::Behind`]: every lookup asks the store until that save or rebuild. Writes
+//! made through the wrapper's own store handle (`wrapper.store().insert(..)`) or seen only
+//! after the wrapper's next commit are not told apart from its own: they wait for the next
+//! save as before. **One wrapper per
 //! database**: a second `FilteredStore` over a store another one holds, in this process or
 //! another, is refused with [`StoreError::InUse`] ([`PrimaryStore::claim_wrapper`]: for
 //! SQLite an exclusive lock on `DATABASE-bloom.lock`, freed when the wrapper is dropped or

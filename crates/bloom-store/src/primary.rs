@@ -285,6 +285,17 @@ pub enum ClaimStatus {
     /// is being made again, someone else's change to it is being checked): the wrapper asks
     /// the store for every lookup until the claim is confirmed or lost.
     Unconfirmed,
+    /// The store's history went past what the wrapper saw, by writes that did not pass
+    /// through it (another program writing the store's tables, say): its filter lacks their
+    /// keys. The claim still holds, but the wrapper asks the store for every lookup until a
+    /// save or a rebuild takes those changes in
+    /// ([`FilteredStore::save_snapshot`](crate::FilteredStore::save_snapshot),
+    /// [`FilteredStore::rebuild`](crate::FilteredStore::rebuild)). Only an exclusive claim
+    /// is behind: a shared filter is written by every wrapper.
+    Behind {
+        /// The newest generation found that the filter may lack.
+        head: DatasetGeneration,
+    },
     /// The claim is over for good: the store was replaced under the wrapper (another
     /// database or file under its name, another identity, a history that went back or
     /// another way), or another wrapper took it. The wrapper never answers from its filter
@@ -313,6 +324,8 @@ type Probe = Box<dyn Fn() -> bool + Send + Sync>;
 #[derive(Default)]
 struct Watched {
     status: std::sync::atomic::AtomicU8,
+    /// The newest generation the wrapper's filter may lack (written behind its back), or 0.
+    behind: std::sync::atomic::AtomicU64,
     why: std::sync::Mutex<Option<String>>,
     probe: std::sync::OnceLock<Probe>,
 }
@@ -355,6 +368,27 @@ impl ClaimWatch {
         self.0.status.store(LOST, Ordering::Release);
     }
 
+    /// The store's history reached `head` without the wrapper (see [`ClaimStatus::Behind`]):
+    /// its filter does not answer alone until [`ClaimWatch::caught_up`] with a generation at
+    /// least as new.
+    pub fn fall_behind(&self, head: DatasetGeneration) {
+        self.0
+            .behind
+            .fetch_max(head.get().max(1), std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The wrapper's filter took in every change up to `through`: a claim behind by no more
+    /// than that is no longer behind.
+    pub fn caught_up(&self, through: DatasetGeneration) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .0
+            .behind
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |behind| {
+                (behind != 0 && behind <= through.get()).then_some(0)
+            });
+    }
+
     /// Adds a check made with every answer ([`ClaimWatch::is_held`]): the claim holds only
     /// while it returns `true`. For a store whose watcher learns of changes through events
     /// the kernel queues as they happen: the probe sees events not yet handled, so that no
@@ -367,7 +401,9 @@ impl ClaimWatch {
     /// Whether the claim holds: one load, and the probe if one is set.
     #[must_use]
     pub fn is_held(&self) -> bool {
-        self.0.status.load(std::sync::atomic::Ordering::Acquire) == HELD
+        use std::sync::atomic::Ordering;
+        self.0.status.load(Ordering::Acquire) == HELD
+            && self.0.behind.load(Ordering::Acquire) == 0
             && self.0.probe.get().is_none_or(|probe| probe())
     }
 
@@ -380,7 +416,15 @@ impl ClaimWatch {
     /// The claim's status (a probe that fails makes a held claim unconfirmed).
     #[must_use]
     pub fn status(&self) -> ClaimStatus {
-        match self.0.status.load(std::sync::atomic::Ordering::Acquire) {
+        use std::sync::atomic::Ordering;
+        let status = self.0.status.load(Ordering::Acquire);
+        let behind = self.0.behind.load(Ordering::Acquire);
+        if status != LOST && behind != 0 {
+            return ClaimStatus::Behind {
+                head: DatasetGeneration::new(behind),
+            };
+        }
+        match status {
             HELD if self.0.probe.get().is_none_or(|probe| probe()) => ClaimStatus::Held,
             HELD => ClaimStatus::Unconfirmed,
             UNCONFIRMED => ClaimStatus::Unconfirmed,
@@ -476,10 +520,21 @@ impl StoreClaim {
             match watch.status() {
                 lost @ ClaimStatus::Lost { .. } => return lost,
                 ClaimStatus::Unconfirmed => status = ClaimStatus::Unconfirmed,
-                ClaimStatus::Held => {}
+                behind @ ClaimStatus::Behind { .. } if status == ClaimStatus::Held => {
+                    status = behind;
+                }
+                ClaimStatus::Held | ClaimStatus::Behind { .. } => {}
             }
         }
         status
+    }
+
+    /// The wrapper's filter took in every change up to `through` (a save, a rebuild): see
+    /// [`ClaimWatch::caught_up`].
+    pub fn caught_up(&self, through: DatasetGeneration) {
+        for watch in &self.watches {
+            watch.caught_up(through);
+        }
     }
 
     /// Whether the claim holds anything (`false` for [`StoreClaim::unenforced`]).

@@ -139,6 +139,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         state.capacity_limited = plan.limited;
         state.mode = Mode::Trusted;
         self.applied().rebuilt(state.synced);
+        // Writes made behind the wrapper's back up to here are in the new filter.
+        self.claim.caught_up(state.synced);
         self.counters.stale_removals.store(0, Ordering::Relaxed);
         Ok(RebuildReport {
             keys_scanned: keys,

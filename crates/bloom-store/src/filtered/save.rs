@@ -71,8 +71,18 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.verified = head;
             }
         }
+        self.took_in(&filter, head.generation);
         write_snapshot(path, &*filter, identity, head)?;
         Ok(head.generation)
+    }
+
+    /// `filter`, if it is still the active one, holds every change up to `through`: a claim
+    /// behind by writes made behind the wrapper's back ([`ClaimStatus::Behind`]) is caught up.
+    pub(super) fn took_in(&self, filter: &Arc<StoreFilter>, through: DatasetGeneration) {
+        let state = self.read();
+        if Arc::ptr_eq(&state.active, filter) {
+            self.claim.caught_up(through);
+        }
     }
 
     /// Checks, before a save, that the store still has the history the filter follows: the
@@ -198,6 +208,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 state.verified = head;
             }
         }
+        self.took_in(&filter, head.generation);
         write_snapshot(path, &copy, identity, head)?;
         Ok(head.generation)
     }

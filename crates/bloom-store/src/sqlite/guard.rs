@@ -58,6 +58,9 @@ pub(super) struct Guard {
     settle: Mutex<Vec<Arc<Settle>>>,
     /// Set when the store closes: no check runs from then on (each check holds it shared).
     closing: std::sync::RwLock<bool>,
+    /// The change counter of the database's wal-index: a commit of another connection, seen
+    /// at the next answer.
+    pub(super) wal: super::wal_index::WalIndex,
 }
 
 /// A commit in flight ([`Guard::committing`]).
@@ -151,6 +154,7 @@ impl Guard {
             path: path.clone(),
             why: format!("it cannot be looked at ({e})"),
         })?;
+        let wal = super::wal_index::WalIndex::open(&path);
         Ok(Self {
             path,
             file,
@@ -160,6 +164,7 @@ impl Guard {
             watch: ClaimWatch::new(),
             settle: Mutex::new(Vec::new()),
             closing: std::sync::RwLock::new(false),
+            wal,
         })
     }
 
@@ -283,19 +288,25 @@ impl Guard {
         if busy {
             return Err(None);
         }
-        claim.lose(format!(
-            "the database's history went on past generation {seen} to {head} without this wrapper (a copy that went its own way put in its place, or writes behind its back): its filter lacks those keys"
-        ));
-        Err(Some(SqliteStoreError::Replaced {
-            path: self.path.clone(),
-            why: "its history went on without this wrapper".into(),
-        }))
+        // Writes that did not pass through the wrapper (another program, or a copy that went
+        // its own way from this very history): the store is still this one, but the filter
+        // lacks their keys until a save or a rebuild takes them in.
+        claim.fall_behind(head);
+        Ok(())
     }
 
     /// A read of the file that failed: the file replaced, when SQLite says it is no
     /// database any more (only a writer other than SQLite, such as a copy over the open file,
     /// makes a database SQLite can no longer read); `None` (try again) otherwise.
+    ///
+    /// A store table that is not there any more (another database written over it through
+    /// SQLite, by a restore or a backup) is the file replaced too: it holds no store now.
     fn unreadable(&self, error: &rusqlite::Error) -> Option<SqliteStoreError> {
+        if let rusqlite::Error::SqliteFailure(_, Some(message)) = error
+            && message.starts_with("no such table: main.bloom_")
+        {
+            return Some(self.replaced(format!("it holds no store now ({message})")));
+        }
         matches!(
             error.sqlite_error_code(),
             Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
@@ -374,7 +385,8 @@ impl Guard {
     /// For an `exclusive` claim, whose wrapper made every change, the head must be that
     /// point too: history past it was made elsewhere (a copy that went its own way put in
     /// the file's place, writes behind the wrapper's back), and its keys are not in the
-    /// wrapper's filter: the claim (`claim`) is lost for good, the store stays usable.
+    /// wrapper's filter: the claim (`claim`) falls behind until a save or a rebuild takes
+    /// them in; the store stays usable.
     ///
     /// The `first` check of a claim (as it is taken) takes the head as seen instead: what
     /// was committed before the claim is the store the wrapper opens.

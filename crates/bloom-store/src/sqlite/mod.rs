@@ -8,6 +8,7 @@ mod error;
 mod guard;
 mod primary;
 mod schema;
+mod wal_index;
 mod watch;
 mod writes;
 
@@ -351,9 +352,21 @@ impl SqliteStore {
         self.guard.as_ref().map_or(Ok(()), |g| g.check())
     }
 
-    /// Marks a commit in flight until its head is recorded (see `Guard::committing`).
-    fn committing(&self) -> Option<guard::Committing<'_>> {
-        self.guard.as_deref().map(guard::Guard::committing)
+    /// Marks a commit in flight until its head is recorded (see `Guard::committing`), and
+    /// reads the wal-index's change counter (with the write lock held: see
+    /// [`SqliteStore::committed`]).
+    fn committing(&self) -> Option<(guard::Committing<'_>, wal_index::Reading)> {
+        self.guard
+            .as_deref()
+            .map(|g| (g.committing(), g.wal.read()))
+    }
+
+    /// After a commit marked by [`SqliteStore::committing`]: the change it made to the
+    /// wal-index's counter is this store's own, and needs no judging by the watcher.
+    fn committed(&self, committing: Option<(guard::Committing<'_>, wal_index::Reading)>) {
+        if let (Some(guard), Some((_, before))) = (&self.guard, &committing) {
+            guard.wal.committed(*before, guard.wal.read());
+        }
     }
 
     /// The newest generation this handle has seen, before a read that may return a head:

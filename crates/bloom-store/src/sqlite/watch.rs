@@ -9,7 +9,12 @@
 //!   `sqlite3` session), or the event queue overflowing: the claim is unconfirmed (lookups
 //!   go to the store) until the whole check (`Guard::verify`) passes: the same file, the same
 //!   store, the history still has the newest point this handle saw. It is lost for good if
-//!   the check fails.
+//!   the check fails, or cannot run for [`UNJUDGED_LIMIT`].
+//! - A commit of another connection to a database in WAL mode, which writes only the `-wal`
+//!   file: seen by the wal-index's change counter (`wal_index.rs`), read with every answer
+//!   and at every [`POLL`], and judged the same way.
+//! - For a `FilteredStore`, history past what it saw is writes that did not pass through it:
+//!   the claim is behind (`ClaimStatus::Behind`) until a save or a rebuild takes them in.
 //! - The lock file's name removed, moved or made again: another wrapper could claim the store
 //!   now, so the claim is lost for good.
 
@@ -24,6 +29,11 @@ use crate::primary::ClaimWatch;
 /// How often the watcher looks whether its claim was dropped (and, without inotify, at the
 /// file), and how soon a check that could not run is tried again.
 const POLL: Duration = Duration::from_millis(100);
+
+/// How long a change may stay unjudged (every check failing to read the file: a lock held
+/// throughout, a file being written) before the claim is given up: calls no longer wait,
+/// and the filter never answers alone again (reopen the wrapper).
+const UNJUDGED_LIMIT: Duration = Duration::from_secs(30);
 
 /// The running watcher; it stops (within [`POLL`]) when dropped, and calls stop waiting
 /// for it at once.
@@ -51,6 +61,8 @@ struct Watched {
     /// The claim's lock file.
     lock: PathBuf,
     stop: Arc<AtomicBool>,
+    /// When the checks that could not run began failing.
+    unjudged_since: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 impl Watched {
@@ -60,18 +72,40 @@ impl Watched {
     fn check_again(&self, first: bool) -> bool {
         self.settle.begin();
         self.claim.suspend();
+        // Commits after this reading are judged by the next check.
+        let counter = self.guard.wal.read();
         let decided = match self
             .guard
             .verify(self.exclusive.then_some(&self.claim), first)
         {
             Ok(()) => {
+                self.guard.wal.accept(counter);
                 self.claim.confirm();
                 true
             }
             // The guard's own watch is lost with the reason: the claim watches it too.
             Err(Some(_)) => true,
-            Err(None) => false,
+            Err(None) => {
+                let since = self
+                    .unjudged_since
+                    .get()
+                    .unwrap_or_else(std::time::Instant::now);
+                self.unjudged_since.set(Some(since));
+                if since.elapsed() >= UNJUDGED_LIMIT {
+                    self.claim.lose(format!(
+                        "a change to the database file {} could not be checked for {} s (locked or being written throughout)",
+                        self.guard.path.display(),
+                        UNJUDGED_LIMIT.as_secs()
+                    ));
+                    true
+                } else {
+                    false
+                }
+            }
         };
+        if decided {
+            self.unjudged_since.set(None);
+        }
         if decided {
             self.settle.end();
         }
@@ -99,7 +133,11 @@ pub(super) fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let run = platform::prepare(&guard, &lock)?;
     let settle = Arc::new(Settle::new(run.probe_queued()));
-    claim.set_probe(run.probe());
+    // The platform's probe, and the wal-index's change counter: another connection's commit
+    // to a database in WAL mode writes nothing the file's events show.
+    let probe = run.probe();
+    let index = Arc::clone(&guard);
+    claim.set_probe(move || probe() && index.wal.unchanged());
     let watched = Watched {
         guard: Arc::clone(&guard),
         claim,
@@ -107,6 +145,7 @@ pub(super) fn start(
         settle: Arc::clone(&settle),
         lock,
         stop: Arc::clone(&stop),
+        unjudged_since: std::cell::Cell::new(None),
     };
     guard.watched_by(&settle);
     let spawned = std::thread::Builder::new()
@@ -228,7 +267,7 @@ mod platform {
             while !watched.stop.load(Ordering::Acquire) && !watched.claim.is_lost() {
                 let mut fds = [PollFd::new(&*self.fd, PollFlags::IN)];
                 match poll(&mut fds, Some(&timeout)) {
-                    Ok(0) if !pending => continue,
+                    Ok(0) if !pending && watched.guard.wal.unchanged() => continue,
                     Ok(_) => {}
                     Err(_) => std::thread::sleep(POLL),
                 }
@@ -243,7 +282,7 @@ mod platform {
                     watched.settle.end();
                     return;
                 }
-                if changed || pending {
+                if changed || pending || !watched.guard.wal.unchanged() {
                     pending = !watched.check_again(first);
                     first &= pending;
                 } else {
@@ -311,22 +350,33 @@ mod platform {
     use super::*;
     use crate::sqlite::guard::FileId;
 
-    /// Without inotify: the file's and the lock's identities, looked at every [`POLL`].
+    /// Without inotify: the file's and the lock's identities, and the file's size and time
+    /// of change, looked at every [`POLL`].
     pub(super) struct Run {
         lock: Option<FileId>,
         guard: Arc<Guard>,
+        stamp: std::cell::Cell<Option<(u64, std::time::SystemTime)>>,
+    }
+
+    /// The file's length and time of last change: a copy written over it in place changes
+    /// one or the other.
+    fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
     }
 
     pub(super) fn prepare(guard: &Arc<Guard>, lock: &Path) -> std::io::Result<Run> {
         Ok(Run {
             lock: FileId::of(lock).ok(),
             guard: Arc::clone(guard),
+            stamp: std::cell::Cell::new(stamp(&guard.path)),
         })
     }
 
     impl Run {
-        /// The claim's probe: the path still names the file opened (one `stat`; a backup
-        /// copied over the file in place is seen by the thread, within [`POLL`]).
+        /// The claim's probe: the path still names the file opened (one `stat`). A backup
+        /// copied over the file in place is seen by the thread, within [`POLL`], by the
+        /// file's size or time of change; until then the filter may answer alone.
         pub(super) fn probe(&self) -> impl Fn() -> bool + Send + Sync + 'static {
             let guard = Arc::clone(&self.guard);
             move || guard.same_file()
@@ -349,7 +399,13 @@ mod platform {
                     watched.settle.end();
                     return;
                 }
-                if pending || watched.guard.check().is_err() {
+                let now = stamp(&watched.guard.path);
+                let touched = now != self.stamp.replace(now);
+                if pending
+                    || touched
+                    || watched.guard.check().is_err()
+                    || !watched.guard.wal.unchanged()
+                {
                     pending = !watched.check_again(first);
                     first &= pending;
                 }

@@ -56,8 +56,9 @@ impl SqliteStore {
             }
             head
         };
-        let _committing = self.committing();
+        let committing = self.committing();
         tx.commit()?;
+        self.committed(committing);
         self.saw(floor, head)?;
         Ok(done)
     }
@@ -91,8 +92,9 @@ impl SqliteStore {
         ])?;
         tx.prepare_cached("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
             .execute(params![seq, inserted_at])?;
-        let _committing = self.committing();
+        let committing = self.committing();
         tx.commit()?;
+        self.committed(committing);
         self.saw(floor, HistoryPoint { generation, digest })?;
         Ok(Some(Removal {
             generation,
