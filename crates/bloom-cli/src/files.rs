@@ -45,7 +45,7 @@ pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
         ReadError::Io { path: Some(_), .. } | ReadError::NotARegularFile { .. } => {
             error.to_string()
         }
-        _ => format!("{}: {error}", shown(path)),
+        _ => format!("{}: {}", shown(path), described(error)),
     };
     match error {
         ReadError::Alloc { .. } | ReadError::Io { .. } | ReadError::NotARegularFile { .. } => {
@@ -55,6 +55,17 @@ pub(crate) fn read_failure(path: &Path, error: &ReadError) -> Failure {
             Failure::input(format!("{message}; raise --max-bytes to read it"))
         }
         _ => Failure::input(message),
+    }
+}
+
+/// A read error in words: an empty file is no snapshot at all (the decoder reports the
+/// magic's bytes missing), as `verify` says it.
+pub(crate) fn described(error: &ReadError) -> String {
+    match error {
+        ReadError::Decode(DecodeError::Truncated { got: 0, .. }) => {
+            "not a bloom snapshot: the file is empty".to_owned()
+        }
+        other => other.to_string(),
     }
 }
 

@@ -85,11 +85,11 @@ impl AnyFilter {
         if let Self::Scalable(chain) = self {
             let stages = chain.stages().len();
             return format!(
-                "{what}: a scalable filter of {stages} stage{}, m = {} bits ({} bytes) in all, about {:.0} keys in it ({} more before it grows), estimated false-positive rate {} (bound {})",
+                "{what}: a scalable filter of {stages} stage{}, m = {} bits ({} bytes) in all, {} in it ({} more before it grows), estimated false-positive rate {} (bound {})",
                 if stages == 1 { "" } else { "s" },
                 chain.bits(),
                 chain.payload_len(),
-                self.estimated_items(),
+                about_keys(self.estimated_items()),
                 chain.remaining_capacity(),
                 crate::output::show(self.estimated_false_positive_rate()),
                 crate::output::show(chain.plan().false_positive_rate),
@@ -101,10 +101,10 @@ impl AnyFilter {
             _ => config.params().byte_len(),
         };
         format!(
-            "{what}: m = {} bits ({bytes} bytes), k = {}, about {:.0} keys in it, estimated false-positive rate {}",
+            "{what}: m = {} bits ({bytes} bytes), k = {}, {} in it, estimated false-positive rate {}",
             config.bits(),
             config.hashes(),
-            self.estimated_items(),
+            about_keys(self.estimated_items()),
             crate::output::show(self.estimated_false_positive_rate()),
         )
     }
@@ -240,4 +240,11 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
         None => format!("free memory and add again, or {rebuild}"),
     };
     Some((why, remedy))
+}
+
+/// "about N keys" for an estimated count: rounded, and "key" for one.
+fn about_keys(estimate: f64) -> String {
+    let rounded = format!("{estimate:.0}");
+    let s = if rounded == "1" { "" } else { "s" };
+    format!("about {rounded} key{s}")
 }

@@ -89,7 +89,7 @@ pub(crate) fn number(x: f64) -> Value {
     Value::from(format!("{x:.5e}").parse::<f64>().unwrap_or(x))
 }
 
-/// [`number`] as text.
+/// [`number`] as text: the same digits as the JSON output (`0.0` for zero, as JSON has it).
 pub(crate) fn show(x: f64) -> String {
     number(x).to_string()
 }
@@ -100,6 +100,11 @@ pub(crate) struct Answers {
     out: Out,
     json: bool,
     any_absent: bool,
+    /// Whether every key is answered even once standard output is closed: the exit status
+    /// (`--exit-status`) is then the verdict on every key, as with an open output.
+    every_key: bool,
+    /// Standard output was closed: nothing more is written.
+    closed: bool,
 }
 
 impl Answers {
@@ -108,27 +113,65 @@ impl Answers {
             out: Out::new(),
             json,
             any_absent: false,
+            every_key: false,
+            closed: false,
         }
+    }
+
+    /// Answers every key even once standard output is closed (for `--exit-status`: `bloom
+    /// check … --exit-status | head -1` still exits 4 when a key is absent).
+    pub(crate) fn every_key(mut self, every_key: bool) -> Self {
+        self.every_key = every_key;
+        self
     }
 
     /// `maybe<TAB>KEY` or `absent<TAB>KEY` (the key escaped), or one JSON object.
     pub(crate) fn answer(&mut self, key: &[u8], maybe: bool) -> CmdResult {
         self.any_absent |= !maybe;
+        if self.closed {
+            return Ok(());
+        }
         let verdict = if maybe { "maybe" } else { "absent" };
-        if self.json {
+        let written = if self.json {
             let mut object = serde_json::Map::new();
             json_key(key, &mut object);
             object.insert("answer".into(), Value::from(verdict));
             self.out.json_line(&Value::Object(object))
         } else {
             self.out.text(&format!("{verdict}\t{}\n", escape_key(key)))
-        }
+        };
+        self.closed_or(written)
+    }
+
+    /// `written`, or nothing once output closed when every key is answered.
+    fn closed_or(&mut self, written: CmdResult) -> CmdResult {
+        written_or_closed(written, self.every_key, &mut self.closed)
     }
 
     /// Flushes; returns whether any key was absent.
     pub(crate) fn finish(mut self) -> CmdResult<bool> {
-        self.out.flush()?;
+        if !self.closed {
+            let flushed = self.out.flush();
+            self.closed_or(flushed)?;
+        }
         Ok(self.any_absent)
+    }
+}
+
+/// The result of writing an answer: with `every_key` (`--exit-status`), standard output
+/// closed is noted in `closed` (nothing more is written) and the keys are answered on, so
+/// that the exit status is the verdict on all of them; otherwise it ends the command.
+pub(crate) fn written_or_closed(
+    written: CmdResult,
+    every_key: bool,
+    closed: &mut bool,
+) -> CmdResult {
+    match written {
+        Err(crate::error::Failure::OutputClosed) if every_key => {
+            *closed = true;
+            Ok(())
+        }
+        other => other,
     }
 }
 
@@ -182,6 +225,7 @@ mod tests {
         assert_eq!(show(81.791_2), "81.7912");
         assert_eq!(show(0.0), "0.0");
         assert_eq!(show(1.0), "1.0");
+        assert_eq!(show(1e20), "1e+20");
         assert_eq!(show(5e-324), "5e-324");
     }
 }

@@ -50,7 +50,7 @@ fn remove_takes_keys_out_and_lists_the_absent_ones() {
         err.contains("; 1 reported absent and left alone: m = "),
         "{err}"
     );
-    assert!(err.contains("about 1 keys in it"), "{err}");
+    assert!(err.contains("about 1 key in it"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line of summary: {err}");
     assert_eq!(
         answers(&snapshot, &["alice", "bob", "carol"]),

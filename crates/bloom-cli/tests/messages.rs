@@ -172,3 +172,34 @@ fn header_rates_are_exact_and_estimates_have_six_digits() {
         assert_eq!(object["estimated_false_positive_rate"].to_string(), rate);
     }
 }
+
+#[test]
+fn exit_status_is_the_verdict_on_every_key_even_when_the_reader_leaves_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("seen.bloom");
+    common::build(&snapshot, &["present-key"]);
+    // Many present keys first (more answers than a pipe holds), one absent key last.
+    let keys = dir.path().join("keys.txt");
+    let mut text = "present-key\n".repeat(200_000);
+    text.push_str("surely-absent-key-0123456789\n");
+    std::fs::write(&keys, text).unwrap();
+    let mut child = common::bloom_process()
+        .arg("check")
+        .arg(&snapshot)
+        .arg("--keys")
+        .arg(&keys)
+        .arg("--exit-status")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away at once (`… | head -0`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

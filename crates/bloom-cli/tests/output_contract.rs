@@ -212,7 +212,7 @@ fn a_closed_pipe_ends_quietly_and_a_full_disk_is_named() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{err}");
         assert!(err.contains("cannot write to standard output"), "{err}");
-        assert!(err.contains("0 of 1 snapshots are damaged"), "{err}");
+        assert!(err.contains("0 of 1 files are damaged"), "{err}");
     }
 }
 

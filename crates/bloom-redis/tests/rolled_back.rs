@@ -192,3 +192,37 @@ fn a_filter_handle_sees_its_own_shard_go_back() {
     assert!(filter.contains_each(&after).unwrap().iter().all(|&m| m));
     filter.insert("next").unwrap();
 }
+
+#[test]
+fn a_shard_put_back_and_overtaken_by_other_writers_is_still_caught() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let filter = RedisFilter::create(&target, NAME, config()).unwrap();
+    filter.insert_all(keys("before", 300)).unwrap();
+    let key = format!("bloom:{{{NAME}:3}}");
+    let copy = dump(&server.url(), &key);
+    let after = keys("after", 300);
+    filter.insert_all(&after).unwrap();
+    restore(&server.url(), &key, &copy);
+    // Other processes write to the shard after it was put back, past the count this one
+    // saw: the count alone no longer tells. (Their increments, without bits: what another
+    // writer's `BITFIELD … INCRBY` does to the counter.)
+    let len: usize = server.cli(&["STRLEN", &key]).trim().parse().unwrap();
+    let counter = ((len - 8) * 8).to_string();
+    server.cli(&["BITFIELD", &key, "INCRBY", "i64", &counter, "1000"]);
+    // The key this process wrote last to the shard has a bit clear again: caught.
+    assert!(matches!(
+        filter.contains_each(&after),
+        Err(RedisFilterError::Unverified { shard: 3, .. })
+    ));
+    // Flagged for every process: a handle that saw nothing is told too.
+    never_absent_from_the_filter(&target, &after);
+    // Made whole again (every key added): it answers again.
+    let all: Vec<String> = keys("before", 300)
+        .into_iter()
+        .chain(after.clone())
+        .collect();
+    filter.restore_whole(&all, None).unwrap();
+    assert!(filter.contains_each(&after).unwrap().iter().all(|&m| m));
+    filter.insert("next").unwrap();
+}

@@ -14,7 +14,7 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     crate::progress::reports_on_stdout();
     files::one_standard_input(&args.snapshot, args.input.path.as_deref())?;
     let loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
-    let mut answers = Answers::new(args.json);
+    let mut answers = Answers::new(args.json).every_key(args.exit_status);
     match loaded.filter.into_answering()? {
         Answering::One(filter) => answer_one(args, &filter, &mut answers)?,
         Answering::Chain(chain) => answer_chain(args, &chain, &mut answers)?,

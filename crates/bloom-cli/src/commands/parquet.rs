@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::cli::{ParquetCheckArgs, ParquetCommand, ParquetInspectArgs};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files;
-use crate::output::{Out, escape_key, json_key, number, show};
+use crate::output::{Out, escape_key, json_key, number, show, written_or_closed};
 
 pub(crate) fn run(command: &ParquetCommand, matches: &clap::ArgMatches) -> CmdResult<u8> {
     match command {
@@ -100,6 +100,8 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
     }
     let mut out = Out::new();
     let mut any_absent = false;
+    // Standard output closed under `--exit-status`: the keys are still answered, unprinted.
+    let mut closed = false;
     let mut answer = |key: &[u8], line: Option<u64>| -> CmdResult {
         let mut everywhere_absent = true;
         for file in &loaded {
@@ -135,8 +137,11 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
                 );
                 object.insert("row_groups".into(), json!(maybe));
                 object.insert("unfiltered_row_groups".into(), json!(unfiltered));
-                out.json_line(&Value::Object(object))?;
-            } else {
+                if !closed {
+                    let written = out.json_line(&Value::Object(object));
+                    written_or_closed(written, args.exit_status, &mut closed)?;
+                }
+            } else if !closed {
                 let mut groups: Vec<usize> = maybe.into_iter().chain(unfiltered).collect();
                 groups.sort_unstable();
                 let groups = if groups.is_empty() {
@@ -149,11 +154,12 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
                         .join(",")
                 };
                 let verdict = if absent { "absent" } else { "maybe" };
-                out.text(&format!(
+                let written = out.text(&format!(
                     "{verdict}\t{}\t{groups}\t{}\n",
                     escape_key(shown.as_bytes()),
                     escape_key(key)
-                ))?;
+                ));
+                written_or_closed(written, args.exit_status, &mut closed)?;
             }
         }
         any_absent |= everywhere_absent;
@@ -165,7 +171,10 @@ fn check(args: &ParquetCheckArgs, split: usize) -> CmdResult<u8> {
     if let Some(source) = args.input.source() {
         source.for_each(|key, line| answer(key, Some(line)))?;
     }
-    out.flush()?;
+    if !closed {
+        let flushed = out.flush();
+        written_or_closed(flushed, args.exit_status, &mut closed)?;
+    }
     Ok(if args.exit_status && any_absent {
         Exit::Absent as u8
     } else {

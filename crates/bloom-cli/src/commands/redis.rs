@@ -275,7 +275,7 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
     crate::progress::reports_on_stdout();
     let filter = open(&keys.at)?;
     let at = &keys.at;
-    let mut answers = Answers::new(args.json);
+    let mut answers = Answers::new(args.json).every_key(args.exit_status);
     key_batches_of(
         KEYS_PER_CALL,
         filter.config(),

@@ -68,10 +68,9 @@ fn check(path: &std::path::Path, max_bytes: u64) -> (Status, Option<String>) {
         Err(ReadError::Decode(e @ DecodeError::BadMagic { .. })) => {
             (Status::NotASnapshot, Some(e.to_string()))
         }
-        Err(ReadError::Decode(DecodeError::Truncated { got: 0, .. })) => (
-            Status::NotASnapshot,
-            Some("not a bloom snapshot: the file is empty".into()),
-        ),
+        Err(e @ ReadError::Decode(DecodeError::Truncated { got: 0, .. })) => {
+            (Status::NotASnapshot, Some(crate::files::described(&e)))
+        }
         // The bytes are not a valid snapshot.
         Err(e) => (Status::Damaged, Some(e.to_string())),
     }
@@ -134,7 +133,7 @@ pub(crate) fn run(args: &VerifyArgs) -> CmdResult<u8> {
         None | Some(Failure::OutputClosed) => {}
         Some(Failure::Report { message, .. }) => {
             return Err(Failure::environment(format!(
-                "{message}; {bad} of {} snapshots are damaged or unverified, {unreadable} missing or unreadable",
+                "{message}; {bad} of {} files are damaged, unverified or not snapshots, {unreadable} missing or unreadable",
                 args.snapshots.len()
             )));
         }

@@ -192,7 +192,7 @@ impl RedisFilter {
                 if let (true, Some(&counter)) = (self.counted, read.get(2)) {
                     let floor = floors.get(i).copied().unwrap_or_default();
                     let node = serial.and_then(|s| nodes.get(&s).copied());
-                    match self.take_counter(shard, counter, floor, node, false, true) {
+                    match self.take_counter(shard, counter, floor, node, (false, true), None) {
                         Ok(count) => counts.push((shard, count)),
                         // After the nodes are judged: a node that changed says more.
                         Err(e) if e.is_unverified() => deferred = deferred.or(Some(e)),

@@ -9,6 +9,16 @@
 //! answered from the shard: the process flags it (bit 62, [`ROLLED_BACK`]) so that every
 //! other process takes it for unverified too, until the filter is declared whole again.
 //!
+//! A count alone can be overtaken: put back to 100 after this process saw 101, the shard is
+//! back at 101 after one more write by another process, and a count no longer tells. So each
+//! process also keeps a **witness** per shard: the last key it wrote there that changed a
+//! bit, whose bits were all set from then on (bits are never cleared). Every command on the
+//! shard reads the witness's bits too (the module: tests it as one more key); one of them
+//! clear, on the node that took the write, is a state from before that write, however far
+//! the count went since. The witness is judged only within the count's epoch (its bits above
+//! the low 32, which every declaration that the filter is whole advances): a filter made
+//! whole again may rightly lack a key that was set in Redis but never committed.
+//!
 //! What a process has seen is shared by every handle of the process on the same filter
 //! (one table per creation), and seeded from each shard's epoch record (`writes`: the count
 //! when its coverage was last recorded), so that a shard put back older than its record is
@@ -31,11 +41,34 @@ pub(crate) struct Mark {
     pub(crate) count: i64,
 }
 
+/// The last key this process wrote to a shard that changed a bit: its bits stay set on the
+/// node that took the write, unless an older state is put back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Witness {
+    /// The node that took the write.
+    pub(crate) node: u64,
+    /// The epoch of the shard's count after the write (`count >> 32`).
+    pub(crate) epoch: i64,
+    /// The key, encoded (what the module is given).
+    pub(crate) key: Vec<u8>,
+    /// Its bits' offsets in the shard's value (what `BITFIELD` reads).
+    pub(crate) offsets: Vec<u64>,
+}
+
+impl Witness {
+    /// Whether a reply of `node` whose count is `count` is judged by this witness: the same
+    /// node, and the same epoch.
+    pub(crate) fn judges(&self, node: u64, count: i64) -> bool {
+        self.node == node && self.epoch == count >> 32
+    }
+}
+
 /// The highest write count this process has seen of each shard of one filter, on the node
-/// it read it from.
+/// it read it from, and the witness of each.
 #[derive(Debug)]
 pub(crate) struct Seen {
     marks: Mutex<Box<[Mark]>>,
+    witnesses: Mutex<Box<[Option<Witness>]>>,
 }
 
 /// The tables of the filters this process has open, by creation: shared by every handle of
@@ -68,6 +101,7 @@ impl Seen {
         }
         let table = Arc::new(Self {
             marks: Mutex::new(vec![Mark::default(); shards as usize].into_boxed_slice()),
+            witnesses: Mutex::new(vec![None; shards as usize].into_boxed_slice()),
         });
         tables.push((creation, Arc::downgrade(&table)));
         table
@@ -89,6 +123,28 @@ impl Seen {
             .get(shard as usize)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// The witness of `shard`, if this process wrote one.
+    pub(crate) fn witness(&self, shard: u32) -> Option<Witness> {
+        self.witnesses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(shard as usize)
+            .cloned()
+            .flatten()
+    }
+
+    /// Records the witness of `shard` (the newest write of this process that changed it).
+    pub(crate) fn witnessed(&self, shard: u32, witness: Witness) {
+        if let Some(slot) = self
+            .witnesses
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(shard as usize)
+        {
+            *slot = Some(witness);
+        }
     }
 
     /// Records a count of `shard` read from `node` (in a reply, or the shard's record): the

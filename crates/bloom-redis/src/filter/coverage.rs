@@ -94,7 +94,7 @@ impl RedisFilter {
             }
             let counter = read.get(2).copied().unwrap_or(0);
             let node = nodes.get(&serial).copied();
-            counts.push(self.take_counter(s, counter, floor, node, false, true)?);
+            counts.push(self.take_counter(s, counter, floor, node, (false, true), None)?);
         }
         Ok(counts)
     }

@@ -25,8 +25,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// [`SharedError::Key`] for a key the store's encoding refuses (a byte key that is not
     /// UTF-8 under a text encoding, or an encoded key whose bytes the encoding would not
     /// make): nothing is then inserted. [`SharedError::Filter`] when the bits could not be
-    /// set (the key is then not committed), [`SharedError::Store`], or
-    /// [`SharedError::CommittedWithoutBits`].
+    /// set, and [`SharedError::NoFilter`] when no filter is attached (Redis unreachable at
+    /// the open, the filter absent or lost): the key is then not committed.
+    /// [`SharedError::ClaimLost`] once the store's claim is lost for good (reopen the
+    /// wrapper), [`SharedError::Store`], or [`SharedError::CommittedWithoutBits`].
     pub fn insert<K: Key + ?Sized>(&self, key: &K) -> Result<bool, SharedError<S::Error>> {
         Ok(self.insert_all([key])?.first().copied().unwrap_or(false))
     }

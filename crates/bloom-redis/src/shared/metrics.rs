@@ -83,9 +83,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             let state = self.read();
             let filter = match &state.filter {
                 Some(filter) => filter.info(),
-                None => Err(RedisFilterError::Protocol(
-                    "no shared filter is attached: Redis was unreachable or the filter lost".into(),
-                )),
+                // Why no filter is attached (Redis unreachable, the filter lost or absent),
+                // as `SharedError::NoFilter` says it.
+                None => Err(RedisFilterError::Unavailable(format!(
+                    "no shared filter is attached: {}",
+                    state.unusable
+                ))),
             };
             (filter, state.trusted)
         };

@@ -184,6 +184,11 @@ mod platform {
         /// lock's).
         dirs: Vec<(i32, Vec<(std::ffi::OsString, Name)>)>,
         file: i32,
+        /// A second inotify object, on the `-wal` file: it only wakes the thread when
+        /// another connection may have committed (the probe reads the wal-index counter
+        /// itself, and must not fail for the store's own commits' events).
+        wal: OwnedFd,
+        wal_path: PathBuf,
     }
 
     /// The final component of `path`, and its directory.
@@ -231,7 +236,18 @@ mod platform {
                 | WatchFlags::MOVE_SELF
                 | WatchFlags::DELETE_SELF,
         )?;
-        Ok(Run { fd, dirs, file })
+        let wal = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let mut wal_path = guard.path.as_os_str().to_os_string();
+        wal_path.push("-wal");
+        let run = Run {
+            fd,
+            dirs,
+            file,
+            wal,
+            wal_path: wal_path.into(),
+        };
+        run.watch_wal();
+        Ok(run)
     }
 
     /// Whether events are queued on `fd` (a `poll` that does not wait).
@@ -242,6 +258,19 @@ mod platform {
     }
 
     impl Run {
+        /// Watches the `-wal` file as it is now (made again when the last connection closed
+        /// and another opened: a watch of the same file is the same watch). Not there: not
+        /// in WAL mode, or not yet; the next look tries again.
+        fn watch_wal(&self) {
+            let _ = inotify::add_watch(&self.wal, &self.wal_path, WatchFlags::MODIFY);
+        }
+
+        /// Takes every event of the `-wal` watch off its queue.
+        fn drain_wal(&self, buf: &mut [MaybeUninit<u8>]) {
+            let mut reader = inotify::Reader::new(&self.wal, buf);
+            while matches!(reader.next(), Ok(_) | Err(rustix::io::Errno::INTR)) {}
+        }
+
         /// The claim's probe: no event queued that the thread has not taken. The kernel queues
         /// an event as the change is made (a rename returns with its events queued), so an
         /// answer given after a change sees it, however late the thread runs.
@@ -265,9 +294,18 @@ mod platform {
             let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
             let timeout = Timespec::try_from(POLL).unwrap_or_default();
             while !watched.stop.load(Ordering::Acquire) && !watched.claim.is_lost() {
-                let mut fds = [PollFd::new(&*self.fd, PollFlags::IN)];
-                match poll(&mut fds, Some(&timeout)) {
-                    Ok(0) if !pending && watched.guard.wal.unchanged() => continue,
+                let mut fds = [
+                    PollFd::new(&*self.fd, PollFlags::IN),
+                    PollFd::new(&self.wal, PollFlags::IN),
+                ];
+                let woken = poll(&mut fds, Some(&timeout));
+                let events = fds[0].revents().contains(PollFlags::IN);
+                if fds[1].revents().contains(PollFlags::IN) {
+                    self.drain_wal(&mut buf);
+                }
+                self.watch_wal();
+                match woken {
+                    Ok(_) if !events && !pending && watched.guard.wal.unchanged() => continue,
                     Ok(_) => {}
                     Err(_) => std::thread::sleep(POLL),
                 }

@@ -1,27 +1,28 @@
-//! The write counters of counted shards in replies: a count judged against what this
-//! process saw (see `filter::counters`), a shard flagged when its state went back, and the
-//! nodes the counts are compared within.
+//! The write counters of counted shards in replies: a count and a witness judged against
+//! what this process saw and wrote (see `filter::counters`), a shard flagged when its state
+//! went back, and the nodes the counts are compared within.
 
 use super::*;
 
 impl RedisFilter {
     /// The write count a counted shard's reply read (`counter`, after the command's own
     /// increment when it wrote), judged against `floor`, the count this process had seen
-    /// when it sent the command; returns the count before the command, and records what it
-    /// saw. A count that went back is flagged on the shard, for every process.
+    /// when it sent the command, and the `witness` the command read (whether all its bits
+    /// were set); returns the count before the command, and records what it saw. A state
+    /// that went back is flagged on the shard, for every process. `(write, judge)`: whether
+    /// the command wrote, and whether it is judged at all (a repair's adds are not).
     ///
     /// # Errors
     /// [`RedisFilterError::Unverified`] when the shard's state went back, or another process
     /// found it so; [`RedisFilterError::LostState`] for a counter no writer makes.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn take_counter(
         &self,
         shard: u32,
         counter: i64,
         floor: counters::Mark,
         node: Option<u64>,
-        write: bool,
-        judge: bool,
+        (write, judge): (bool, bool),
+        witness: Option<(&counters::Witness, bool)>,
     ) -> Result<i64, RedisFilterError> {
         let raise = |count: i64| {
             // A reply of a connection gone since: its node is judged again when it answers.
@@ -36,10 +37,16 @@ impl RedisFilter {
             return Ok(count);
         }
         let why = match counters::read(counter, floor, node.unwrap_or(0), write) {
-            counters::Reading::Count(count) => {
-                raise(count + i64::from(write));
-                return Ok(count);
-            }
+            counters::Reading::Count(count) => match witness {
+                Some((witness, false)) if witness.judges(node.unwrap_or(0), count) => {
+                    self.flag_rolled_back(shard);
+                    "its state went back: a key this process wrote to it (and saw set) has a bit clear again, though its write count went on to {count}; older data was put back on a live server (a reload of an older save, an older copy of the key restored), and the writes since may be lost".replace("{count}", &count.to_string())
+                }
+                _ => {
+                    raise(count + i64::from(write));
+                    return Ok(count);
+                }
+            },
             counters::Reading::Damaged => {
                 return Err(self.lost(
                     shard,
@@ -61,6 +68,48 @@ impl RedisFilter {
             shard,
             why,
         })
+    }
+
+    /// After a judged write to `shard` whose count before it was `count`, on `node`: the
+    /// last of its keys (`indexes` into `keys`) that changed a bit is the shard's witness
+    /// from now on.
+    pub(crate) fn witness_write<K: AsRef<[u8]>>(
+        &self,
+        shard: u32,
+        indexes: &[usize],
+        keys: &[K],
+        all_set: &[bool],
+        (write, judge): (bool, bool),
+        (node, count): (Option<&u64>, i64),
+    ) {
+        let (true, true, Some(&node)) = (write && judge, count >= 0, node) else {
+            return;
+        };
+        let Some(key) = indexes
+            .iter()
+            .rev()
+            .find(|&&i| all_set.get(i) == Some(&false))
+            .and_then(|&i| keys.get(i))
+        else {
+            return;
+        };
+        let key = key.as_ref();
+        let offsets = self
+            .config
+            .positions(&bloom_core::EncodedKey::from_encoded(key))
+            .as_slice()
+            .iter()
+            .map(|p| MARKER_BITS + p % self.shard_bits)
+            .collect();
+        self.seen.witnessed(
+            shard,
+            counters::Witness {
+                node,
+                epoch: (count + 1) >> 32,
+                key: key.to_vec(),
+                offsets,
+            },
+        );
     }
 
     /// Sets the shard's rolled-back flag (bit 62 of its counter, alone: idempotent, and the

@@ -71,6 +71,8 @@ struct InFlight {
     /// Whether the shards' counters are judged (all but the adds that make a filter whole,
     /// which repair shards found gone back).
     judge: bool,
+    /// The witness each shard's command reads (see `counters::Witness`), when judged.
+    witnesses: Vec<Option<counters::Witness>>,
 }
 
 impl RedisFilter {
@@ -112,17 +114,20 @@ impl RedisFilter {
         write: bool,
         count: u64,
         module: bool,
+        witnesses: &[Option<counters::Witness>],
     ) -> (Commands, Vec<Vec<u8>>) {
         let k = self.config.hashes() as usize;
         let tail = MARKER_BITS + self.shard_bits;
         let mut commands = Commands::new();
         let mut routes = Vec::with_capacity(batch.shards.len() + 1);
         let creation = self.creation.hex();
-        for (shard, indexes) in &batch.shards {
+        for (j, (shard, indexes)) in batch.shards.iter().enumerate() {
             let key = shard_key(&self.name, *shard);
+            let witness = witnesses.get(j).and_then(Option::as_ref);
             if module {
-                // The module hashes the keys itself, and checks both markers first.
-                commands.begin(5 + indexes.len());
+                // The module hashes the keys itself, and checks both markers first. The
+                // witness goes first: no key of this batch can have set its bits yet.
+                commands.begin(5 + indexes.len() + usize::from(witness.is_some()));
                 commands
                     .arg(if write {
                         b"BLOOM.MADD"
@@ -133,6 +138,9 @@ impl RedisFilter {
                     .arg(creation.as_bytes())
                     .arg(self.config_text.as_bytes())
                     .arg(b"ENCODED");
+                if let Some(witness) = witness {
+                    commands.arg(&witness.key);
+                }
                 for &i in indexes {
                     commands.arg(keys.get(i).map_or(&[][..], AsRef::as_ref));
                 }
@@ -147,7 +155,8 @@ impl RedisFilter {
                 (true, true) => 4,
                 (true, false) => 3,
             };
-            commands.begin(2 + 6 + counter + keys.len() * k * per_bit);
+            let witness_bits = witness.map_or(0, |w| w.offsets.len());
+            commands.begin(2 + 6 + counter + 3 * witness_bits + keys.len() * k * per_bit);
             commands
                 .arg(if write { b"BITFIELD" } else { b"BITFIELD_RO" })
                 .arg(key.as_bytes())
@@ -169,6 +178,10 @@ impl RedisFilter {
                 } else {
                     commands.arg(b"GET").arg(b"i64").num(self.counter_offset());
                 }
+            }
+            // The witness's bits, read before this command sets any.
+            for &offset in witness.map_or(&[][..], |w| w.offsets.as_slice()) {
+                commands.arg(b"GET").arg(b"u1").num(offset);
             }
             for &i in keys {
                 for &offset in batch.offsets.get(i * k..(i + 1) * k).unwrap_or_default() {
@@ -214,8 +227,17 @@ impl RedisFilter {
         if write && !module {
             self.check_markers_before_writing(&batch, deadline)?;
         }
-        let (commands, routes) = self.commands(&batch, keys, write, count, module);
         // Taken before the commands go out: a reply comes from a state at least this new.
+        let witnesses: Vec<Option<counters::Witness>> = batch
+            .shards
+            .iter()
+            .map(|(shard, _)| {
+                (judge && self.counted)
+                    .then(|| self.seen.witness(*shard))
+                    .flatten()
+            })
+            .collect();
+        let (commands, routes) = self.commands(&batch, keys, write, count, module, &witnesses);
         let floors = batch
             .shards
             .iter()
@@ -236,6 +258,7 @@ impl RedisFilter {
             write,
             floors,
             judge,
+            witnesses,
         })
     }
 
@@ -282,6 +305,7 @@ impl RedisFilter {
             write,
             floors,
             judge,
+            witnesses,
         } = sent;
         let replies = self.conn().finish_pipeline(replies)?;
         let nodes = if self.counted {
@@ -290,24 +314,28 @@ impl RedisFilter {
             HashMap::new()
         };
         let mut deferred: Option<RedisFilterError> = None;
-        let mut take =
-            |shard: u32, counter: i64, floor, serial: u64| -> Result<i64, RedisFilterError> {
-                match self.take_counter(
-                    shard,
-                    counter,
-                    floor,
-                    nodes.get(&serial).copied(),
-                    write,
-                    judge,
-                ) {
-                    Ok(count) => Ok(count),
-                    Err(e) if e.is_unverified() => {
-                        deferred = deferred.take().or(Some(e));
-                        Ok(-1)
-                    }
-                    Err(e) => Err(e),
+        let mut take = |shard: u32,
+                        counter: i64,
+                        floor,
+                        serial: u64,
+                        witness: Option<(&counters::Witness, bool)>|
+         -> Result<i64, RedisFilterError> {
+            match self.take_counter(
+                shard,
+                counter,
+                floor,
+                nodes.get(&serial).copied(),
+                (write, judge),
+                witness,
+            ) {
+                Ok(count) => Ok(count),
+                Err(e) if e.is_unverified() => {
+                    deferred = deferred.take().or(Some(e));
+                    Ok(-1)
                 }
-            };
+                Err(e) => Err(e),
+            }
+        };
         let mut values = replies.values.into_iter();
         let mut serials = replies.answered_by.into_iter();
         let mut all_set = vec![false; batch.keys];
@@ -315,7 +343,10 @@ impl RedisFilter {
         let mut counts = Vec::with_capacity(if self.counted { batch.shards.len() } else { 0 });
         let mut refused = Vec::new();
 
-        for ((shard, indexes), &floor) in batch.shards.iter().zip(&floors) {
+        for (((shard, indexes), &floor), witness) in
+            batch.shards.iter().zip(&floors).zip(&witnesses)
+        {
+            let witness = witness.as_ref();
             let (Some(value), Some(serial)) = (values.next(), serials.next()) else {
                 return Err(RedisFilterError::Protocol("a reply is missing".into()));
             };
@@ -359,13 +390,17 @@ impl RedisFilter {
                         ));
                     }
                 };
-                if flags.len() != indexes.len() {
+                let witnessed = usize::from(witness.is_some());
+                if flags.len() != indexes.len() + witnessed {
                     return Err(RedisFilterError::Protocol(
                         "the module gave no flag per key".into(),
                     ));
                 }
+                let (witness_flag, flags) = flags.split_at(witnessed);
                 if let Some(counter) = counter {
-                    counts.push((*shard, take(*shard, counter, floor, serial)?));
+                    let seen = witness.map(|w| (w, witness_flag == b"1"));
+                    let count = take(*shard, counter, floor, serial, seen)?;
+                    counts.push((*shard, count));
                 }
                 for (&i, &flag) in indexes.iter().zip(flags) {
                     let set = match flag {
@@ -381,19 +416,35 @@ impl RedisFilter {
                         *slot = set;
                     }
                 }
+                if let Some(&(_, count)) = counts.last().filter(|(s, _)| s == shard) {
+                    self.witness_write(
+                        *shard,
+                        indexes,
+                        keys,
+                        &all_set,
+                        (write, judge),
+                        (nodes.get(&serial), count),
+                    );
+                }
                 answered.push((serial, *shard));
                 continue;
             }
+            let witness_bits = witness.map_or(0, |w| w.offsets.len());
             let head = if self.counted { 3 } else { 2 };
-            if items.len() != head + indexes.len() * k {
+            if items.len() != head + witness_bits + indexes.len() * k {
                 return Err(RedisFilterError::Protocol(
                     "a short reply for a shard".into(),
                 ));
             }
             if self.counted {
                 let counter = int(&items[2])?;
-                counts.push((*shard, take(*shard, counter, floor, serial)?));
+                let seen = witness.map(|w| {
+                    let bits = items.get(head..head + witness_bits).unwrap_or_default();
+                    (w, bits.iter().all(|bit| matches!(bit, Value::Int(1))))
+                });
+                counts.push((*shard, take(*shard, counter, floor, serial, seen)?));
             }
+            let head = head + witness_bits;
             for (&i, bits) in indexes.iter().zip(items[head..].chunks(k)) {
                 let mut set = true;
                 for bit in bits {
@@ -411,6 +462,16 @@ impl RedisFilter {
                 if let Some(slot) = all_set.get_mut(i) {
                     *slot = set;
                 }
+            }
+            if let Some(&(_, count)) = counts.last().filter(|(s, _)| s == shard) {
+                self.witness_write(
+                    *shard,
+                    indexes,
+                    keys,
+                    &all_set,
+                    (write, judge),
+                    (nodes.get(&serial), count),
+                );
             }
             answered.push((serial, *shard));
         }
