@@ -619,7 +619,11 @@ fn a_claim_ended_by_a_server_restart_is_taken_again_or_given_up() {
             Ok(_) => std::thread::yield_now(),
         }
     };
-    assert!(lost.to_string().contains("claimed by another"));
+    assert!(
+        lost.to_string()
+            .contains("another wrapper took the store's claim"),
+        "{lost}"
+    );
     assert!(matches!(
         first.insert("k3"),
         Err(StoreError::Store(PostgresStoreError::ClaimLost { .. }))
