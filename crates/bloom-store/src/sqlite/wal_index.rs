@@ -94,9 +94,15 @@ impl WalIndex {
     }
 
     /// The commits up to `reading` were judged (read before the check that judged them).
+    /// Never back: a value accepted meanwhile (this store's own next commit) is newer.
     pub(super) fn accept(&self, reading: Reading) {
         if let Reading::Counter(now) = reading {
-            self.accepted.store(u64::from(now), Ordering::Release);
+            let _ = self
+                .accepted
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |accepted| {
+                    let newer = accepted == NONE || (now.wrapping_sub(accepted as u32) as i32) > 0;
+                    newer.then_some(u64::from(now))
+                });
         }
     }
 

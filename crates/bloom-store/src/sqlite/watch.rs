@@ -112,6 +112,22 @@ impl Watched {
         decided
     }
 
+    /// A commit nobody judged yet (the wal-index counter moved; the file's events say
+    /// nothing): judged without suspending the claim, whose probe already keeps the filter
+    /// from answering alone until the counter is accepted. It may be this store's own commit,
+    /// accepted as soon as it returns (the check then finds it in flight, and is tried again
+    /// at the next look if it still must be).
+    fn judge_commit(&self) {
+        let counter = self.guard.wal.read();
+        if self
+            .guard
+            .verify(self.exclusive.then_some(&self.claim), false)
+            .is_ok()
+        {
+            self.guard.wal.accept(counter);
+        }
+    }
+
     fn lock_gone(&self) {
         self.claim.lose(format!(
             "the claim's lock file {} was removed or replaced: another wrapper could claim the store",
@@ -305,7 +321,14 @@ mod platform {
                 }
                 self.watch_wal();
                 match woken {
-                    Ok(_) if !events && !pending && watched.guard.wal.unchanged() => continue,
+                    Ok(_) if !events && !pending && !first => {
+                        // Only the wal-index counter may have moved: judged without
+                        // suspending the claim (see `Watched::judge_commit`).
+                        if !watched.guard.wal.unchanged() {
+                            watched.judge_commit();
+                        }
+                        continue;
+                    }
                     Ok(_) => {}
                     Err(_) => std::thread::sleep(POLL),
                 }
