@@ -23,13 +23,12 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use postgres::Client;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, NoTls};
 
 use bloom_store::{ClaimKind, ClaimWatch};
 
 use crate::PostgresStoreError;
-use crate::connect::preflight;
 use crate::guard::Guard;
 use crate::schema::{self, Namespace};
 
@@ -197,8 +196,7 @@ impl Claim {
     /// A new session: the advisory lock of the claim's kind, then the tables and the check
     /// (`first`: as the claim is first taken, see [`Claim::hold_tables`]).
     fn take(&self, first: bool) -> Result<Taken, PostgresStoreError> {
-        preflight(&self.config)?;
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = crate::connect::connect(&self.config)?;
         // Its transaction stays open while it holds the tables: never ended by a timeout of
         // the server's (which would only make the claim unconfirmed for a moment).
         client.batch_execute(&format!(

@@ -97,6 +97,18 @@ pub(crate) fn preflight(config: &postgres::Config) -> Result<(), PostgresStoreEr
     }
 }
 
+/// A new session: the preflight, then the client's connection. A server that refuses it for
+/// having as many clients as it allows is [`PostgresStoreError::ServerFull`], not unreachable.
+pub(crate) fn connect(config: &postgres::Config) -> Result<Client, PostgresStoreError> {
+    preflight(config)?;
+    config.connect(postgres::NoTls).map_err(|e| {
+        match e.as_db_error().filter(|db| db.code().code() == "53300") {
+            Some(db) => PostgresStoreError::ServerFull(db.message().to_owned()),
+            None => e.into(),
+        }
+    })
+}
+
 /// Starts the writing transaction and takes the head, in one round trip.
 pub(crate) fn begin_holding_head(
     client: &mut Client,

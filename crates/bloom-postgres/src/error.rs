@@ -15,6 +15,34 @@ pub enum PostgresStoreError {
     /// reached).
     #[error("no PostgreSQL server answers: {0}")]
     Unreachable(String),
+    /// Every connection the store may open ([`Settings::max_connections`]) stayed in use
+    /// for [`Settings::pool_timeout`]: the store is busier than its pool. Raise
+    /// `max_connections` (within the server's), batch keys (`insert_all`, `contains_each`), or
+    /// coalesce callers (`bloom_store::Coalesced`).
+    ///
+    /// [`Settings::max_connections`]: crate::Settings::max_connections
+    /// [`Settings::pool_timeout`]: crate::Settings::pool_timeout
+    #[error(
+        "all {max} connections of the store stayed in use for {waited:.1?}: raise Settings::max_connections (within the server's max_connections), batch the keys, or coalesce callers"
+    )]
+    PoolExhausted {
+        /// The pool's bound.
+        max: usize,
+        /// How long the caller waited.
+        waited: std::time::Duration,
+    },
+    /// The server refused a new connection because it has as many as it allows (SQLSTATE
+    /// 53300, its `max_connections`, or a role's or database's connection limit): the
+    /// server is reachable. Lower `Settings::max_connections` across the fleet, or raise the
+    /// server's limit.
+    #[error(
+        "PostgreSQL refused a new connection: it has as many clients as it allows ({0}); lower Settings::max_connections across the fleet or raise the server's max_connections"
+    )]
+    ServerFull(String),
+    /// A thread could not be started to run a blocking call outside the async runtime it
+    /// was made from (the system is out of threads).
+    #[error("could not start a thread to run the call outside the async runtime: {0}")]
+    Thread(String),
     /// The name given for the store's PostgreSQL schema is not one bloom-postgres uses.
     #[error(
         "{0:?} is not a usable schema name: 1 to 63 characters of a-z, 0-9 and _, not starting with a digit, not pg_…, and not a word PostgreSQL reserves"

@@ -117,8 +117,12 @@
 
 //! # Connections
 //!
-//! The store keeps a pool of connections (one per concurrent caller, up to 16 kept idle),
-//! reconnecting after a server restart; an error is returned, never retried behind the
+//! The store keeps a bounded pool of connections ([`Settings::max_connections`], 10 by
+//! default, plus one for a wrapper's claim): a caller that finds every connection in use
+//! waits for one, up to [`Settings::pool_timeout`] (30 s), then fails with
+//! [`PostgresStoreError::PoolExhausted`]; a server at its own limit refuses with
+//! [`PostgresStoreError::ServerFull`]; neither is reported unreachable. The pool reconnects
+//! after a server restart; an error is returned, never retried behind the
 //! caller's back, so a write either committed or is reported failed (a connection lost
 //! during `COMMIT` is reported failed, and the key may be there: inserting it again is
 //! harmless; a call that fails on an idle connection found dead before it began to write is
@@ -132,6 +136,15 @@
 //! connect over loopback, a private network or a local proxy. Passwords given in the
 //! parameters are never part of an error or of `Debug`.
 
+//! # From async code
+//!
+//! Every call, the connection and the drop work inside a tokio runtime (current-thread or
+//! multi-thread) as they do outside: the `postgres` client runs a runtime of its own, which
+//! tokio will not start inside another, so there such a call runs on a thread of its own.
+//! It still blocks the task that makes it. From a service, put the wrapper behind
+//! `bloom_store::Coalesced`: its calls are `async`, callers' single keys are gathered into
+//! batches (one transaction for many callers), and the store is used from plain threads.
+//!
 //! # Tests and examples
 //!
 //! With the feature `testing`, [`testing::TempServer`] starts a throwaway PostgreSQL (Debian's
@@ -143,7 +156,9 @@ mod claim;
 mod connect;
 mod error;
 mod guard;
+mod pool;
 mod primary;
+mod runtime;
 mod schema;
 mod statements;
 mod store;

@@ -4,24 +4,21 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use postgres::NoTls;
-
 use bloom_format::StoreIdentity;
 use bloom_store::{ClaimKind, HistoryPoint};
 
 use crate::PostgresStoreError;
 use crate::claim::Claim;
-use crate::connect::{begin_holding_head, open_schema, preflight};
+use crate::connect::{begin_holding_head, connect, open_schema};
 use crate::guard::Guard;
+use crate::pool::Pool;
+use crate::runtime::off_runtime;
 use crate::schema::{self, Namespace};
 use crate::statements::{BEGIN_HOLDING_HEAD, Conn, IDENTITY, Q, STATEMENTS, Writing};
 use crate::values::from_hex;
 
 /// The PostgreSQL schema a store is in unless told otherwise.
 pub const DEFAULT_NAMESPACE: &str = "bloom";
-
-/// Idle connections kept for reuse.
-const MAX_IDLE: usize = 16;
 
 /// Per-session settings of every connection the store opens.
 #[derive(Clone, Debug)]
@@ -39,6 +36,14 @@ pub struct Settings {
     /// then refused instead of trusted. It reads every row once (about a second per million
     /// changes on a local server); turn it off for a store known to be intact.
     pub verify_history: bool,
+    /// The most connections the store has open at once, lent out or idle (default 10). A
+    /// caller that finds none free waits for one; a wrapper's claim holds one more of its
+    /// own. Across a fleet, the sum of every process's must stay under the server's
+    /// `max_connections` (default 100), less what other clients use.
+    pub max_connections: usize,
+    /// How long a caller waits for a free connection before failing with
+    /// [`PostgresStoreError::PoolExhausted`] (default 30 s).
+    pub pool_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -47,6 +52,8 @@ impl Default for Settings {
             lock_timeout: Duration::from_secs(60),
             idle_in_transaction_timeout: Duration::from_secs(30),
             verify_history: true,
+            max_connections: 10,
+            pool_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -61,7 +68,7 @@ pub struct PostgresStore {
     sql: Vec<String>,
     /// The start of a writing transaction ([`BEGIN_HOLDING_HEAD`] in this namespace).
     begin: String,
-    idle: Mutex<Vec<Conn>>,
+    pool: Pool,
     /// The claim this store handed out, while it is held.
     claim: Mutex<std::sync::Weak<Claim>>,
     /// What ties the handle to the store it opened (its identity, the history it saw), and
@@ -116,6 +123,14 @@ impl PostgresStore {
     /// # Errors
     /// As [`PostgresStore::connect_in`].
     pub fn open(
+        config: postgres::Config,
+        namespace: &str,
+        settings: Settings,
+    ) -> Result<Self, PostgresStoreError> {
+        off_runtime(move || Self::open_here(config, namespace, settings))
+    }
+
+    fn open_here(
         mut config: postgres::Config,
         namespace: &str,
         settings: Settings,
@@ -145,16 +160,23 @@ impl PostgresStore {
             config,
             namespace,
             identity: StoreIdentity::from_bytes([0; 16]),
+            pool: Pool::new(settings.max_connections, settings.pool_timeout),
             settings,
             sql,
-            idle: Mutex::new(Vec::new()),
             claim: Mutex::new(std::sync::Weak::new()),
             guard: Arc::new(Guard::new(StoreIdentity::from_bytes([0; 16]), "")),
         };
-        let mut conn = store.connect_one()?;
-        store.identity = open_schema(&mut conn.client, &store.namespace)?;
+        let opened = match store.pool.lend()? {
+            Some(conn) => Ok(conn),
+            None => store.connect_one(),
+        }
+        .and_then(|mut conn| {
+            open_schema(&mut conn.client, &store.namespace).map(|identity| (conn, identity))
+        });
+        let (conn, identity) = opened.inspect_err(|_| store.pool.forget())?;
+        store.identity = identity;
         store.guard = Arc::new(Guard::new(store.identity, store.namespace.as_str()));
-        store.put_back(conn);
+        store.pool.put_back(conn);
         if store.settings.verify_history {
             store.verify_history()?;
         }
@@ -188,8 +210,9 @@ impl PostgresStore {
         kind: ClaimKind,
     ) -> Result<Option<bloom_store::StoreClaim>, PostgresStoreError> {
         self.guard.check()?;
-        let Some((claim, holder)) =
-            Claim::take_new(&self.config, &self.namespace, Arc::clone(&self.guard), kind)?
+        let Some((claim, holder)) = off_runtime(|| {
+            Claim::take_new(&self.config, &self.namespace, Arc::clone(&self.guard), kind)
+        })?
         else {
             return Ok(None);
         };
@@ -229,8 +252,7 @@ impl PostgresStore {
     }
 
     pub(crate) fn connect_one(&self) -> Result<Conn, PostgresStoreError> {
-        preflight(&self.config)?;
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = connect(&self.config)?;
         let settings = format!(
             "{} SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
             crate::connect::SESSION_SEARCH_PATH,
@@ -276,57 +298,47 @@ impl PostgresStore {
         })
     }
 
-    fn put_back(&self, conn: Conn) {
-        if conn.client.is_closed() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        if idle.len() < MAX_IDLE {
-            idle.push(conn);
-        }
-    }
-
-    /// Runs `f` on a connection of the pool (a new one when none is idle). A connection that
-    /// failed is not reused: after a server restart, the next call connects anew.
-    pub(crate) fn with<T>(
+    /// Runs `f` on a connection of the pool (a new one when none is idle, once there is
+    /// room: see [`Settings::max_connections`]). A connection that failed is not reused:
+    /// after a server restart, the next call connects anew. Inside an async runtime, runs on
+    /// a thread of its own (see the `runtime` module).
+    pub(crate) fn with<T: Send>(
         &self,
-        mut f: impl FnMut(&mut Conn) -> Result<T, PostgresStoreError>,
+        mut f: impl FnMut(&mut Conn) -> Result<T, PostgresStoreError> + Send,
     ) -> Result<T, PostgresStoreError> {
         self.check_claim()?;
-        let pooled = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        let (mut conn, reused) = match pooled {
-            Some(conn) if !conn.client.is_closed() => (conn, true),
-            _ => (self.connect_one()?, false),
-        };
-        conn.wrote = false;
-        let mut result = f(&mut conn);
-        // A closed connection most likely means the server restarted: the idle ones are
-        // gone too, and are dropped rather than each failing a caller once. A call that
-        // failed on an idle connection found dead, before it began to write, did nothing:
-        // it is run again once on a new connection.
-        if conn.client.is_closed() {
-            self.idle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-            if result.is_err() && reused && !conn.wrote {
-                conn = self.connect_one()?;
-                result = f(&mut conn);
+        off_runtime(|| {
+            let (mut conn, reused) = match self.pool.lend()? {
+                Some(conn) => (conn, true),
+                None => (
+                    self.connect_one().inspect_err(|_| self.pool.forget())?,
+                    false,
+                ),
+            };
+            conn.wrote = false;
+            let mut result = f(&mut conn);
+            // A closed connection most likely means the server restarted: the idle ones are
+            // gone too, and are dropped rather than each failing a caller once. A call that
+            // failed on an idle connection found dead, before it began to write, did nothing:
+            // it is run again once on a new connection (in the same place).
+            if conn.client.is_closed() {
+                self.pool.clear_idle();
+                if result.is_err() && reused && !conn.wrote {
+                    crate::runtime::drop_off_runtime(conn);
+                    conn = self.connect_one().inspect_err(|_| self.pool.forget())?;
+                    result = f(&mut conn);
+                }
             }
-        }
-        // A connection whose call failed is kept unless it is closed (every writing
-        // transaction is rolled back before an error leaves it).
-        self.put_back(conn);
-        if let Err(PostgresStoreError::Replaced { why, .. }) = &result {
-            // Found by a statement (its identity, or the head behind one seen): every claim
-            // is lost with the store.
-            let _ = self.guard.replaced(why.clone());
-        }
-        result
+            // A connection whose call failed is kept unless it is closed (every writing
+            // transaction is rolled back before an error leaves it).
+            self.pool.put_back(conn);
+            if let Err(PostgresStoreError::Replaced { why, .. }) = &result {
+                // Found by a statement (its identity, or the head behind one seen): every
+                // claim is lost with the store.
+                let _ = self.guard.replaced(why.clone());
+            }
+            result
+        })
     }
 
     /// Runs `f` in a READ COMMITTED transaction that first takes the head of the log
@@ -344,12 +356,13 @@ impl PostgresStore {
     /// then waiting in a transaction of its own would free the head sooner, but a
     /// transaction that writes nothing of its own is committed without a flush in
     /// PostgreSQL: the crash probe lost acknowledged keys that way.)
-    pub(crate) fn with_head<T>(
+    pub(crate) fn with_head<T: Send>(
         &self,
         f: impl FnOnce(
             &mut Writing<'_, '_>,
             HistoryPoint,
-        ) -> Result<Option<(T, HistoryPoint)>, PostgresStoreError>,
+        ) -> Result<Option<(T, HistoryPoint)>, PostgresStoreError>
+        + Send,
     ) -> Result<Option<T>, PostgresStoreError> {
         let identity = self.identity;
         let sql = &self.sql;
@@ -403,6 +416,14 @@ impl PostgresStore {
                 }
             }
         })
+    }
+}
+
+/// Closes the idle connections: on a thread of its own inside an async runtime, where the
+/// client's own runtime may not be dropped.
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.pool.close();
     }
 }
 
