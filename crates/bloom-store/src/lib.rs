@@ -161,6 +161,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coalesce;
 mod error;
 mod filtered;
 pub mod history;
@@ -175,6 +176,7 @@ mod report;
 mod sqlite;
 
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+pub use coalesce::{Batched, Coalesced, CoalescedError};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
 pub use history::{Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
