@@ -2,6 +2,7 @@
 //! Redis and shared by every process that writes the store.
 
 mod attach;
+mod create;
 mod insert;
 mod metrics;
 
@@ -39,6 +40,14 @@ pub enum SharedOpen {
         /// Keys taken in.
         caught_up: u64,
     },
+    /// This process created the filter ([`SharedFilteredStore::open_or_create`]: Redis had
+    /// none) and took in every key of the store: trusted.
+    Created {
+        /// The generation it covers.
+        to: DatasetGeneration,
+        /// Keys taken in.
+        taken: u64,
+    },
     /// The filter cannot be trusted (why is given): queries go to the store until it can
     /// (another process's rebuild is noticed within seconds) or
     /// [`SharedFilteredStore::rebuild`] repairs it.
@@ -56,6 +65,10 @@ impl std::fmt::Display for SharedOpen {
             } => write!(
                 f,
                 "the shared filter is trusted at generation {to} ({caught_up} keys taken in since generation {from})"
+            ),
+            Self::Created { to, taken } => write!(
+                f,
+                "the shared filter was created here and is trusted at generation {to} ({taken} keys of the store taken in)"
             ),
             Self::Bypassed(why) => write!(
                 f,
@@ -116,6 +129,12 @@ pub enum SharedError<E: std::error::Error + 'static> {
         /// What happened, as the store reported it.
         why: String,
     },
+    /// The shared filter could not be created
+    /// ([`SharedFilteredStore::open_or_create`]): a configuration Redis filters cannot use,
+    /// a filter of that name made with another configuration, or Redis failing. Nothing was
+    /// left half-made under the name.
+    #[error("creating the shared filter failed: {0}")]
+    Create(#[source] RedisFilterError),
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
@@ -261,6 +280,20 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         encoding: KeyEncoding,
         grace: Duration,
     ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
+        let wrapper = Self::claimed(store, target, name, encoding, grace)?;
+        let outcome = wrapper.attach()?;
+        Ok((wrapper, outcome))
+    }
+
+    /// The wrapper over `store`, claimed (shared) and with the store's key encoding checked;
+    /// attached to no filter yet.
+    fn claimed(
+        store: S,
+        target: RedisTarget,
+        name: &str,
+        encoding: KeyEncoding,
+        grace: Duration,
+    ) -> Result<Self, SharedError<S::Error>> {
         let claim = store
             .claim_wrapper(ClaimKind::Shared)
             .map_err(SharedError::Store)?
@@ -275,7 +308,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 filter: label,
             });
         }
-        let wrapper = Self {
+        Ok(Self {
             store,
             target,
             name: name.to_owned(),
@@ -292,9 +325,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             grace,
             counters: metrics::Counters::default(),
             claim,
-        };
-        let outcome = wrapper.attach()?;
-        Ok((wrapper, outcome))
+        })
     }
 
     /// The grace period of [`SharedFilteredStore::open_with_grace`], from now on (for the

@@ -1,0 +1,143 @@
+//! The first start of a fleet: [`SharedFilteredStore::open_or_create`] attaches to the shared
+//! filter, or creates it and builds it from the store when Redis has none, with one process
+//! building while the others wait.
+
+use super::*;
+
+/// How long a process that found another creating the filter waits, past the grace period,
+/// for it to be built (bound to the store) before building it itself: a creator that died
+/// mid-build leaves a filter bound to nothing, which any wrapper builds at its attach.
+const BUILD_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a waiting process looks at the filter.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+impl<S: PrimaryStore> SharedFilteredStore<S> {
+    /// [`SharedFilteredStore::open`], creating the shared filter with `config` (the sharded
+    /// layout; its key encoding is the wrapper's) when Redis has none, with the default
+    /// grace period (10 s: see [`SharedFilteredStore::open_with_grace`]).
+    ///
+    /// When many processes start at once on an empty Redis, exactly one creates the filter
+    /// (Redis's `HSETNX` on its name decides) and builds it from the store, after the grace
+    /// period ([`SharedOpen::Created`]); the others wait for it to be built and attach
+    /// ([`SharedOpen::Trusted`]). A filter that exists is attached to as
+    /// [`SharedFilteredStore::open`] does: one that cannot be trusted (lost shards, another
+    /// store's) is reported [`SharedOpen::Bypassed`] and repaired by
+    /// [`SharedFilteredStore::rebuild`], never replaced here. Redis being unreachable is not
+    /// an error either: the wrapper opens bypassed, and attaches once Redis is back.
+    ///
+    /// # Errors
+    /// [`SharedError::Create`] for a `config` Redis filters cannot use (before anything is
+    /// touched) or an existing filter made with another configuration; otherwise as
+    /// [`SharedFilteredStore::open`].
+    pub fn open_or_create(
+        store: S,
+        target: RedisTarget,
+        name: &str,
+        config: FilterConfig,
+    ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
+        Self::open_or_create_with_grace(store, target, name, config, DEFAULT_GRACE)
+    }
+
+    /// [`SharedFilteredStore::open_or_create`] with the grace period `grace`.
+    ///
+    /// # Errors
+    /// As [`SharedFilteredStore::open_or_create`].
+    pub fn open_or_create_with_grace(
+        store: S,
+        target: RedisTarget,
+        name: &str,
+        config: FilterConfig,
+        grace: Duration,
+    ) -> Result<(Self, SharedOpen), SharedError<S::Error>> {
+        shard_geometry(&config).map_err(SharedError::Create)?;
+        let wrapper = Self::claimed(store, target, name, config.encoding(), grace)?;
+        let created = wrapper.create_unless_there(&config)?;
+        if !created {
+            wrapper.wait_until_built(Instant::now() + grace + BUILD_WAIT);
+        }
+        let outcome = match wrapper.attach()? {
+            SharedOpen::Trusted { to, caught_up, .. } if created => SharedOpen::Created {
+                to,
+                taken: caught_up,
+            },
+            outcome => outcome,
+        };
+        Ok((wrapper, outcome))
+    }
+
+    /// Creates the filter when Redis has none; whether this process created it. A filter
+    /// there already must have been made with `config`; Redis failing leaves the decision
+    /// to the attach (bypassed until it is back).
+    fn create_unless_there(&self, config: &FilterConfig) -> Result<bool, SharedError<S::Error>> {
+        let existing = match RedisFilter::open(&self.target, &self.name) {
+            Err(RedisFilterError::NotFound { .. }) => None,
+            Ok(filter) => Some(filter),
+            // Being created by another process, unreachable, or damaged: the attach decides.
+            Err(_) => return Ok(false),
+        };
+        if let Some(filter) = existing {
+            return match filter.config().mismatch(config) {
+                None => Ok(false),
+                Some(mismatch) => Err(SharedError::Create(RedisFilterError::Incompatible {
+                    name: self.name.clone(),
+                    mismatch,
+                })),
+            };
+        }
+        match RedisFilter::create(&self.target, &self.name, config.clone()) {
+            Ok(_) => Ok(true),
+            // Another process got there first.
+            Err(RedisFilterError::AlreadyExists { .. }) => Ok(false),
+            // Redis failing: the attach reports it, and the filter is created at the next
+            // start, or by `rebuild`.
+            Err(
+                RedisFilterError::Redis(_)
+                | RedisFilterError::Timeout { .. }
+                | RedisFilterError::Unavailable(_),
+            ) => Ok(false),
+            Err(e) => Err(SharedError::Create(e)),
+        }
+    }
+
+    /// Waits until the filter is bound to a store (its creator has built it), until it is
+    /// gone or unusable, or until `deadline` (a creator that died mid-build).
+    fn wait_until_built(&self, deadline: Instant) {
+        loop {
+            let built = RedisFilter::open(&self.target, &self.name)
+                .and_then(|filter| filter.header())
+                .map(|header| header.store.is_some());
+            match built {
+                Ok(false)
+                | Err(RedisFilterError::NotReady { .. } | RedisFilterError::Metadata { .. })
+                    if Instant::now() < deadline =>
+                {
+                    std::thread::sleep(LOOK_EVERY);
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// A [`SharedFilteredStore`] behind [`bloom_store::Coalesced`]: single keys from many tasks
+/// share one Redis pipeline and one store transaction.
+impl<S> bloom_store::Batched for SharedFilteredStore<S>
+where
+    S: PrimaryStore + Send + Sync + 'static,
+    S::Error: Send + Sync + 'static,
+{
+    type Error = SharedError<S::Error>;
+
+    fn encoding(&self) -> KeyEncoding {
+        self.encoding
+    }
+
+    fn insert_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<bool>, Self::Error> {
+        self.insert_all(keys)
+    }
+
+    fn contains_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<Lookup>, Self::Error> {
+        self.contains_each(keys)
+    }
+}
