@@ -144,11 +144,13 @@ impl PostgresStoreError {
     }
 
     /// Whether the error is the connection's (the server could not be reached, restarted,
-    /// or closed it), rather than the store's: retrying once the server is back may succeed.
+    /// closed it, or had no room for another), rather than the store's: retrying once the
+    /// server is back may succeed. ([`PostgresStoreError::PoolExhausted`] is not: the server
+    /// answers, and this store is busier than its pool.)
     #[must_use]
     pub fn is_connection(&self) -> bool {
         match self {
-            Self::Unreachable(_) => true,
+            Self::Unreachable(_) | Self::ServerFull(_) => true,
             Self::Postgres(e) => {
                 e.is_closed()
                     || e.as_db_error().is_some_and(|db| {

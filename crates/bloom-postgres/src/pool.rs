@@ -1,11 +1,13 @@
 //! The store's connections: a bounded pool. At most [`Settings::max_connections`] are open
-//! at once (lent out or idle); a caller that finds none free waits for one, up to
-//! [`Settings::pool_timeout`], and then fails with [`PostgresStoreError::PoolExhausted`]
-//! rather than open one more. (A wrapper's claim holds one connection of its own besides.)
+//! at once (lent out or idle); a caller that finds none free waits for one, in the order
+//! callers came, up to [`Settings::pool_timeout`], and then fails with
+//! [`PostgresStoreError::PoolExhausted`] rather than open one more. (A wrapper's claim holds
+//! one connection of its own besides.)
 //!
 //! [`Settings::max_connections`]: crate::Settings::max_connections
 //! [`Settings::pool_timeout`]: crate::Settings::pool_timeout
 
+use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,8 @@ use crate::statements::Conn;
 /// The connections, and how many are open.
 pub(crate) struct Pool {
     state: Mutex<State>,
-    /// Signalled when a connection is put back or its place freed.
+    /// Signalled when a connection is put back or its place freed, or the first waiter
+    /// changes.
     freed: Condvar,
     max: usize,
     wait: Duration,
@@ -26,6 +29,30 @@ struct State {
     idle: Vec<Conn>,
     /// Connections open: idle, lent out, or being made.
     open: usize,
+    /// The tickets of the callers waiting, first come first.
+    waiting: VecDeque<u64>,
+    next_ticket: u64,
+}
+
+/// A connection lent out, or a place for one the caller makes ([`Lease::conn`] is `None`).
+/// Dropped, it goes back to the pool; dropped by a panic, the connection (perhaps in the
+/// middle of a transaction) is closed and only its place goes back.
+pub(crate) struct Lease<'a> {
+    pool: &'a Pool,
+    pub(crate) conn: Option<Conn>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        match self.conn.take() {
+            Some(conn) if !std::thread::panicking() => self.pool.put_back(conn),
+            Some(conn) => {
+                drop_off_runtime(conn);
+                self.pool.forget();
+            }
+            None => self.pool.forget(),
+        }
+    }
 }
 
 impl Pool {
@@ -34,6 +61,8 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
+                waiting: VecDeque::new(),
+                next_ticket: 0,
             }),
             freed: Condvar::new(),
             max: max.max(1),
@@ -45,26 +74,42 @@ impl Pool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An idle connection, or (`None`) a place for a new one, which the caller makes and
-    /// [`Pool::put_back`]s, or gives back with [`Pool::forget`]; waits for either up to the
-    /// pool's timeout.
-    pub(crate) fn lend(&self) -> Result<Option<Conn>, PostgresStoreError> {
+    /// An idle connection, or a place for a new one (a lease without a connection, which
+    /// the caller fills); waits its turn for either, up to the pool's timeout.
+    pub(crate) fn lease(&self) -> Result<Lease<'_>, PostgresStoreError> {
         let started = Instant::now();
         let mut state = self.lock();
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.waiting.push_back(ticket);
         loop {
-            while let Some(conn) = state.idle.pop() {
-                if !conn.client.is_closed() {
-                    return Ok(Some(conn));
+            if state.waiting.front() == Some(&ticket) {
+                let mut lent = None;
+                while let Some(conn) = state.idle.pop() {
+                    if !conn.client.is_closed() {
+                        lent = Some(Some(conn));
+                        break;
+                    }
+                    state.open -= 1;
+                    drop_off_runtime(conn);
                 }
-                state.open -= 1;
-                drop_off_runtime(conn);
-            }
-            if state.open < self.max {
-                state.open += 1;
-                return Ok(None);
+                if lent.is_none() && state.open < self.max {
+                    state.open += 1;
+                    lent = Some(None);
+                }
+                if let Some(conn) = lent {
+                    state.waiting.pop_front();
+                    drop(state);
+                    // The next caller's turn.
+                    self.freed.notify_all();
+                    return Ok(Lease { pool: self, conn });
+                }
             }
             let waited = started.elapsed();
             let Some(left) = self.wait.checked_sub(waited).filter(|d| !d.is_zero()) else {
+                state.waiting.retain(|t| *t != ticket);
+                drop(state);
+                self.freed.notify_all();
                 return Err(PostgresStoreError::PoolExhausted {
                     max: self.max,
                     waited,
@@ -79,7 +124,7 @@ impl Pool {
     }
 
     /// Returns a lent connection (a closed one only frees its place).
-    pub(crate) fn put_back(&self, conn: Conn) {
+    fn put_back(&self, conn: Conn) {
         let mut state = self.lock();
         if conn.client.is_closed() {
             state.open -= 1;
@@ -87,14 +132,15 @@ impl Pool {
             drop_off_runtime(conn);
         } else {
             state.idle.push(conn);
+            drop(state);
         }
-        self.freed.notify_one();
+        self.freed.notify_all();
     }
 
     /// Frees the place of a connection that was never made, or was let go of.
-    pub(crate) fn forget(&self) {
+    fn forget(&self) {
         self.lock().open -= 1;
-        self.freed.notify_one();
+        self.freed.notify_all();
     }
 
     /// Closes the idle connections (the server restarted: they are gone too).
@@ -105,10 +151,5 @@ impl Pool {
         drop(state);
         self.freed.notify_all();
         drop_off_runtime(idle);
-    }
-
-    /// Closes every idle connection, for the store's drop.
-    pub(crate) fn close(&self) {
-        self.clear_idle();
     }
 }

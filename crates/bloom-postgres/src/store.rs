@@ -166,17 +166,16 @@ impl PostgresStore {
             claim: Mutex::new(std::sync::Weak::new()),
             guard: Arc::new(Guard::new(StoreIdentity::from_bytes([0; 16]), "")),
         };
-        let opened = match store.pool.lend()? {
-            Some(conn) => Ok(conn),
-            None => store.connect_one(),
-        }
-        .and_then(|mut conn| {
-            open_schema(&mut conn.client, &store.namespace).map(|identity| (conn, identity))
-        });
-        let (conn, identity) = opened.inspect_err(|_| store.pool.forget())?;
+        let mut lease = store.pool.lease()?;
+        let mut conn = match lease.conn.take() {
+            Some(conn) => conn,
+            None => store.connect_one()?,
+        };
+        let identity = open_schema(&mut conn.client, &store.namespace)?;
+        lease.conn = Some(conn);
+        drop(lease);
         store.identity = identity;
         store.guard = Arc::new(Guard::new(store.identity, store.namespace.as_str()));
-        store.pool.put_back(conn);
         if store.settings.verify_history {
             store.verify_history()?;
         }
@@ -308,12 +307,10 @@ impl PostgresStore {
     ) -> Result<T, PostgresStoreError> {
         self.check_claim()?;
         off_runtime(|| {
-            let (mut conn, reused) = match self.pool.lend()? {
+            let mut lease = self.pool.lease()?;
+            let (mut conn, reused) = match lease.conn.take() {
                 Some(conn) => (conn, true),
-                None => (
-                    self.connect_one().inspect_err(|_| self.pool.forget())?,
-                    false,
-                ),
+                None => (self.connect_one()?, false),
             };
             conn.wrote = false;
             let mut result = f(&mut conn);
@@ -325,13 +322,14 @@ impl PostgresStore {
                 self.pool.clear_idle();
                 if result.is_err() && reused && !conn.wrote {
                     crate::runtime::drop_off_runtime(conn);
-                    conn = self.connect_one().inspect_err(|_| self.pool.forget())?;
+                    conn = self.connect_one()?;
                     result = f(&mut conn);
                 }
             }
             // A connection whose call failed is kept unless it is closed (every writing
             // transaction is rolled back before an error leaves it).
-            self.pool.put_back(conn);
+            lease.conn = Some(conn);
+            drop(lease);
             if let Err(PostgresStoreError::Replaced { why, .. }) = &result {
                 // Found by a statement (its identity, or the head behind one seen): every
                 // claim is lost with the store.
@@ -423,7 +421,7 @@ impl PostgresStore {
 /// client's own runtime may not be dropped.
 impl Drop for PostgresStore {
     fn drop(&mut self) {
-        self.pool.close();
+        self.pool.clear_idle();
     }
 }
 

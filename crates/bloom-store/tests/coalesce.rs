@@ -303,3 +303,36 @@ fn a_current_thread_runtime_is_never_blocked() {
     });
     assert!(answers.into_iter().all(|new| new));
 }
+
+/// A full queue: callers past `max_queued` wait (tasks without blocking their thread, one of
+/// them dropped while it waits), and all are answered once the worker goes on; a linger too
+/// long to add to the clock is no panic.
+#[test]
+fn a_full_queue_makes_callers_wait_not_fail() {
+    let runtime = runtime();
+    let options = one_worker().max_queued(4).linger(std::time::Duration::MAX);
+    let seen = Coalesced::new_with(Gated::new(true), options.clone()).unwrap();
+    let held = runtime.spawn(seen.insert("held"));
+    until_at_gate(&seen);
+    let queued: Vec<_> = (0..4)
+        .map(|i| runtime.spawn(seen.insert(&format!("q{i}"))))
+        .collect();
+    until_queued(&seen, 4);
+    // Past the bound: these wait for room; one is dropped while it waits.
+    let mut context = Context::from_waker(Waker::noop());
+    {
+        let mut dropped = pin!(seen.insert("dropped"));
+        assert!(dropped.as_mut().poll(&mut context).is_pending());
+    }
+    let waiting: Vec<_> = (0..20)
+        .map(|i| runtime.spawn(seen.insert(&format!("w{i}"))))
+        .collect();
+    assert_eq!(seen.queued(), 4);
+    seen.get().open_gate();
+    for task in std::iter::once(held).chain(queued).chain(waiting) {
+        assert!(runtime.block_on(task).unwrap().unwrap());
+    }
+    // The dropped caller never queued its key.
+    assert!(!seen.get().inner.store().contains(b"dropped").unwrap());
+    assert_eq!(seen.options().linger, std::time::Duration::MAX);
+}

@@ -2,6 +2,7 @@
 //! committed since the point it covers.
 
 use super::*;
+use crate::error::RedisFilterError;
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once.
@@ -15,7 +16,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             self.install_unusable(None, false, why.clone());
             return Ok(SharedOpen::Bypassed(why));
         }
-        let filter = match RedisFilter::open(&self.target, &self.name) {
+        let opened = match RedisFilter::open(&self.target, &self.name) {
+            // A wrapper of `open_or_create` creates the filter Redis does not have.
+            Err(RedisFilterError::NotFound { .. }) if self.create.is_some() => {
+                self.create_missing()?;
+                RedisFilter::open(&self.target, &self.name)
+            }
+            opened => opened,
+        };
+        let filter = match opened {
             Ok(filter) => filter,
             Err(e) => {
                 let why = e.to_string();

@@ -131,8 +131,8 @@ pub enum SharedError<E: std::error::Error + 'static> {
     },
     /// The shared filter could not be created
     /// ([`SharedFilteredStore::open_or_create`]): a configuration Redis filters cannot use,
-    /// a filter of that name made with another configuration, or Redis failing. Nothing was
-    /// left half-made under the name.
+    /// a filter of that name made with another configuration, or Redis refusing the creation
+    /// (its memory, a missing module).
     #[error("creating the shared filter failed: {0}")]
     Create(#[source] RedisFilterError),
     /// A key could not be encoded.
@@ -222,6 +222,9 @@ pub struct SharedFilteredStore<S> {
     /// How often a bypassed wrapper's queries look for a repaired filter.
     reattach_every: Duration,
     grace: Duration,
+    /// What [`SharedFilteredStore::open_or_create`] creates the filter with, whenever an
+    /// attach finds none (Redis was down at the first start, or restarted empty).
+    create: Option<FilterConfig>,
     counters: metrics::Counters,
     /// This wrapper's shared claim on the store ([`ClaimKind::Shared`]): no `FilteredStore`
     /// opens beside it, and it says when the store was replaced under it. The last field.
@@ -322,6 +325,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             }),
             last_attach: Mutex::new(Instant::now()),
             reattach_every: REATTACH_EVERY,
+            create: None,
             grace,
             counters: metrics::Counters::default(),
             claim,

@@ -12,7 +12,7 @@
 //! The trust logic is the wrapper's, unchanged: the workers call its blocking batch
 //! operations (the same code the blocking API runs), so a caller is answered only once its
 //! key's bits are set and the transaction holding it has committed, exactly as
-//! [`FilteredStore::insert_all`](crate::FilteredStore::insert_all) promises. What this adds:
+//! [`FilteredStore::insert_all`] promises. What this adds:
 //!
 //! - **Each caller its own answer.** A key inserted twice in one batch is new for one
 //!   caller only. A batch that fails fails each of its callers, with the one shared error
@@ -23,8 +23,8 @@
 //!   has its bits, and the others' answers are untouched.
 //! - **Bounded.** At most [`Options::max_queued`] keys wait (callers beyond wait for room,
 //!   tasks without blocking their thread), batches hold at most [`Options::max_batch`], and
-//!   [`Options::workers`] threads call the wrapper (so a store's pool needs no more
-//!   connections than that, plus one per concurrent [`Coalesced::run`]).
+//!   [`Options::workers`] threads call the wrapper, [`Coalesced::run`]'s calls included (so a
+//!   store's pool needs no more connections than that).
 //! - **Any runtime.** The futures need no particular executor (tokio, async-std, smol, a
 //!   `block_on`); nothing blocks the task that awaits them. The workers are plain threads,
 //!   where a blocking client (the `postgres` crate's) runs as it should.
@@ -184,8 +184,8 @@ pub enum CoalescedError<E: std::error::Error + 'static> {
     Key(#[from] KeyError),
     /// The batch holding the caller's key failed, for every caller in it (the wrapper's own
     /// guarantee holds: a key is committed only with its bits). Retry as the error says.
-    #[error("the batch holding this key failed: {0}")]
-    Batch(#[source] Arc<E>),
+    #[error(transparent)]
+    Batch(Arc<E>),
     /// The wrapper answered a batch with fewer answers than keys: nobody in it is answered
     /// (never "absent" without an answer).
     #[error("the wrapper answered {answered} of {asked} keys in a batch; retry")]

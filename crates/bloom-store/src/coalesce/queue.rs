@@ -79,7 +79,9 @@ impl<T: Batched> Shared<T> {
             return Ok(());
         }
         if state.jobs.len() >= self.options.max_queued {
-            if let Some(waker) = waker {
+            if let Some(waker) = waker
+                && !state.waiting.iter().any(|w| w.will_wake(waker))
+            {
                 state.waiting.push(waker.clone());
             }
             return Err(job);
@@ -135,9 +137,13 @@ impl<T: Batched> Shared<T> {
             return Some(run);
         }
         let linger = self.options.linger;
-        if !linger.is_zero() {
-            let until = Instant::now() + linger;
-            while keys_queued(&state.jobs) < self.options.max_batch && !state.closed {
+        if !linger.is_zero()
+            && let Some(until) = Instant::now().checked_add(linger)
+        {
+            while keys_queued(&state.jobs) < self.options.max_batch
+                && state.jobs.len() < self.options.max_queued
+                && !state.closed
+            {
                 let Some(left) = until.checked_duration_since(Instant::now()) else {
                     break;
                 };
@@ -162,6 +168,8 @@ impl<T: Batched> Shared<T> {
     }
 
     fn made_room(&self, mut state: MutexGuard<'_, State<T>>) {
+        // Every waiting task: one that was dropped meanwhile takes no room, and the others
+        // must not sleep through it.
         let waiting = std::mem::take(&mut state.waiting);
         let more = !state.jobs.is_empty();
         drop(state);
@@ -183,8 +191,31 @@ fn keys_queued<T: Batched>(jobs: &VecDeque<Job<T>>) -> usize {
         .count()
 }
 
+/// Closes the queue if a worker ends by a panic (a bug: batches and runs are caught): the
+/// jobs left are dropped, so that each caller is answered `Stopped` instead of waiting.
+struct Unwinding<'a, T: Batched>(&'a Shared<T>);
+
+impl<T: Batched> Drop for Unwinding<'_, T> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut state = self.0.lock();
+            state.closed = true;
+            let jobs = std::mem::take(&mut state.jobs);
+            let waiting = std::mem::take(&mut state.waiting);
+            drop(state);
+            drop(jobs);
+            self.0.work.notify_all();
+            self.0.room.notify_all();
+            for waker in waiting {
+                waker.wake();
+            }
+        }
+    }
+}
+
 /// A worker: takes jobs until the queue closes and empties.
 pub(super) fn work<T: Batched>(shared: &Shared<T>) {
+    let _unwinding = Unwinding(shared);
     while let Some(jobs) = shared.next() {
         let mut inserts = Vec::new();
         let mut lookups = Vec::new();
