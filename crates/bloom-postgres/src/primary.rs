@@ -439,3 +439,51 @@ impl PrimaryStore for PostgresStore {
         self.claim(kind)
     }
 }
+
+/// The store behind [`bloom_store::Coalesced`]: the async counterpart of its
+/// [`PrimaryStore::insert`] and [`PrimaryStore::contains`], with callers' single keys
+/// gathered into one transaction ([`PrimaryStore::insert_all`]) or one query
+/// ([`PrimaryStore::contains_each`]). Keys are stored as given (`KeyEncoding::Bytes`: a
+/// wrapper's keys arrive already encoded); a key is [`Lookup::Present`] or
+/// [`Lookup::AbsentBypassed`] (no filter is asked). Its other calls go through
+/// [`bloom_store::Coalesced::run`].
+///
+/// [`Lookup::Present`]: bloom_store::Lookup::Present
+/// [`Lookup::AbsentBypassed`]: bloom_store::Lookup::AbsentBypassed
+impl bloom_store::Batched for PostgresStore {
+    type Error = PostgresStoreError;
+
+    fn encoding(&self) -> bloom_core::KeyEncoding {
+        bloom_core::KeyEncoding::Bytes
+    }
+
+    fn insert_batch(
+        &self,
+        keys: &[bloom_core::EncodedKey<'_>],
+    ) -> Result<Vec<bool>, PostgresStoreError> {
+        let keys: Vec<&[u8]> = keys.iter().map(bloom_core::EncodedKey::as_bytes).collect();
+        Ok(self
+            .insert_all(&keys)?
+            .into_iter()
+            .map(|generation| generation.is_some())
+            .collect())
+    }
+
+    fn contains_batch(
+        &self,
+        keys: &[bloom_core::EncodedKey<'_>],
+    ) -> Result<Vec<bloom_store::Lookup>, PostgresStoreError> {
+        let keys: Vec<&[u8]> = keys.iter().map(bloom_core::EncodedKey::as_bytes).collect();
+        Ok(self
+            .contains_each(&keys)?
+            .into_iter()
+            .map(|present| {
+                if present {
+                    bloom_store::Lookup::Present
+                } else {
+                    bloom_store::Lookup::AbsentBypassed
+                }
+            })
+            .collect())
+    }
+}

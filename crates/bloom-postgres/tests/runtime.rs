@@ -214,3 +214,36 @@ fn a_full_server_is_not_unreachable() {
     assert!(error.to_string().contains("max_connections"), "{error}");
     drop(others);
 }
+
+/// The store itself from async code: single keys from many tasks gathered into one
+/// transaction, each task told whether its key was new.
+#[test]
+fn the_store_behind_coalesced_answers_tasks() {
+    let server = server_with(&[]);
+    let store = PostgresStore::connect(&server.params("postgres")).unwrap();
+    let store = bloom_store::Coalesced::new(store).unwrap();
+    let runtime = &runtimes()[1].1;
+    let tasks: Vec<_> = (0..500)
+        .map(|i| runtime.spawn(store.insert(format!("k{}", i % 400).as_bytes())))
+        .collect();
+    let new = tasks
+        .into_iter()
+        .map(|t| runtime.block_on(t).unwrap().unwrap())
+        .filter(|&new| new)
+        .count();
+    assert_eq!(new, 400);
+    assert_eq!(
+        runtime.block_on(store.contains(&b"k7"[..])).unwrap(),
+        Lookup::Present
+    );
+    assert_eq!(
+        runtime.block_on(store.contains(&b"never"[..])).unwrap(),
+        Lookup::AbsentBypassed
+    );
+    let count = runtime
+        .block_on(store.run(|s| s.key_count()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(count, 400);
+    assert_eq!(store.get().head().unwrap().generation.get(), 400);
+}
