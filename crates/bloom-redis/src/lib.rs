@@ -18,7 +18,12 @@
 //! same configuration and keys would write, and [`RedisFilter::import`] loads one back.
 //! [`SharedFilteredStore`] is check-then-confirm over a primary store with the filter in
 //! Redis: bits before the store commit, and any Redis error turns queries into store
-//! lookups, never into "absent".
+//! lookups, never into "absent". A fleet's processes open it with
+//! [`SharedFilteredStore::open_or_create`], which creates the filter from the store when Redis
+//! has none (one process of many starting at once). Async services put it behind
+//! `bloom_store::Coalesced` (it implements `bloom_store::Batched`): `async` inserts and
+//! lookups, with tasks' single keys gathered into one pipeline and one store transaction. The
+//! blocking API works inside a tokio runtime too, but blocks the task that calls it.
 //!
 //! ```no_run
 //! use bloom_core::{FilterConfig, FilterParams, Layout};
