@@ -32,6 +32,8 @@ struct State<T: Batched> {
     closed: bool,
     /// Tasks waiting for room in the queue.
     waiting: Vec<Waker>,
+    /// Workers waiting for a job (only then is `work` signalled: a signal is a system call).
+    idle: usize,
 }
 
 /// The value the workers call, and the queue that feeds them.
@@ -53,6 +55,7 @@ impl<T: Batched> Shared<T> {
                 jobs: VecDeque::new(),
                 closed: false,
                 waiting: Vec::new(),
+                idle: 0,
             }),
             work: Condvar::new(),
             room: Condvar::new(),
@@ -87,8 +90,11 @@ impl<T: Batched> Shared<T> {
             return Err(job);
         }
         state.jobs.push_back(job);
+        let idle = state.idle > 0;
         drop(state);
-        self.work.notify_one();
+        if idle {
+            self.work.notify_one();
+        }
         Ok(())
     }
 
@@ -105,8 +111,11 @@ impl<T: Batched> Shared<T> {
             return; // The job is dropped: no worker is left.
         }
         state.jobs.push_back(job);
+        let idle = state.idle > 0;
         drop(state);
-        self.work.notify_one();
+        if idle {
+            self.work.notify_one();
+        }
     }
 
     /// Closes the queue: the workers stop once it is empty.
@@ -126,10 +135,12 @@ impl<T: Batched> Shared<T> {
             if state.closed {
                 return None;
             }
+            state.idle += 1;
             state = self
                 .work
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+            state.idle -= 1;
         }
         if matches!(state.jobs.front(), Some(Job::Run(_))) {
             let run = state.jobs.pop_front().into_iter().collect();
@@ -147,11 +158,13 @@ impl<T: Batched> Shared<T> {
                 let Some(left) = until.checked_duration_since(Instant::now()) else {
                     break;
                 };
+                state.idle += 1;
                 state = self
                     .work
                     .wait_timeout(state, left)
                     .unwrap_or_else(PoisonError::into_inner)
                     .0;
+                state.idle -= 1;
             }
         }
         let mut batch = Vec::new();
@@ -171,7 +184,7 @@ impl<T: Batched> Shared<T> {
         // Every waiting task: one that was dropped meanwhile takes no room, and the others
         // must not sleep through it.
         let waiting = std::mem::take(&mut state.waiting);
-        let more = !state.jobs.is_empty();
+        let more = !state.jobs.is_empty() && state.idle > 0;
         drop(state);
         self.room.notify_all();
         for waker in waiting {

@@ -9,6 +9,9 @@ use std::task::{Context, Poll, Waker};
 struct State<T> {
     value: Option<T>,
     waker: Option<Waker>,
+    /// A thread waits in [`Reply::wait`] (only then is the condition variable signalled: a
+    /// signal is a system call).
+    blocked: bool,
 }
 
 struct Slot<T> {
@@ -35,6 +38,7 @@ pub(crate) fn pair<T>(gone: T) -> (Answer<T>, Reply<T>) {
         state: Mutex::new(State {
             value: None,
             waker: None,
+            blocked: false,
         }),
         ready: Condvar::new(),
     });
@@ -56,8 +60,11 @@ impl<T> Answer<T> {
             .unwrap_or_else(PoisonError::into_inner);
         state.value = Some(value);
         let waker = state.waker.take();
+        let blocked = state.blocked;
         drop(state);
-        self.slot.ready.notify_all();
+        if blocked {
+            self.slot.ready.notify_all();
+        }
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -90,6 +97,7 @@ impl<T> Reply<T> {
             if let Some(value) = state.value.take() {
                 return value;
             }
+            state.blocked = true;
             state = self
                 .slot
                 .ready
