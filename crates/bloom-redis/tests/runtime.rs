@@ -71,3 +71,41 @@ fn the_blocking_api_works_and_drops_inside_either_runtime() {
         drop(db);
     }
 }
+
+/// A `RedisFilter` from async code: its calls on the offloading workers, awaited by tasks.
+#[test]
+fn a_redis_filter_is_used_from_tasks_through_offloaded() {
+    use bloom_store::coalesce::{Offloaded, Options};
+    let server = RedisServer::start();
+    let filter =
+        RedisFilter::open_or_create(&server.target(), "offloaded", config(), Durability::None)
+            .unwrap();
+    let filter = Offloaded::new(filter, Options::default()).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let filter = filter.clone();
+            runtime.spawn(async move {
+                let key = format!("k{i}");
+                let moved = key.clone();
+                filter
+                    .run(move |f| f.insert(&moved))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                filter
+                    .run(move |f| f.contains(&key))
+                    .await
+                    .unwrap()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(runtime.block_on(task).unwrap());
+    }
+    assert!(filter.get().contains("k7").unwrap());
+}

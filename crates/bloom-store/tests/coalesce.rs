@@ -336,3 +336,34 @@ fn a_full_queue_makes_callers_wait_not_fail() {
     assert!(!seen.get().inner.store().contains(b"dropped").unwrap());
     assert_eq!(seen.options().linger, std::time::Duration::MAX);
 }
+
+/// Batches of the caller's own: answered in key order, a refused key failing the whole call
+/// before anything is inserted; the future owns its keys even when they were borrowed.
+#[test]
+fn a_callers_own_batch_is_one_call() {
+    let runtime = runtime();
+    let seen = Coalesced::new(Gated::new(false)).unwrap();
+    let owned = vec!["a".to_owned(), "b".to_owned()];
+    let borrowed: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let call = seen.insert_all(borrowed);
+    drop(owned);
+    assert_eq!(
+        runtime.block_on(runtime.spawn(call)).unwrap().unwrap(),
+        [true, true]
+    );
+    assert_eq!(
+        runtime.block_on(seen.insert_all(["b", "c", "c"])).unwrap(),
+        [false, true, false]
+    );
+    let refused = runtime.block_on(seen.insert_all([&b"d"[..], &b"\xff"[..]]));
+    assert!(
+        matches!(refused, Err(CoalescedError::Key(_))),
+        "{refused:?}"
+    );
+    assert!(!seen.get().inner.store().contains(b"d").unwrap());
+    assert_eq!(
+        runtime.block_on(seen.contains_each(["a", "d"])).unwrap()[0],
+        Lookup::Present
+    );
+    assert!(!runtime.block_on(seen.contains_each(["d"])).unwrap()[0].is_present());
+}

@@ -398,6 +398,77 @@ impl<T: Batched> Coalesced<T> {
         }
     }
 
+    /// A batch of the caller's own on a worker (`run` over [`Batched::insert_batch`] or
+    /// [`Batched::contains_batch`]), its keys encoded first (a refused key fails it before
+    /// anything is queued).
+    fn own_batch<R: Send + 'static>(
+        &self,
+        keys: Result<Vec<Vec<u8>>, KeyError>,
+        call: fn(&T, &[EncodedKey<'_>]) -> Result<Vec<R>, T::Error>,
+    ) -> Submit<T, Result<Vec<R>, CoalescedError<T::Error>>> {
+        let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
+        let job = match keys {
+            Ok(keys) => Some(Job::Run(Box::new(move |wrapper: &T| {
+                let encoded: Vec<EncodedKey<'_>> =
+                    keys.iter().map(|k| EncodedKey::from_encoded(k)).collect();
+                let answered = call(wrapper, &encoded);
+                answer.send(match answered {
+                    Ok(answers) if answers.len() == encoded.len() => Ok(answers),
+                    Ok(answers) => Err(CoalescedError::Short {
+                        asked: encoded.len(),
+                        answered: answers.len(),
+                    }),
+                    Err(e) => Err(CoalescedError::Batch(Arc::new(e))),
+                });
+            }) as Box<dyn FnOnce(&T) + Send>)),
+            Err(e) => {
+                answer.send(Err(e.into()));
+                None
+            }
+        };
+        Submit {
+            handle: Arc::clone(&self.handle),
+            job,
+            reply,
+        }
+    }
+
+    /// Inserts every key as one batch of its own (one transaction: the wrapper's
+    /// `insert_all`, with its all-or-nothing promise), on a worker; answers in key order
+    /// whether each was new.
+    ///
+    /// # Errors
+    /// [`CoalescedError::Key`] for a key the encoding refuses (nothing is inserted);
+    /// [`CoalescedError::Batch`] when the batch fails.
+    pub fn insert_all<I>(
+        &self,
+        keys: I,
+    ) -> impl Future<Output = Result<Vec<bool>, CoalescedError<T::Error>>> + Send + 'static + use<T, I>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let encoded = keys.into_iter().map(|k| self.encode(&k)).collect();
+        self.own_batch(encoded, T::insert_batch)
+    }
+
+    /// Looks up every key as one batch of its own, on a worker: the wrapper's
+    /// `contains_each`.
+    ///
+    /// # Errors
+    /// As [`Coalesced::insert_all`].
+    pub fn contains_each<I>(
+        &self,
+        keys: I,
+    ) -> impl Future<Output = Result<Vec<Lookup>, CoalescedError<T::Error>>> + Send + 'static + use<T, I>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let encoded = keys.into_iter().map(|k| self.encode(&k)).collect();
+        self.own_batch(encoded, T::contains_batch)
+    }
+
     /// [`Coalesced::insert`] from a plain thread: queued into the same batches, blocking the
     /// thread until answered (never call it on an async runtime's thread).
     ///
@@ -428,8 +499,8 @@ impl<T: Batched> Coalesced<T> {
     }
 
     /// Runs `call` with the wrapper on a worker, alone (not batched with others' keys):
-    /// every other operation from async code (`insert_all`, `contains_each`, `remove`,
-    /// `rebuild`, `metrics`, the store's own calls). Dropped before it runs, `call` still
+    /// every other operation from async code (`remove`, `rebuild`, `metrics`, the store's
+    /// own calls). Dropped before it runs, `call` still
     /// runs; its result is let go.
     ///
     /// # Errors
@@ -450,6 +521,100 @@ impl<T: Batched> Coalesced<T> {
             }))),
             reply,
         }
+    }
+}
+
+/// Any blocking value (bloom-redis's `RedisFilter`, bloom-postgres's `PostgresStore`, a
+/// wrapper) used from async code: each [`Offloaded::run`] runs on one of a bounded set of
+/// worker threads, never on the runtime's, and is awaited without blocking. What
+/// [`Coalesced`] is without the batching of single keys. Cloning is cheap.
+///
+/// ```
+/// use bloom_store::coalesce::{Offloaded, Options};
+///
+/// let counter = Offloaded::new(std::sync::atomic::AtomicU64::new(0), Options::default())?;
+/// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+/// let before = runtime.block_on(counter.run(|c| c.fetch_add(1, std::sync::atomic::Ordering::SeqCst)))?;
+/// assert_eq!(before, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Offloaded<T: Send + Sync + 'static> {
+    inner: Coalesced<RunOnly<T>>,
+}
+
+impl<T: Send + Sync + 'static> Clone for Offloaded<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static + std::fmt::Debug> std::fmt::Debug for Offloaded<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offloaded")
+            .field("value", &self.inner.get().0)
+            .field("workers", &self.inner.options().workers)
+            .finish()
+    }
+}
+
+/// A value with no batches of its own: only runs are ever queued for it.
+struct RunOnly<T>(T);
+
+impl<T: Send + Sync + 'static> Batched for RunOnly<T> {
+    type Error = std::convert::Infallible;
+
+    fn encoding(&self) -> KeyEncoding {
+        KeyEncoding::Bytes
+    }
+
+    fn insert_batch(&self, _: &[EncodedKey<'_>]) -> Result<Vec<bool>, Self::Error> {
+        Ok(Vec::new())
+    }
+
+    fn contains_batch(&self, _: &[EncodedKey<'_>]) -> Result<Vec<Lookup>, Self::Error> {
+        Ok(Vec::new())
+    }
+}
+
+impl<T: Send + Sync + 'static> Offloaded<T> {
+    /// `value` behind `options.workers` worker threads (the batch options do not apply).
+    ///
+    /// # Errors
+    /// [`CoalescedError::Start`] when a worker thread cannot be started.
+    pub fn new(
+        value: T,
+        options: Options,
+    ) -> Result<Self, CoalescedError<std::convert::Infallible>> {
+        Ok(Self {
+            inner: Coalesced::new_with(RunOnly(value), options)?,
+        })
+    }
+
+    /// The value, for calls that do not block.
+    #[must_use]
+    pub fn get(&self) -> &T {
+        &self.inner.get().0
+    }
+
+    /// Runs `call` with the value on a worker. Dropped before it runs, `call` still runs; its
+    /// result is let go.
+    ///
+    /// # Errors
+    /// [`CoalescedError::Stopped`] when `call` panicked.
+    pub fn run<R, F>(
+        &self,
+        call: F,
+    ) -> impl Future<Output = Result<R, CoalescedError<std::convert::Infallible>>>
+    + Send
+    + 'static
+    + use<T, R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&T) -> R + Send + 'static,
+    {
+        self.inner.run(move |value| call(&value.0))
     }
 }
 
