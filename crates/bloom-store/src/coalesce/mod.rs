@@ -117,6 +117,9 @@ where
     }
 }
 
+/// One of [`Batched`]'s batch operations.
+type BatchFn<T, R> = fn(&T, &[EncodedKey<'_>]) -> Result<Vec<R>, <T as Batched>::Error>;
+
 /// How a [`Coalesced`] batches.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -404,7 +407,7 @@ impl<T: Batched> Coalesced<T> {
     fn own_batch<R: Send + 'static>(
         &self,
         keys: Result<Vec<Vec<u8>>, KeyError>,
-        call: fn(&T, &[EncodedKey<'_>]) -> Result<Vec<R>, T::Error>,
+        call: BatchFn<T, R>,
     ) -> Submit<T, Result<Vec<R>, CoalescedError<T::Error>>> {
         let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
         let job = match keys {
