@@ -23,7 +23,7 @@ pub enum PostgresStoreError {
     /// [`Settings::max_connections`]: crate::Settings::max_connections
     /// [`Settings::pool_timeout`]: crate::Settings::pool_timeout
     #[error(
-        "all {max} connections of the store stayed in use for {waited:.1?}: raise Settings::max_connections (within the server's max_connections), batch the keys, or coalesce callers"
+        "every connection of the store (Settings::max_connections = {max}) stayed in use for {waited:.1?}: raise max_connections (within the server's own limit), batch the keys, or coalesce callers"
     )]
     PoolExhausted {
         /// The pool's bound.

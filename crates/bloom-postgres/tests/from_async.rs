@@ -45,21 +45,23 @@ fn the_readme_fleet_lines_run_on_an_empty_redis() -> Result<(), Box<dyn std::err
     Ok(())
 }
 
-/// The README's async lines, in a tokio runtime.
+/// The README's async lines, in a tokio runtime (the same lines, but for the addresses).
 #[test]
 fn the_readme_async_lines_run_in_tokio() {
     let server = postgres();
     let redis = RedisServer::start();
-    let (params, url) = (server.params("postgres"), redis.url());
+    let (pg, url) = (server.params("postgres"), redis.url());
     let runtime = tokio::runtime::Builder::new_multi_thread().build().unwrap();
     let answered = runtime.block_on(async move {
+        let params = pg.as_str();
         let target = RedisTarget::single(&url);
         let plan = FilterConfig::new(FilterParams::planned(
             Layout::sharded(16)?,
-            1_000_000,
+            10_000_000,
             0.01,
         )?);
         let kept = plan.clone();
+        let params = params.to_owned();
         let (seen, _) = Coalesced::open(
             move || {
                 let store = PostgresStore::connect(&params).map_err(SharedError::Store)?;

@@ -193,6 +193,13 @@ impl Lookup {
     pub const fn is_present(self) -> bool {
         matches!(self, Self::Present)
     }
+
+    /// Whether the key is not in the primary store (whichever way that was found: by the
+    /// trusted filter alone, or by the store).
+    #[must_use]
+    pub const fn is_absent(self) -> bool {
+        !self.is_present()
+    }
 }
 
 /// What happened to the snapshot file after a rebuild at open.

@@ -5,8 +5,28 @@ use super::*;
 use crate::error::RedisFilterError;
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
-    /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once.
+    /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once;
+    /// waits for an attach another thread is running to end first.
     pub(super) fn attach(&self) -> Result<SharedOpen, SharedError<S::Error>> {
+        let _one = self
+            .attaching
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.attach_now()
+    }
+
+    /// [`SharedFilteredStore::attach`] unless another thread is attaching (then `None`: the
+    /// caller goes on with what is installed, which that attach updates).
+    pub(super) fn try_attach(&self) -> Result<Option<SharedOpen>, SharedError<S::Error>> {
+        let _one = match self.attaching.try_lock() {
+            Ok(one) => one,
+            Err(std::sync::TryLockError::Poisoned(one)) => one.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        self.attach_now().map(Some)
+    }
+
+    fn attach_now(&self) -> Result<SharedOpen, SharedError<S::Error>> {
         *self
             .last_attach
             .lock()
@@ -65,6 +85,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         if !bound {
             // Perhaps a filter made in place of a lost one: writers that set bits in the
             // lost one commit within the grace period, and the scan below finds their keys.
+            // Meanwhile this process's own inserts set their bits in the new filter (a second
+            // handle, installed untrusted: lookups ask the store) instead of failing.
+            if let Ok(early) = RedisFilter::open(&self.target, &self.name) {
+                self.install(Some(early), false);
+            }
             std::thread::sleep(self.grace);
         }
         match self.take_in_since(&filter, from, restore || !bound, restore) {

@@ -58,8 +58,9 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Ok(epoch) => epoch,
             Err(first) => {
                 // The filter may have been recreated (by another process's rebuild): attach
-                // to the current one and try once more, so that writers keep going.
-                self.attach()?;
+                // to the current one and try once more, so that writers keep going. (An
+                // attach running already installs what it finds.)
+                self.try_attach()?;
                 self.set_bits(&encoded)
                     .map_err(|again| match (again, first) {
                         // No filter now: the reason the first attempt failed says more.
@@ -105,7 +106,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             return Ok(());
         }
         self.distrust(epoch);
-        self.attach()?;
+        self.try_attach()?;
         self.set_bits(keys)
             .map(|_| ())
             .map_err(|unset| match unset {

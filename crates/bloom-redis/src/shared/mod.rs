@@ -148,6 +148,24 @@ pub enum SharedError<E: std::error::Error + 'static> {
     },
 }
 
+impl<E: std::error::Error + 'static> SharedError<E> {
+    /// Whether the key (or batch) was committed to the store all the same: the insert failed
+    /// after its commit, while making sure the shared filter has its bits
+    /// ([`SharedError::CommittedWithoutBits`], [`SharedError::NoFilter`] with `committed`).
+    /// Inserting it again is safe either way, and answers whether it is new.
+    #[must_use]
+    pub fn is_committed(&self) -> bool {
+        matches!(
+            self,
+            Self::CommittedWithoutBits(_)
+                | Self::NoFilter {
+                    committed: true,
+                    ..
+                }
+        )
+    }
+}
+
 /// The message of [`SharedError::NoFilter`].
 fn no_filter_message(why: &str, committed: bool) -> String {
     if committed {
@@ -156,7 +174,7 @@ fn no_filter_message(why: &str, committed: bool) -> String {
         )
     } else {
         format!(
-            "the key was not committed: there is no usable shared filter ({why}); create it (SharedFilteredStore::rebuild with a sharded configuration, or bloom redis create) or bring Redis back, then retry"
+            "the key was not committed: there is no usable shared filter ({why}); retry once Redis answers, and if the filter is missing there, create it (SharedFilteredStore::open_or_create or rebuild with a sharded configuration, or bloom redis create)"
         )
     }
 }
@@ -218,6 +236,10 @@ pub struct SharedFilteredStore<S> {
     name: String,
     encoding: KeyEncoding,
     state: RwLock<Attached>,
+    /// Held while an attach runs: one at a time per wrapper, and callers that find one
+    /// running (an insert, a lookup due to look again) go on with what is installed instead
+    /// of waiting out its grace period.
+    attaching: Mutex<()>,
     last_attach: Mutex<Instant>,
     /// How often a bypassed wrapper's queries look for a repaired filter.
     reattach_every: Duration,
@@ -323,6 +345,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 trusted: false,
                 epoch: 0,
             }),
+            attaching: Mutex::new(()),
             last_attach: Mutex::new(Instant::now()),
             reattach_every: REATTACH_EVERY,
             create: None,
@@ -513,7 +536,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .elapsed()
             >= self.reattach_every;
         if due && !self.is_trusted() {
-            self.attach()?;
+            self.try_attach()?;
         }
         Ok(())
     }

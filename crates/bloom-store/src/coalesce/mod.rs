@@ -361,8 +361,9 @@ impl<T: Batched> Coalesced<T> {
     ///
     /// # Errors
     /// [`CoalescedError::Key`] for a key the encoding refuses; [`CoalescedError::Batch`]
-    /// when the batch fails (the key was then not committed, or committed with its bits, as
-    /// the wrapper's error says).
+    /// when the batch fails: the wrapper's error says whether the key was committed all the
+    /// same (bloom-redis's `SharedError::is_committed`), and inserting it again is safe
+    /// either way.
     pub fn insert<K: Key + ?Sized>(
         &self,
         key: &K,
