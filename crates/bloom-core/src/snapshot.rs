@@ -195,7 +195,8 @@ impl BloomFilter {
     #[must_use]
     pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
         // The header comes from a valid configuration and the payload from its bit array, so
-        // the format's validation cannot fail; the fallback keeps this path panic-free.
+        // the format's validation cannot fail: a failure would be a bug in this crate, and is
+        // reported as one rather than returned to callers who could do nothing with it.
         Snapshot::new(self.to_header_at(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
             unreachable!("a filter's own header and bit array are always a valid snapshot")
         })
