@@ -219,8 +219,11 @@ impl ScalableBloomFilter {
     ) -> Result<FilterParams, ScalableError> {
         let (n, p) = (plan.capacity, plan.false_positive_rate);
         let mut sized_for = p;
-        // The deviation shrinks with the rate: a few rounds reach a size that holds.
-        for _ in 0..40 {
+        // The deviation shrinks with the rate: a few rounds reach a size that holds. A size
+        // that moves in whole blocks (split block, blocked) can stay the same for many
+        // rounds of small steps: after the 40 rounds docs/format.md gives, the rate planned
+        // for is halved, at most 60 more times (which only sizes stages the 40 could not).
+        for round in 0..100 {
             let planned = FilterParams::planned_for(rule, layout, n, sized_for)?;
             let params = FilterParams::with_layout(
                 layout,
@@ -233,7 +236,11 @@ impl ScalableBloomFilter {
             if high <= p {
                 return Ok(params);
             }
-            sized_for *= (p / high).clamp(0.05, 0.95);
+            sized_for *= if round < 40 {
+                (p / high).clamp(0.05, 0.95)
+            } else {
+                0.5
+            };
             if sized_for <= 0.0 || sized_for.is_nan() {
                 break;
             }
