@@ -35,7 +35,7 @@ pub enum LineFormat {
 #[non_exhaustive]
 pub enum KeyFileError {
     /// The input could not be read.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// A key (or, with JSON lines, a line) is longer than the limit; the rest of it was not
     /// read.

@@ -29,10 +29,10 @@ pub enum SnapshotError {
     /// [`MAX_BITS`](crate::MAX_BITS), k above [`MAX_HASHES`](crate::MAX_HASHES), or k above
     /// the rule's maximum (4 for `sha256-split4`).
     #[error("snapshot parameters are not usable: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// The payload could not become a bit array.
     #[error("snapshot payload is not usable: {0}")]
-    Bits(#[from] BitsError),
+    Bits(BitsError),
     /// The snapshot holds a counting filter ([`LayoutId::Counting4`]): load it with
     /// [`CountingBloomFilter::from_snapshot`](crate::CountingBloomFilter::from_snapshot)
     /// (and project it with `to_bloom_filter` for a plain one).
@@ -216,5 +216,19 @@ impl BloomFilter {
             snapshot.payload(),
             header.item_count,
         )?)
+    }
+}
+
+// The variants above show their cause in their message, so they do not also return it as
+// their `source` (a report would show it twice); the conversions are written out.
+impl From<ConfigError> for SnapshotError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl From<BitsError> for SnapshotError {
+    fn from(e: BitsError) -> Self {
+        Self::Bits(e)
     }
 }

@@ -207,7 +207,7 @@ pub enum GuavaError {
         expected: String,
     },
     /// Reading or writing failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
 }
 

@@ -317,7 +317,7 @@ pub enum StreamWriteError {
     Invalid(#[from] EncodeError),
     /// The output failed.
     #[error("cannot write the snapshot: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
 }
 
 impl From<DecodeError> for StreamWriteError {
@@ -460,5 +460,13 @@ impl From<StreamWriteError> for io::Error {
             StreamWriteError::Io(e) => e,
             StreamWriteError::Invalid(e) => io::Error::new(io::ErrorKind::InvalidData, e),
         }
+    }
+}
+
+/// The message shows the I/O error, so it is not also the `source` (a report would show it
+/// twice); the conversion is written out.
+impl From<io::Error> for StreamWriteError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
     }
 }

@@ -9,7 +9,7 @@ pub enum PostgresStoreError {
     /// PostgreSQL failed, or could not be reached (the server's own message is kept; no
     /// password is ever part of it).
     #[error("PostgreSQL: {}", describe(.0))]
-    Postgres(#[from] postgres::Error),
+    Postgres(postgres::Error),
     /// No PostgreSQL server answered at the address given, within the connect timeout (a
     /// port of another service, a listener that never answers, a host that cannot be
     /// reached).
@@ -111,6 +111,14 @@ pub enum PostgresStoreError {
     /// No identity could be made for a new store.
     #[error(transparent)]
     Identity(#[from] IdentityError),
+}
+
+/// The message shows the server's error, so it is not also the `source` (a report would show
+/// it twice); the conversion is written out.
+impl From<postgres::Error> for PostgresStoreError {
+    fn from(e: postgres::Error) -> Self {
+        Self::Postgres(e)
+    }
 }
 
 /// The server's message, detail and hint for a database error (`postgres::Error`'s own

@@ -52,7 +52,7 @@ pub enum ServerError {
     },
     /// The client failed.
     #[error("PostgreSQL client: {0}")]
-    Client(#[from] postgres::Error),
+    Client(postgres::Error),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -532,5 +532,13 @@ fn check(program: &str, output: &std::process::Output) -> Result<(), ServerError
 impl Drop for TempServer {
     fn drop(&mut self) {
         let _ = self.stop_immediate();
+    }
+}
+
+/// The message shows the client's error, so it is not also the `source`; the conversion is
+/// written out.
+impl From<postgres::Error> for ServerError {
+    fn from(e: postgres::Error) -> Self {
+        Self::Client(e)
     }
 }

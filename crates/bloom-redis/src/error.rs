@@ -9,7 +9,7 @@ use std::time::Duration;
 pub enum RedisFilterError {
     /// Redis could not be reached, or a command failed.
     #[error("Redis: {0}")]
-    Redis(#[source] redis::RedisError),
+    Redis(redis::RedisError),
     /// Redis did not answer in time (the connection is then dropped and remade).
     #[error("Redis did not answer within {timeout:?}")]
     Timeout {

@@ -13,7 +13,7 @@ use crate::outcome::BypassReason;
 pub enum StoreError<E> {
     /// The primary store failed.
     #[error("primary store failed: {0}")]
-    Store(#[source] E),
+    Store(E),
     /// The key could not be encoded.
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -49,7 +49,7 @@ pub enum StoreError<E> {
     },
     /// A snapshot was requested while the filter is bypassed: its bits do not cover the store.
     #[error("the filter is bypassed ({0}); rebuild before saving a snapshot")]
-    NotTrusted(#[source] BypassReason),
+    NotTrusted(BypassReason),
 }
 
 /// A counting filter that cannot be made: memory, or options with no counting form.

@@ -81,13 +81,13 @@ pub enum SaltPolicy {
 pub enum OptionsError {
     /// The capacity or false-positive rate cannot be planned.
     #[error("invalid filter options: {0}")]
-    Params(#[from] ParamsError),
+    Params(ParamsError),
     /// The rule, encoding and salt do not fit together.
     #[error("invalid filter options: {0}")]
-    Config(#[from] ConfigError),
+    Config(ConfigError),
     /// A counting filter was asked for with a layout or rule that has no counting form.
     #[error("invalid filter options: {0}")]
-    Counting(#[from] CountingError),
+    Counting(CountingError),
     /// The filter planned for the capacity is larger than `max_snapshot_bytes`, so it could
     /// never be saved and read back.
     #[error(
@@ -373,5 +373,25 @@ impl FilterOptions {
             SaltPolicy::Fixed(salt) if salt != config.salt() => Some(Incompatibility::SaltDiffers),
             _ => None,
         }
+    }
+}
+
+// The variants show their cause in their message, so they do not also return it as their
+// `source` (a report would show it twice); the conversions are written out.
+impl From<ParamsError> for OptionsError {
+    fn from(e: ParamsError) -> Self {
+        Self::Params(e)
+    }
+}
+
+impl From<ConfigError> for OptionsError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl From<CountingError> for OptionsError {
+    fn from(e: CountingError) -> Self {
+        Self::Counting(e)
     }
 }

@@ -71,10 +71,10 @@ pub enum BypassReason {
     /// The snapshot could not be read or decoded: corrupt, truncated, over the size limit,
     /// an unknown version, or not a regular file.
     #[error("snapshot unreadable: {0}")]
-    Unreadable(#[source] Arc<ReadError>),
+    Unreadable(Arc<ReadError>),
     /// The snapshot was written with other rules, encoding, tables or salt than configured.
     #[error("snapshot incompatible: {0}")]
-    Incompatible(#[source] Incompatibility),
+    Incompatible(Incompatibility),
     /// The snapshot is not bound to a store (format version 1, or written by the CLI): it
     /// cannot prove which history it covers.
     #[error("snapshot is not bound to a store (format version 1, or built outside bloom-store)")]
@@ -134,7 +134,7 @@ pub enum BypassReason {
     },
     /// Catching up from the store at open failed.
     #[error("catch-up from the store failed: {0}")]
-    CatchUpFailed(#[source] SharedError),
+    CatchUpFailed(SharedError),
     /// The last rebuild failed (its error was returned by
     /// [`FilteredStore::rebuild`](crate::FilteredStore::rebuild)); call it again.
     #[error("the last rebuild failed")]

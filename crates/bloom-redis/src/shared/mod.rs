@@ -84,12 +84,12 @@ impl std::fmt::Display for SharedOpen {
 pub enum SharedError<E: std::error::Error + 'static> {
     /// The primary store failed.
     #[error("primary store: {0}")]
-    Store(#[source] E),
+    Store(E),
     /// The shared filter could not take a key's bits, so the key was not committed: other
     /// processes trust the filter, and a committed key without bits would be reported absent
     /// by them. Retry once Redis is back, or after [`SharedFilteredStore::rebuild`].
     #[error("the key was not committed: the shared filter could not take its bits: {0}")]
-    Filter(#[source] RedisFilterError),
+    Filter(RedisFilterError),
     /// The key was committed, but the shared filter it set bits in was lost before the
     /// commit landed, and setting them in the current filter failed: the key may be missing
     /// from the filter until the next rebuild or catch-up. This process stops trusting the
@@ -97,10 +97,10 @@ pub enum SharedError<E: std::error::Error + 'static> {
     #[error(
         "the key was committed, but the shared filter lost its bits and could not take them again: {0}"
     )]
-    CommittedWithoutBits(#[source] RedisFilterError),
+    CommittedWithoutBits(RedisFilterError),
     /// A rebuild failed; nothing was deleted unless the filter was already lost.
     #[error("rebuilding the shared filter failed: {0}")]
-    Rebuild(#[source] RedisFilterError),
+    Rebuild(RedisFilterError),
     /// There is no shared filter this process can use: it is missing in Redis, Redis could
     /// not be reached when this process last looked, or the filter does not cover this store
     /// (`why` says which). With `committed` false the key was not committed; with `committed`
@@ -134,7 +134,7 @@ pub enum SharedError<E: std::error::Error + 'static> {
     /// a filter of that name made with another configuration, or Redis refusing the creation
     /// (its memory, a missing module).
     #[error("creating the shared filter failed: {0}")]
-    Create(#[source] RedisFilterError),
+    Create(RedisFilterError),
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
