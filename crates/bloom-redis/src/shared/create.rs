@@ -10,7 +10,7 @@ use super::*;
 const BUILD_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a creation may stay unfinished (its name claimed, its shards being written:
-/// seconds at most) before a starter takes it for abandoned (its creator killed) and
+/// seconds at most, plus a second per 16 MiB of filter) before a starter takes it for abandoned (its creator killed) and
 /// deletes it to create the filter again. (Metadata that stays unreadable that long is
 /// deleted too: no process can use such a filter, and `rebuild` would delete it as well.)
 const ABANDONED_AFTER: Duration = Duration::from_secs(60);
@@ -114,7 +114,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 // shards being written): wait; abandoned: delete it.
                 Err(RedisFilterError::NotReady { .. } | RedisFilterError::Metadata { .. }) => {
                     let since = *unfinished_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() < ABANDONED_AFTER {
+                    // A large filter takes longer to write (its shards, without the module,
+                    // through the network): a second more per 16 MiB.
+                    let bytes = config.params().bits() / 8;
+                    let abandoned = ABANDONED_AFTER + Duration::from_secs(bytes >> 24);
+                    if since.elapsed() < abandoned {
                         std::thread::sleep(LOOK_EVERY);
                         continue;
                     }

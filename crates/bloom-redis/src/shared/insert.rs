@@ -106,12 +106,20 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             return Ok(());
         }
         self.distrust(epoch);
-        self.try_attach()?;
+        // After a commit, correctness before latency: wait for an attach another thread is
+        // running (it may be repairing the filter from a head read before this commit), then
+        // set the bits in what is installed. Whatever fails from here on, the key is
+        // committed, and the error says so.
+        let attached = self.attach();
         self.set_bits(keys)
             .map(|_| ())
-            .map_err(|unset| match unset {
-                Unset::Filter(e) => SharedError::CommittedWithoutBits(e),
-                Unset::NoFilter(why) => SharedError::NoFilter {
+            .map_err(|unset| match (attached, unset) {
+                (Err(e), _) => SharedError::NoFilter {
+                    why: e.to_string(),
+                    committed: true,
+                },
+                (Ok(_), Unset::Filter(e)) => SharedError::CommittedWithoutBits(e),
+                (Ok(_), Unset::NoFilter(why)) => SharedError::NoFilter {
                     why,
                     committed: true,
                 },
