@@ -416,51 +416,40 @@ impl RedisFilter {
                         *slot = set;
                     }
                 }
-                if let Some(&(_, count)) = counts.last().filter(|(s, _)| s == shard) {
-                    self.witness_write(
-                        *shard,
-                        indexes,
-                        keys,
-                        &all_set,
-                        (write, judge),
-                        (nodes.get(&serial), count),
-                    );
+            } else {
+                let witness_bits = witness.map_or(0, |w| w.offsets.len());
+                let head = if self.counted { 3 } else { 2 };
+                if items.len() != head + witness_bits + indexes.len() * k {
+                    return Err(RedisFilterError::Protocol(
+                        "a short reply for a shard".into(),
+                    ));
                 }
-                answered.push((serial, *shard));
-                continue;
-            }
-            let witness_bits = witness.map_or(0, |w| w.offsets.len());
-            let head = if self.counted { 3 } else { 2 };
-            if items.len() != head + witness_bits + indexes.len() * k {
-                return Err(RedisFilterError::Protocol(
-                    "a short reply for a shard".into(),
-                ));
-            }
-            if self.counted {
-                let counter = int(&items[2])?;
-                let seen = witness.map(|w| {
-                    let bits = items.get(head..head + witness_bits).unwrap_or_default();
-                    (w, bits.iter().all(|bit| matches!(bit, Value::Int(1))))
-                });
-                counts.push((*shard, take(*shard, counter, floor, serial, seen)?));
-            }
-            let head = head + witness_bits;
-            for (&i, bits) in indexes.iter().zip(items[head..].chunks(k)) {
-                let mut set = true;
-                for bit in bits {
-                    match bit {
-                        Value::Int(1) => {}
-                        Value::Int(0) => set = false,
-                        other => {
-                            return Err(RedisFilterError::Protocol(format!(
-                                "a shard gave {} for a bit",
-                                kind_of(other)
-                            )));
+                if self.counted {
+                    let counter = int(&items[2])?;
+                    let seen = witness.map(|w| {
+                        let bits = items.get(head..head + witness_bits).unwrap_or_default();
+                        (w, bits.iter().all(|bit| matches!(bit, Value::Int(1))))
+                    });
+                    counts.push((*shard, take(*shard, counter, floor, serial, seen)?));
+                }
+                let head = head + witness_bits;
+                for (&i, bits) in indexes.iter().zip(items[head..].chunks(k)) {
+                    let mut set = true;
+                    for bit in bits {
+                        match bit {
+                            Value::Int(1) => {}
+                            Value::Int(0) => set = false,
+                            other => {
+                                return Err(RedisFilterError::Protocol(format!(
+                                    "a shard gave {} for a bit",
+                                    kind_of(other)
+                                )));
+                            }
                         }
                     }
-                }
-                if let Some(slot) = all_set.get_mut(i) {
-                    *slot = set;
+                    if let Some(slot) = all_set.get_mut(i) {
+                        *slot = set;
+                    }
                 }
             }
             if let Some(&(_, count)) = counts.last().filter(|(s, _)| s == shard) {

@@ -245,31 +245,21 @@ impl RedisFilter {
     /// Pushes the read of a counted shard's markers and write counter, and returns its
     /// routing key.
     pub(crate) fn push_counter_read(&self, commands: &mut Commands, shard: u32) -> Vec<u8> {
-        let key = shard_key(&self.name, shard);
-        let tail = (MARKER_BITS + self.shard_bits).to_string();
-        let counter = self.counter_offset().to_string();
-        commands.push(&[
-            b"BITFIELD_RO",
-            key.as_bytes(),
-            b"GET",
-            b"i64",
-            b"0",
-            b"GET",
-            b"i64",
-            tail.as_bytes(),
-            b"GET",
-            b"i64",
-            counter.as_bytes(),
-        ]);
-        key.into_bytes()
+        self.push_shard_read(commands, shard, true)
     }
 
     /// Pushes the read of shard `shard`'s two markers (`BITFIELD_RO key GET i64 0 GET i64
     /// (64 + B)`) and returns its routing key.
     pub(crate) fn push_marker_read(&self, commands: &mut Commands, shard: u32) -> Vec<u8> {
+        self.push_shard_read(commands, shard, false)
+    }
+
+    /// The read of a shard's two markers, and of its write counter with `counter`.
+    fn push_shard_read(&self, commands: &mut Commands, shard: u32, counter: bool) -> Vec<u8> {
         let key = shard_key(&self.name, shard);
         let tail = (MARKER_BITS + self.shard_bits).to_string();
-        commands.push(&[
+        let offset = self.counter_offset().to_string();
+        let mut args: Vec<&[u8]> = vec![
             b"BITFIELD_RO",
             key.as_bytes(),
             b"GET",
@@ -278,7 +268,11 @@ impl RedisFilter {
             b"GET",
             b"i64",
             tail.as_bytes(),
-        ]);
+        ];
+        if counter {
+            args.extend([b"GET".as_slice(), b"i64", offset.as_bytes()]);
+        }
+        commands.push(&args);
         key.into_bytes()
     }
 
