@@ -53,7 +53,7 @@ fn the_readme_async_lines_run_in_tokio() {
     let (pg, url) = (server.params("postgres"), redis.url());
     let runtime = tokio::runtime::Builder::new_multi_thread().build().unwrap();
     let answered = runtime.block_on(async move {
-        let params = pg.as_str();
+        let params = pg;
         let target = RedisTarget::single(&url);
         let plan = FilterConfig::new(FilterParams::planned(
             Layout::sharded(16)?,
@@ -61,7 +61,6 @@ fn the_readme_async_lines_run_in_tokio() {
             0.01,
         )?);
         let kept = plan.clone();
-        let params = params.to_owned();
         let (seen, _) = Coalesced::open(
             move || {
                 let store = PostgresStore::connect(&params).map_err(SharedError::Store)?;

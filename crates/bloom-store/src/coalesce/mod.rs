@@ -117,6 +117,9 @@ where
     }
 }
 
+/// A single-key job's constructor (`Job::Insert`, `Job::Contains`).
+type KeyJob<T, R> = fn(Vec<u8>, queue::KeyAnswer<R, <T as Batched>::Error>) -> Job<T>;
+
 /// One of [`Batched`]'s batch operations.
 type BatchFn<T, R> = fn(&T, &[EncodedKey<'_>]) -> Result<Vec<R>, <T as Batched>::Error>;
 
@@ -343,14 +346,24 @@ impl<T: Batched> Coalesced<T> {
             .to_vec())
     }
 
-    fn submit<R>(
+    /// A single-key call: its job queued by the future, or (a key the encoding refused)
+    /// the future answered at once.
+    fn key_call<R>(
         &self,
-        job: impl FnOnce(reply::Answer<Result<R, CoalescedError<T::Error>>>) -> Job<T>,
+        key: Result<Vec<u8>, KeyError>,
+        job: KeyJob<T, R>,
     ) -> Submit<T, Result<R, CoalescedError<T::Error>>> {
         let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
+        let job = match key {
+            Ok(key) => Some(job(key, answer)),
+            Err(e) => {
+                answer.send(Err(e.into()));
+                None
+            }
+        };
         Submit {
             handle: Arc::clone(&self.handle),
-            job: Some(job(answer)),
+            job,
             reply,
         }
     }
@@ -371,15 +384,7 @@ impl<T: Batched> Coalesced<T> {
     where
         T::Error: Send,
     {
-        let submitted = self
-            .encode(key)
-            .map(|key| self.submit(|a| Job::Insert(key, a)));
-        async move {
-            match submitted {
-                Ok(submit) => submit.await,
-                Err(e) => Err(e.into()),
-            }
-        }
+        self.key_call(self.encode(key), Job::Insert)
     }
 
     /// Looks up a key in the next batch.
@@ -391,15 +396,7 @@ impl<T: Batched> Coalesced<T> {
         key: &K,
     ) -> impl Future<Output = Result<Lookup, CoalescedError<T::Error>>> + Send + 'static + use<T, K>
     {
-        let submitted = self
-            .encode(key)
-            .map(|key| self.submit(|a| Job::Contains(key, a)));
-        async move {
-            match submitted {
-                Ok(submit) => submit.await,
-                Err(e) => Err(e.into()),
-            }
-        }
+        self.key_call(self.encode(key), Job::Contains)
     }
 
     /// A batch of the caller's own on a worker (`run` over [`Batched::insert_batch`] or
@@ -482,10 +479,7 @@ impl<T: Batched> Coalesced<T> {
         &self,
         key: &K,
     ) -> Result<bool, CoalescedError<T::Error>> {
-        let key = self.encode(key)?;
-        let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
-        self.handle.shared.push_blocking(Job::Insert(key, answer));
-        reply.wait()
+        self.key_call(self.encode(key), Job::Insert).wait()
     }
 
     /// [`Coalesced::contains`] from a plain thread.
@@ -496,10 +490,7 @@ impl<T: Batched> Coalesced<T> {
         &self,
         key: &K,
     ) -> Result<Lookup, CoalescedError<T::Error>> {
-        let key = self.encode(key)?;
-        let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
-        self.handle.shared.push_blocking(Job::Contains(key, answer));
-        reply.wait()
+        self.key_call(self.encode(key), Job::Contains).wait()
     }
 
     /// Runs `call` with the wrapper on a worker, alone (not batched with others' keys):

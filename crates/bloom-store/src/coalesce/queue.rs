@@ -315,4 +315,15 @@ impl<T: Batched, R> Future for Submit<T, R> {
     }
 }
 
+impl<T: Batched, R> Submit<T, R> {
+    /// The call from a plain thread: its job queued (blocking while the queue is full), then
+    /// its answer waited for.
+    pub(super) fn wait(mut self) -> R {
+        if let Some(job) = self.job.take() {
+            self.handle.shared.push_blocking(job);
+        }
+        self.reply.wait()
+    }
+}
+
 impl<T: Batched, R> Unpin for Submit<T, R> {}
