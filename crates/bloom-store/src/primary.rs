@@ -402,9 +402,10 @@ impl ClaimWatch {
     #[must_use]
     pub fn is_held(&self) -> bool {
         use std::sync::atomic::Ordering;
-        self.0.status.load(Ordering::Acquire) == HELD
+        // The probe first: it may wait for the watcher's verdict, which the loads then see.
+        self.0.probe.get().is_none_or(|probe| probe())
+            && self.0.status.load(Ordering::Acquire) == HELD
             && self.0.behind.load(Ordering::Acquire) == 0
-            && self.0.probe.get().is_none_or(|probe| probe())
     }
 
     /// Whether the claim is lost for good.
@@ -417,6 +418,8 @@ impl ClaimWatch {
     #[must_use]
     pub fn status(&self) -> ClaimStatus {
         use std::sync::atomic::Ordering;
+        // The probe first: it may wait for the watcher's verdict, which the loads then see.
+        let probed = self.0.probe.get().is_none_or(|probe| probe());
         let status = self.0.status.load(Ordering::Acquire);
         let behind = self.0.behind.load(Ordering::Acquire);
         if status != LOST && behind != 0 {
@@ -425,7 +428,7 @@ impl ClaimWatch {
             };
         }
         match status {
-            HELD if self.0.probe.get().is_none_or(|probe| probe()) => ClaimStatus::Held,
+            HELD if probed => ClaimStatus::Held,
             HELD => ClaimStatus::Unconfirmed,
             UNCONFIRMED => ClaimStatus::Unconfirmed,
             _ => ClaimStatus::Lost {

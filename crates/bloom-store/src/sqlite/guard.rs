@@ -123,7 +123,7 @@ impl Settle {
     }
 
     /// Waits until no change is waiting to be judged; `false` past [`SETTLE_WAIT`].
-    fn wait(&self) -> bool {
+    pub(super) fn wait(&self) -> bool {
         let deadline = std::time::Instant::now() + SETTLE_WAIT;
         let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
         loop {

@@ -151,9 +151,13 @@ pub(super) fn start(
     let settle = Arc::new(Settle::new(run.probe_queued()));
     // The platform's probe, and the wal-index's change counter: another connection's commit
     // to a database in WAL mode writes nothing the file's events show.
+    // Events still queued (this store's own commits, most often) are waited out as calls
+    // wait them out, rather than taken for a change: the claim's status is read after the
+    // probe, so an answer sees the watcher's verdict on them.
     let probe = run.probe();
     let index = Arc::clone(&guard);
-    claim.set_probe(move || probe() && index.wal.unchanged());
+    let settled = Arc::clone(&settle);
+    claim.set_probe(move || (probe() || settled.wait()) && index.wal.unchanged());
     let watched = Watched {
         guard: Arc::clone(&guard),
         claim,
