@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         let Ok(mut chain) = ScalableBloomFilter::from_snapshot(&snapshot) else {
             return;
         };
-        let again = chain.to_snapshot_at(header.dataset_generation);
+        let again = chain.to_snapshot(header.dataset_generation);
         assert_eq!(again.payload(), snapshot.payload());
         assert_eq!(again.header().scalable, header.scalable);
         assert_eq!(again.header().plan, header.plan);
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if header.layout == LayoutId::Counting4 {
         if let Ok(filter) = CountingBloomFilter::from_snapshot(&snapshot) {
-            let again = filter.to_snapshot_at(header.dataset_generation);
+            let again = filter.to_snapshot(header.dataset_generation);
             assert_eq!(again.payload(), snapshot.payload());
             let rate = filter.estimated_false_positive_rate();
             assert!(!rate.is_nan() && !filter.estimated_items().is_nan());
@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(filter) = BloomFilter::from_snapshot(&snapshot) else {
         return;
     };
-    let again = filter.to_snapshot_at(header.dataset_generation);
+    let again = filter.to_snapshot(header.dataset_generation);
     assert_eq!(again.payload(), snapshot.payload());
     assert_eq!(again.header().bit_count, header.bit_count);
     assert_eq!(again.header().hash_count, header.hash_count);

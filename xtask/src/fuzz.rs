@@ -373,7 +373,7 @@ fn redis_seeds() -> Vec<(String, Vec<u8>)> {
     }
     // The marker of each shard (docs/format.md, "Shards and markers").
     let mut described = Vec::new();
-    for field in bloom_format::sharded::CONFIG_FIELDS {
+    for field in bloom_redis_protocol::config::CONFIG_FIELDS {
         let value = fields
             .iter()
             .find(|(f, _)| *f == field)
@@ -381,7 +381,7 @@ fn redis_seeds() -> Vec<(String, Vec<u8>)> {
         described.extend(value.unwrap_or_default().bytes());
         described.push(b'\n');
     }
-    let markers = bloom_format::sharded::ShardMarkers::new(&creation, &described);
+    let markers = bloom_redis_protocol::marker::ShardMarkers::new(&creation, &described);
     let marker = |s: u64| markers.of(u32::try_from(s).unwrap_or(u32::MAX));
     let epoch = format!(
         "*3\r\n{}{}{}",

@@ -238,13 +238,12 @@ impl std::fmt::Display for FileKind {
 #[non_exhaustive]
 pub enum ReadError {
     /// The file or stream could not be read.
-    #[error("cannot read {}: {source}", path.as_ref().map_or("snapshot stream".into(), |p| p.display().to_string()))]
+    #[error("cannot read {}: {cause}", path.as_ref().map_or("snapshot stream".into(), |p| p.display().to_string()))]
     Io {
         /// The file, if reading from a path.
         path: Option<PathBuf>,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (shown in the message, not returned by `source()`).
+        cause: std::io::Error,
     },
     /// The path names something other than a regular file; it was not read (a named pipe
     /// could block forever, a device could never end).
@@ -272,15 +271,14 @@ pub enum ReadError {
 #[non_exhaustive]
 pub enum WriteError {
     /// A step of the write failed.
-    #[error("cannot write snapshot {}: {action} failed: {source}", path.display())]
+    #[error("cannot write snapshot {}: {action} failed: {cause}", path.display())]
     Io {
         /// The target path.
         path: PathBuf,
         /// The step that failed.
         action: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (shown in the message, not returned by `source()`).
+        cause: std::io::Error,
     },
     /// The target exists and is not a regular file: it is left alone rather than replaced.
     #[error("cannot write snapshot {}: it is {kind}; refusing to replace it with a file", path.display())]

@@ -68,7 +68,6 @@ mod legacy;
 mod lock;
 mod plan;
 mod read;
-pub mod sharded;
 mod snapshot;
 mod unicode;
 mod write;

@@ -42,15 +42,14 @@ pub enum LockError {
         kind: FileKind,
     },
     /// The lock file could not be created or locked.
-    #[error("cannot lock {} (lock file {}): {source}", target.display(), lock.display())]
+    #[error("cannot lock {} (lock file {}): {cause}", target.display(), lock.display())]
     Io {
         /// The snapshot path (after following links).
         target: PathBuf,
         /// The lock file.
         lock: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
+        /// The I/O error (shown in the message, not returned by `source()`).
+        cause: io::Error,
     },
 }
 
@@ -70,20 +69,20 @@ impl SnapshotLock {
     /// [`LockError::NotARegularFile`] for the target or the lock file, or [`LockError::Io`].
     pub fn acquire(path: impl AsRef<Path>, wait: bool) -> Result<Self, LockError> {
         let requested = path.as_ref();
-        let target = fsutil::resolve_links(requested).map_err(|source| LockError::Io {
+        let target = fsutil::resolve_links(requested).map_err(|cause| LockError::Io {
             target: requested.to_path_buf(),
             lock: requested.to_path_buf(),
-            source,
+            cause,
         })?;
         let lock = lock_path(&target).ok_or_else(|| LockError::Io {
             target: target.clone(),
             lock: target.clone(),
-            source: io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"),
+            cause: io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"),
         })?;
-        let io_err = |source| LockError::Io {
+        let io_err = |cause| LockError::Io {
             target: target.clone(),
             lock: lock.clone(),
-            source,
+            cause,
         };
         if let Some(kind) = fsutil::non_regular_kind(&target).map_err(io_err)? {
             return Err(LockError::NotARegularFile {

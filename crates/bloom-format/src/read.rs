@@ -58,9 +58,9 @@ pub struct SnapshotReader<R> {
 pub fn open_regular_file(path: impl AsRef<Path>) -> Result<File, ReadError> {
     let path = path.as_ref();
     fsutil::open_regular(path).map_err(|e| match e {
-        OpenFailure::Io(source) => ReadError::Io {
+        OpenFailure::Io(cause) => ReadError::Io {
             path: Some(path.to_owned()),
-            source,
+            cause,
         },
         OpenFailure::NotRegular(kind) => ReadError::NotARegularFile {
             path: path.to_owned(),
@@ -81,9 +81,9 @@ impl SnapshotReader<File> {
     /// [`ReadError::Decode`].
     pub fn open(path: impl AsRef<Path>, options: &DecodeOptions) -> Result<Self, ReadError> {
         let path = path.as_ref();
-        let io_err = |source| ReadError::Io {
+        let io_err = |cause| ReadError::Io {
             path: Some(path.to_owned()),
-            source,
+            cause,
         };
         let file = fsutil::open_regular(path).map_err(|e| match e {
             OpenFailure::Io(source) => io_err(source),
@@ -133,9 +133,9 @@ impl<R: Read> SnapshotReader<R> {
         options: &DecodeOptions,
         known_len: Option<u64>,
     ) -> Result<Self, ReadError> {
-        let io_err = |source| ReadError::Io {
+        let io_err = |cause| ReadError::Io {
             path: path.clone(),
-            source,
+            cause,
         };
         let mut buf = [0u8; MAX_HEADER_LEN as usize];
         let (prefix, rest) = buf.split_at_mut(PREFIX_LEN);
@@ -214,10 +214,10 @@ impl<R: Read> SnapshotReader<R> {
         })
     }
 
-    fn io_err(&self, source: io::Error) -> ReadError {
+    fn io_err(&self, cause: io::Error) -> ReadError {
         ReadError::Io {
             path: self.path.clone(),
-            source,
+            cause,
         }
     }
 

@@ -81,10 +81,10 @@ impl AtomicFile {
     pub fn create_with(path: impl AsRef<Path>, options: WriteOptions) -> Result<Self, WriteError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let requested = path.as_ref().to_path_buf();
-        let io_fail = |action, source| WriteError::Io {
+        let io_fail = |action, cause| WriteError::Io {
             path: requested.clone(),
             action,
-            source,
+            cause,
         };
         if requested
             .as_os_str()
@@ -181,11 +181,11 @@ impl AtomicFile {
         &self.temporary
     }
 
-    fn fail(&self, action: &'static str, source: io::Error) -> WriteError {
+    fn fail(&self, action: &'static str, cause: io::Error) -> WriteError {
         WriteError::Io {
             path: self.requested.clone(),
             action,
-            source,
+            cause,
         }
     }
 

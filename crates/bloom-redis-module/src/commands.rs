@@ -8,12 +8,10 @@ use redis_module::{
     Context, KeyType, RedisError, RedisResult, RedisString, RedisValue, raw, redis_module,
 };
 
-use crate::shard::{self, CommandError, Mode, Plan};
+use bloom_redis_protocol::config::{LAYOUTS, RULES};
+use bloom_redis_protocol::module::{self, COUNTED};
 
-/// The module's version, as `MODULE LIST` reports it: clients use commands of this protocol
-/// from version 1 on, and those of counted shards (a write counter after the end marker,
-/// schemas `bloom-redis/4` and `/5`) from version 2 on.
-pub(crate) const VERSION: i32 = 2;
+use crate::shard::{self, CommandError, Mode, Plan};
 
 fn refused(error: CommandError) -> RedisError {
     RedisError::String(format!("{} {error}", error.code()))
@@ -151,7 +149,7 @@ const WHOLE_SHARD_BYTES: usize = 8 << 20;
 fn reserve(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let counted = match args.get(4).map(RedisString::as_slice) {
         None if args.len() == 4 => false,
-        Some(b"COUNTED") if args.len() == 5 => true,
+        Some(word) if word == COUNTED && args.len() == 5 => true,
         Some(_) if args.len() == 5 => return Err(refused(CommandError::Shape)),
         _ => return Err(RedisError::WrongArity),
     };
@@ -233,17 +231,20 @@ fn info(_: &Context, args: Vec<RedisString>) -> RedisResult {
                 .collect(),
         )
     };
+    // The module's version (clients use commands of this protocol from version
+    // `module::MIN_VERSION` on, those of counted shards from `module::MIN_COUNTED_VERSION`),
+    // and the rules and layouts of every filter bloom-redis makes.
     let tables = bloom_core::KeyEncoding::NfcTrimLowercase.build_tables();
     let version = |v: Option<bloom_format::UnicodeVersion>| {
         RedisValue::BulkString(v.map(|v| v.to_string()).unwrap_or_default())
     };
     Ok(RedisValue::Array(vec![
         RedisValue::BulkString("version".into()),
-        RedisValue::Integer(i64::from(VERSION)),
+        RedisValue::Integer(module::VERSION),
         RedisValue::BulkString("rules".into()),
-        names(&["sha256-double", "xxh3-128"]),
+        names(&RULES.map(bloom_format::PositionRuleId::name)),
         RedisValue::BulkString("layouts".into()),
-        names(&["sharded-v2", "sharded"]),
+        names(&LAYOUTS.map(bloom_format::LayoutId::name)),
         RedisValue::BulkString("encodings".into()),
         names(
             &bloom_format::KeyEncodingId::ALL
@@ -259,8 +260,8 @@ fn info(_: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 redis_module! {
-    name: "bloom",
-    version: VERSION,
+    name: module::NAME,
+    version: module::VERSION,
     // The module's own allocations are a command's position buffers, freed before it
     // returns; the filters are Redis strings, in Redis's memory.
     allocator: (std::alloc::System, std::alloc::System),

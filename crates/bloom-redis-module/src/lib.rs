@@ -8,8 +8,8 @@
 //!
 //! Every command works on one shard key, so that Redis Cluster routes it by the shard's hash
 //! tag; the filter's creation id and its configuration text
-//! (`bloom_format::sharded::config_text`) travel with it, and the module derives the shard's
-//! markers from them and checks both before it reads or writes a bit:
+//! (`bloom_redis_protocol::config::config_text`) travel with it, and the module derives the
+//! shard's markers from them and checks both before it reads or writes a bit:
 //!
 //! | command | reply |
 //! | --- | --- |
@@ -31,9 +31,10 @@
 //!
 //! ```
 //! // Doc tests cannot reach a cdylib's items; the module's own tests cover them. What a
-//! // client sends as the configuration is bloom-format's text:
+//! // client sends as the configuration is bloom-redis-protocol's text:
 //! use bloom_core::{FilterConfig, FilterParams, Layout};
-//! use bloom_format::{DatasetGeneration, sharded::config_text};
+//! use bloom_format::DatasetGeneration;
+//! use bloom_redis_protocol::config::config_text;
 //!
 //! let params = FilterParams::planned(Layout::sharded(16)?, 1_000_000, 0.01)?;
 //! let header = FilterConfig::new(params).to_header(DatasetGeneration::ZERO, 0);

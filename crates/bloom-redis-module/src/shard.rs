@@ -3,30 +3,30 @@
 //!
 //! A shard is `M(s)`, `B/8` bytes of bits, `M(s)` (`docs/format.md`, "Sharded filters held in
 //! Redis"); the shard-local position `p` is Redis bit offset `64 + p`, which numbers bits from
-//! the most significant of each byte.
+//! the most significant of each byte. The keys, the configuration text, the markers and where
+//! each part of a shard is are `bloom_redis_protocol`'s; this is the work done on them.
 
 use std::cell::RefCell;
 
 pub(crate) use crate::dirty::Dirty;
 use std::rc::Rc;
 
-use bloom_core::{EncodedKey, FilterConfig, Layout, PositionRule};
-use bloom_format::sharded::{
-    COUNTER_BYTES, MARKER_BITS, ShardMarkers, parse_config_text, parse_creation, parse_number,
-};
+use bloom_core::{EncodedKey, FilterConfig, Layout};
+use bloom_redis_protocol::config::{RULES, parse_config_text};
+use bloom_redis_protocol::keys::parse_shard_key;
+use bloom_redis_protocol::marker::{self, ShardMarkers, read_i64};
+use bloom_redis_protocol::meta::Creation;
+use bloom_redis_protocol::module;
+use bloom_redis_protocol::shard::{COUNTER_BYTES, ShardLayout};
 
 /// Bytes of one marker.
-const MARKER_BYTES: usize = (MARKER_BITS / 8) as usize;
+const MARKER_BYTES: usize = marker::MARKER_BYTES as usize;
 /// The write counter's bytes after a counted shard's end marker.
 const COUNTER: usize = COUNTER_BYTES as usize;
 /// The most positions one command hashes (keys times `k`): 8 MiB of positions, so that no
 /// command makes the module allocate more, whatever its arguments. bloom-redis sends about
 /// 1,000 keys per command.
 pub(crate) const MAX_POSITIONS: usize = 1 << 20;
-/// Redis's largest string (`proto-max-bulk-len`'s default, and `SETRANGE`'s limit).
-pub(crate) const MAX_SHARD_BYTES: u64 = 512 << 20;
-/// The longest filter name (`docs/format.md`, "Names").
-const MAX_NAME: usize = 200;
 
 pub(crate) use crate::error::CommandError;
 
@@ -41,9 +41,9 @@ pub(crate) enum Mode {
 
 impl Mode {
     pub(crate) fn parse(arg: &[u8]) -> Result<Self, CommandError> {
-        if arg.eq_ignore_ascii_case(b"ENCODED") {
+        if arg.eq_ignore_ascii_case(module::ENCODED) {
             Ok(Self::Encoded)
-        } else if arg.eq_ignore_ascii_case(b"RAW") {
+        } else if arg.eq_ignore_ascii_case(module::RAW) {
             Ok(Self::Raw)
         } else {
             Err(CommandError::Mode)
@@ -111,13 +111,11 @@ impl Filter {
     fn parse(creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
         let creation = std::str::from_utf8(creation)
             .ok()
-            .and_then(parse_creation)
+            .and_then(Creation::parse)
             .ok_or(CommandError::Creation)?;
         let text =
             std::str::from_utf8(config).map_err(|_| CommandError::Config("is not UTF-8".into()))?;
-        let header = parse_config_text(text).map_err(|e| {
-            CommandError::Config(format!("field {} should be {}", e.field, e.expected))
-        })?;
+        let header = parse_config_text(text).map_err(|e| CommandError::Config(e.to_string()))?;
         header
             .check()
             .map_err(|e| CommandError::Config(format!("makes no filter: {e}")))?;
@@ -126,16 +124,13 @@ impl Filter {
         let (Layout::Sharded { shards } | Layout::ShardedV2 { shards }) = filter.layout() else {
             return Err(CommandError::Config("is not of a sharded layout".into()));
         };
-        if !matches!(
-            filter.rule(),
-            PositionRule::Sha256Double | PositionRule::Xxh3_128
-        ) {
+        if !RULES.contains(&filter.rule().id()) {
             return Err(CommandError::Config(
                 "has a rule Redis filters are not made with".into(),
             ));
         }
         let shard_bits = filter.bits() / u64::from(shards);
-        if shard_bits / 8 + 2 * MARKER_BITS / 8 > MAX_SHARD_BYTES {
+        if !ShardLayout::new(shard_bits).fits(false) {
             return Err(CommandError::Config(
                 "has shards over Redis's 512 MiB per key".into(),
             ));
@@ -144,28 +139,18 @@ impl Filter {
             config: filter,
             shards,
             shard_bits,
-            markers: ShardMarkers::new(&creation, config),
+            markers: ShardMarkers::new(&creation.bytes(), config),
         })
     }
 }
 
-/// The shard number of a shard key `bloom:{NAME:s}`, with `NAME` a valid filter name.
-fn shard_number(key: &[u8]) -> Option<u64> {
-    let inner = key.strip_prefix(b"bloom:{")?.strip_suffix(b"}")?;
-    let colon = inner.iter().rposition(|&b| b == b':')?;
-    let (name, number) = (inner.get(..colon)?, inner.get(colon + 1..)?);
-    let valid = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    if name.is_empty() || name.len() > MAX_NAME || !name.iter().all(valid) {
-        return None;
-    }
-    parse_number("shards", std::str::from_utf8(number).ok()?).ok()
-}
-
 impl Plan {
     /// The plan for shard key `key` of the filter created as `creation` (its metadata form)
-    /// with the configuration `config` (see `bloom_format::sharded::config_text`).
+    /// with the configuration `config` (see `bloom_redis_protocol::config::config_text`).
     pub(crate) fn new(key: &[u8], creation: &[u8], config: &[u8]) -> Result<Self, CommandError> {
-        let shard = shard_number(key).ok_or(CommandError::NotAShard)?;
+        let shard = parse_shard_key(key)
+            .map_err(|_| CommandError::NotAShard)?
+            .shard;
         let filter = Filter::cached(creation, config)?;
         let shard = u32::try_from(shard)
             .ok()
@@ -182,27 +167,29 @@ impl Plan {
         })
     }
 
+    /// Where the parts of the shard are.
+    fn layout(&self) -> ShardLayout {
+        ShardLayout::new(self.shard_bits)
+    }
+
     /// The shard's length in bytes without a counter (schemas 2 and 3): both markers and
     /// its bits.
     pub(crate) fn shard_len(&self) -> usize {
-        // At most 512 MiB: checked in `new`.
-        usize::try_from(self.shard_bits / 8).unwrap_or(usize::MAX) + 2 * MARKER_BYTES
+        self.len_of(false)
     }
 
     /// The shard's length in bytes as `counted` or not (schemas 4 and 5 end with a write
     /// counter).
     pub(crate) fn len_of(&self, counted: bool) -> usize {
-        self.shard_len() + if counted { COUNTER } else { 0 }
+        // At most 512 MiB and a counter: checked in `new`.
+        usize::try_from(self.layout().len(counted)).unwrap_or(usize::MAX)
     }
 
     /// Whether a value of this length is a counted shard (`Some(true)`), an uncounted one
     /// (`Some(false)`), or neither (a lost shard: `None`).
     pub(crate) fn counted(&self, value: &[u8]) -> Option<bool> {
-        match value.len() {
-            n if n == self.shard_len() => Some(false),
-            n if n == self.shard_len() + COUNTER => Some(true),
-            _ => None,
-        }
+        self.layout()
+            .counted(u64::try_from(value.len()).unwrap_or(u64::MAX))
     }
 
     /// The shard's value when created: its marker, zeros, its marker (and a zero counter
@@ -222,31 +209,12 @@ impl Plan {
     /// would read them, except that a value of any other length than a shard's, counted or
     /// not, reads 0 at its end (a shard of another length is lost).
     pub(crate) fn markers(&self, value: &[u8]) -> (i64, i64) {
-        let read = |bytes: Option<&[u8]>| {
-            bytes
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map_or(0, big_endian)
-        };
-        let head = read(value.get(..MARKER_BYTES));
-        let end = self.shard_len();
-        let tail = if self.counted(value).is_some() {
-            read(value.get(end - MARKER_BYTES..end))
-        } else {
-            0
-        };
-        (head, tail)
+        self.layout().markers(value)
     }
 
     /// A counted shard's write counter (`GET i64 (128 + B)`), `None` for an uncounted one.
     pub(crate) fn counter(&self, value: &[u8]) -> Option<i64> {
-        if self.counted(value) != Some(true) {
-            return None;
-        }
-        let end = self.shard_len();
-        value
-            .get(end..end + COUNTER)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(big_endian)
+        self.layout().counter(value)
     }
 
     /// Advances a counted shard's write counter by one (wrapping, as `BITFIELD ... INCRBY
@@ -266,7 +234,7 @@ impl Plan {
 
     /// Whether both markers are this shard's.
     pub(crate) fn is_whole(&self, value: &[u8]) -> bool {
-        let own = big_endian(self.marker);
+        let own = read_i64(self.marker);
         self.markers(value) == (own, own)
     }
 
@@ -291,15 +259,15 @@ impl Plan {
             }
             let encoded = match mode {
                 Mode::Encoded => EncodedKey::from_encoded(key),
-                Mode::Raw => {
-                    self.filter
-                        .config
-                        .encode_bytes(key)
-                        .map_err(|e| CommandError::Key {
-                            index,
-                            reason: e.to_string(),
-                        })?
-                }
+                Mode::Raw => self
+                    .filter
+                    .config
+                    .encoding()
+                    .encode_bytes(key)
+                    .map_err(|e| CommandError::Key {
+                        index,
+                        reason: e.to_string(),
+                    })?,
             };
             // An encoded key is hashed as given: its sender encoded it, and answers for the
             // tables it used (a client of other tables records that in the metadata, and
@@ -324,12 +292,6 @@ impl Plan {
     pub(crate) fn hashes(&self) -> usize {
         self.filter.config.hashes() as usize
     }
-}
-
-/// A marker's bytes as Redis's `GET i64` reads them: most significant first.
-fn big_endian(bytes: [u8; 8]) -> i64 {
-    let [a, b, c, d, e, f, g, h] = bytes;
-    i64::from_le_bytes([h, g, f, e, d, c, b, a])
 }
 
 /// The byte and the mask of shard-local position `p` in the shard's value.
@@ -392,7 +354,7 @@ pub(crate) fn count_bits(value: &[u8], plain_len: usize) -> u64 {
 mod tests {
     use super::*;
     use bloom_core::{FilterParams, KeyEncoding};
-    use bloom_format::sharded::config_text;
+    use bloom_redis_protocol::config::config_text;
 
     fn plan_for(shard: u32) -> (Plan, FilterConfig) {
         let params = FilterParams::planned(Layout::sharded(4).unwrap(), 1000, 0.01).unwrap();
@@ -450,16 +412,6 @@ mod tests {
     }
 
     #[test]
-    fn shard_keys_are_checked() {
-        assert_eq!(shard_number(b"bloom:{seen:3}"), Some(3));
-        assert_eq!(shard_number(b"bloom:{a:b:12}"), None);
-        assert_eq!(shard_number(b"bloom:{seen:03}"), None);
-        assert_eq!(shard_number(b"bloom:{:3}"), None);
-        assert_eq!(shard_number(b"bloom:{seen}:meta"), None);
-        assert_eq!(shard_number(b"bloom:{seen:3}:epoch"), None);
-    }
-
-    #[test]
     fn a_fresh_shard_has_its_markers_and_nothing_else() {
         let (plan, _) = plan_for(2);
         let mut value = vec![0; plan.shard_len()];
@@ -481,7 +433,12 @@ mod tests {
         let (mut out, mut maybe) = (Vec::new(), Vec::new());
         let foreign = (0..100)
             .map(|i| format!("key-{i}"))
-            .find(|k| config.positions(&config.encode_str(k)).as_slice()[0] >= plan.shard_bits)
+            .find(|k| {
+                config
+                    .positions(&config.encoding().encode_str(k))
+                    .as_slice()[0]
+                    >= plan.shard_bits
+            })
             .unwrap();
         let refused = plan.positions(
             [foreign.as_bytes()].into_iter(),
@@ -538,7 +495,12 @@ mod tests {
         plan.write_markers(&mut value);
         let keys: Vec<String> = (0..400)
             .map(|i| format!("key-{i}"))
-            .filter(|k| config.positions(&config.encode_str(k)).as_slice()[0] < plan.shard_bits)
+            .filter(|k| {
+                config
+                    .positions(&config.encoding().encode_str(k))
+                    .as_slice()[0]
+                    < plan.shard_bits
+            })
             .collect();
         let (mut positions, mut maybe) = (Vec::new(), Vec::new());
         plan.positions(
@@ -619,7 +581,7 @@ mod tests {
         value[end] |= 0x40;
         assert_eq!(
             plan.advance(&mut value, &mut dirty),
-            Some(bloom_format::sharded::ROLLED_BACK + 3)
+            Some(bloom_redis_protocol::shard::ROLLED_BACK + 3)
         );
         // An uncounted shard has none, and is not advanced.
         let mut plain = vec![0; plan.shard_len()];

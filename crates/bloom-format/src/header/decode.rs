@@ -1,8 +1,16 @@
 //! The strict checks of steps 1 to 5 of `docs/format.md`, and the limits a caller adds
 //! ([`DecodeOptions`]).
 
+use crate::binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
+use crate::error::{DecodeError, Section};
+use crate::ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
+use crate::unicode::UnicodeVersion;
+
+use super::layout::{
+    STAGE_LEN, V2_CASING, V2_HISTORY, V2_IDENTITY, V2_LAYOUT_PARAMETER, V3_STAGES, layout_of,
+};
 use super::stages::{decode_plan, decode_scalable, validate_plan, validate_stages};
-use super::*;
+use super::{GUAVA_MAX_BITS, Header, KeyEncodingSpec, MAGIC, MAX_SALT_LEN, MAX_SHARDS, PREFIX_LEN};
 
 /// A little-endian field reader over the header bytes that never panics: a read past the end
 /// yields zeros, which cannot happen once the header length was checked.

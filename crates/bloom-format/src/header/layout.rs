@@ -1,6 +1,13 @@
 //! How format versions 1 to 3 lay out the header's fields, and the encoder that writes them.
 
-use super::*;
+use std::ops::RangeInclusive;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::ids::FormatVersion;
+use crate::unicode::UnicodeVersion;
+
+use super::{Header, MAGIC, MAX_SALT_LEN};
 
 /// Where one format version keeps its fields. Versions share offsets 0..96; version 2 adds
 /// a 48-byte extension before the salt, version 3 another 36 bytes and the stage directory.
@@ -97,7 +104,7 @@ impl FormatVersion {
 }
 
 /// Encodes `header` in the current format version, with the given payload length and CRC.
-/// The caller has validated the header ([`validate`]).
+/// The caller has validated the header ([`validate`](super::validate)).
 pub(crate) fn encode(header: &Header, payload_len: u64, payload_crc: u32) -> Bytes {
     let layout = layout_of(FormatVersion::CURRENT);
     let h = header;

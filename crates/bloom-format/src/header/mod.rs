@@ -5,22 +5,15 @@ mod decode;
 mod layout;
 mod stages;
 
-use std::ops::RangeInclusive;
-
-use bytes::{BufMut, Bytes, BytesMut};
-
-use crate::binding::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
-use crate::error::{DecodeError, Section};
-use crate::ids::{FormatVersion, IdKind, KeyEncodingId, LayoutId, PositionRuleId};
+use crate::binding::{DatasetGeneration, StoreBinding};
+use crate::error::DecodeError;
+use crate::ids::{FormatVersion, KeyEncodingId, LayoutId, PositionRuleId};
 use crate::plan::{Plan, Scalable};
 use crate::unicode::UnicodeVersion;
 
 pub use decode::{DEFAULT_MAX_PAYLOAD_LEN, DecodeOptions, MAX_SPLIT_BLOCKS};
 pub(crate) use decode::{check_prefix, decode, parse_prefix, validate};
-use layout::{
-    STAGE_LEN, V2_CASING, V2_HISTORY, V2_IDENTITY, V2_LAYOUT_PARAMETER, V3_CAPACITY, V3_GROWTH,
-    V3_RATE, V3_STAGES, V3_TIGHTENING,
-};
+use layout::STAGE_LEN;
 pub(crate) use layout::{encode, layout_of};
 
 /// The eight magic bytes that start every snapshot: `\x89BLM\r\n\x1a\n`.
@@ -231,6 +224,7 @@ impl Header {
 mod tests {
     use super::layout::{V1_LAYOUT, V2_LAYOUT, V3_LAYOUT};
     use super::*;
+    use crate::binding::{HistoryDigest, StoreIdentity};
 
     #[test]
     fn version_layouts_are_what_the_spec_says() {

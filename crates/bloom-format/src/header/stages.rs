@@ -1,9 +1,13 @@
 //! The fields format version 3 adds: the plan and the scalable layout's growth, tightening
 //! and stage directory, decoded (step 5.6) and checked (steps 5.13 and 5.14).
 
+use crate::error::DecodeError;
+use crate::ids::{FormatVersion, IdKind, LayoutId};
+use crate::plan::{MAX_GROWTH, MAX_STAGES, Plan, Scalable, Stage};
+
+use super::Header;
 use super::decode::{Fields, unknown, validate};
-use super::*;
-use crate::plan::{MAX_GROWTH, MAX_STAGES, Stage};
+use super::layout::{self, STAGE_LEN, V3_CAPACITY, V3_GROWTH, V3_RATE, V3_TIGHTENING};
 
 /// The version 3 plan: both fields zero for "not recorded", else both set (their values are
 /// checked by [`validate`]).

@@ -1,15 +1,15 @@
-//! The configuration of a sharded filter held in Redis, as `docs/format.md` ("Sharded filters
-//! held in Redis") writes it: the ten configuration fields of its metadata hash, their
-//! parsing, and the markers at both ends of every shard, which bind the filter's creation,
-//! that configuration and the shard's number.
+//! The configuration text: the ten metadata fields that say where a filter's bits land, in
+//! the order the markers bind them, their values for a header, and their parsing
+//! (`docs/format.md`, "Sharded filters held in Redis").
 //!
-//! Both ways of writing such a filter use it: `bloom-redis`, which sends `BITFIELD`s, and the
-//! Redis module `bloom-redis-module`, which is given the configuration fields as one text
-//! ([`config_text`]) and checks them against the markers before it touches a shard.
+//! bloom-redis writes the fields into the metadata hash and reads them back; the Redis module
+//! is given them as one text ([`config_text`]), from which it derives the shards' markers and
+//! checks them before it touches a shard. The layouts and rules a filter held in Redis may have
+//! ([`LAYOUTS`], [`RULES`]) are here too.
 //!
 //! ```
-//! use bloom_format::sharded::{ShardMarkers, config_text};
 //! use bloom_format::{Header, KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId};
+//! use bloom_redis_protocol::config::{config_text, parse_config_text};
 //!
 //! let mut header = Header::new(
 //!     1 << 20,
@@ -21,12 +21,12 @@
 //! header.layout_parameter = 16;
 //! let text = config_text(&header);
 //! assert!(text.starts_with("1048576\n7\nxxh3-128\nsharded-v2\n16\n"));
-//! let markers = ShardMarkers::new(&[1; 16], text.as_bytes());
-//! assert_ne!(markers.of(0), markers.of(1));
-//! assert_ne!(markers.of(0), 0);
+//! assert_eq!(parse_config_text(&text), Ok(header));
 //! ```
 
-use crate::{Header, KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId, UnicodeVersion};
+use bloom_format::{
+    Header, KeyEncodingId, KeyEncodingSpec, LayoutId, PositionRuleId, UnicodeVersion,
+};
 
 /// The metadata fields that configure a filter, in the order the markers bind them.
 pub const CONFIG_FIELDS: [&str; 10] = [
@@ -42,27 +42,11 @@ pub const CONFIG_FIELDS: [&str; 10] = [
     "salt",
 ];
 
-/// Bits before a shard's own bits: its first marker.
-pub const MARKER_BITS: u64 = 64;
+/// The layouts a filter held in Redis may have, newest first.
+pub const LAYOUTS: [LayoutId; 2] = [LayoutId::ShardedV2, LayoutId::Sharded];
 
-/// Bytes of a counted shard's write counter (schemas `bloom-redis/4` and `/5`), after its end
-/// marker: `M(s) | bits | M(s) | W`, `W` a big-endian two's-complement 64-bit integer, as
-/// Redis's `BITFIELD ... i64` reads it.
-pub const COUNTER_BYTES: u64 = 8;
-
-/// The counter's bit 62: set once a process found the shard's state older than one it had
-/// seen (data put back on a live server), until the filter is declared whole again. Every
-/// reader then takes the shard for unverified.
-pub const ROLLED_BACK: i64 = 1 << 62;
-
-/// The counter's bits 0 to 61: the shard's write count, advanced by one with every write
-/// command, in the same command as its bits. Bit 63 is never set.
-pub const WRITE_COUNT: i64 = ROLLED_BACK - 1;
-
-/// What declaring a filter whole adds to each shard's write count (and clears
-/// [`ROLLED_BACK`] with): past every count a process can have seen before the state it
-/// repairs was put back, unless more than this many writes were lost.
-pub const COUNT_JUMP: i64 = 1 << 32;
+/// The position rules a filter held in Redis is made with (and the module hashes with).
+pub const RULES: [PositionRuleId; 2] = [PositionRuleId::Sha256Double, PositionRuleId::Xxh3_128];
 
 /// The values of [`CONFIG_FIELDS`] for `header`, in that order and in the metadata's form:
 /// canonical decimals, identifier names, `18.0.0`-style Unicode versions (empty for none),
@@ -81,7 +65,7 @@ pub fn config_values(header: &Header) -> [String; 10] {
         spec.version.to_string(),
         unicode(spec.normalization_unicode),
         unicode(spec.casing_unicode),
-        crate::hex(&header.salt),
+        bloom_format::hex(&header.salt),
     ]
 }
 
@@ -99,7 +83,8 @@ pub fn config_text(header: &Header) -> String {
 }
 
 /// A configuration field that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field {field} should be {expected}")]
 pub struct FieldError {
     /// The field, one of [`CONFIG_FIELDS`].
     pub field: &'static str,
@@ -116,6 +101,9 @@ fn bad(field: &'static str, expected: &str) -> FieldError {
 }
 
 /// A canonical decimal (no sign, no leading zero): what the metadata writes, nothing else.
+///
+/// # Errors
+/// Any other text, reported against `field`.
 pub fn parse_number(field: &'static str, text: &str) -> Result<u64, FieldError> {
     text.parse::<u64>()
         .ok()
@@ -156,12 +144,13 @@ fn parse_unicode(field: &'static str, text: &str) -> Result<Option<UnicodeVersio
     }
 }
 
-/// Lowercase hex bytes (the empty text is no bytes).
+/// Lowercase hex bytes (the empty text is no bytes); `None` for any other text.
+#[must_use]
 pub fn parse_lower_hex(text: &str) -> Option<Vec<u8>> {
     if text.bytes().any(|b| b.is_ascii_uppercase()) {
         return None;
     }
-    crate::unhex(text)
+    bloom_format::unhex(text)
 }
 
 /// The header the ten configuration fields describe (`get` gives each field's value; the
@@ -180,7 +169,7 @@ pub fn parse_config<'a>(get: impl Fn(&'static str) -> &'a str) -> Result<Header,
         PositionRuleId::name,
     )?;
     let layout = named("layout", get("layout"), LayoutId::ALL, LayoutId::name)?;
-    if !matches!(layout, LayoutId::Sharded | LayoutId::ShardedV2) {
+    if !LAYOUTS.contains(&layout) {
         return Err(bad("layout", "sharded-v2 or sharded"));
     }
     let encoding = named(
@@ -227,65 +216,6 @@ pub fn parse_config_text(text: &str) -> Result<Header, FieldError> {
     })
 }
 
-/// A filter's creation id from its metadata form: 32 lowercase hex digits, not all zero.
-#[must_use]
-pub fn parse_creation(text: &str) -> Option<[u8; 16]> {
-    let bytes: [u8; 16] = parse_lower_hex(text)?.try_into().ok()?;
-    (bytes != [0; 16]).then_some(bytes)
-}
-
-/// splitmix64's finalizer: a bijection of u64 that mixes every bit.
-const fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a, 64 bits.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// The markers of a filter's shards: each shard's depends on the creation, on the
-/// configuration the shards were made for, and on the shard's number, so that a shard that
-/// is missing, emptied, of another filter, of another shard, or read with another
-/// configuration reads a marker other than the expected one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShardMarkers {
-    creation: u64,
-    config: u64,
-}
-
-impl ShardMarkers {
-    /// The markers of the filter created as `creation` with the configuration `config_text`
-    /// (see [`config_text`]).
-    #[must_use]
-    pub fn new(creation: &[u8; 16], config_text: &[u8]) -> Self {
-        let [a, b, c, d, e, f, g, h, ..] = *creation;
-        Self {
-            creation: u64::from_le_bytes([h, g, f, e, d, c, b, a]),
-            config: fnv1a(config_text),
-        }
-    }
-
-    /// The marker of shard `shard`, as `BITFIELD key GET i64 offset` reads it: never 0 (what
-    /// a missing or emptied key reads).
-    #[must_use]
-    pub fn of(self, shard: u32) -> i64 {
-        let m = mix(self.creation ^ mix(self.config.wrapping_add(u64::from(shard) + 1)));
-        i64::from_le_bytes(if m == 0 { 1 } else { m }.to_le_bytes())
-    }
-
-    /// The marker's 8 bytes as stored in the shard (Redis reads them most significant first).
-    #[must_use]
-    pub fn bytes(self, shard: u32) -> [u8; 8] {
-        let [a, b, c, d, e, f, g, h] = self.of(shard).to_le_bytes();
-        [h, g, f, e, d, c, b, a]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,10 +258,11 @@ mod tests {
     }
 
     #[test]
-    fn creations_are_lowercase_hex_and_not_zero() {
-        assert_eq!(parse_creation(&"01".repeat(16)), Some([1; 16]));
-        assert_eq!(parse_creation(&"00".repeat(16)), None);
-        assert_eq!(parse_creation(&"AB".repeat(16)), None);
-        assert_eq!(parse_creation(&"01".repeat(15)), None);
+    fn the_layouts_and_rules_are_named_as_the_module_reports_them() {
+        assert_eq!(LAYOUTS.map(LayoutId::name), ["sharded-v2", "sharded"]);
+        assert_eq!(
+            RULES.map(PositionRuleId::name),
+            ["sha256-double", "xxh3-128"]
+        );
     }
 }

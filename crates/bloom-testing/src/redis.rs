@@ -1,7 +1,7 @@
 //! Real Redis servers for the tests: Debian's `redis-server`, on 127.0.0.1 with random free
-//! ports and temporary directories, always stopped (killed on drop).
-
-#![allow(dead_code, unreachable_pub)]
+//! ports and temporary directories, always stopped (killed on drop). Also Redis Cluster,
+//! Sentinel and TLS (a throwaway certificate authority by `openssl`). `cargo xtask test`
+//! installs the programs when they are missing.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -82,6 +82,7 @@ pub fn suite_loads_module() -> bool {
 
 /// One `redis-server` process.
 pub struct RedisServer {
+    /// The loopback port it listens on (plain, no TLS).
     pub port: u16,
     child: Option<Child>,
     dir: tempfile::TempDir,
@@ -197,6 +198,7 @@ impl RedisServer {
         }
     }
 
+    /// Its `redis://` URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -207,6 +209,7 @@ impl RedisServer {
         RedisTarget::single(self.url()).with_timeout(Duration::from_secs(10))
     }
 
+    /// Runs `redis-cli` against it (with its password, if any): the output, or "" on failure.
     pub fn cli(&self, args: &[&str]) -> String {
         redis_cli_as(self.port, self.password(), args).unwrap_or_default()
     }
@@ -270,6 +273,7 @@ impl RedisServer {
         rustix::process::kill_process(rustix::process::Pid::from_child(child), signal).unwrap();
     }
 
+    /// Its working directory (where its RDB and AOF files go).
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -283,10 +287,12 @@ impl Drop for RedisServer {
 
 /// Three masters joined into a Redis Cluster (no replicas, or one each).
 pub struct RedisCluster {
+    /// Its nodes, in the order they were started (which are masters: [`Self::is_master`]).
     pub nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
+    /// Three masters without replicas, with a node timeout (15 s) no busy machine reaches.
     pub fn start() -> Self {
         // No test of this cluster fails a node over: a node stalled by a busy machine must
         // not be taken for a failed one.
@@ -355,6 +361,7 @@ impl RedisCluster {
         Self { nodes }
     }
 
+    /// A cluster target seeded with every node, whose deadline only bounds a hang.
     pub fn target(&self) -> RedisTarget {
         RedisTarget::cluster(self.nodes.iter().map(RedisServer::url))
             .with_timeout(Duration::from_secs(10))
@@ -418,6 +425,11 @@ pub struct Certificates {
 }
 
 impl Certificates {
+    /// Makes the CA and the server's certificate and key (runs `openssl`).
+    #[expect(
+        clippy::new_without_default,
+        reason = "it runs openssl and writes files: not a default value"
+    )]
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let run = |args: &[&str]| {
@@ -513,12 +525,14 @@ pub fn tls_server(certs: &Certificates) -> (RedisServer, u16) {
 /// A Redis Sentinel watching the master at `master_port` as `name` (quorum 1), started on a
 /// random port; it is ready once it knows the master and `replicas` replicas of it.
 pub struct Sentinel {
+    /// The loopback port it listens on.
     pub port: u16,
     child: Child,
     _dir: tempfile::TempDir,
 }
 
 impl Sentinel {
+    /// Starts it and waits until it is ready (see [`Sentinel`]).
     pub fn start(name: &str, master_port: u16, replicas: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port(false);
@@ -561,6 +575,7 @@ impl Sentinel {
         }
     }
 
+    /// Its `redis://` URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -571,6 +586,7 @@ impl Sentinel {
         out.lines().nth(1)?.trim().parse().ok()
     }
 
+    /// Runs `redis-cli` against it: the output, or "" on failure.
     pub fn cli(&self, args: &[&str]) -> String {
         redis_cli(self.port, args).unwrap_or_default()
     }
@@ -581,19 +597,6 @@ impl Drop for Sentinel {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Prints a benchmark's paired-round values: the median and the interquartile range.
-pub fn report(name: &str, mut values: Vec<f64>) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    println!(
-        "{name:<52} median {:>10.3}  (IQR {:.3} .. {:.3}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        values.len()
-    );
 }
 
 /// The server's CPU seconds (user + system) so far (`INFO cpu`).
