@@ -1,13 +1,10 @@
 //! `bloom redis` against real `redis-server` processes (and a three-node cluster): answers
 //! as `bloom check` gives them for the exported snapshot, and errors that name their cause.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod support;
-
 mod common;
 
+use bloom_testing::redis::{RedisCluster, RedisServer};
 use common::{bloom, run, stdout};
-use support::{RedisCluster, RedisServer};
 
 fn at(url: &str, name: &str) -> Vec<String> {
     vec!["--url".into(), url.into(), "--name".into(), name.into()]

@@ -2,16 +2,13 @@
 //! lost writes of (exit 5, and the way back), URLs kept out of argv, deadlines that bound the
 //! whole command, durability on request, TLS with a throwaway CA, and restricted ACL users.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod support;
-
 mod common;
 
 use std::time::{Duration, Instant};
 
+use bloom_testing::redis::{Certificates, RedisServer, tls_server};
 use common::{bloom, bloom_process, run};
 use rustix::process::Signal;
-use support::{Certificates, RedisServer};
 
 fn key_file(dir: &std::path::Path, name: &str, keys: impl Iterator<Item = String>) -> String {
     let path = dir.join(name);
@@ -349,7 +346,7 @@ fn durability_is_asked_for_at_creation_and_given_by_every_add() {
 #[test]
 fn tls_is_verified_against_the_given_authority() {
     let certs = Certificates::new();
-    let (server, tls_port) = support::tls_server(&certs);
+    let (server, tls_port) = tls_server(&certs);
     let tls = format!("rediss://127.0.0.1:{tls_port}/");
     let ca = certs.ca();
     let ca = ca.to_str().unwrap();

@@ -1,13 +1,10 @@
 //! `bloom redis add` against the plan a filter was created with, as the local `add` does: a
 //! warning past it, `--strict` refusing to go past it; and what `add` and `delete` say.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod support;
-
 mod common;
 
+use bloom_testing::redis::RedisServer;
 use common::{bloom, run};
-use support::RedisServer;
 
 fn key_file(dir: &std::path::Path, name: &str, range: std::ops::Range<u32>) -> String {
     let path = dir.join(name);

@@ -16,9 +16,6 @@
 //! Run with `cargo bench -p bloom-postgres --bench async_ratio` (needs Debian's `postgresql`
 //! and `redis-server`; about a minute).
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +24,8 @@ use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::TempServer;
 use bloom_redis::SharedFilteredStore;
 use bloom_store::Coalesced;
-use redis_support::RedisServer;
+use bloom_testing::bench::report;
+use bloom_testing::redis::RedisServer;
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};
 
@@ -38,18 +36,6 @@ const LOOKUPS_PER_TASK: usize = 20;
 const ROUNDS: usize = 5;
 
 type Wrapper = SharedFilteredStore<PostgresStore>;
-
-fn report(name: &str, mut values: Vec<f64>) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    println!(
-        "{name:<66} median {:>8.2}  (IQR {:.2} .. {:.2}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        values.len()
-    );
-}
 
 fn plan() -> FilterConfig {
     FilterConfig::new(

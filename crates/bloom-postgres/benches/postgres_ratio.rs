@@ -21,6 +21,7 @@ use std::time::Instant;
 use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::TempServer;
 use bloom_store::{FilterOptions, FilteredStore, PrimaryStore};
+use bloom_testing::bench::report;
 
 const STORED: usize = 100_000;
 const ABSENT_FILTER: usize = 200_000;
@@ -29,18 +30,6 @@ const BATCH: usize = 1_000;
 const BATCHES: usize = 10;
 const ONE_CALL: usize = 100_000;
 const ROUNDS: usize = 5;
-
-fn report(name: &str, mut values: Vec<f64>) {
-    values.sort_by(f64::total_cmp);
-    let at = |q: usize| values[(values.len() - 1) * q / 4];
-    println!(
-        "{name:<58} median {:>10.2}  (IQR {:.2} .. {:.2}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        values.len()
-    );
-}
 
 fn seconds(f: impl FnOnce()) -> f64 {
     let start = Instant::now();

@@ -21,12 +21,6 @@
 //! `cargo run --release -p bloom-postgres --example fleet`. Needs Debian's `postgresql` and
 //! `redis-server`; without them it says how to install them.
 
-#[path = "../../bloom-store/tests/support/split_mix.rs"]
-mod split_mix;
-
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-use split_mix::SplitMix;
 use std::io::{BufRead as _, Write as _};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -37,7 +31,8 @@ use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::{self, TempServer};
 use bloom_redis::{RedisFilter, RedisTarget, SharedError, SharedFilteredStore};
 use bloom_store::{DatasetGeneration, Lookup, PrimaryStore};
-use redis_support::RedisServer;
+use bloom_testing::keys::SplitMix;
+use bloom_testing::redis::RedisServer;
 
 const WRITERS: u64 = 4;
 const BATCHES: u64 = 30;

@@ -17,9 +17,6 @@
 //! `seen` (none reported new twice). `--serve` keeps serving until the process is stopped,
 //! and prints the address.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::collections::HashSet;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -39,7 +36,7 @@ use bloom_postgres::{PostgresStore, PostgresStoreError};
 use bloom_redis::{RedisTarget, SharedError, SharedFilteredStore};
 use bloom_store::coalesce::Options;
 use bloom_store::{Coalesced, CoalescedError, PrimaryStore};
-use redis_support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 type Seen = Coalesced<SharedFilteredStore<PostgresStore>>;
 type Failure = CoalescedError<SharedError<PostgresStoreError>>;

@@ -20,9 +20,6 @@
 //!
 //! A `harness = false` test: with `--writer`, the binary is a writer.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead as _, Write as _};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -37,7 +34,7 @@ use bloom_postgres::testing::TempServer;
 use bloom_redis::{SharedError, SharedFilteredStore};
 use bloom_store::coalesce::Options;
 use bloom_store::{Coalesced, CoalescedError, Lookup, PrimaryStore};
-use redis_support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 const TASKS: u64 = 1_000;
 /// How long a phase may go without an answer from the writers before the test fails.

@@ -20,13 +20,6 @@
 //!
 //! A `harness = false` test: with `--writer`, the binary is a writer.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-
-#[path = "../../bloom-store/tests/support/split_mix.rs"]
-mod split_mix;
-
-use split_mix::SplitMix;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead as _, Write as _};
 use std::path::Path;
@@ -40,7 +33,8 @@ use bloom_postgres::PostgresStore;
 use bloom_postgres::testing::TempServer;
 use bloom_redis::{RedisFilter, RedisTarget, SharedError, SharedFilteredStore, SharedOpen};
 use bloom_store::{BypassReason, FilterOptions, FilteredStore, Lookup, OpenOutcome, PrimaryStore};
-use redis_support::RedisServer;
+use bloom_testing::keys::SplitMix;
+use bloom_testing::redis::RedisServer;
 
 const SEED: u64 = 0x9057_C4A5_4B10;
 const WRITERS: usize = 3;

@@ -3,9 +3,6 @@
 //! tasks while PostgreSQL crashes and Redis restarts empty. No committed key is ever reported
 //! new or absent, nothing panics, and no task hangs past its deadline.
 
-#[path = "../../bloom-redis/tests/support/mod.rs"]
-mod redis_support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -15,7 +12,7 @@ use bloom_postgres::testing::TempServer;
 use bloom_redis::{RedisTarget, SharedError, SharedFilteredStore, SharedOpen};
 use bloom_store::coalesce::Options;
 use bloom_store::{Coalesced, Lookup, PrimaryStore};
-use redis_support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 fn postgres() -> TempServer {
     TempServer::start_with(&[("fsync", "off")])
@@ -79,7 +76,7 @@ fn the_readme_async_lines_run_in_tokio() {
     });
     let (new, taken, again, found) = answered.unwrap();
     assert!(new);
-    assert_eq!(taken, 1);
+    assert_eq!(taken.keys_scanned, 1);
     assert!(!again);
     assert_eq!(found, Lookup::Present);
 }

@@ -21,16 +21,13 @@
 //! (`cargo build --release -p bloom-redis-module`; or `$BLOOM_REDIS_MODULE`). RedisBloom
 //! v2.8 builds from its public source and loads into Redis 7.0.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-use support::{report, server_cpu};
-
 use std::path::PathBuf;
 use std::time::Instant;
 
 use bloom_core::{FilterConfig, PositionRule};
 use bloom_redis::{ModuleUse, RedisFilter, plan_for_allocator};
+use bloom_testing::bench::report;
+use bloom_testing::redis::{RedisServer, server_cpu};
 
 const KEYS: usize = 1_000_000;
 /// The fewest shards; `plan_for_allocator` may pick up to twice as many.
@@ -42,7 +39,7 @@ const PER_PIPELINE: usize = 16;
 /// The dataset's bytes as the allocator counts them (`used_memory_dataset`: what Redis
 /// allocated, less its own overhead and the clients' buffers). `MEMORY USAGE` of a module's
 /// type is what the module reports, not what it allocated, so only this compares the two.
-fn dataset(server: &support::RedisServer) -> i64 {
+fn dataset(server: &RedisServer) -> i64 {
     server
         .cli(&["INFO", "memory"])
         .lines()
@@ -60,7 +57,7 @@ struct Run {
 }
 
 /// Runs `f` over `n` keys: keys per second and the server's CPU µs per key.
-fn timed(server: &support::RedisServer, n: usize, f: impl FnOnce()) -> (f64, f64) {
+fn timed(server: &RedisServer, n: usize, f: impl FnOnce()) -> (f64, f64) {
     let cpu = server_cpu(server);
     let start = Instant::now();
     f();
@@ -68,12 +65,7 @@ fn timed(server: &support::RedisServer, n: usize, f: impl FnOnce()) -> (f64, f64
     (rate, (server_cpu(server) - cpu) / n as f64 * 1e6)
 }
 
-fn redisbloom(
-    server: &support::RedisServer,
-    scaling: bool,
-    present: &[String],
-    absent: &[String],
-) -> Run {
+fn redisbloom(server: &RedisServer, scaling: bool, present: &[String], absent: &[String]) -> Run {
     let mut conn = redis::Client::open(server.url())
         .unwrap()
         .get_connection()
@@ -115,7 +107,7 @@ fn redisbloom(
 }
 
 fn ours(
-    server: &support::RedisServer,
+    server: &RedisServer,
     module: ModuleUse,
     name: &str,
     config: &FilterConfig,
@@ -166,7 +158,7 @@ fn main() {
         "build the module first: cargo build --release -p bloom-redis-module ({} is missing)",
         module.display()
     );
-    let server = support::RedisServer::start_with_module_file(
+    let server = RedisServer::start_with_module_file(
         module,
         &["--loadmodule", redisbloom_so.to_str().unwrap()],
     );
@@ -179,7 +171,7 @@ fn main() {
     }
 }
 
-fn compare(server: &support::RedisServer, scaling: bool, present: &[String], absent: &[String]) {
+fn compare(server: &RedisServer, scaling: bool, present: &[String], absent: &[String]) {
     let first = redisbloom(server, scaling, present, absent);
     // Our filters at the rate RedisBloom reaches (at least 1 in 10^4), with the shard count
     // from 16 to 32 that wastes least of what jemalloc allocates (as `bloom redis create

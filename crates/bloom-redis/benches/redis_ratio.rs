@@ -15,16 +15,13 @@
 //! Run with `cargo bench -p bloom-redis --bench redis_ratio` (needs `redis-server` and
 //! `redis-benchmark`, from `redis-tools`; a few minutes).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-use support::{report, server_cpu};
-
 use std::process::Command;
 use std::time::Instant;
 
 use bloom_core::{EncodedKey, FilterConfig, FilterParams, Layout};
 use bloom_redis::{RedisFilter, shard_key};
+use bloom_testing::bench::report;
+use bloom_testing::redis::{RedisServer, server_cpu};
 
 const KEYS: usize = 1_000_000;
 const ONE_BY_ONE: usize = 10_000;
@@ -41,7 +38,7 @@ fn rate(n: usize, f: impl FnOnce()) -> f64 {
 
 /// Keys per second `redis-benchmark` gets through with `args`, a command of
 /// `KEYS_PER_COMMAND` keys.
-fn ceiling(server: &support::RedisServer, args: &[String]) -> f64 {
+fn ceiling(server: &RedisServer, args: &[String]) -> f64 {
     let out = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
         .args(["-n", "3000", "-P", "16", "-c", "50", "-q", "--csv"])
@@ -95,7 +92,7 @@ fn shard_command(config: &FilterConfig, name: &str, write: bool) -> Vec<String> 
 }
 
 fn main() {
-    let server = support::RedisServer::start();
+    let server = RedisServer::start();
     let target = server.target();
     // Planned as `bloom redis create --items --fpr` plans: each shard fills its allocation.
     let params = bloom_redis::fit_to_allocator(

@@ -2,13 +2,11 @@
 //! every key's bits in one slot (no CROSSSLOT), the same answers and snapshot as a local
 //! filter, and a node's loss detected.
 
-mod support;
-
 use std::collections::BTreeSet;
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, Layout};
+use bloom_core::{BloomFilter, Filter, FilterConfig, FilterParams, Layout};
 use bloom_redis::{RedisFilter, RedisFilterError, shard_key};
-use support::RedisCluster;
+use bloom_testing::redis::RedisCluster;
 
 #[test]
 fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
@@ -27,7 +25,7 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
     let inserted: Vec<String> = (0..10_000).map(|i| format!("user-{i}")).collect();
     let encoded: Vec<Vec<u8>> = inserted
         .iter()
-        .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+        .map(|k| redis.config().encoding().encode_str(k).as_bytes().to_vec())
         .collect();
     redis
         .insert_all(
@@ -47,7 +45,7 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
         .collect();
     let encoded: Vec<Vec<u8>> = probes
         .iter()
-        .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+        .map(|k| redis.config().encoding().encode_str(k).as_bytes().to_vec())
         .collect();
     let answers = redis
         .contains_each(
@@ -62,7 +60,7 @@ fn a_cluster_holds_the_filter_across_nodes_with_the_same_answers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fleet.bloom");
     redis.export(&path).unwrap();
-    assert!(std::fs::read(&path).unwrap() == local.to_snapshot().encode().to_vec());
+    assert!(std::fs::read(&path).unwrap() == local.to_snapshot(0).encode().to_vec());
 
     // Opened through another node: the same filter.
     let other = bloom_redis::RedisTarget::cluster([cluster.nodes[2].url()]);

@@ -1,18 +1,16 @@
 //! A Redis-held filter against a real `redis-server`: the same answers and the same snapshot
 //! bytes as a local filter, strict metadata, and lost state never answered from.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+    BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
 };
 use bloom_format::{DecodeOptions, Snapshot};
 use bloom_redis::{RedisFilter, RedisFilterError, RedisTarget, shard_key};
+use bloom_testing::redis::RedisServer;
 #[cfg(unix)]
 use rustix::process::Signal;
-use support::RedisServer;
 
 fn config(shards: u32, items: u64) -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap();
@@ -46,7 +44,7 @@ fn answers_and_snapshots_equal_a_local_filter() {
         // Batched, then one at a time (and a repeat, which changes nothing).
         let encoded: Vec<Vec<u8>> = inserted[..9_000]
             .iter()
-            .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+            .map(|k| redis.config().encoding().encode_str(k).as_bytes().to_vec())
             .collect();
         let changed = redis
             .insert_all(
@@ -69,7 +67,7 @@ fn answers_and_snapshots_equal_a_local_filter() {
             .collect();
         let encoded: Vec<Vec<u8>> = probes
             .iter()
-            .map(|k| redis.config().encode_str(k).as_bytes().to_vec())
+            .map(|k| redis.config().encoding().encode_str(k).as_bytes().to_vec())
             .collect();
         let from_redis = redis
             .contains_each(
@@ -89,7 +87,7 @@ fn answers_and_snapshots_equal_a_local_filter() {
         let exported = dir.path().join(format!("{name}.bloom"));
         redis.export(&exported).unwrap();
         let bytes = std::fs::read(&exported).unwrap();
-        assert!(bytes == local.to_snapshot().encode().to_vec(), "{name}");
+        assert!(bytes == local.to_snapshot(0).encode().to_vec(), "{name}");
         let copy = RedisFilter::import(&target, &format!("{name}-copy"), &exported).unwrap();
         let again = dir.path().join(format!("{name}-again.bloom"));
         copy.export(&again).unwrap();
@@ -599,7 +597,7 @@ fn a_failed_batch_leaves_no_reply_behind_for_the_next_command() {
     let filter = RedisFilter::create(&target, "inflight", config(16, 100_000)).unwrap();
     let keys: Vec<Vec<u8>> = keys("inflight", 40_000)
         .iter()
-        .map(|k| filter.config().encode_str(k).as_bytes().to_vec())
+        .map(|k| filter.config().encoding().encode_str(k).as_bytes().to_vec())
         .collect();
     let client = redis::Client::open(server.url()).unwrap();
     let mut raw = client.get_connection().unwrap();
@@ -893,7 +891,7 @@ fn every_form_of_key_answers_as_locally() {
         !redis.insert("cafe\u{301}".as_bytes()).unwrap(),
         "the NFD bytes: the same key"
     );
-    let encoded = redis.config().encode_str("tea").into_owned();
+    let encoded = redis.config().encoding().encode_str("tea").into_owned();
     assert!(redis.insert(&encoded).unwrap());
     local.insert(&encoded);
     assert_eq!(redis.insert_all(["a", "b", "a"]).unwrap(), 2);
@@ -936,7 +934,7 @@ fn keys_of_other_tables_are_recorded_before_their_bits() {
     let mut local = BloomFilter::new(config).unwrap();
     local.insert("plain");
     let snapshot = dir.path().join("old-tables.bloom");
-    std::fs::write(&snapshot, local.to_snapshot().encode()).unwrap();
+    std::fs::write(&snapshot, local.to_snapshot(0).encode()).unwrap();
     let redis = RedisFilter::import(&target, "tables", &snapshot).unwrap();
     let schema = || server.cli(&["HGET", &bloom_redis::meta_key("tables"), "schema"]);
     // A handle opened before the filter is marked: its restore must not take the mark back.

@@ -2,15 +2,13 @@
 //! builds it from the store, and every other process starting at the same moment waits and
 //! attaches; none answers "absent" for a key committed before or during the start.
 
-mod support;
-
 use std::sync::Barrier;
 use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{SharedError, SharedFilteredStore, SharedOpen};
 use bloom_store::{Coalesced, Lookup, PrimaryStore, SqliteStore};
-use support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 fn config(shards: u32) -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(shards).unwrap(), 20_000, 0.01).unwrap();

@@ -3,14 +3,12 @@
 //! each persistence mode. Whatever happens, an acknowledged key is never answered "absent":
 //! the filter answers "maybe" or refuses (`Unverified`) until it is known whole again.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use bloom_core::{FilterConfig, FilterParams, Layout};
 use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
+use bloom_testing::redis::{RedisCluster, RedisServer};
 use rustix::process::Signal;
-use support::{RedisCluster, RedisServer};
 
 fn config(shards: u32, items: u64) -> FilterConfig {
     FilterConfig::new(FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap())
@@ -116,7 +114,14 @@ fn a_restart_from_an_older_save_is_never_answered_absent() {
     // ...and the way out is every key added again, declaring the filter whole.
     let encoded: Vec<Vec<u8>> = acknowledged
         .iter()
-        .map(|k| reopened.config().encode_str(k).as_bytes().to_vec())
+        .map(|k| {
+            reopened
+                .config()
+                .encoding()
+                .encode_str(k)
+                .as_bytes()
+                .to_vec()
+        })
         .collect();
     reopened.restore_whole(&encoded, None).unwrap();
     assert_eq!(assert_never_absent(&reopened, &acknowledged), 0);

@@ -8,15 +8,13 @@
 //! run through the module too, in `cargo xtask test`'s second pass
 //! (`BLOOM_REDIS_TEST_PATH=module`).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout};
+use bloom_core::{BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_format::DatasetGeneration;
-use bloom_format::sharded::config_text;
 use bloom_redis::{Durability, ModuleUse, RedisFilter, RedisFilterError, shard_key};
-use support::{RedisCluster, RedisServer};
+use bloom_redis_protocol::config::config_text;
+use bloom_testing::redis::{RedisCluster, RedisServer};
 
 fn config(shards: u32, items: u64) -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap();
@@ -99,7 +97,7 @@ fn both_paths_write_the_same_bits_and_answer_the_same() {
         let exported = export_bytes(&made);
         assert!(exported == export_bytes(&other), "{name}");
         assert!(
-            exported == local.to_snapshot().encode().to_vec(),
+            exported == local.to_snapshot(0).encode().to_vec(),
             "{name}: the export is the local filter's snapshot"
         );
         // The module's shards are the plain path's, byte for byte and in size: the markers,
@@ -179,7 +177,12 @@ fn any_client_can_send_raw_keys_and_bad_arguments_are_refused() {
     let creation = creation.trim();
     let text = config_text(&config.to_header(DatasetGeneration::ZERO, 0));
     let shard_bits = config.bits() / 4;
-    let shard_of = |key: &str| config.positions(&config.encode_str(key)).as_slice()[0] / shard_bits;
+    let shard_of = |key: &str| {
+        config
+            .positions(&config.encoding().encode_str(key))
+            .as_slice()[0]
+            / shard_bits
+    };
     let key = "cafe\u{301}";
     let shard = shard_of(key);
     let shard_name = shard_key("seen", u32::try_from(shard).unwrap());

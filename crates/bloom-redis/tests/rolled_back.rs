@@ -6,15 +6,13 @@
 //! filter from the store and trusts it again. Plain commands, or the module's under
 //! `BLOOM_REDIS_TEST_PATH=module`.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{RedisFilter, RedisFilterError, RedisTarget, SharedFilteredStore, SharedOpen};
 use bloom_store::{Lookup, MemoryStore};
-use support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 const NAME: &str = "seen";
 

@@ -2,14 +2,12 @@
 //! a task of a current-thread and of a multi-thread tokio runtime, work as outside one (the
 //! Redis client here has no runtime of its own to refuse it).
 
-mod support;
-
 use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{Durability, RedisFilter, SharedFilteredStore, SharedOpen};
 use bloom_store::{Lookup, SqliteStore};
-use support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 fn config() -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(4).unwrap(), 10_000, 0.01).unwrap();
@@ -38,7 +36,7 @@ async fn every_call(target: bloom_redis::RedisTarget, db: std::path::PathBuf, na
     assert_eq!(seen.insert_all(["k", "l"]).unwrap(), [false, true]);
     assert_eq!(seen.contains("k").unwrap(), Lookup::Present);
     assert!(!seen.contains("never").unwrap().is_present());
-    assert_eq!(seen.rebuild(config()).unwrap(), 2);
+    assert_eq!(seen.rebuild(config()).unwrap().keys_scanned, 2);
     assert!(seen.metrics().trusted);
     drop(seen);
     assert!(RedisFilter::delete(&target, &name).unwrap());

@@ -2,13 +2,11 @@
 //! asked again when the master stops being one, and the filter's durability decides whether
 //! the promoted replica is trusted.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use bloom_core::{FilterConfig, FilterParams, Layout};
 use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
-use support::{RedisServer, Sentinel};
+use bloom_testing::redis::{RedisServer, Sentinel};
 
 const MASTER: &str = "fleet";
 
@@ -21,6 +19,7 @@ fn encoded(filter: &RedisFilter, prefix: &str, n: usize) -> Vec<Vec<u8>> {
         .map(|i| {
             filter
                 .config()
+                .encoding()
                 .encode_str(&format!("{prefix}-{i}"))
                 .as_bytes()
                 .to_vec()

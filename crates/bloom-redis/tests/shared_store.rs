@@ -3,14 +3,12 @@
 //! no committed key is ever reported absent, and a key whose bits could not be set is never
 //! committed.
 
-mod support;
-
 use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{SharedFilteredStore, SharedOpen};
 use bloom_store::{Lookup, PrimaryStore, SqliteStore};
-use support::RedisServer;
+use bloom_testing::redis::RedisServer;
 
 fn config() -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(8).unwrap(), 20_000, 0.01).unwrap();
@@ -52,7 +50,7 @@ fn no_committed_key_is_reported_absent_through_redis_faults() {
     assert!(matches!(outcome, SharedOpen::Bypassed(_)), "{outcome:?}");
     assert!(a.insert("early").is_err());
     assert!(!a.store().contains(b"early").unwrap());
-    assert_eq!(a.rebuild(config()).unwrap(), 0);
+    assert_eq!(a.rebuild(config()).unwrap().keys_scanned, 0);
     assert!(a.is_trusted());
 
     let mut committed = Vec::new();
@@ -89,7 +87,7 @@ fn no_committed_key_is_reported_absent_through_redis_faults() {
     assert!(b.insert("after-restart").is_err());
     assert!(!b.store().contains(b"after-restart").unwrap());
     let taken = a.rebuild(config()).unwrap();
-    assert_eq!(taken, committed.len() as u64);
+    assert_eq!(taken.keys_scanned, committed.len() as u64);
     assert_committed_present(&[&a, &b], &committed);
     // B attaches to the rebuilt filter on its next insert.
     b.insert("after-rebuild").unwrap();

@@ -19,10 +19,6 @@
 //! `cargo run --release -p bloom-store --example offline_sync [-- RECORDS]` (the example
 //! always has the `sqlite` feature: the crate enables it for its own examples and tests).
 
-#[path = "../tests/support/split_mix.rs"]
-mod split_mix;
-
-use split_mix::SplitMix;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -31,6 +27,7 @@ use bloom_store::{
     DatasetGeneration, FilterOptions, FilteredStore, Lookup, Metrics, OpenOutcome, PrimaryStore,
     SqliteStore,
 };
+use bloom_testing::keys::SplitMix;
 
 /// Records synced per batch: one `contains_each`, then one transaction for the new ones.
 const BATCH: usize = 1_000;

@@ -3,6 +3,7 @@
 
 mod support;
 
+use bloom_core::Filter;
 use bloom_store::{FilterOptions, FilteredStore, Lookup, MemoryStore, PrimaryStore, StoreError};
 use proptest::prelude::*;
 use support::{Harness, assert_every_committed_key_present, named, options};

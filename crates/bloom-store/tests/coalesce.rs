@@ -231,7 +231,7 @@ fn dropped_futures_leave_their_keys_committed_with_bits() {
 fn a_refused_key_fails_its_caller_alone_before_it_is_queued() {
     let runtime = runtime();
     let seen = Coalesced::new(Gated::new(false)).unwrap();
-    assert!(seen.get().encoding().is_text());
+    assert_ne!(seen.get().encoding(), bloom_core::KeyEncoding::Bytes);
     let refused = runtime.block_on(seen.insert(&b"\xff\xfe"[..]));
     assert!(
         matches!(refused, Err(CoalescedError::Key(_))),

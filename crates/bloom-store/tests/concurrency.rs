@@ -2,6 +2,7 @@
 //! same time. Every key whose insert returned is found, by the live wrapper and by a wrapper
 //! reopened from any snapshot taken meanwhile.
 
+use bloom_core::Filter;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;

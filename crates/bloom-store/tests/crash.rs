@@ -18,10 +18,6 @@
 //! This is a `harness = false` test: the same binary is the parent and, with `--crash-child`,
 //! the child.
 
-#[path = "support/split_mix.rs"]
-mod split_mix;
-
-use split_mix::SplitMix;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -34,6 +30,7 @@ use bloom_store::{
     BypassReason, DatasetGeneration, FilterOptions, FilteredStore, Lookup, OpenOutcome,
     PrimaryStore, SqliteStore,
 };
+use bloom_testing::keys::SplitMix;
 
 const SEED: u64 = 0x05EE_D0FB_100D;
 const MAX_KILLS: u32 = 80;

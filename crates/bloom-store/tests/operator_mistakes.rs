@@ -74,7 +74,7 @@ fn edits_by_hand_fail_instead_of_breaking_the_history() {
     drop(w);
     let conn = rusqlite::Connection::open(h.db()).unwrap();
     for sql in [
-        // What bloom-store 0.1 ran for every insert: its table is gone since the upgrade.
+        // What the first builds (schema 0) ran for every insert: its table is gone since the upgrade.
         "INSERT OR IGNORE INTO keys (key) VALUES (x'01')",
         "UPDATE bloom_changes SET key = x'00' WHERE seq = 1",
         "UPDATE bloom_changes SET history = zeroblob(16) WHERE seq = 3",

@@ -3,6 +3,7 @@
 
 mod support;
 
+use bloom_core::Filter;
 use bloom_store::{FilteredStore, Lookup, MemoryStore, PrimaryStore, StoreError};
 use support::options;
 

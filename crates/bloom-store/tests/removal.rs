@@ -5,6 +5,7 @@
 
 mod support;
 
+use bloom_core::Filter;
 use std::sync::Arc;
 
 use bloom_format::{DecodeOptions, Snapshot};

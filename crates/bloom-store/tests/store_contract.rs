@@ -1,6 +1,6 @@
 //! What every `PrimaryStore` promises, checked on both stores: identities, generations that
 //! grow by one per change (a new key or a removal; never for a duplicate or a missing key),
-//! history digests, the change log, and the upgrades of databases created by bloom-store 0.1
+//! history digests, the change log, and the upgrades of databases created by its first builds (schema 0)
 //! and by schema 1 (no change log).
 
 mod support;
@@ -174,7 +174,7 @@ on_every_store!(
     identity_survives_reopening_and_backups_and_not_recreation,
 );
 
-/// A database written by bloom-store 0.1: `AUTOINCREMENT` with gaps left by duplicate
+/// A database written by the first builds (schema 0): `AUTOINCREMENT` with gaps left by duplicate
 /// inserts, and no identity. It is upgraded in place on first open and keeps its keys, in
 /// their order, at the generations 1, 2, 3, … (the log of schema 3 has no gaps).
 #[test]
@@ -426,7 +426,7 @@ fn a_sqlite_batch_is_committed_whole_or_not_at_all() {
     assert_eq!(store.generation().unwrap().get(), 3);
 }
 
-/// An application's own `keys` table that happens to have bloom-store 0.1's exact shape:
+/// An application's own `keys` table that happens to have schema 0's exact shape:
 /// with `LegacyKeys::Ignore` the store lives beside it and never reads or drops it.
 #[test]
 fn a_table_shaped_like_0_1s_can_be_declared_the_applications() {

@@ -2,7 +2,7 @@
 
 mod support;
 
-use bloom_core::KeyEncoding;
+use bloom_core::{Filter, KeyEncoding};
 use bloom_store::{
     BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, MemoryStore, Mode,
     OpenOutcome, OptionsError, PrimaryStore, SaltPolicy, StoreError,
@@ -308,7 +308,7 @@ fn a_scalable_snapshot_dropped_in_is_bypassed_and_rebuilt() {
     let path = dir.path().join("filter.bloom");
     let mut chain = bloom_core::ScalableBloomFilter::with_capacity(10, 0.01).unwrap();
     chain.insert_all(["a", "b"]);
-    bloom_format::write_atomic(&path, &chain.to_snapshot_at(1).encode()).unwrap();
+    bloom_format::write_atomic(&path, &chain.to_snapshot(1).encode()).unwrap();
     let committed = keys(0..50);
     let refs: Vec<&str> = committed.iter().map(String::as_str).collect();
     let (store, outcome) = FilteredStore::open(
