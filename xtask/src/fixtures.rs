@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bloom_core::{
-    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
+    BloomFilter, CountingBloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout,
     PositionRule, Salt, ScalableBloomFilter,
 };
 use bloom_format::{DatasetGeneration, FormatVersion, HistoryDigest, StoreBinding, StoreIdentity};
@@ -294,7 +294,7 @@ fn fixtures() -> Vec<Fixture> {
         },
         Fixture {
             name: "planned-over-capacity",
-            config: bloom_core::FilterBuilder::new(100)
+            config: bloom_core::BloomFilter::builder(100)
                 .false_positive_rate(0.01)
                 .layout(Layout::Blocked512)
                 .rule(PositionRule::Sha256Double)
@@ -366,7 +366,7 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
     };
     for (name, mut chain, keys, generation) in scalable_fixtures() {
         chain.insert_all(&keys);
-        let snapshot = chain.to_snapshot_at(generation);
+        let snapshot = chain.to_snapshot(generation);
         assert_eq!(snapshot.format_version(), FormatVersion::CURRENT);
         let dir = Path::new(DIR);
         files.insert(
@@ -386,7 +386,7 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
                 let mut filter =
                     BloomFilter::new(fixture.config).expect("small fixture filters allocate");
                 filter.insert_all(&fixture.keys);
-                (filter.to_header_at(generation), filter.to_bytes())
+                (filter.header(generation), filter.to_bytes())
             }
             Some(removed) => {
                 let mut filter = CountingBloomFilter::new(fixture.config)
@@ -395,7 +395,8 @@ fn generate() -> BTreeMap<PathBuf, Vec<u8>> {
                 for key in removed {
                     filter.remove(key).expect("an inserted key is removable");
                 }
-                (filter.to_header_at(generation), filter.to_bytes())
+                let snapshot = filter.to_snapshot(generation);
+                (snapshot.header().clone(), snapshot.payload().to_vec())
             }
         };
         header.store = fixture.store;

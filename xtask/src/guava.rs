@@ -19,7 +19,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
+use bloom_core::{BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, PositionRule};
 
 use crate::workspace::{sha256_hex, workspace_root};
 
@@ -105,7 +105,7 @@ fn build_stream(case: &RustCase, keys: &str) -> Result<Vec<u8>, String> {
             .insert(&key_bytes(case.funnel, line)?)
             .map_err(|e| e.to_string())?;
     }
-    let snapshot = filter.to_snapshot();
+    let snapshot = filter.to_snapshot(0);
     let mut stream = Vec::new();
     bloom_format::export_guava(&snapshot, &mut stream).map_err(|e| e.to_string())?;
     Ok(stream)

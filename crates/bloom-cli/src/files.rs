@@ -7,8 +7,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use bloom_core::{
-    BitsError, BloomFilter, CountingBloomFilter, CountingError, FilterConfig, ScalableBloomFilter,
-    ScalableError,
+    BitsError, BloomFilter, CountingBloomFilter, Filter, FilterConfig, ScalableBloomFilter,
+    ScalableError, SnapshotError,
 };
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
@@ -163,7 +163,7 @@ pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, Con
 enum LoadError {
     Read(ReadError),
     Bits(BitsError),
-    Counting(CountingError),
+    Snapshot(SnapshotError),
     Scalable(ScalableError),
 }
 
@@ -173,9 +173,9 @@ impl From<ScalableError> for LoadError {
     }
 }
 
-impl From<CountingError> for LoadError {
-    fn from(e: CountingError) -> Self {
-        Self::Counting(e)
+impl From<SnapshotError> for LoadError {
+    fn from(e: SnapshotError) -> Self {
+        Self::Snapshot(e)
     }
 }
 
@@ -202,44 +202,48 @@ pub(crate) struct Loaded {
 pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     let (reader, configs) = open(path, Some(max_bytes))?;
     let header = reader.header().clone();
-    let filter = match configs {
-        Configs::Stages(_) => ScalableBloomFilter::from_payload(&header, |sink| {
+    // The payload as it is read, a chunk at a time.
+    let chunks = |reader: SnapshotReader<Box<dyn std::io::Read>>| {
+        move |sink: &mut dyn FnMut(&[u8])| {
             reader
                 .read_payload_with(|chunk| {
                     sink(chunk);
                     Ok::<(), LoadError>(())
                 })
                 .map(|_| ())
-        })
-        .map(|mut chain| {
-            chain.set_growth_limit(Some(max_bytes));
-            AnyFilter::Scalable(chain)
-        }),
+        }
+    };
+    let filter = match configs {
+        Configs::Stages(_) => {
+            ScalableBloomFilter::from_payload(&header, chunks(reader)).map(|mut chain| {
+                chain.set_growth_limit(Some(max_bytes));
+                AnyFilter::Scalable(chain)
+            })
+        }
+        Configs::One(_) if header.layout == bloom_format::LayoutId::Counting4 => {
+            CountingBloomFilter::from_payload(&header, chunks(reader)).map(AnyFilter::Counting)
+        }
         Configs::One(config) => {
             // One copy: the payload is read straight into the filter's words and
             // checksummed on the way.
-            let fill = |image: &mut [u8]| {
+            BloomFilter::from_payload_in_place(config, header.item_count, |image| {
                 reader
                     .read_payload_into(image)
                     .map(|_| ())
                     .map_err(LoadError::from)
-            };
-            if header.layout == bloom_format::LayoutId::Counting4 {
-                CountingBloomFilter::from_payload_in_place(config, header.item_count, fill)
-                    .map(AnyFilter::Counting)
-            } else {
-                BloomFilter::from_payload_in_place(config, header.item_count, fill)
-                    .map(AnyFilter::Plain)
-            }
+            })
+            .map(AnyFilter::Plain)
         }
     }
     .map_err(|e| match e {
         LoadError::Read(e) => read_failure(path, &e),
-        LoadError::Bits(BitsError::Alloc(e)) | LoadError::Scalable(ScalableError::Alloc(e)) => {
+        LoadError::Bits(BitsError::Alloc(e))
+        | LoadError::Snapshot(SnapshotError::Bits(BitsError::Alloc(e)))
+        | LoadError::Scalable(ScalableError::Build(bloom_core::BuildError::Alloc(e))) => {
             Failure::environment(format!("{}: {e}", shown(path)))
         }
         LoadError::Bits(e) => Failure::input(format!("{}: {e}", shown(path))),
-        LoadError::Counting(e) => Failure::input(format!("{}: {e}", shown(path))),
+        LoadError::Snapshot(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Scalable(e) => Failure::input(format!("{}: {e}", shown(path))),
     })?;
     Ok(Loaded { header, filter })
@@ -318,7 +322,7 @@ pub(crate) fn write_failure(error: WriteError) -> Failure {
         WriteError::NotARegularFile { .. } | WriteError::NotASnapshot { .. } => {
             Failure::usage(error)
         }
-        WriteError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidInput => {
+        WriteError::Io { cause, .. } if cause.kind() == std::io::ErrorKind::InvalidInput => {
             Failure::usage(error)
         }
         _ => Failure::environment(error),

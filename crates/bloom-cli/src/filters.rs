@@ -3,7 +3,7 @@
 //! plan), and [`Answering`], what answers `check`.
 
 use bloom_core::{
-    BloomFilter, CountingBloomFilter, EncodedKey, FilterConfig, GrowthStop, KeyError,
+    BloomFilter, CountingBloomFilter, EncodedKey, Filter, FilterConfig, GrowthStop, KeyError,
     ScalableBloomFilter,
 };
 use bloom_format::Header;
@@ -18,65 +18,47 @@ pub(crate) enum AnyFilter {
     Scalable(ScalableBloomFilter),
 }
 
+/// Runs `$body` with `$f` bound to the filter an [`AnyFilter`] holds, for what every filter
+/// type answers alike ([`Filter`]).
+macro_rules! with_filter {
+    ($any:expr, $f:ident => $body:expr) => {
+        match $any {
+            AnyFilter::Plain($f) => $body,
+            AnyFilter::Counting($f) => $body,
+            AnyFilter::Scalable($f) => $body,
+        }
+    };
+}
+
 impl AnyFilter {
     /// The configuration keys are encoded with: a chain's newest stage's, whose encoding,
     /// tables and salt every stage shares.
     pub(crate) fn config(&self) -> &FilterConfig {
-        match self {
-            Self::Plain(f) => f.config(),
-            Self::Counting(f) => f.config(),
-            Self::Scalable(f) => f.newest_stage().config(),
-        }
+        with_filter!(self, f => f.config())
     }
 
     pub(crate) fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
-        match self {
-            Self::Plain(f) => f.insert(key),
-            Self::Counting(f) => f.insert(key),
-            Self::Scalable(f) => f.insert(key),
-        }
+        with_filter!(self, f => f.insert(key))
     }
 
     /// Inserts keys already encoded with the filter's encoding.
     pub(crate) fn insert_all<'k>(&mut self, keys: impl Iterator<Item = EncodedKey<'k>>) {
-        match self {
-            Self::Plain(f) => {
-                f.insert_all(keys);
-            }
-            Self::Counting(f) => {
-                f.insert_all(keys);
-            }
-            Self::Scalable(f) => {
-                f.insert_all(keys);
-            }
-        }
+        let _added = with_filter!(self, f => f.insert_all(keys));
     }
 
     /// The keys the filter counts as inserted (inserts that changed a bit).
     pub(crate) fn items_inserted(&self) -> u64 {
-        match self {
-            Self::Plain(f) => f.items_inserted(),
-            Self::Counting(f) => f.items_inserted(),
-            Self::Scalable(f) => f.items_inserted(),
-        }
+        with_filter!(self, f => f.items_inserted())
     }
 
     /// The estimated number of distinct keys in the filter.
     pub(crate) fn estimated_items(&self) -> f64 {
-        match self {
-            Self::Plain(f) => f.estimated_items(),
-            Self::Counting(f) => f.estimated_items(),
-            Self::Scalable(f) => f.stages().iter().map(BloomFilter::estimated_items).sum(),
-        }
+        with_filter!(self, f => f.estimated_items())
     }
 
     /// The estimated false-positive rate at the filter's fill.
     pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
-        match self {
-            Self::Plain(f) => f.estimated_false_positive_rate(),
-            Self::Counting(f) => f.estimated_false_positive_rate(),
-            Self::Scalable(f) => f.estimated_false_positive_rate(),
-        }
+        with_filter!(self, f => f.estimated_false_positive_rate())
     }
 
     /// The one-line summary of a command that wrote this filter: `what` (say, "built
@@ -87,19 +69,16 @@ impl AnyFilter {
             return format!(
                 "{what}: a scalable filter of {stages} stage{}, m = {} bits ({} bytes) in all, {} in it ({} more before it grows), estimated false-positive rate {} (bound {})",
                 if stages == 1 { "" } else { "s" },
-                chain.bits(),
+                chain.positions(),
                 chain.payload_len(),
                 about_keys(self.estimated_items()),
-                chain.remaining_capacity(),
+                chain.remaining_capacity().unwrap_or(0),
                 crate::output::show(self.estimated_false_positive_rate()),
                 crate::output::show(chain.plan().false_positive_rate),
             );
         }
         let config = self.config();
-        let bytes = match self {
-            Self::Counting(_) => config.bits().div_ceil(2),
-            _ => config.params().byte_len(),
-        };
+        let bytes = with_filter!(self, f => f.payload_len());
         format!(
             "{what}: m = {} bits ({bytes} bytes), k = {}, {} in it, estimated false-positive rate {}",
             config.bits(),
@@ -109,23 +88,13 @@ impl AnyFilter {
         )
     }
 
-    /// How the filter stands against the plan it records, if it records one (a chain judges
-    /// itself: [`AnyFilter::check_capacity`]).
-    fn capacity(&self) -> Option<bloom_core::Capacity> {
-        match self {
-            Self::Plain(f) => f.capacity(),
-            Self::Counting(f) => f.capacity(),
-            Self::Scalable(_) => None,
-        }
-    }
-
     /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
     /// written). `name` is the snapshot as the summary names it; `max_bytes` the
     /// `--max-bytes` a chain may grow to.
     pub(crate) fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
         let over = match self {
             Self::Scalable(chain) => chain_over(name, chain, max_bytes),
-            _ => self.capacity().filter(bloom_core::Capacity::is_over).map(|capacity| {
+            _ => with_filter!(self, f => f.capacity()).filter(bloom_core::Capacity::is_over).map(|capacity| {
                 let plan = capacity.plan;
                 let why = format!(
                     "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
@@ -154,23 +123,15 @@ impl AnyFilter {
     }
 
     /// The header of a snapshot of the filter.
-    pub(crate) fn to_header(&self, generation: bloom_format::DatasetGeneration) -> Header {
-        match self {
-            Self::Plain(f) => f.to_header_at(generation),
-            Self::Counting(f) => f.to_header_at(generation),
-            Self::Scalable(f) => f.to_header_at(generation),
-        }
+    pub(crate) fn header(&self, generation: bloom_format::DatasetGeneration) -> Header {
+        with_filter!(self, f => f.header(generation))
     }
 
     pub(crate) fn for_each_payload_chunk<E>(
         &self,
         each: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        match self {
-            Self::Plain(f) => f.for_each_payload_chunk(each),
-            Self::Counting(f) => f.for_each_payload_chunk(each),
-            Self::Scalable(f) => f.for_each_payload_chunk(each),
-        }
+        with_filter!(self, f => f.for_each_payload_chunk(each))
     }
 
     /// What answers for this filter: the plain filter that answers as this one does (a
@@ -202,12 +163,12 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
     let target = chain.plan().false_positive_rate;
     let rebuild =
         "build a new chain from its keys with a larger --items (or --growth, or --tightening)";
-    let over_rate = rate > chain.rate_limit();
+    let capacity = chain.capacity()?;
+    let over_rate = capacity.is_over_rate();
     let stop = chain.growth_stop();
     let mut why = format!("{name} is over its plan:");
-    if chain.is_over_items() {
-        let newest = chain.newest_stage();
-        let capacity = newest.config().plan().map_or(0, |p| p.capacity);
+    if capacity.is_over_items() {
+        let (items, capacity) = (capacity.items, capacity.plan.capacity);
         let cause = match stop {
             Some(GrowthStop::OverLimit {
                 stage_bytes,
@@ -220,8 +181,7 @@ fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option
             None => "memory for its next stage could not be allocated".to_owned(),
         };
         why.push_str(&format!(
-            " it could not grow ({cause}), so its newest stage holds {} items for a capacity of {capacity};",
-            newest.items_inserted(),
+            " it could not grow ({cause}), so its newest stage holds {items} items for a capacity of {capacity};",
         ));
     }
     why.push_str(&format!(

@@ -13,7 +13,7 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bloom_core::{BloomFilter, FilterConfig, KeyEncoding, Layout, PositionRule};
+use bloom_core::{BloomFilter, Filter, FilterConfig, KeyEncoding, Layout, PositionRule};
 use sha2::{Digest, Sha256};
 
 const FPR: f64 = 0.01;

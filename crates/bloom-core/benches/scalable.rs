@@ -10,7 +10,7 @@
 
 use std::hint::black_box;
 
-use bloom_core::{BloomFilter, KeyEncoding, PositionRule, ScalableBloomFilter};
+use bloom_core::{BloomFilter, Filter, KeyEncoding, PositionRule, ScalableBloomFilter};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use growable_bloom_filter::{GrowableBloom, GrowableBloomBuilder};
 
@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
             "{stages} stages: false-positive rate {:.5} (growable {:.5}), {:.2} bits per key",
             ours as f64 / queries.len() as f64,
             theirs as f64 / queries.len() as f64,
-            chain.bits() as f64 / KEYS as f64,
+            chain.positions() as f64 / KEYS as f64,
         );
     }
 

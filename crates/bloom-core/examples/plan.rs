@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release -p bloom-core --example plan -- [ITEMS] [FPR]`
 
-use bloom_core::{BloomFilter, FilterConfig, FilterParams};
+use bloom_core::{BloomFilter, Filter, FilterConfig, FilterParams};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

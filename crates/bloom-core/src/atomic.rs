@@ -2,14 +2,19 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, KeyHashing};
-use crate::bits::{self, AlignedWords, AllocError, BitsError};
+use bloom_format::{DatasetGeneration, Header};
+
+use crate::batch::{BitsMut, BitsRef, Inserted, KeyHashing};
+use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::FilterConfig;
+use crate::encoding::EncodedKey;
 use crate::encoding::UnicodeTables;
 use crate::estimate;
-use crate::filter::BloomFilter;
+use crate::filter::Filter;
 use crate::key::{self, Key};
+use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
+use crate::snapshot::SnapshotError;
 
 /// A Bloom filter that many threads can insert into and query at once.
 ///
@@ -33,11 +38,7 @@ pub struct AtomicBloomFilter {
 /// derived from the salt.
 impl std::fmt::Debug for AtomicBloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AtomicBloomFilter")
-            .field("config", &self.config)
-            .field("ones", &self.count_ones())
-            .field("items", &self.items_inserted())
-            .finish_non_exhaustive()
+        crate::filter::debug_summary(f, ("AtomicBloomFilter", "ones"), self, |_| {})
     }
 }
 
@@ -63,49 +64,6 @@ impl AtomicBloomFilter {
         }
     }
 
-    /// A filter from its snapshot payload delivered in chunks; see
-    /// [`BloomFilter::from_payload`]. The atomic words are allocated once and filled as the
-    /// chunks arrive: loading holds one copy of the payload.
-    ///
-    /// # Errors
-    /// As [`BloomFilter::from_payload`].
-    pub fn from_payload<E: From<BitsError>>(
-        config: FilterConfig,
-        items: u64,
-        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
-    ) -> Result<Self, E> {
-        let words = bits::WordSink::<AtomicU64>::fill(config.bits(), fill)?;
-        Ok(Self::from_parts(config, words, items))
-    }
-
-    /// Hands the byte image of the bit array to `each` in order, a few KiB at a time, reading
-    /// the words as inserts continue: every bit set by an insert that returned before this
-    /// call is in the image, as for [`AtomicBloomFilter::to_filter`], without a copy.
-    ///
-    /// # Errors
-    /// The first error `each` returns.
-    pub fn for_each_payload_chunk<E>(
-        &self,
-        each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        bits::for_each_byte_chunk(
-            self.words.iter().map(|w| w.load(Ordering::Acquire)),
-            self.config.params().byte_len(),
-            each,
-        )
-    }
-
-    /// The configuration a copy of this filter records: the tables are "not recorded" once a
-    /// key outside ASCII went in under foreign tables.
-    #[must_use]
-    pub fn current_config(&self) -> FilterConfig {
-        if self.tables_mixed.load(Ordering::Acquire) {
-            self.config.clone().with_tables(UnicodeTables::default())
-        } else {
-            self.config.clone()
-        }
-    }
-
     fn hashing(&self) -> KeyHashing<'_> {
         KeyHashing {
             hasher: &self.hasher,
@@ -118,12 +76,6 @@ impl AtomicBloomFilter {
         if sensitive {
             self.tables_mixed.store(true, Ordering::Release);
         }
-    }
-
-    /// The configuration.
-    #[must_use]
-    pub fn config(&self) -> &FilterConfig {
-        &self.config
     }
 
     /// Inserts a key (text, bytes or already encoded: see [`Key`]); returns whether this call
@@ -145,69 +97,21 @@ impl AtomicBloomFilter {
         )
     }
 
-    /// Inserts every key; returns how many of them this call changed a bit for.
-    ///
-    /// Faster per key than `insert` in a loop, as [`BloomFilter::insert_all`] is, and stops
-    /// at a refused byte key as it does.
-    pub fn insert_all<I>(&self, keys: I) -> <I::Item as Key>::Answer<u64>
-    where
-        I: IntoIterator,
-        I::Item: Key,
-    {
-        let mut inserted = Inserted::default();
-        let outcome = (&*self.words).insert_each(self.hashing(), keys.into_iter(), &mut inserted);
+    // Each position of a batch is set with one locked write, without a probe first: the
+    // fastest way for keys that are mostly new (a probe of a new key finds a bit missing and
+    // is wasted), such as the keys a store commits.
+    crate::shared_methods::batch_methods!(; Atomic; set_each);
+
+    /// Records what a batch of inserts changed.
+    fn took(&self, inserted: &Inserted) {
         self.note_table_sensitive(inserted.table_sensitive);
         self.count_items(inserted.changed);
-        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
     }
 
-    /// Sets the bits of every key with one locked write per position, without probing them
-    /// first; returns how many keys changed a bit. Faster than
-    /// [`AtomicBloomFilter::insert_all`] for keys that are new, such as keys a lookup just
-    /// found absent (a probe of a new key finds a bit missing and is wasted); for keys that
-    /// may be in already, `insert_all` writes nothing for those and keeps their cache lines
-    /// clean. Stops at a refused byte key as `insert_all` does.
-    pub fn set_all<I>(&self, keys: I) -> <I::Item as Key>::Answer<u64>
-    where
-        I: IntoIterator,
-        I::Item: Key,
-    {
-        let mut inserted = Inserted::default();
-        let outcome = (&*self.words).set_each(self.hashing(), keys.into_iter(), &mut inserted);
-        self.note_table_sensitive(inserted.table_sensitive);
-        self.count_items(inserted.changed);
-        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
-    }
-
-    /// Whether a key may have been inserted. `false` is definite for every insert that
-    /// finished before this call started. Answers as [`BloomFilter::contains`] does.
-    #[must_use]
+    /// The one-key probe of `contains`.
     #[inline]
-    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-        K::answer(
-            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
-                |(encoded, sensitive)| {
-                    sensitive
-                        || BitsRef::Atomic(&self.words)
-                            .contains(&self.hasher, self.hasher.hash(&encoded))
-                },
-            ),
-        )
-    }
-
-    /// Whether each key may have been inserted: one answer per key, in order, exactly those
-    /// of `contains`, computed a batch of keys at a time as in
-    /// [`BloomFilter::contains_each`].
-    pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
-    where
-        I: IntoIterator,
-        I::Item: Key,
-    {
-        ContainsEach::new(
-            BitsRef::Atomic(&self.words),
-            self.hashing(),
-            keys.into_iter(),
-        )
+    fn probe_key(&self, encoded: &EncodedKey<'_>) -> bool {
+        BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(encoded))
     }
 
     /// A copy of the bits as a [`BloomFilter`], taken word by word while inserts may continue.
@@ -222,7 +126,7 @@ impl AtomicBloomFilter {
             *copy = word.load(Ordering::Acquire);
         }
         Ok(BloomFilter::from_words_unchecked(
-            self.current_config(),
+            self.recorded_config(),
             words,
             self.items_inserted(),
         ))
@@ -242,43 +146,61 @@ impl AtomicBloomFilter {
             });
     }
 
-    /// The number of inserts that set at least one bit.
-    #[must_use]
-    pub fn items_inserted(&self) -> u64 {
+    /// The configuration a snapshot or copy records: the tables are "not recorded" once a
+    /// key outside ASCII went in under foreign tables.
+    fn recorded_config(&self) -> FilterConfig {
+        if self.tables_mixed.load(Ordering::Acquire) {
+            self.config.clone().with_tables(UnicodeTables::default())
+        } else {
+            self.config.clone()
+        }
+    }
+}
+
+impl Filter for AtomicBloomFilter {
+    type LoadError = SnapshotError;
+
+    fn config(&self) -> &FilterConfig {
+        &self.config
+    }
+
+    fn items_inserted(&self) -> u64 {
         self.items.load(Ordering::Relaxed)
     }
 
-    crate::capacity::capacity_methods!();
-
-    /// The number of set bits.
-    #[must_use]
-    pub fn count_ones(&self) -> u64 {
+    fn count_ones(&self) -> u64 {
         self.words
             .iter()
             .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
             .sum()
     }
 
-    /// `X / m`.
-    #[must_use]
-    pub fn fill_ratio(&self) -> f64 {
-        estimate::fill_ratio(self.count_ones(), self.config.bits())
-    }
-
-    /// The estimated number of distinct keys inserted; see
-    /// [`BloomFilter::estimated_items`].
-    #[must_use]
-    pub fn estimated_items(&self) -> f64 {
-        estimate::estimated_items(self.count_ones(), self.config.bits(), self.config.hashes())
-    }
-
-    /// The false-positive rate at the current fill: `(X / m)^k` in the standard layout, and
-    /// the mean over blocks (or shards) of `(X_p / part bits)^k` where a key's bits all fall
-    /// in one part (see [`estimate::partitioned_false_positive_rate`]).
-    #[must_use]
-    pub fn estimated_false_positive_rate(&self) -> f64 {
+    fn estimated_false_positive_rate(&self) -> f64 {
         estimate::rate_of_words(&self.config, &self.words, |w| w.load(Ordering::Relaxed))
     }
+
+    /// The header, with the tables "not recorded" once a key outside ASCII went in under
+    /// foreign tables.
+    fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        self.recorded_config()
+            .to_header(dataset_generation.into(), self.items_inserted())
+    }
+
+    fn payload_len(&self) -> u64 {
+        self.config.params().byte_len()
+    }
+
+    /// Reads the words as inserts continue: every bit set by an insert that returned before
+    /// this call is in the image, as for [`AtomicBloomFilter::to_filter`], without a copy.
+    fn for_each_payload_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        bits::for_each_byte_chunk(
+            self.words.iter().map(|w| w.load(Ordering::Acquire)),
+            self.payload_len(),
+            each,
+        )
+    }
+
+    crate::filter::from_payload_into_words!(from_parts);
 }
 
 impl From<BloomFilter> for AtomicBloomFilter {

@@ -233,6 +233,28 @@ impl Word for std::sync::atomic::AtomicU64 {
     }
 }
 
+/// [`WordSink::fill`] for a loader whose errors are `E`, which the filter type's own load
+/// error `L` converts into: a bit array that cannot be made is reported as an `L`.
+pub(crate) fn fill_words<W: Word, L: From<BitsError>, E: From<L>>(
+    bits: u64,
+    fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+) -> Result<AlignedWords<W>, E> {
+    /// The caller's error, or the array's.
+    enum Fail<E> {
+        Fill(E),
+        Bits(BitsError),
+    }
+    impl<E> From<BitsError> for Fail<E> {
+        fn from(e: BitsError) -> Self {
+            Self::Bits(e)
+        }
+    }
+    WordSink::fill(bits, |sink| fill(sink).map_err(Fail::Fill)).map_err(|fail| match fail {
+        Fail::Fill(e) => e,
+        Fail::Bits(e) => E::from(L::from(e)),
+    })
+}
+
 /// Assembles the words of a `bits`-bit array from its byte image delivered in chunks of any
 /// size: one fallible allocation of the final size, filled as bytes arrive.
 pub(crate) struct WordSink<W> {
@@ -251,7 +273,7 @@ pub(crate) struct WordSink<W> {
 }
 
 impl<W: Word> WordSink<W> {
-    /// Fills a bit array from `fill`; see [`BloomFilter::from_payload`](crate::BloomFilter::from_payload).
+    /// Fills a bit array from `fill`; see [`Filter::from_payload`](crate::Filter::from_payload).
     pub(crate) fn fill<E: From<BitsError>>(
         bits: u64,
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,

@@ -8,10 +8,10 @@ use crate::bits::AllocError;
 use crate::config::{ConfigError, CountingError, FilterConfig};
 use crate::counting::CountingBloomFilter;
 use crate::encoding::{EncodedKey, KeyEncoding};
-use crate::filter::BloomFilter;
 use crate::key::Key;
 use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
+use crate::plain::BloomFilter;
 use crate::position::{PositionRule, Salt};
 
 /// The false-positive rate a builder plans for unless told otherwise, and the one
@@ -63,31 +63,76 @@ pub enum BuildError {
 #[must_use = "a builder makes nothing until `build` is called"]
 pub struct FilterBuilder {
     items: u64,
-    fpr: f64,
     layout: Option<Layout>,
-    rule: Option<PositionRule>,
-    encoding: KeyEncoding,
-    salt: Salt,
+    keys: KeyOptions,
 }
+
+/// What [`FilterBuilder`] and [`ScalableBuilder`](crate::ScalableBuilder) take alike: the
+/// rate to plan for, and how keys become positions.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyOptions {
+    pub(crate) fpr: f64,
+    /// The rule asked for; each builder has its own default.
+    pub(crate) rule: Option<PositionRule>,
+    pub(crate) encoding: KeyEncoding,
+    pub(crate) salt: Salt,
+}
+
+impl Default for KeyOptions {
+    fn default() -> Self {
+        Self {
+            fpr: DEFAULT_FALSE_POSITIVE_RATE,
+            rule: None,
+            encoding: KeyEncoding::Nfc,
+            salt: Salt::default(),
+        }
+    }
+}
+
+/// The setters of [`KeyOptions`], for a builder whose field `keys` holds them.
+macro_rules! key_option_setters {
+    () => {
+        /// The false-positive rate to plan for (default 1 %,
+        /// [`DEFAULT_FALSE_POSITIVE_RATE`](crate::DEFAULT_FALSE_POSITIVE_RATE)); for a
+        /// scalable filter, the rate of the whole chain however many stages it grows.
+        pub fn false_positive_rate(mut self, fpr: f64) -> Self {
+            self.keys.fpr = fpr;
+            self
+        }
+
+        /// The position rule (`sha256-double` with a secret salt for keys an adversary
+        /// picks).
+        pub fn rule(mut self, rule: $crate::PositionRule) -> Self {
+            self.keys.rule = Some(rule);
+            self
+        }
+
+        /// The key encoding (default NFC).
+        pub fn encoding(mut self, encoding: $crate::KeyEncoding) -> Self {
+            self.keys.encoding = encoding;
+            self
+        }
+
+        /// A secret salt (see [`Salt`](crate::Salt)).
+        pub fn salt(mut self, salt: $crate::Salt) -> Self {
+            self.keys.salt = salt;
+            self
+        }
+    };
+}
+pub(crate) use key_option_setters;
 
 impl FilterBuilder {
     /// A builder planning for `expected_items` keys.
-    pub fn new(expected_items: u64) -> Self {
+    pub(crate) fn new(expected_items: u64) -> Self {
         Self {
             items: expected_items,
-            fpr: DEFAULT_FALSE_POSITIVE_RATE,
             layout: None,
-            rule: None,
-            encoding: KeyEncoding::Nfc,
-            salt: Salt::none(),
+            keys: KeyOptions::default(),
         }
     }
 
-    /// The false-positive rate to plan for once `expected_items` keys are in.
-    pub fn false_positive_rate(mut self, fpr: f64) -> Self {
-        self.fpr = fpr;
-        self
-    }
+    key_option_setters!();
 
     /// The layout of the bits.
     pub fn layout(mut self, layout: Layout) -> Self {
@@ -95,46 +140,29 @@ impl FilterBuilder {
         self
     }
 
-    /// The position rule.
-    pub fn rule(mut self, rule: PositionRule) -> Self {
-        self.rule = Some(rule);
-        self
-    }
-
-    /// The key encoding.
-    pub fn encoding(mut self, encoding: KeyEncoding) -> Self {
-        self.encoding = encoding;
-        self
-    }
-
-    /// A secret salt (see [`Salt`]).
-    pub fn salt(mut self, salt: Salt) -> Self {
-        self.salt = salt;
-        self
-    }
-
     /// The configuration the builder plans: for a counting filter (standard layout only) or a
     /// plain one.
     fn config_with(&self, counting: bool) -> Result<FilterConfig, BuildError> {
-        let (rule, layout) = match (self.rule, self.layout) {
+        let (keys, fpr) = (&self.keys, self.keys.fpr);
+        let (rule, layout) = match (keys.rule, self.layout) {
             (rule, Some(layout)) => (rule.unwrap_or(PositionRule::fastest_for(layout)), layout),
             (Some(rule), None) if counting => (rule, Layout::Standard),
-            (Some(rule), None) => (rule, Layout::default_for(rule, self.fpr)),
+            (Some(rule), None) => (rule, Layout::default_for(rule, fpr)),
             (None, None) if counting => (PositionRule::Xxh3_128, Layout::Standard),
-            (None, None) => crate::default_rule_and_layout(self.fpr),
+            (None, None) => crate::default_rule_and_layout(fpr),
         };
         // Guava's rules size as Guava does (whole 64-bit words), in Guava's standard layout.
         let params = if rule.is_guava() && layout == Layout::Standard {
-            FilterParams::for_guava(self.items, self.fpr)?
+            FilterParams::for_guava(self.items, fpr)?
         } else {
-            FilterParams::planned_for(rule, layout, self.items, self.fpr)?
+            FilterParams::planned_for(rule, layout, self.items, fpr)?
         };
         let mut config = FilterConfig::new(params)
-            .with_encoding(self.encoding)
-            .with_plan(bloom_format::Plan::new(self.items, self.fpr));
+            .with_encoding(keys.encoding)
+            .with_plan(bloom_format::Plan::new(self.items, fpr));
         config = config.with_rule(rule)?;
-        if !self.salt.is_empty() {
-            config = config.with_salt(self.salt.clone())?;
+        if !keys.salt.is_empty() {
+            config = config.with_salt(keys.salt.clone())?;
         }
         Ok(config)
     }
@@ -153,14 +181,6 @@ impl FilterBuilder {
     /// [`BuildError::Params`], [`BuildError::Config`] or [`BuildError::Alloc`].
     pub fn build(&self) -> Result<BloomFilter, BuildError> {
         Ok(BloomFilter::new(self.config()?)?)
-    }
-
-    /// An empty [`AtomicBloomFilter`].
-    ///
-    /// # Errors
-    /// As [`FilterBuilder::build`].
-    pub fn build_atomic(&self) -> Result<AtomicBloomFilter, BuildError> {
-        Ok(AtomicBloomFilter::new(self.config()?)?)
     }
 
     /// An empty [`CountingBloomFilter`] (standard layout unless another was asked for, and
@@ -192,7 +212,7 @@ impl BloomFilter {
     /// # Errors
     /// As [`FilterBuilder::build`].
     pub fn with_capacity(expected_items: u64, fpr: f64) -> Result<Self, BuildError> {
-        FilterBuilder::new(expected_items)
+        BloomFilter::builder(expected_items)
             .false_positive_rate(fpr)
             .build()
     }
@@ -225,7 +245,7 @@ impl<K: Key<Error = Infallible>> Extend<K> for &AtomicBloomFilter {
 /// handled as the standard library's collections handle theirs.
 ///
 /// ```
-/// use bloom_core::BloomFilter;
+/// use bloom_core::{BloomFilter, Filter};
 ///
 /// let seen: BloomFilter = ["a", "b", "c"].into_iter().collect();
 /// assert!(seen.contains("b"));
@@ -242,7 +262,7 @@ impl<K: Key<Error = Infallible>> FromIterator<K> for BloomFilter {
             })
             .collect();
         let items = u64::try_from(keys.len()).unwrap_or(u64::MAX).max(1);
-        if let Ok(mut filter) = FilterBuilder::new(items).encoding(encoding).build() {
+        if let Ok(mut filter) = BloomFilter::builder(items).encoding(encoding).build() {
             let _changed = filter.insert_all(&keys);
             return filter;
         }

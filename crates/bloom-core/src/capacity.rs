@@ -80,6 +80,48 @@ impl Capacity {
         }
     }
 
+    /// How a chain of stages stands, judged as
+    /// [`ScalableBloomFilter`](crate::ScalableBloomFilter) judges itself: `stages` are the
+    /// stages' configurations with their item counts, oldest first, `target` the chain's
+    /// rate and `estimated_false_positive_rate` the chain's rate estimated from its bits.
+    ///
+    /// [`Capacity::plan`] is then the newest stage's capacity at the chain's target,
+    /// [`Capacity::items`] the newest stage's items (so [`Capacity::remaining`] is the room
+    /// before the chain grows, and [`Capacity::is_over_items`] says the chain could not
+    /// grow), and [`Capacity::rate_limit`] the target plus [`CHANCE_SIGMAS`] standard
+    /// deviations of the chain's rate, its stages' variances added. `None` when the newest
+    /// stage records no plan, or there is no stage.
+    ///
+    /// For readers that stream a chain's payload and count its bits themselves, with the
+    /// configurations of `ScalableBloomFilter::stage_configs`.
+    #[must_use]
+    pub fn of_chain<'c>(
+        target: f64,
+        stages: impl IntoIterator<Item = (&'c crate::FilterConfig, u64)>,
+        estimated_false_positive_rate: f64,
+    ) -> Option<Self> {
+        let mut variance = 0.0;
+        let mut newest = None;
+        for (config, items) in stages {
+            if let Some(p) = config.plan() {
+                let (layout, bits, hashes) = (config.layout(), config.bits(), config.hashes());
+                variance += layout
+                    .false_positive_rate_deviation(bits, hashes, p.capacity)
+                    .powi(2);
+            }
+            newest = Some((config.plan(), items));
+        }
+        let (Some(stage), items) = newest? else {
+            return None;
+        };
+        Some(Self {
+            plan: Plan::new(stage.capacity, target)?,
+            items,
+            estimated_false_positive_rate,
+            rate_limit: target + CHANCE_SIGMAS * f64::sqrt(variance),
+        })
+    }
+
     /// Items that still fit the plan: the capacity less the items, 0 once over.
     #[must_use]
     pub const fn remaining(&self) -> u64 {
@@ -113,37 +155,3 @@ impl Capacity {
 /// passing by 1 % whatever the distribution (Cantelli's inequality, `1 / (1 + 10^2)`), and
 /// are within a few percent of the target for filters of more than a few thousand keys.
 pub const CHANCE_SIGMAS: f64 = 10.0;
-
-/// The capacity methods of a filter type that has `config()`, `items_inserted()` and
-/// `estimated_false_positive_rate()`.
-macro_rules! capacity_methods {
-    () => {
-        /// How the filter stands against its plan ([`FilterConfig::plan`]), or `None` when no
-        /// plan is recorded. Counts the set bits (a pass over the filter) for the estimated
-        /// rate.
-        #[must_use]
-        pub fn capacity(&self) -> Option<$crate::Capacity> {
-            $crate::capacity::Capacity::new(self.config(), self.items_inserted(), || {
-                self.estimated_false_positive_rate()
-            })
-        }
-
-        /// Items that still fit the plan (0 once over), or `None` when no plan is recorded.
-        /// Cheap: no pass over the bits.
-        #[must_use]
-        pub fn remaining_capacity(&self) -> Option<u64> {
-            self.config()
-                .plan()
-                .map(|plan| plan.capacity.saturating_sub(self.items_inserted()))
-        }
-
-        /// Whether the filter is over its plan: more items than its capacity, or an estimated
-        /// false-positive rate above the target. `false` when no plan is recorded.
-        #[must_use]
-        pub fn is_over_capacity(&self) -> bool {
-            self.capacity().is_some_and(|c| c.is_over())
-        }
-    };
-}
-
-pub(crate) use capacity_methods;

@@ -1,7 +1,7 @@
 //! [`FilterConfig`]: everything that decides where a key's bits land.
 
 use crate::bits::AllocError;
-use crate::encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables};
+use crate::encoding::{EncodedKey, KeyEncoding, UnicodeTables};
 use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
 use crate::position::{PositionHasher, PositionRule, Positions, Salt, SaltTooLong};
@@ -87,7 +87,7 @@ impl FilterConfig {
             rule: PositionRule::default(),
             encoding: KeyEncoding::Nfc,
             tables: KeyEncoding::Nfc.build_tables(),
-            salt: Salt::none(),
+            salt: Salt::default(),
             plan: None,
         }
     }
@@ -129,7 +129,7 @@ impl FilterConfig {
             rule: PositionRule::Sha256Split4,
             encoding: KeyEncoding::Utf8,
             tables: UnicodeTables::default(),
-            salt: Salt::none(),
+            salt: Salt::default(),
             plan: None,
         }
     }
@@ -201,7 +201,7 @@ impl FilterConfig {
     }
 
     /// Records the capacity and false-positive rate the filter is sized for (or none): what
-    /// [`BloomFilter::capacity`](crate::BloomFilter::capacity) measures the filter against,
+    /// [`Filter::capacity`](crate::Filter::capacity) measures the filter against,
     /// and what snapshots record. Where the bits land does not depend on it.
     #[must_use]
     pub const fn with_plan(mut self, plan: Option<Plan>) -> Self {
@@ -213,16 +213,6 @@ impl FilterConfig {
     #[must_use]
     pub const fn plan(&self) -> Option<Plan> {
         self.plan
-    }
-
-    /// Replaces the size parameters, keeping rule, encoding and salt.
-    ///
-    /// # Errors
-    /// [`ConfigError::TooManyHashesForRule`] when the new `k` is above the rule's maximum.
-    pub fn with_params(mut self, params: FilterParams) -> Result<Self, ConfigError> {
-        self.params = params;
-        let rule = self.rule;
-        self.with_rule(rule)
     }
 
     /// Builds a configuration from all its parts, checking that they fit together.
@@ -305,22 +295,6 @@ impl FilterConfig {
     #[must_use]
     pub const fn salt(&self) -> &Salt {
         &self.salt
-    }
-
-    /// Applies the key encoding to a text key.
-    #[must_use]
-    #[inline]
-    pub fn encode_str<'a>(&self, key: &'a str) -> EncodedKey<'a> {
-        self.encoding.encode_str(key)
-    }
-
-    /// Applies the key encoding to a byte key.
-    ///
-    /// # Errors
-    /// [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a text encoding.
-    #[inline]
-    pub fn encode_bytes<'a>(&self, key: &'a [u8]) -> Result<EncodedKey<'a>, KeyError> {
-        self.encoding.encode_bytes(key)
     }
 
     /// The bit positions of an encoded key. Prefer the filter methods; this is for tools and

@@ -1,14 +1,15 @@
 //! [`CountingBloomFilter`]: a filter of 4-bit counters, which can delete keys.
 
-use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot};
+use bloom_format::{DatasetGeneration, Header, LayoutId};
 
-use crate::bits::{self, AlignedWords, AllocError, BitsError};
+use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::{CountingError, FilterConfig, IncompatibleFilters};
 use crate::encoding::{EncodedKey, KeyError};
 use crate::estimate;
-use crate::filter::BloomFilter;
+use crate::filter::Filter;
 use crate::key::{self, Key};
 use crate::layout::Layout;
+use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
 use crate::snapshot::SnapshotError;
 
@@ -84,23 +85,14 @@ pub struct CountingBloomFilter {
     items: u64,
 }
 
-impl PartialEq for CountingBloomFilter {
-    fn eq(&self, other: &Self) -> bool {
-        self.config == other.config && self.words == other.words && self.items == other.items
-    }
-}
-
-impl Eq for CountingBloomFilter {}
+crate::filter::eq_by_contents!(CountingBloomFilter);
 
 /// Shows the configuration and a summary of the counters, never the counters themselves.
 impl std::fmt::Debug for CountingBloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CountingBloomFilter")
-            .field("config", &self.config)
-            .field("nonzero", &self.count_nonzero())
-            .field("saturated", &self.saturated_counters())
-            .field("items", &self.items)
-            .finish_non_exhaustive()
+        crate::filter::debug_summary(f, ("CountingBloomFilter", "nonzero"), self, |out| {
+            out.field("saturated", &self.saturated_counters());
+        })
     }
 }
 
@@ -154,12 +146,6 @@ impl CountingBloomFilter {
             words,
             items,
         }
-    }
-
-    /// The configuration (its layout is [`Layout::Standard`]: the positions').
-    #[must_use]
-    pub fn config(&self) -> &FilterConfig {
-        &self.config
     }
 
     /// The value of counter `i` (0 to 15); 0 past the end (the padding counters are zero).
@@ -312,15 +298,6 @@ impl CountingBloomFilter {
         Ok(())
     }
 
-    /// The number of counters above zero: the set bits of the projected plain filter.
-    #[must_use]
-    pub fn count_nonzero(&self) -> u64 {
-        self.words
-            .iter()
-            .map(|&w| u64::from(nonzero_mask(w).count_ones()))
-            .sum()
-    }
-
     /// The number of counters at 15, which are never decremented again (each is a position
     /// that stays *maybe* for good).
     #[must_use]
@@ -330,43 +307,6 @@ impl CountingBloomFilter {
             .map(|&w| u64::from(saturated_mask(w).count_ones()))
             .sum()
     }
-
-    /// The share of counters above zero.
-    #[must_use]
-    pub fn fill_ratio(&self) -> f64 {
-        estimate::fill_ratio(self.count_nonzero(), self.config.bits())
-    }
-
-    /// The estimated number of distinct keys in the filter, from the counters above zero as
-    /// for a plain filter ([`BloomFilter::estimated_items`]).
-    #[must_use]
-    pub fn estimated_items(&self) -> f64 {
-        estimate::estimated_items(
-            self.count_nonzero(),
-            self.config.bits(),
-            self.config.hashes(),
-        )
-    }
-
-    /// The false-positive rate at the current fill: `(X / m)^k` with `X` the counters above
-    /// zero.
-    #[must_use]
-    pub fn estimated_false_positive_rate(&self) -> f64 {
-        estimate::current_false_positive_rate(
-            self.count_nonzero(),
-            self.config.bits(),
-            self.config.hashes(),
-        )
-    }
-
-    /// Insertions less removals (every insert counts, repeated keys included). Snapshots
-    /// record it.
-    #[must_use]
-    pub fn items_inserted(&self) -> u64 {
-        self.items
-    }
-
-    crate::capacity::capacity_methods!();
 
     /// The plain filter of the same configuration with a bit set for every counter above
     /// zero: it answers every query exactly as this filter does, in a quarter of the space.
@@ -390,81 +330,12 @@ impl CountingBloomFilter {
         ))
     }
 
-    /// The header of a snapshot of a filter tied to no primary store: dataset generation 0.
-    /// A filter that covers a store records the store's generation with
-    /// [`CountingBloomFilter::to_header_at`].
-    #[must_use]
-    pub fn to_header(&self) -> Header {
-        self.to_header_at(DatasetGeneration::ZERO)
-    }
-
-    /// A snapshot in memory (a copy of the bits) of a filter tied to no primary store:
-    /// dataset generation 0. A filter that covers a store records the store's generation with
-    /// [`CountingBloomFilter::to_snapshot_at`].
-    #[must_use]
-    pub fn to_snapshot(&self) -> Snapshot {
-        self.to_snapshot_at(DatasetGeneration::ZERO)
-    }
-
-    /// The header of a snapshot of this filter ([`LayoutId::Counting4`]), recording
-    /// `dataset_generation`.
-    #[must_use]
-    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
-        let mut header = self.config.to_header(dataset_generation.into(), self.items);
-        header.layout = LayoutId::Counting4;
-        header
-    }
-
-    /// The payload: `ceil(m / 2)` bytes, counter `i` in byte `i / 2`, in the low nibble for
-    /// even `i` and the high nibble for odd `i`. This is a copy; see
-    /// [`CountingBloomFilter::for_each_payload_chunk`].
-    #[must_use]
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let len = usize::try_from(self.config.bits().div_ceil(2)).unwrap_or(usize::MAX);
-        bits::words_to_bytes(self.words.iter().copied(), len)
-    }
-
-    /// Hands the payload to `each` in order, a few KiB at a time, with no second copy.
-    ///
-    /// # Errors
-    /// The first error `each` returns.
-    pub fn for_each_payload_chunk<E>(
-        &self,
-        each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        bits::for_each_byte_chunk(
-            self.words.iter().copied(),
-            self.config.bits().div_ceil(2),
-            each,
-        )
-    }
-
-    /// A snapshot of this filter in memory, recording `dataset_generation`.
-    #[must_use]
-    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
-        Snapshot::new(self.to_header_at(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
-            unreachable!("a counting filter's own header and counters are always a valid snapshot")
-        })
-    }
-
-    /// The counting filter a snapshot of the [`LayoutId::Counting4`] layout holds.
-    ///
-    /// # Errors
-    /// [`SnapshotError::NotCounting`] for a snapshot of a plain filter, and otherwise as
-    /// [`BloomFilter::from_snapshot`].
-    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, SnapshotError> {
-        let header = snapshot.header();
-        let config = Self::config_of(header)?;
-        let words = bits::bytes_to_words(snapshot.payload(), counter_bits(config.bits()))?;
-        Ok(Self::from_words_unchecked(config, words, header.item_count))
-    }
-
     /// The configuration of a counting snapshot's header.
     ///
     /// # Errors
     /// [`SnapshotError::NotCounting`] unless the header's layout is
     /// [`LayoutId::Counting4`], and otherwise as [`FilterConfig::from_header`].
-    pub fn config_of(header: &Header) -> Result<FilterConfig, SnapshotError> {
+    pub(crate) fn config_of(header: &Header) -> Result<FilterConfig, SnapshotError> {
         if header.layout != LayoutId::Counting4 {
             return Err(SnapshotError::NotCounting {
                 layout: header.layout,
@@ -472,23 +343,54 @@ impl CountingBloomFilter {
         }
         FilterConfig::from_header_placed(header, Layout::Standard)
     }
+}
 
-    /// A counting filter whose counters `fill` writes in place: it receives the payload's
-    /// `ceil(m / 2)` bytes to fill (typically with
-    /// `bloom_format::SnapshotReader::read_payload_into`).
-    ///
-    /// # Errors
-    /// The error `fill` returns, [`CountingError`] for a configuration with no counting form,
-    /// or [`BitsError`] when the counters cannot be allocated or the padding nibble (past an
-    /// odd `m`) is not zero.
-    pub fn from_payload_in_place<E: From<BitsError> + From<CountingError>>(
-        config: FilterConfig,
-        items: u64,
-        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+impl Filter for CountingBloomFilter {
+    type LoadError = SnapshotError;
+
+    // The configuration's layout is [`Layout::Standard`] (the positions'), and the item count
+    // is insertions less removals (every insert counts, repeated keys included).
+    crate::filter::owned_words_methods!();
+
+    /// The counters above zero: the set bits of the projected plain filter.
+    fn count_ones(&self) -> u64 {
+        self.words
+            .iter()
+            .map(|&w| u64::from(nonzero_mask(w).count_ones()))
+            .sum()
+    }
+
+    /// `(X / m)^k` with `X` the counters above zero.
+    fn estimated_false_positive_rate(&self) -> f64 {
+        estimate::current_false_positive_rate(
+            self.count_ones(),
+            self.config.bits(),
+            self.config.hashes(),
+        )
+    }
+
+    /// The header of layout [`LayoutId::Counting4`].
+    fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        let mut header = self.config.to_header(dataset_generation.into(), self.items);
+        header.layout = LayoutId::Counting4;
+        header
+    }
+
+    /// `ceil(m / 2)` bytes, counter `i` in byte `i / 2`, in the low nibble for even `i` and
+    /// the high nibble for odd `i`.
+    fn payload_len(&self) -> u64 {
+        self.config.bits().div_ceil(2)
+    }
+
+    /// A counting filter from a header of layout [`LayoutId::Counting4`]: a plain filter's is
+    /// refused with [`SnapshotError::NotCounting`].
+    fn from_payload<E: From<SnapshotError>>(
+        header: &Header,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<Self, E> {
-        Self::check(&config)?;
-        let words = AlignedWords::filled_in_place(counter_bits(config.bits()), fill)?;
-        Ok(Self::from_words_unchecked(config, words, items))
+        let config = Self::config_of(header)?;
+        let words = bits::fill_words::<u64, SnapshotError, E>(counter_bits(config.bits()), fill)?;
+        Ok(Self::from_words_unchecked(config, words, header.item_count))
     }
 }
 
@@ -563,7 +465,7 @@ mod tests {
         f.set(0, 1);
         f.set(1, 2);
         f.set(4, 15);
-        assert_eq!(f.to_bytes(), [0x21, 0x00, 0x0F]);
+        assert_eq!(f.to_snapshot(0).payload()[..], [0x21, 0x00, 0x0F]);
         assert_eq!(f.counter(4), 15);
         assert_eq!(f.counter(5), 0);
     }
@@ -593,7 +495,10 @@ mod tests {
         assert!(f.contains("a"));
         // Each counter one below the times the key names it (but not zero): "a" reads maybe,
         // yet cannot have been inserted, since some counter is named at least twice.
-        let positions: Vec<u64> = f.config().positions(&f.config().encode_str("a")).collect();
+        let positions: Vec<u64> = f
+            .config()
+            .positions(&f.config().encoding().encode_str("a"))
+            .collect();
         for p in 0..2 {
             let times = positions.iter().filter(|&&q| q == p).count() as u8;
             g.set(p, times.saturating_sub(1).max(1));
@@ -603,6 +508,6 @@ mod tests {
         assert_eq!(g.remove("a"), Err(RemoveError::Absent));
         assert_eq!(g, before);
         assert_eq!(f.remove("a"), Ok(()));
-        assert_eq!(f.count_nonzero(), 0);
+        assert_eq!(f.count_ones(), 0);
     }
 }

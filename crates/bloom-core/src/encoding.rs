@@ -206,12 +206,6 @@ impl KeyEncoding {
         self.id().name()
     }
 
-    /// Whether keys must be text.
-    #[must_use]
-    pub const fn is_text(self) -> bool {
-        !matches!(self, Self::Bytes)
-    }
-
     /// The Unicode versions of the tables this rule uses in this build: the normalization
     /// tables of the `unicode-normalization` crate (pinned by `Cargo.lock`) for
     /// [`KeyEncoding::Nfc`] and [`KeyEncoding::NfcTrimLowercase`], and the standard library's
@@ -294,7 +288,7 @@ impl KeyEncoding {
     /// # Errors
     /// [`KeyError::NotEncoded`], or [`KeyError::InvalidUtf8`] for non-UTF-8 bytes under a
     /// text encoding.
-    pub fn check_encoded(self, key: &[u8]) -> Result<(), KeyError> {
+    pub(crate) fn check_encoded(self, key: &[u8]) -> Result<(), KeyError> {
         let not = KeyError::NotEncoded { encoding: self };
         if self == Self::Utf16Le {
             // The encoded form is UTF-16 code units: whole ones, with paired surrogates.

@@ -3,7 +3,7 @@
 //! them; they are public for tools that count the bits of a snapshot without loading it
 //! ([`FillCounter`] counts a payload streamed in chunks).
 
-use crate::layout::{BLOCK_BITS, Layout};
+use crate::layout::Layout;
 
 /// `X / m`.
 #[must_use]
@@ -34,8 +34,13 @@ pub fn current_false_positive_rate(ones: u64, bits: u64, hashes: u32) -> f64 {
 /// block's set bits: blocks fill unevenly, and `(X / m)^k` over the whole filter would
 /// understate the rate (by a third at 0.1%, and by orders of magnitude when nearly empty).
 #[must_use]
-pub fn blocked_false_positive_rate(block_ones: impl IntoIterator<Item = u32>, hashes: u32) -> f64 {
-    partitioned_false_positive_rate(block_ones.into_iter().map(u64::from), BLOCK_BITS, hashes)
+#[cfg(test)]
+fn blocked_false_positive_rate(block_ones: impl IntoIterator<Item = u32>, hashes: u32) -> f64 {
+    partitioned_false_positive_rate(
+        block_ones.into_iter().map(u64::from),
+        crate::layout::BLOCK_BITS,
+        hashes,
+    )
 }
 
 /// The false-positive rate of a filter whose keys each fall in one part of `part_bits` bits

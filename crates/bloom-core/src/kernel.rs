@@ -348,7 +348,7 @@ mod tests {
             (PositionRule::Sha256Split4, Layout::Standard, 4),
         ];
         for (rule, layout, k) in configs {
-            for salt in [Salt::none(), Salt::new(b"s").unwrap()] {
+            for salt in [Salt::default(), Salt::new(b"s").unwrap()] {
                 if !salt.is_empty()
                     && !matches!(rule, PositionRule::Xxh3_128 | PositionRule::Sha256Double)
                 {
@@ -387,7 +387,7 @@ mod tests {
                 layout,
                 params.bits(),
                 8,
-                &Salt::none(),
+                &Salt::default(),
             );
             let portable = Kernel::portable_split::<Xxh3_64, true>();
             let portable = if layout == Layout::SplitBlock256 {

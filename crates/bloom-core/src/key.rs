@@ -30,14 +30,14 @@ mod sealed {
 /// their own `Result` for every form, with the key's refusal as one of their errors.
 ///
 /// ```
-/// use bloom_core::{BloomFilter, EncodedKey, KeyError};
+/// use bloom_core::{BloomFilter, EncodedKey, Filter, KeyError};
 ///
 /// let mut filter = BloomFilter::with_capacity(1_000, 0.01)?;
 /// assert!(filter.insert("café"));                      // text: a bool
 /// assert!(filter.contains(&String::from("café")));     // any text form
 /// assert_eq!(filter.contains(b"caf\xc3\xa9"), Ok(true)); // bytes: a Result
 /// assert!(matches!(filter.insert(b"\xff"), Err(KeyError::InvalidUtf8 { .. })));
-/// let stored = filter.config().encode_str("café").into_owned();
+/// let stored = filter.config().encoding().encode_str("café").into_owned();
 /// assert!(filter.contains(&stored));                   // already encoded: a bool
 /// # let _: &EncodedKey<'_> = &stored;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -76,6 +76,26 @@ pub trait Key: sealed::Sealed {
     /// An answer in this form's shape.
     #[doc(hidden)]
     fn answer<T>(result: Result<T, Self::Error>) -> Self::Answer<T>;
+
+    /// An in-memory filter's answer as a `Result`, whatever the form of key: what generic
+    /// code over any `K: Key` names, since it cannot know whether `K::Answer<T>` is `T` or a
+    /// `Result`.
+    ///
+    /// ```
+    /// use bloom_core::{BloomFilter, Key, KeyError};
+    ///
+    /// fn seen<K: Key + ?Sized>(filter: &BloomFilter, key: &K) -> Result<bool, KeyError> {
+    ///     K::into_result(filter.contains(key))
+    /// }
+    /// let filter = BloomFilter::with_capacity(100, 0.01)?;
+    /// assert_eq!(seen(&filter, "a"), Ok(false));
+    /// assert!(seen(&filter, &b"\xff"[..]).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The key's refusal, for a byte key a text encoding refuses.
+    fn into_result<T>(answer: Self::Answer<T>) -> Result<T, KeyError>;
 }
 
 /// Text keys.
@@ -100,6 +120,9 @@ macro_rules! text_key {
                     Err(never) => match never {},
                 }
             }
+            fn into_result<T>(answer: T) -> Result<T, KeyError> {
+                Ok(answer)
+            }
         }
     )*};
 }
@@ -122,6 +145,9 @@ macro_rules! byte_key {
             #[inline(always)]
             fn answer<T>(result: Result<T, KeyError>) -> Result<T, KeyError> {
                 result
+            }
+            fn into_result<T>(answer: Result<T, KeyError>) -> Result<T, KeyError> {
+                answer
             }
         }
     )*};
@@ -150,6 +176,9 @@ impl Key for EncodedKey<'_> {
     fn answer<T>(result: Result<T, Infallible>) -> T {
         <str as Key>::answer(result)
     }
+    fn into_result<T>(answer: T) -> Result<T, KeyError> {
+        Ok(answer)
+    }
 }
 
 impl<K: Key + ?Sized> sealed::Sealed for &K {}
@@ -171,6 +200,9 @@ impl<K: Key + ?Sized> Key for &K {
     fn answer<T>(result: Result<T, K::Error>) -> K::Answer<T> {
         K::answer(result)
     }
+    fn into_result<T>(answer: K::Answer<T>) -> Result<T, KeyError> {
+        K::into_result(answer)
+    }
 }
 
 impl From<Infallible> for KeyError {
@@ -189,4 +221,19 @@ pub(crate) fn prepare<K: Key + ?Sized>(
 ) -> Result<(EncodedKey<'_>, bool), K::Error> {
     let encoded = key.encode(encoding)?;
     Ok((encoded, foreign_tables && key.depends_on_tables()))
+}
+
+/// The answer of `contains` for `key`: `probe` of its encoded form, or *maybe* for a key a
+/// filter with foreign Unicode tables cannot answer for exactly.
+#[inline(always)]
+pub(crate) fn probe<K: Key + ?Sized>(
+    key: &K,
+    encoding: KeyEncoding,
+    foreign_tables: bool,
+    probe: impl FnOnce(&EncodedKey<'_>) -> bool,
+) -> K::Answer<bool> {
+    K::answer(
+        prepare(key, encoding, foreign_tables)
+            .map(|(encoded, sensitive)| sensitive || probe(&encoded)),
+    )
 }

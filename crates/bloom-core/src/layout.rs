@@ -1,8 +1,9 @@
-//! Layouts: where a key's bits may land, and the false-positive formula that goes with it.
+//! Layouts: where a key's bits may land, and which false-positive formula goes with each.
 //!
-//! The derivation of positions for each layout is in `position.rs`; the formula that plans
-//! for it is here, next to the layout's definition, so that the planner and the code cannot
-//! drift apart (as in RocksDB's `bloom_impl.h`).
+//! The derivation of positions for each layout is in `position/`, the formulas themselves in
+//! `rates.rs`. Which formula plans for a layout is chosen here, next to the layout's
+//! definition, so that the planner and the code cannot drift apart (as in RocksDB's
+//! `bloom_impl.h`).
 
 use crate::rates::{
     bits_per_key_for, blocked_rate, partitioned_rate, poisson_mixture, split_rate_256,
@@ -111,13 +112,6 @@ impl Layout {
         Ok(Self::Sharded { shards })
     }
 
-    /// Whether a key's positions fall in one of `S` shards ([`Layout::Sharded`] or
-    /// [`Layout::ShardedV2`]).
-    #[must_use]
-    pub const fn is_sharded(self) -> bool {
-        matches!(self, Self::Sharded { .. } | Self::ShardedV2 { .. })
-    }
-
     /// The block size in bits of a split-block layout ([`Layout::SplitBlock256`] or
     /// [`Layout::SplitBlock512`]), whose `k` is always [`SPLIT_BLOCK_HASHES`]; `None` for the
     /// others.
@@ -133,7 +127,7 @@ impl Layout {
     /// The bits of one part that a key's positions all fall in: a 512-bit block, a shard of
     /// `m / S` bits, or `None` for the standard layout (and a single shard).
     #[must_use]
-    pub const fn part_bits(self, bits: u64) -> Option<u64> {
+    pub(crate) const fn part_bits(self, bits: u64) -> Option<u64> {
         match self {
             Self::Blocked512 | Self::SplitBlock512 => Some(BLOCK_BITS),
             Self::SplitBlock256 => Some(256),

@@ -32,7 +32,7 @@
 //! primary store (that is what `bloom-store` does) before treating a record as seen.
 //!
 //! ```
-//! use bloom_core::{BloomFilter, FilterConfig, KeyEncoding, Layout, PositionRule};
+//! use bloom_core::{BloomFilter, Filter, FilterConfig, KeyEncoding, Layout, PositionRule};
 //!
 //! // The defaults at 1 %: the split-block-512 layout, xxh3-64 positions, NFC keys.
 //! let config = FilterConfig::planned(10_000, 0.01)?;
@@ -73,9 +73,11 @@ mod kernel;
 mod key;
 mod layout;
 mod params;
+mod plain;
 mod position;
 mod rates;
 mod scalable;
+mod shared_methods;
 mod snapshot;
 
 pub use atomic::AtomicBloomFilter;
@@ -88,10 +90,11 @@ pub use config::{ConfigError, CountingError, FilterConfig, IncompatibleFilters, 
 pub use counting::{COUNTER_MAX, CountingBloomFilter, RemoveError};
 pub use defaults::{DEFAULT_LAYOUT_OVERHEAD, default_rule_and_layout};
 pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables, UnknownNameError};
-pub use filter::BloomFilter;
+pub use filter::Filter;
 pub use key::Key;
 pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS, SPLIT_BLOCK_HASHES};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
+pub use plain::BloomFilter;
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};
 pub use scalable::{
     DEFAULT_GROWTH, DEFAULT_TIGHTENING, GrowthStop, ScalableBloomFilter, ScalableBuilder,

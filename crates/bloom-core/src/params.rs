@@ -21,7 +21,7 @@ pub const MAX_HASHES: u32 = 64;
 /// A validated bit count `m`, positions per key `k`, and the [`Layout`] they are planned for.
 ///
 /// Build one with [`FilterParams::for_false_positive_rate`] (standard layout),
-/// [`FilterParams::planned`] (any layout), [`FilterParams::for_bits_per_key`] or
+/// [`FilterParams::planned`] (any layout), or
 /// [`FilterParams::new`] / [`FilterParams::with_layout`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FilterParams {
@@ -212,8 +212,7 @@ impl FilterParams {
     }
 
     /// [`FilterParams::planned`] with at most as many positions per key as `rule` computes
-    /// ([`PositionRule::max_hashes`](crate::PositionRule::max_hashes)): the plan for a filter
-    /// of that rule.
+    /// (4 for `sha256-split4`): the plan for a filter of that rule.
     ///
     /// # Errors
     /// As [`FilterParams::for_false_positive_rate`].
@@ -358,7 +357,8 @@ impl FilterParams {
     /// # Errors
     /// [`ParamsError::ZeroItems`], [`ParamsError::InvalidBitsPerKey`] or
     /// [`ParamsError::TooManyBits`].
-    pub fn for_bits_per_key(items: u64, bits_per_key: f64) -> Result<Self, ParamsError> {
+    #[cfg(test)]
+    fn for_bits_per_key(items: u64, bits_per_key: f64) -> Result<Self, ParamsError> {
         if items == 0 {
             return Err(ParamsError::ZeroItems);
         }

@@ -1,15 +1,19 @@
 //! [`BloomFilter`]: the single-owner filter.
 
-use crate::batch::{BitsMut, BitsRef, ContainsEach, Inserted, KeyHashing};
+use bloom_format::{DatasetGeneration, Header};
+
+use crate::batch::{BitsMut, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
 use crate::encoding::EncodedKey;
 #[cfg(doc)]
 use crate::encoding::KeyError;
 use crate::estimate;
+use crate::filter::Filter;
 use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::position::{KeyHash, PositionHasher};
+use crate::snapshot::SnapshotError;
 
 /// A Bloom filter whose answers are the same in every process, on every machine and in every
 /// release: positions come from SHA-256 over the key's encoded bytes.
@@ -30,13 +34,7 @@ pub struct BloomFilter {
     items: u64,
 }
 
-impl PartialEq for BloomFilter {
-    fn eq(&self, other: &Self) -> bool {
-        self.config == other.config && self.words == other.words && self.items == other.items
-    }
-}
-
-impl Eq for BloomFilter {}
+crate::filter::eq_by_contents!(BloomFilter);
 
 impl BloomFilter {
     /// An empty filter.
@@ -94,12 +92,6 @@ impl BloomFilter {
     /// `FilterConfig::mark_tables_mixed`).
     fn mark_tables_mixed(&mut self) {
         self.foreign_tables = self.config.mark_tables_mixed();
-    }
-
-    /// The configuration.
-    #[must_use]
-    pub fn config(&self) -> &FilterConfig {
-        &self.config
     }
 
     /// Inserts a key (text, bytes or already encoded: see [`Key`]). Returns whether any bit
@@ -175,79 +167,20 @@ impl BloomFilter {
         self.foreign_tables
     }
 
-    /// Inserts every key; returns how many changed a bit, which is how many `insert` calls
-    /// would have returned `true` (Guava's `putAll`).
-    ///
-    /// Faster per key than `insert` in a loop: keys are hashed a batch at a time before their
-    /// bits are touched, so the cache misses of a whole batch overlap. Byte keys are answered
-    /// with a `Result`: the first key a text encoding refuses stops the call, after every key
-    /// before it was inserted.
-    pub fn insert_all<I>(&mut self, keys: I) -> <I::Item as Key>::Answer<u64>
-    where
-        I: IntoIterator,
-        I::Item: Key,
-    {
-        let mut inserted = Inserted::default();
-        let hashing = KeyHashing {
-            hasher: &self.hasher,
-            encoding: self.config.encoding(),
-            foreign_tables: self.foreign_tables,
-        };
-        let outcome = self
-            .words
-            .insert_each(hashing, keys.into_iter(), &mut inserted);
+    crate::shared_methods::batch_methods!(mut; Plain; insert_each);
+
+    /// Records what a batch of inserts changed.
+    fn took(&mut self, inserted: &Inserted) {
         if inserted.table_sensitive {
             self.mark_tables_mixed();
         }
         self.items = self.items.saturating_add(inserted.changed);
-        <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
     }
 
-    /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been inserted
-    /// (Guava's `mightContain`). `false` is definite.
-    ///
-    /// With foreign Unicode tables ([`FilterConfig::has_foreign_tables`]) a key outside ASCII,
-    /// and every already-encoded key, is answered *maybe*: this build cannot tell where the
-    /// other tables put it. A byte key is answered with a `Result`, as in
-    /// [`BloomFilter::insert`].
-    #[must_use]
+    /// The one-key probe of `contains`: the kernel compiled for this configuration.
     #[inline]
-    pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-        K::answer(
-            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
-                |(encoded, sensitive)| {
-                    sensitive || self.kernel.contains(&self.hasher, &self.words, &encoded)
-                },
-            ),
-        )
-    }
-
-    /// Whether each key may have been inserted: one answer per key, in order, exactly those
-    /// of `contains`.
-    ///
-    /// Faster per key than `contains` in a loop: keys are hashed a batch at a time before
-    /// their bits are probed, so the cache misses of a whole batch overlap. Keys are taken
-    /// lazily, a batch at a time, so a stream of any length is answered in constant memory.
-    ///
-    /// ```
-    /// use bloom_core::BloomFilter;
-    ///
-    /// let mut filter = BloomFilter::with_capacity(1_000, 0.01)?;
-    /// assert_eq!(filter.insert_all(["a", "b", "a"]), 2); // the second "a" changes nothing
-    /// let answers: Vec<bool> = filter.contains_each(["a", "b"]).collect();
-    /// assert_eq!(answers, [true, true]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn contains_each<I>(&self, keys: I) -> ContainsEach<'_, I::IntoIter>
-    where
-        I: IntoIterator,
-        I::Item: Key,
-    {
-        ContainsEach::new(
-            BitsRef::Plain(&self.words),
-            self.hashing(),
-            keys.into_iter(),
-        )
+    fn probe_key(&self, encoded: &EncodedKey<'_>) -> bool {
+        self.kernel.contains(&self.hasher, &self.words, encoded)
     }
 
     /// Removes every key: all bits and the item count go back to zero, and the configuration
@@ -303,49 +236,6 @@ impl BloomFilter {
         Ok(())
     }
 
-    /// The number of set bits `X`.
-    #[must_use]
-    pub fn count_ones(&self) -> u64 {
-        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
-    }
-
-    /// `X / m`.
-    #[must_use]
-    pub fn fill_ratio(&self) -> f64 {
-        estimate::fill_ratio(self.count_ones(), self.config.bits())
-    }
-
-    /// Whether every bit is set: such a filter says maybe for every key.
-    #[must_use]
-    pub fn is_saturated(&self) -> bool {
-        self.count_ones() == self.config.bits()
-    }
-
-    /// The estimated number of distinct keys inserted (Swamidass–Baldi,
-    /// `-(m / k) ln(1 - X / m)`). Always finite: a saturated filter is estimated at
-    /// `X = m - 1/2`, a lower bound.
-    #[must_use]
-    pub fn estimated_items(&self) -> f64 {
-        estimate::estimated_items(self.count_ones(), self.config.bits(), self.config.hashes())
-    }
-
-    /// The false-positive rate at the current fill: `(X / m)^k` in the standard layout, and
-    /// the mean over blocks (or shards) of `(X_p / part bits)^k` where a key's bits all fall
-    /// in one part (see [`estimate::partitioned_false_positive_rate`]).
-    #[must_use]
-    pub fn estimated_false_positive_rate(&self) -> f64 {
-        estimate::rate_of_words(&self.config, &self.words, |w| *w)
-    }
-
-    /// The number of inserts that changed at least one bit: distinct keys, less those that
-    /// were already false positives when inserted. Snapshots record it.
-    #[must_use]
-    pub fn items_inserted(&self) -> u64 {
-        self.items
-    }
-
-    crate::capacity::capacity_methods!();
-
     /// The bit array as words; bit `i` is bit `i % 64` of word `i / 64`.
     #[must_use]
     pub fn as_words(&self) -> &[u64] {
@@ -359,40 +249,6 @@ impl BloomFilter {
     pub fn to_bytes(&self) -> Vec<u8> {
         let len = usize::try_from(self.config.params().byte_len()).unwrap_or(usize::MAX);
         bits::words_to_bytes(self.words.iter().copied(), len)
-    }
-
-    /// Hands the byte image of the bit array (the snapshot payload, as [`BloomFilter::to_bytes`]
-    /// would return it) to `each`, in order, a few KiB at a time: writing a snapshot never
-    /// holds a second copy of the bits.
-    ///
-    /// # Errors
-    /// The first error `each` returns.
-    pub fn for_each_payload_chunk<E>(
-        &self,
-        each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        bits::for_each_byte_chunk(
-            self.words.iter().copied(),
-            self.config.params().byte_len(),
-            each,
-        )
-    }
-
-    /// A filter from its snapshot payload, delivered in order, in chunks of any size, by
-    /// `fill` (typically `bloom_format::SnapshotReader::read_payload_with`). The bit array is
-    /// allocated once, fallibly, and filled as the chunks arrive: loading holds one copy of
-    /// the payload.
-    ///
-    /// # Errors
-    /// The error `fill` returns, or [`BitsError`] (converted into `E`) when the array cannot
-    /// be allocated or the chunks do not add up to a valid bit array.
-    pub fn from_payload<E: From<BitsError>>(
-        config: FilterConfig,
-        items: u64,
-        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
-    ) -> Result<Self, E> {
-        let words = bits::WordSink::<u64>::fill(config.bits(), fill)?;
-        Ok(Self::from_words_unchecked(config, words, items))
     }
 
     /// A filter whose bit array `fill` writes in place: it receives the array's byte image,
@@ -413,14 +269,34 @@ impl BloomFilter {
     }
 }
 
+impl Filter for BloomFilter {
+    type LoadError = SnapshotError;
+
+    crate::filter::owned_words_methods!();
+
+    fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    fn estimated_false_positive_rate(&self) -> f64 {
+        estimate::rate_of_words(&self.config, &self.words, |w| *w)
+    }
+
+    fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        self.config.to_header(dataset_generation.into(), self.items)
+    }
+
+    fn payload_len(&self) -> u64 {
+        self.config.params().byte_len()
+    }
+
+    crate::filter::from_payload_into_words!(from_words_unchecked);
+}
+
 /// Shows the configuration and a summary of the bits, never the bits themselves (gigabytes)
 /// nor anything derived from the salt.
 impl std::fmt::Debug for BloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BloomFilter")
-            .field("config", &self.config)
-            .field("ones", &self.count_ones())
-            .field("items", &self.items)
-            .finish_non_exhaustive()
+        crate::filter::debug_summary(f, ("BloomFilter", "ones"), self, |_| {})
     }
 }

@@ -1,11 +1,10 @@
 //! Converting filters to and from `bloom-format` headers and snapshots.
 
-use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId, Snapshot};
+use bloom_format::{DatasetGeneration, Header, IdKind, KeyEncodingSpec, LayoutId};
 
 use crate::bits::BitsError;
 use crate::config::{ConfigError, CountingError, FilterConfig};
 use crate::encoding::{KeyEncoding, UnicodeTables};
-use crate::filter::BloomFilter;
 use crate::layout::Layout;
 use crate::params::FilterParams;
 use crate::position::{PositionRule, Salt};
@@ -34,14 +33,16 @@ pub enum SnapshotError {
     #[error("snapshot payload is not usable: {0}")]
     Bits(BitsError),
     /// The snapshot holds a counting filter ([`LayoutId::Counting4`]): load it with
-    /// [`CountingBloomFilter::from_snapshot`](crate::CountingBloomFilter::from_snapshot)
+    /// [`Filter::from_snapshot`](crate::Filter::from_snapshot) as a
+    /// [`CountingBloomFilter`](crate::CountingBloomFilter)
     /// (and project it with `to_bloom_filter` for a plain one).
     #[error(
         "snapshot holds a counting filter (layout counting-4bit); load it as a counting filter"
     )]
     IsCounting,
     /// The snapshot holds a scalable filter ([`LayoutId::Scalable`], a chain of stages):
-    /// load it with [`ScalableBloomFilter::from_snapshot`](crate::ScalableBloomFilter::from_snapshot).
+    /// load it with [`Filter::from_snapshot`](crate::Filter::from_snapshot) as a
+    /// [`ScalableBloomFilter`](crate::ScalableBloomFilter).
     #[error(
         "snapshot holds a scalable filter (layout scalable, a chain of stages), not a single filter; load it as a scalable filter"
     )]
@@ -74,7 +75,7 @@ impl FilterConfig {
     /// [`SnapshotError::Unsupported`] for rules, encodings or layouts this build does not
     /// implement, [`SnapshotError::Config`] for parameters it does not accept,
     /// [`SnapshotError::IsCounting`] for a counting filter's header (see
-    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)), and
+    /// [`FilterConfig::from_any_header`]), and
     /// [`SnapshotError::IsScalable`] for a chain's (see
     /// [`ScalableBloomFilter::stage_configs`](crate::ScalableBloomFilter::stage_configs)).
     pub fn from_header(header: &Header) -> Result<Self, SnapshotError> {
@@ -94,8 +95,7 @@ impl FilterConfig {
 
     /// The configuration of a snapshot of either kind: a plain filter's, as
     /// [`FilterConfig::from_header`], or a counting filter's, whose positions are the
-    /// standard layout's (as
-    /// [`CountingBloomFilter::config_of`](crate::CountingBloomFilter::config_of)). Whether
+    /// standard layout's. Whether
     /// it is a counting filter is the header's layout id.
     ///
     /// # Errors
@@ -159,63 +159,6 @@ impl FilterConfig {
         header.item_count = item_count;
         header.plan = self.plan();
         header
-    }
-}
-
-impl BloomFilter {
-    /// The header of a snapshot of a filter tied to no primary store: dataset generation 0.
-    /// A filter that covers a store records the store's generation with
-    /// [`BloomFilter::to_header_at`].
-    #[must_use]
-    pub fn to_header(&self) -> Header {
-        self.to_header_at(DatasetGeneration::ZERO)
-    }
-
-    /// A snapshot in memory (a copy of the bits) of a filter tied to no primary store:
-    /// dataset generation 0. A filter that covers a store records the store's generation with
-    /// [`BloomFilter::to_snapshot_at`].
-    #[must_use]
-    pub fn to_snapshot(&self) -> Snapshot {
-        self.to_snapshot_at(DatasetGeneration::ZERO)
-    }
-
-    /// The header of a snapshot of this filter, recording `dataset_generation`: the
-    /// generation of the primary store that these bits fully cover (0 when the filter is not
-    /// tied to a store).
-    #[must_use]
-    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
-        self.config()
-            .to_header(dataset_generation.into(), self.items_inserted())
-    }
-
-    /// A snapshot of this filter in memory (a copy of the bits), recording
-    /// `dataset_generation`. To write a file without the copy, give
-    /// [`BloomFilter::to_header`] and [`BloomFilter::for_each_payload_chunk`] to a
-    /// `bloom_format::SnapshotWriter`.
-    #[must_use]
-    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
-        // The header comes from a valid configuration and the payload from its bit array, so
-        // the format's validation cannot fail: a failure would be a bug in this crate, and is
-        // reported as one rather than returned to callers who could do nothing with it.
-        Snapshot::new(self.to_header_at(dataset_generation), self.to_bytes()).unwrap_or_else(|_| {
-            unreachable!("a filter's own header and bit array are always a valid snapshot")
-        })
-    }
-
-    /// The filter a snapshot holds. It answers every query exactly as the filter that wrote
-    /// the snapshot, except that with Unicode tables other than this build's it answers
-    /// *maybe* for keys outside ASCII (see [`UnicodeTables`]).
-    ///
-    /// # Errors
-    /// [`SnapshotError`] when the snapshot uses rules this build does not implement.
-    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, SnapshotError> {
-        let header = snapshot.header();
-        let config = FilterConfig::from_header(header)?;
-        Ok(Self::from_bytes(
-            config,
-            snapshot.payload(),
-            header.item_count,
-        )?)
     }
 }
 

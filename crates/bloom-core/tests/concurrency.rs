@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::thread;
 
-use bloom_core::{AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams};
+use bloom_core::{AtomicBloomFilter, BloomFilter, Filter, FilterConfig, FilterParams};
 
 /// Every thread's keys are found afterwards, whether it inserted one key per call or in
 /// batches, and the bits are exactly those of a sequential build.
@@ -79,7 +79,9 @@ fn the_item_count_saturates_and_never_wraps() {
     let config = bloom_core::FilterConfig::planned(1000, 0.01).unwrap();
     let bytes = vec![0u8; usize::try_from(config.params().byte_len()).unwrap()];
     let load = |items: u64| {
-        AtomicBloomFilter::from_payload::<bloom_core::BitsError>(config.clone(), items, |sink| {
+        let mut header = config.to_header(0.into(), items);
+        header.item_count = items;
+        AtomicBloomFilter::from_payload::<bloom_core::SnapshotError>(&header, |sink| {
             sink(&bytes);
             Ok(())
         })

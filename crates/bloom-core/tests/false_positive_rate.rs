@@ -5,7 +5,7 @@
 //! the binomial distribution of the number of false positives among the queries.
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+    BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
 };
 
 const QUERIES: u64 = 200_000;

@@ -3,8 +3,8 @@
 //! `contains_each`) answering exactly as the one-key ones.
 
 use bloom_core::{
-    AtomicBloomFilter, BloomFilter, EncodedKey, FilterConfig, FilterParams, KeyEncoding, Layout,
-    PositionRule, Salt,
+    AtomicBloomFilter, BloomFilter, EncodedKey, Filter, FilterConfig, FilterParams, KeyEncoding,
+    Layout, PositionRule, Salt,
 };
 use proptest::prelude::*;
 
@@ -51,7 +51,7 @@ fn config_of(
     let salt = if salted {
         Salt::new(b"property-salt").unwrap()
     } else {
-        Salt::none()
+        Salt::default()
     };
     let params = if let Some(layout) = split {
         FilterParams::with_layout(layout, (bits % 8 + 1) * 512, 8).unwrap()
@@ -246,7 +246,7 @@ proptest! {
         queries in prop::collection::vec("[a-eé]{0,3}", 0..100),
     ) {
         let encode = |keys: &[String]| -> Vec<Vec<u8>> {
-            keys.iter().map(|k| config.encode_str(k).as_bytes().to_vec()).collect()
+            keys.iter().map(|k| config.encoding().encode_str(k).as_bytes().to_vec()).collect()
         };
         let (inserted_bytes, query_bytes) = (encode(&inserted), encode(&queries));
         let mut text = BloomFilter::new(config.clone()).unwrap();
@@ -269,7 +269,7 @@ proptest! {
         prop_assert_eq!(atomic.contains_each(query_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))).collect::<Vec<_>>(), one_by_one);
         // Setting without a probe first: the same bits, the same count of keys that changed one.
         let set = AtomicBloomFilter::new(config).unwrap();
-        prop_assert_eq!(set.set_all(inserted_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))), changed);
+        prop_assert_eq!(set.insert_all(inserted_bytes.iter().map(|k| bloom_core::EncodedKey::from_encoded(k.as_ref()))), changed);
         let set_copy = set.to_filter().unwrap();
         prop_assert_eq!(set_copy.as_words(), text.as_words());
         prop_assert_eq!(set.items_inserted(), changed);
@@ -377,7 +377,7 @@ fn filters_past_two_to_the_thirty_two_bits_use_high_positions() {
     let high = (0..1000)
         .flat_map(|i| {
             config
-                .positions(&config.encode_str(&format!("key-{i}")))
+                .positions(&config.encoding().encode_str(&format!("key-{i}")))
                 .collect::<Vec<_>>()
         })
         .filter(|&p| p >= 1 << 32)
@@ -410,7 +410,7 @@ fn compiled_probes_test_and_set_exactly_the_specified_positions() {
         ]
     });
     for (rule, layout, k) in blocked.into_iter().chain(split) {
-        for salt in [Salt::none(), Salt::new(b"pepper").unwrap()] {
+        for salt in [Salt::default(), Salt::new(b"pepper").unwrap()] {
             let params = FilterParams::with_layout(layout, 512 * 37, k).unwrap();
             let config = FilterConfig::from_parts(params, rule, KeyEncoding::Bytes, salt).unwrap();
             let mut filter = BloomFilter::new(config.clone()).unwrap();

@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 
 use bloom_core::{
-    AtomicBloomFilter, BloomFilter, BuildError, EncodedKey, FilterBuilder, FilterConfig,
-    FilterParams, KeyEncoding, KeyError, Layout, ParamsError, PositionRule, RemoveError, Salt,
+    AtomicBloomFilter, BloomFilter, BuildError, EncodedKey, Filter, FilterConfig, FilterParams,
+    KeyEncoding, KeyError, Layout, ParamsError, PositionRule, RemoveError, Salt,
 };
 use bloom_format::DatasetGeneration;
 
@@ -117,10 +117,10 @@ fn batches_of_byte_keys_stop_at_a_refused_key_and_answer_around_it() {
 /// The counting filter takes every form too, and removes by any of them.
 #[test]
 fn a_counting_filter_takes_every_form() {
-    let mut f = FilterBuilder::new(1_000).build_counting().unwrap();
+    let mut f = BloomFilter::builder(1_000).build_counting().unwrap();
     assert!(f.insert("a"));
     assert_eq!(f.insert(b"b"), Ok(true));
-    let c = f.config().encode_str("c").into_owned();
+    let c = f.config().encoding().encode_str("c").into_owned();
     assert!(f.insert(&c));
     assert_eq!(f.insert_all(["d", "e"]), 2);
     assert!(f.contains("b") && f.contains(&c) && f.contains("e"));
@@ -183,13 +183,13 @@ fn the_builder_plans_and_refuses() {
         ))
     ));
     assert!(matches!(
-        FilterBuilder::new(1_000)
+        BloomFilter::builder(1_000)
             .layout(Layout::Blocked512)
             .build_counting(),
         Err(BuildError::Counting(_))
     ));
     assert!(matches!(
-        FilterBuilder::new(1_000)
+        BloomFilter::builder(1_000)
             .rule(PositionRule::GuavaMitz64)
             .salt(Salt::new(b"s").unwrap())
             .build(),
@@ -229,13 +229,13 @@ fn snapshots_need_no_generation() {
     let mut f = BloomFilter::with_capacity(1_000, 0.01).unwrap();
     f.insert("a");
     assert_eq!(
-        f.to_snapshot().header().dataset_generation,
+        f.to_snapshot(0).header().dataset_generation,
         DatasetGeneration::ZERO
     );
-    assert_eq!(f.to_header().dataset_generation, DatasetGeneration::ZERO);
-    let at = f.to_snapshot_at(7u64);
+    assert_eq!(f.header(0).dataset_generation, DatasetGeneration::ZERO);
+    let at = f.to_snapshot(7u64);
     assert_eq!(at.header().dataset_generation, DatasetGeneration::new(7));
-    let back = BloomFilter::from_snapshot(&f.to_snapshot()).unwrap();
+    let back = BloomFilter::from_snapshot(&f.to_snapshot(0)).unwrap();
     assert!(back.contains("a"));
     assert!(f.is_compatible(&back));
     let other = BloomFilter::with_capacity(2_000, 0.01).unwrap();

@@ -1,7 +1,9 @@
 //! Snapshots are written from and loaded into filters a chunk at a time, with no second copy
 //! of the bits; the chunks carry exactly the bytes of the in-memory image.
 
-use bloom_core::{AtomicBloomFilter, BitsError, BloomFilter, FilterConfig, FilterParams};
+use bloom_core::{
+    AtomicBloomFilter, BitsError, BloomFilter, Filter, FilterConfig, FilterParams, SnapshotError,
+};
 
 fn filter(bits: u64) -> BloomFilter {
     let mut f = BloomFilter::new(FilterConfig::new(FilterParams::new(bits, 3).unwrap())).unwrap();
@@ -29,16 +31,15 @@ fn chunks_are_the_byte_image_and_load_back_for_both_filter_kinds() {
         // Re-chunked at odd sizes, as a reader with another buffer size delivers them.
         let image = f.to_bytes();
         for size in [1usize, 3, 8, 4096] {
-            let loaded =
-                BloomFilter::from_payload(f.config().clone(), f.items_inserted(), |push| {
-                    image.chunks(size).for_each(&mut *push);
-                    Ok::<(), BitsError>(())
-                })
-                .unwrap();
-            assert_eq!(loaded, f, "m = {bits}, chunks of {size}");
-            let atomic = AtomicBloomFilter::from_payload(f.config().clone(), 0, |push| {
+            let loaded = BloomFilter::from_payload(&f.header(0), |push| {
                 image.chunks(size).for_each(&mut *push);
-                Ok::<(), BitsError>(())
+                Ok::<(), SnapshotError>(())
+            })
+            .unwrap();
+            assert_eq!(loaded, f, "m = {bits}, chunks of {size}");
+            let atomic = AtomicBloomFilter::from_payload(&f.header(0), |push| {
+                image.chunks(size).for_each(&mut *push);
+                Ok::<(), SnapshotError>(())
             })
             .unwrap();
             assert_eq!(atomic.to_filter().unwrap().as_words(), f.as_words());
@@ -59,27 +60,33 @@ fn short_long_or_padded_payloads_are_refused() {
     let f = filter(1001);
     let image = f.to_bytes();
     let load = |bytes: Vec<u8>| {
-        BloomFilter::from_payload(f.config().clone(), 0, |push| {
+        BloomFilter::from_payload(&f.header(0), |push| {
             push(&bytes);
-            Ok::<(), BitsError>(())
+            Ok::<(), SnapshotError>(())
         })
     };
     assert!(matches!(
         load(image[..image.len() - 1].to_vec()),
-        Err(BitsError::Length { .. })
+        Err(SnapshotError::Bits(BitsError::Length { .. }))
     ));
     let mut longer = image.clone();
     longer.push(0);
-    assert!(matches!(load(longer), Err(BitsError::Length { .. })));
+    assert!(matches!(
+        load(longer),
+        Err(SnapshotError::Bits(BitsError::Length { .. }))
+    ));
     let mut padded = image.clone();
     *padded.last_mut().unwrap() |= 0x80;
     assert!(matches!(
         load(padded),
-        Err(BitsError::Padding { bits: 1001 })
+        Err(SnapshotError::Bits(BitsError::Padding { bits: 1001 }))
     ));
     // The source's own error comes back as it is.
-    let failed = BloomFilter::from_payload(f.config().clone(), 0, |_| {
-        Err(BitsError::Padding { bits: 7 })
+    let failed = BloomFilter::from_payload(&f.header(0), |_| {
+        Err(SnapshotError::Bits(BitsError::Padding { bits: 7 }))
     });
-    assert!(matches!(failed, Err(BitsError::Padding { bits: 7 })));
+    assert!(matches!(
+        failed,
+        Err(SnapshotError::Bits(BitsError::Padding { bits: 7 }))
+    ));
 }

@@ -3,7 +3,8 @@
 //! growth stops safely, and a chain's snapshot answers as the chain.
 
 use bloom_core::{
-    BloomFilter, GrowthStop, PositionRule, Salt, ScalableBloomFilter, ScalableError, SnapshotError,
+    BloomFilter, Filter, GrowthStop, PositionRule, Salt, ScalableBloomFilter, ScalableError,
+    SnapshotError,
 };
 use bloom_format::{DecodeOptions, LayoutId, MAX_STAGES, Snapshot};
 use proptest::prelude::*;
@@ -157,7 +158,7 @@ fn growth_stops_at_the_last_stage_and_no_key_is_lost() {
     assert!(keys.iter().all(|k| filter.contains(k)), "no key is lost");
     assert!(filter.is_over_capacity(), "the last stage is past its plan");
     // Its snapshot is valid and answers alike.
-    let snapshot = filter.to_snapshot_at(3);
+    let snapshot = filter.to_snapshot(3);
     let back = ScalableBloomFilter::from_snapshot(
         &Snapshot::decode(snapshot.encode(), &DecodeOptions::unlimited()).unwrap(),
     )
@@ -173,12 +174,12 @@ fn a_chain_round_trips_through_its_snapshot_in_chunks_of_any_size() {
         .build()
         .unwrap();
     filter.insert_all((0..2_000).map(|i| format!("r{i}")));
-    let snapshot = filter.to_snapshot_at(9);
+    let snapshot = filter.to_snapshot(9);
     let header = snapshot.header();
     assert_eq!(header.layout, LayoutId::Scalable);
     assert_eq!(header.stages().len(), filter.stages().len());
     assert_eq!(header.item_count, filter.items_inserted());
-    assert_eq!(header.bit_count, filter.bits());
+    assert_eq!(header.bit_count, filter.positions());
     let bytes = snapshot.encode();
     let decoded = Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
     assert_eq!(
@@ -228,7 +229,7 @@ fn a_chain_round_trips_through_its_snapshot_in_chunks_of_any_size() {
         BloomFilter::from_snapshot(&decoded),
         Err(SnapshotError::IsScalable)
     ));
-    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot();
+    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot(0);
     assert!(matches!(
         ScalableBloomFilter::from_snapshot(&plain),
         Err(ScalableError::NotScalable { .. })
@@ -253,13 +254,13 @@ fn impossible_chains_are_refused_by_name() {
     }
     assert!(matches!(
         ScalableBloomFilter::builder(0).build(),
-        Err(ScalableError::Params(_))
+        Err(ScalableError::Build(bloom_core::BuildError::Params(_)))
     ));
     assert!(matches!(
         ScalableBloomFilter::builder(10)
             .false_positive_rate(1.0)
             .build(),
-        Err(ScalableError::Params(_))
+        Err(ScalableError::Build(bloom_core::BuildError::Params(_)))
     ));
     assert!(matches!(
         ScalableBloomFilter::builder(10)
@@ -269,7 +270,7 @@ fn impossible_chains_are_refused_by_name() {
     ));
     assert!(matches!(
         ScalableBloomFilter::builder(u64::MAX).build(),
-        Err(ScalableError::Params(_))
+        Err(ScalableError::Build(bloom_core::BuildError::Params(_)))
     ));
 }
 
@@ -288,7 +289,7 @@ fn a_planned_filter_knows_its_capacity() {
     assert_eq!(filter.remaining_capacity(), Some(0));
     assert!(filter.is_over_capacity());
     // The plan survives a snapshot.
-    let back = BloomFilter::from_snapshot(&filter.to_snapshot()).unwrap();
+    let back = BloomFilter::from_snapshot(&filter.to_snapshot(0)).unwrap();
     assert_eq!(back.config().plan(), filter.config().plan());
     assert!(back.is_over_capacity());
     // A filter planned by bits alone has no plan.
@@ -418,14 +419,14 @@ fn growth_stops_at_the_growth_limit_and_no_key_is_lost() {
     );
     assert!(filter.payload_len() <= limit);
     assert!(keys.iter().all(|k| filter.contains(k)), "no key is lost");
-    assert!(filter.is_over_items() && filter.is_over_capacity());
-    assert_eq!(filter.remaining_capacity(), 0);
+    assert!(filter.capacity().unwrap().is_over_items() && filter.is_over_capacity());
+    assert_eq!(filter.remaining_capacity(), Some(0));
     // Lifted, the chain grows again with the next key.
     filter.set_growth_limit(None);
     filter.insert("one more");
     assert_eq!(filter.stages().len(), 3);
     // The limit is the process's, not the snapshot's.
-    let back = ScalableBloomFilter::from_snapshot(&filter.to_snapshot_at(0)).unwrap();
+    let back = ScalableBloomFilter::from_snapshot(&filter.to_snapshot(0)).unwrap();
     assert_eq!(back.growth_limit(), None);
     assert_eq!(back, filter);
 }
@@ -433,21 +434,21 @@ fn growth_stops_at_the_growth_limit_and_no_key_is_lost() {
 #[test]
 fn remaining_capacity_counts_down_to_the_next_stage() {
     let mut filter = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
-    assert_eq!(filter.remaining_capacity(), 100);
+    assert_eq!(filter.remaining_capacity(), Some(100));
     let mut added = 0;
     let mut i = 0;
     while added < 60 {
         added += u64::from(filter.insert(&format!("a{i}")));
         i += 1;
     }
-    assert_eq!(filter.remaining_capacity(), 40);
+    assert_eq!(filter.remaining_capacity(), Some(40));
     while filter.stages().len() == 1 {
         filter.insert(&format!("a{i}"));
         i += 1;
     }
     // The second stage took one key and has room for 199 more.
-    assert_eq!(filter.remaining_capacity(), 199);
-    assert!(!filter.is_over_items());
+    assert_eq!(filter.remaining_capacity(), Some(199));
+    assert!(!filter.capacity().unwrap().is_over_items());
 }
 
 #[test]
@@ -458,14 +459,14 @@ fn stage_configs_are_the_loaded_stages_configs() {
         .build()
         .unwrap();
     filter.insert_all((0..2_000).map(|i| format!("k{i}")));
-    let snapshot = filter.to_snapshot_at(9);
+    let snapshot = filter.to_snapshot(9);
     let configs = ScalableBloomFilter::stage_configs(snapshot.header()).unwrap();
     let loaded = ScalableBloomFilter::from_snapshot(&snapshot).unwrap();
     assert_eq!(configs.len(), loaded.stages().len());
     for (config, stage) in configs.iter().zip(loaded.stages()) {
         assert_eq!(config, stage.config());
     }
-    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot();
+    let plain = BloomFilter::with_capacity(10, 0.01).unwrap().to_snapshot(0);
     assert!(matches!(
         ScalableBloomFilter::stage_configs(plain.header()),
         Err(ScalableError::NotScalable { .. })
@@ -483,11 +484,11 @@ fn a_chain_filled_to_its_stages_plans_is_within_its_rate_limit() {
             .build()
             .unwrap();
         let mut i = 0u64;
-        while filter.stages().len() < 4 || filter.remaining_capacity() > 0 {
+        while filter.stages().len() < 4 || filter.remaining_capacity() > Some(0) {
             filter.insert(&format!("s{seed}-{i}"));
             i += 1;
         }
-        let limit = filter.rate_limit();
+        let limit = filter.capacity().unwrap().rate_limit;
         assert!(limit > 0.01 && limit < 0.015, "{limit}");
         assert!(
             !filter.is_over_capacity(),
@@ -532,7 +533,9 @@ fn growth_stops_say_why_and_no_key_is_lost() {
     tiny.insert_all(keys.iter().map(String::as_str));
     assert_eq!(tiny.stages().len(), 2);
     assert_eq!(tiny.growth_stop(), Some(GrowthStop::Unplannable));
-    assert!(tiny.is_over_items() && keys.iter().all(|k| tiny.contains(k.as_str())));
+    assert!(
+        tiny.capacity().unwrap().is_over_items() && keys.iter().all(|k| tiny.contains(k.as_str()))
+    );
 
     // The 64th stage is the last.
     let mut long = ScalableBloomFilter::builder(1)
@@ -571,7 +574,7 @@ fn a_chain_from_another_writer_that_spent_its_budget_never_grows_past_it() {
     // most the target): growth would pass the target, so the chain stops and says so, and
     // its snapshot stays valid.
     let chain = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
-    let snapshot = chain.to_snapshot_at(1);
+    let snapshot = chain.to_snapshot(1);
     let mut header = snapshot.header().clone();
     let scalable = header.scalable.as_mut().unwrap();
     scalable.stages[0].plan = bloom_format::Plan::new(100, 0.01).unwrap();
@@ -582,7 +585,7 @@ fn a_chain_from_another_writer_that_spent_its_budget_never_grows_past_it() {
     assert_eq!(loaded.stages().len(), 1);
     assert_eq!(loaded.growth_stop(), Some(GrowthStop::RateBudget));
     assert!(loaded.is_over_capacity());
-    let written = loaded.to_snapshot_at(2);
+    let written = loaded.to_snapshot(2);
     let back = ScalableBloomFilter::from_snapshot(
         &bloom_format::Snapshot::decode(written.encode(), &DecodeOptions::unlimited()).unwrap(),
     )
@@ -593,7 +596,7 @@ fn a_chain_from_another_writer_that_spent_its_budget_never_grows_past_it() {
 #[test]
 fn item_counts_near_the_top_of_u64_never_break_a_snapshot() {
     let chain = ScalableBloomFilter::with_capacity(100, 0.01).unwrap();
-    let snapshot = chain.to_snapshot_at(1);
+    let snapshot = chain.to_snapshot(1);
     let mut header = snapshot.header().clone();
     header.scalable.as_mut().unwrap().stages[0].item_count = u64::MAX - 2;
     header.item_count = u64::MAX - 2;
@@ -602,7 +605,7 @@ fn item_counts_near_the_top_of_u64_never_break_a_snapshot() {
     // Past its capacity at once: the chain grows, and the counts cannot add up past 2^64.
     loaded.insert_all((0..50).map(|i| format!("k{i}")));
     assert_eq!(loaded.items_inserted(), u64::MAX);
-    let written = loaded.to_snapshot_at(2);
+    let written = loaded.to_snapshot(2);
     let decoded =
         bloom_format::Snapshot::decode(written.encode(), &DecodeOptions::unlimited()).unwrap();
     assert_eq!(decoded.header().item_count, u64::MAX);
@@ -635,7 +638,7 @@ proptest! {
         for key in &keys {
             prop_assert!(filter.contains(key.as_slice()).unwrap());
         }
-        let snapshot = Snapshot::decode(filter.to_snapshot_at(1).encode(), &DecodeOptions::default()).unwrap();
+        let snapshot = Snapshot::decode(filter.to_snapshot(1).encode(), &DecodeOptions::default()).unwrap();
         let back = ScalableBloomFilter::from_snapshot(&snapshot).unwrap();
         for key in &keys {
             prop_assert!(back.contains(key.as_slice()).unwrap());

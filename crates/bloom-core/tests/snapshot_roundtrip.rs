@@ -2,7 +2,8 @@
 //! rule, every encoding, with and without salt, at edge sizes.
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt, SnapshotError,
+    BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt,
+    SnapshotError,
 };
 use bloom_format::{DecodeOptions, IdKind, Snapshot};
 
@@ -45,7 +46,7 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
                 _ => &[1, 2, 7, 17, 64],
             };
             for encoding in KeyEncoding::ALL {
-                for salt in [Salt::none(), Salt::new(b"round-trip salt").unwrap()] {
+                for salt in [Salt::default(), Salt::new(b"round-trip salt").unwrap()] {
                     // Guava's rules take no salt and whole 64-bit words.
                     if rule.is_guava() && !salt.is_empty() {
                         continue;
@@ -62,7 +63,7 @@ fn round_trip_for_every_rule_layout_encoding_salt_and_edge_size() {
                             let mut filter = BloomFilter::new(config).unwrap();
                             filter.insert_all(&keys);
 
-                            let bytes = filter.to_snapshot_at(99).encode();
+                            let bytes = filter.to_snapshot(99).encode();
                             let decoded =
                                 Snapshot::decode(bytes, &DecodeOptions::unlimited()).unwrap();
                             assert_eq!(decoded.header().dataset_generation.get(), 99);
@@ -110,7 +111,7 @@ fn snapshots_this_build_cannot_implement_are_refused() {
         FilterParams::with_layout(Layout::Blocked512, 512, 3).unwrap(),
     ))
     .unwrap();
-    let (mut header, payload) = blocked.to_snapshot().into_parts();
+    let (mut header, payload) = blocked.to_snapshot(0).into_parts();
     header.position_rule = bloom_format::PositionRuleId::Sha256Split4;
     assert!(matches!(
         BloomFilter::from_snapshot(&Snapshot::new(header, payload).unwrap()),
@@ -118,7 +119,7 @@ fn snapshots_this_build_cannot_implement_are_refused() {
             bloom_core::ConfigError::RuleLayout { .. }
         ))
     ));
-    let (mut header, payload) = filter.to_snapshot().into_parts();
+    let (mut header, payload) = filter.to_snapshot(0).into_parts();
     header.position_rule = bloom_format::PositionRuleId::Sha256Split4;
     let snapshot = Snapshot::new(header, payload).unwrap();
     assert!(matches!(
@@ -129,7 +130,7 @@ fn snapshots_this_build_cannot_implement_are_refused() {
     ));
 
     // k above MAX_HASHES.
-    let (mut header, payload) = filter.to_snapshot().into_parts();
+    let (mut header, payload) = filter.to_snapshot(0).into_parts();
     header.hash_count = 65;
     let snapshot = Snapshot::new(header, payload).unwrap();
     assert!(matches!(
@@ -161,7 +162,7 @@ fn the_seed_raw_snapshot_imports_into_a_working_filter() {
     }
     assert_eq!(filter.config(), &FilterConfig::seed_teaching());
     assert_eq!(
-        bloom_format::export_seed_raw(&filter.to_snapshot()).unwrap(),
+        bloom_format::export_seed_raw(&filter.to_snapshot(0)).unwrap(),
         raw
     );
 }

@@ -16,7 +16,7 @@ fn config(case: &Value) -> FilterConfig {
     let rule: PositionRule = case["rule"].as_str().unwrap().parse().unwrap();
     let salt = bloom_format::unhex(case["salt"].as_str().unwrap()).unwrap();
     let salt = if salt.is_empty() {
-        Salt::none()
+        Salt::default()
     } else {
         Salt::new(&salt).unwrap()
     };

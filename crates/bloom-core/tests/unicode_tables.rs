@@ -2,7 +2,7 @@
 //! wrong "absent": keys outside ASCII answer maybe, ASCII keys keep exact answers.
 
 use bloom_core::{
-    AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, KeyEncoding, UnicodeTables,
+    AtomicBloomFilter, BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, UnicodeTables,
     UnicodeVersion,
 };
 use bloom_format::{DecodeOptions, Snapshot};
@@ -32,7 +32,7 @@ fn a_filter_built_with_other_tables_answers_maybe_outside_ascii() {
     assert!(!built.config().has_foreign_tables());
 
     // The same bits, as a reader whose tables differ from the writer's sees them.
-    let (mut header, payload) = built.to_snapshot().into_parts();
+    let (mut header, payload) = built.to_snapshot(0).into_parts();
     header.key_encoding.normalization_unicode = Some(UnicodeVersion::new(99, 0, 0));
     let snapshot = Snapshot::new(header, payload).unwrap();
     let loaded = BloomFilter::from_snapshot(&snapshot).unwrap();
@@ -58,9 +58,12 @@ fn a_filter_built_with_other_tables_answers_maybe_outside_ascii() {
         .map(|k| loaded.contains(k))
         .collect();
     assert_eq!(batched, single);
-    let encoded = loaded.config().encode_str("absent-1");
+    let encoded = loaded.config().encoding().encode_str("absent-1");
     assert!(loaded.contains(&encoded));
-    assert!(!built.contains(&built.config().encode_str("absent-1")) || built.contains("absent-1"));
+    assert!(
+        !built.contains(&built.config().encoding().encode_str("absent-1"))
+            || built.contains("absent-1")
+    );
 
     // The atomic filter answers the same.
     let atomic = AtomicBloomFilter::from(loaded.clone());
@@ -88,7 +91,7 @@ fn a_key_outside_ascii_inserted_under_foreign_tables_leaves_no_version_recorded(
             filter.insert("naïve");
         }
         assert_eq!(filter.config().tables(), UnicodeTables::default());
-        let header = filter.to_header();
+        let header = filter.header(0);
         assert_eq!(header.key_encoding.normalization_unicode, None);
         // "Not recorded" is itself foreign: every reader answers maybe outside ASCII.
         let reread =
@@ -99,9 +102,19 @@ fn a_key_outside_ascii_inserted_under_foreign_tables_leaves_no_version_recorded(
 
     let atomic = AtomicBloomFilter::new(config(KeyEncoding::Nfc).with_tables(foreign())).unwrap();
     atomic.insert("plain");
-    assert_eq!(atomic.current_config().tables(), foreign());
+    assert_eq!(
+        bloom_core::FilterConfig::from_header(&atomic.header(0))
+            .unwrap()
+            .tables(),
+        foreign()
+    );
     atomic.insert_all(["ümlaut"]);
-    assert_eq!(atomic.current_config().tables(), UnicodeTables::default());
+    assert_eq!(
+        bloom_core::FilterConfig::from_header(&atomic.header(0))
+            .unwrap()
+            .tables(),
+        UnicodeTables::default()
+    );
     assert_eq!(
         atomic.to_filter().unwrap().config().tables(),
         UnicodeTables::default()

@@ -80,12 +80,12 @@ pub enum ParquetFileError {
     #[error(transparent)]
     Open(bloom_format::ReadError),
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The error.
-        source: std::io::Error,
+        /// The error (shown in the message, not returned by `source()`).
+        cause: std::io::Error,
     },
     /// The file does not end in Parquet's magic `PAR1`.
     #[error("{path}: not a Parquet file (it does not end in the magic bytes PAR1)")]
@@ -197,7 +197,7 @@ pub enum ParquetFileError {
         file_len: u64,
     },
     /// The filter itself was refused.
-    #[error("{path}: the Bloom filter of column {column:?} in row group {row_group}: {source}")]
+    #[error("{path}: the Bloom filter of column {column:?} in row group {row_group}: {cause}")]
     Filter {
         /// The file.
         path: PathBuf,
@@ -205,16 +205,16 @@ pub enum ParquetFileError {
         column: String,
         /// The row group.
         row_group: usize,
-        /// Why.
-        source: SbbfError,
+        /// Why (shown in the message, not returned by `source()`).
+        cause: SbbfError,
     },
     /// The filter's bits could not be held.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Alloc {
         /// The file.
         path: PathBuf,
-        /// The allocation that failed.
-        source: bloom_core::AllocError,
+        /// The allocation that failed (shown in the message, not returned by `source()`).
+        cause: bloom_core::AllocError,
     },
 }
 

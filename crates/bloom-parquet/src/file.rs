@@ -66,9 +66,9 @@ impl ParquetFile {
     /// A [`ParquetFileError`]: unreadable, not Parquet, an encrypted footer, a footer too
     /// large, or one that does not decode.
     pub fn open(path: &Path, limits: Limits) -> Result<Self, ParquetFileError> {
-        let io = |source| ParquetFileError::Io {
+        let io = |cause| ParquetFileError::Io {
             path: path.to_owned(),
-            source,
+            cause,
         };
         let mut file = bloom_format::open_regular_file(path).map_err(ParquetFileError::Open)?;
         let len = file.metadata().map_err(io)?.len();
@@ -250,11 +250,11 @@ impl ParquetFile {
             return Ok(None);
         };
         let announced = chunk.bloom_filter_length();
-        let failed = |source| ParquetFileError::Filter {
+        let failed = |cause| ParquetFileError::Filter {
             path: self.path.clone(),
             column: column.path.clone(),
             row_group,
-            source,
+            cause,
         };
         let start = u64::try_from(offset)
             .ok()
@@ -266,9 +266,9 @@ impl ParquetFile {
                 offset,
                 file_len: self.len,
             })?;
-        let io = |source| ParquetFileError::Io {
+        let io = |cause| ParquetFileError::Io {
             path: self.path.clone(),
-            source,
+            cause,
         };
         // The header first (from at most MAX_HEADER_BYTES, or the announced length), then
         // exactly the bitset it announces, once its place is known to be in the file.
@@ -310,7 +310,7 @@ impl ParquetFile {
             .try_reserve_exact(header.num_bytes as usize)
             .map_err(|_| ParquetFileError::Alloc {
                 path: self.path.clone(),
-                source: bloom_core::AllocError {
+                cause: bloom_core::AllocError {
                     bytes: header.num_bytes,
                 },
             })?;
@@ -320,9 +320,9 @@ impl ParquetFile {
         match sbbf::filter_from_bitset(&bitset, column.kind.key_encoding()) {
             Ok(filter) => Ok(Some(filter)),
             Err(FilterError::Sbbf(e)) => Err(failed(e)),
-            Err(FilterError::Alloc(source)) => Err(ParquetFileError::Alloc {
+            Err(FilterError::Alloc(cause)) => Err(ParquetFileError::Alloc {
                 path: self.path.clone(),
-                source,
+                cause,
             }),
         }
     }

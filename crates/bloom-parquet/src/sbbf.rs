@@ -1,8 +1,8 @@
 //! A Parquet Bloom filter as bytes: its Thrift `BloomFilterHeader`, then its bitset.
 
 use bloom_core::{
-    BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, SPLIT_BLOCK_HASHES,
-    Salt,
+    BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule,
+    SPLIT_BLOCK_HASHES, Salt,
 };
 
 use crate::error::SbbfError;
@@ -116,7 +116,7 @@ pub fn parquet_config(
     encoding: KeyEncoding,
 ) -> Result<FilterConfig, bloom_core::ConfigError> {
     let params = FilterParams::with_layout(Layout::SplitBlock256, bits, SPLIT_BLOCK_HASHES)?;
-    FilterConfig::from_parts(params, PositionRule::Xxh64, encoding, Salt::none())
+    FilterConfig::from_parts(params, PositionRule::Xxh64, encoding, Salt::default())
 }
 
 /// A filter of Parquet's bits: `bitset` is the bytes after the header, byte for byte the

@@ -15,7 +15,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloom_core::{BloomFilter, KeyEncoding, Layout, PositionRule};
+use bloom_core::{BloomFilter, Filter, KeyEncoding, Layout, PositionRule};
 use bloom_parquet::{ColumnKind, Limits, ParquetFile, ParquetFileError, SbbfError};
 use parquet::bloom_filter::Sbbf;
 use parquet::data_type::{ByteArray, FixedLenByteArray};
@@ -92,7 +92,7 @@ fn compare(
                 bitset(theirs),
                 "{column} rg {rg}: the bitset"
             );
-            let encoded = config.encode_bytes(probe).unwrap();
+            let encoded = config.encoding().encode_bytes(probe).unwrap();
             let maybe = filter.contains(&encoded);
             assert_eq!(
                 maybe,
@@ -416,7 +416,7 @@ fn a_filter_becomes_a_snapshot_that_answers_identically() {
     let mut file = ParquetFile::open(&path, Limits::default()).unwrap();
     let col = file.column("String").unwrap();
     let filter = file.filter(0, &col).unwrap().unwrap();
-    let bytes = filter.to_snapshot_at(0).encode();
+    let bytes = filter.to_snapshot(0).encode();
     let snapshot =
         bloom_format::Snapshot::decode(bytes, &bloom_format::DecodeOptions::default()).unwrap();
     let restored = BloomFilter::from_snapshot(&snapshot).unwrap();

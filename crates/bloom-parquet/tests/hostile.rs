@@ -214,7 +214,7 @@ fn files_that_are_not_plain_parquet_are_refused_by_name() {
     assert!(matches!(
         file.filter(0, &column),
         Err(ParquetFileError::Filter {
-            source: SbbfError::TooLarge {
+            cause: SbbfError::TooLarge {
                 found: 2048,
                 limit: 1024
             },
@@ -342,7 +342,7 @@ fn a_filter_whose_place_or_size_lies_is_refused() {
     assert!(matches!(
         read_all(&past),
         Err(ParquetFileError::Filter {
-            source: SbbfError::BitsetLength { .. },
+            cause: SbbfError::BitsetLength { .. },
             ..
         })
     ));
@@ -354,7 +354,7 @@ fn a_filter_whose_place_or_size_lies_is_refused() {
         lying[2456] = byte;
         match read_all(&lying) {
             Err(ParquetFileError::Filter {
-                source:
+                cause:
                     SbbfError::FooterLength {
                         footer: f,
                         filter: 2064,
@@ -370,7 +370,7 @@ fn a_filter_whose_place_or_size_lies_is_refused() {
     assert!(matches!(
         read_all(&deprecated),
         Err(ParquetFileError::Filter {
-            source: SbbfError::Deprecated,
+            cause: SbbfError::Deprecated,
             ..
         })
     ));
@@ -382,7 +382,7 @@ fn a_filter_whose_place_or_size_lies_is_refused() {
     assert!(matches!(
         read_all(&other),
         Err(ParquetFileError::Filter {
-            source: SbbfError::UnsupportedHash(2),
+            cause: SbbfError::UnsupportedHash(2),
             ..
         })
     ));

@@ -16,7 +16,7 @@ use crate::keys::{DEFAULT_MAX_KEY_BYTES, KeySource, LineFormat};
 pub(crate) use parquet::*;
 pub(crate) use redis::*;
 pub(crate) use values::{layout_for, plan_params, planned_layout, rule_for};
-use values::{parse_key_limit, parse_rate, parse_salt, parse_size, parse_timeout};
+use values::{parse_key_limit, parse_rate, parse_salt, parse_size};
 
 /// The key-file grammar: the end of `--help` for `bloom` and for every command that reads
 /// keys.

@@ -1,6 +1,12 @@
-//! The arguments of `bloom parquet`.
+//! The arguments of `bloom parquet`: its commands, their flags, and the limits on what is
+//! read from the files.
 
-use super::*;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::KeyInput;
+use super::values::parse_size;
 
 /// The `bloom parquet` commands: the split-block Bloom filters inside Parquet files.
 #[derive(Subcommand)]

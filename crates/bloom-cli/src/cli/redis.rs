@@ -1,6 +1,13 @@
-//! The arguments of `bloom redis`.
+//! The arguments of `bloom redis`: its commands, where the filter lives, and what a new
+//! filter asks of every writer.
 
-use super::*;
+use std::path::PathBuf;
+
+use bloom_core::{KeyEncoding, PositionRule, Salt};
+use clap::{ArgGroup, Args, Subcommand};
+
+use super::values::{parse_salt, parse_timeout};
+use super::{KeyInput, SizeLimit, Sizing};
 
 /// The `bloom redis` commands.
 #[derive(Subcommand)]

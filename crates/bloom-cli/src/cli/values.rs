@@ -23,7 +23,7 @@ pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
 /// `none`, `random`, or up to 32 bytes of hex.
 pub(super) fn parse_salt(text: &str) -> Result<Salt, String> {
     match text {
-        "none" => Ok(Salt::none()),
+        "none" => Ok(Salt::default()),
         "random" => Salt::random().map_err(|e| e.to_string()),
         hex => {
             let bad = || format!("{hex:?} is not `none`, `random` or an even number of hex digits");

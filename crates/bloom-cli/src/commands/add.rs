@@ -35,7 +35,7 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     let generation = args
         .generation
         .map_or(loaded.header.dataset_generation, Into::into);
-    let mut header = loaded.filter.to_header(generation);
+    let mut header = loaded.filter.header(generation);
     // More bits only add false positives: a binding to a store's history stays true, unless
     // the generation it is bound at changes.
     if generation == loaded.header.dataset_generation {

@@ -123,7 +123,7 @@ fn finish(
     keys: u64,
     signals: &Signals,
 ) -> CmdResult {
-    let header = filter.to_header(args.generation.into());
+    let header = filter.header(args.generation.into());
     filter.check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;
     files::write(output, filter, header, signals)?;
     crate::warn(&filter.summary(&format!(
@@ -158,7 +158,7 @@ fn run_scalable(args: &BuildArgs, signals: &Signals) -> CmdResult {
     }
     // The first stage is checked against --max-bytes before it is allocated.
     let chain = builder.build().map_err(|e| match e {
-        ScalableError::Alloc(e) => Failure::environment(e),
+        ScalableError::Build(bloom_core::BuildError::Alloc(e)) => Failure::environment(e),
         ScalableError::OverLimit { bytes, limit } => Failure::usage(format!(
             "the first stage would be {bytes} bytes, over --max-bytes {limit}; raise --max-bytes to build it (and to read it later)"
         )),

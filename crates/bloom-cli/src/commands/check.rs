@@ -1,6 +1,6 @@
 //! `bloom check`: maybe or absent for each key, streamed out as answered.
 
-use bloom_core::{BloomFilter, ScalableBloomFilter};
+use bloom_core::{BloomFilter, Filter, ScalableBloomFilter};
 
 use crate::cli::CheckArgs;
 use crate::commands::{foreign_tables_warning, key_batches, require_keys};
@@ -61,8 +61,7 @@ fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> 
 
 /// Answers from a scalable chain: maybe when any stage says maybe.
 fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Answers) -> CmdResult {
-    let newest = chain.newest_stage();
-    if let Some(warning) = foreign_tables_warning(&args.snapshot, newest) {
+    if let Some(warning) = foreign_tables_warning(&args.snapshot, chain) {
         crate::warn(&warning);
     }
     let foreign = chain
@@ -70,7 +69,7 @@ fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Ans
         .iter()
         .any(|s| s.config().has_foreign_tables());
     key_batches(
-        newest.config(),
+        chain.config(),
         &args.keys,
         &args.input,
         |originals, encoded| {

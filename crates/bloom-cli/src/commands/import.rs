@@ -1,6 +1,7 @@
 //! `bloom import`: a seed raw file, a Guava stream or a Parquet column chunk's Bloom filter
 //! into the checked format.
 
+use bloom_core::Filter;
 use std::io::Read;
 
 use bloom_format::{DecodeOptions, SEED_RAW_LEN, Snapshot, import_guava, import_seed_raw};
@@ -108,7 +109,7 @@ fn parquet(args: &ImportArgs, signals: &Signals) -> CmdResult {
         }
     ));
     let output = files::output(&args.output, !args.lock.no_wait)?;
-    files::write_snapshot_bytes(&output, &filter.to_snapshot_at(0), signals)
+    files::write_snapshot_bytes(&output, &filter.to_snapshot(0), signals)
 }
 
 fn seed_raw(source: Box<dyn Read>, name: &str) -> CmdResult<Snapshot> {

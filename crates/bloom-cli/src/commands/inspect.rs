@@ -1,7 +1,7 @@
 //! `bloom inspect`: every header field, and estimates from the bits, counted while the payload
 //! streams past (constant memory).
 
-use bloom_core::{Capacity, FilterConfig, ScalableBloomFilter, estimate};
+use bloom_core::{Capacity, FilterConfig, estimate};
 use bloom_format::Header;
 use serde_json::json;
 
@@ -171,7 +171,7 @@ pub(crate) fn run(args: &InspectArgs) -> CmdResult {
 }
 
 /// How a snapshot stands against the plan it records, judged as the filters judge
-/// themselves ([`Capacity`], [`ScalableBloomFilter::is_over_capacity`]).
+/// themselves ([`Capacity`], [`Capacity::of_chain`]).
 struct Standing {
     /// Keys that fit before the plan is passed (for a chain: before it grows).
     remaining: u64,
@@ -191,20 +191,19 @@ impl Standing {
         let plan = h.plan?;
         match (configs, &h.scalable) {
             (Configs::Stages(configs), Some(chain)) => {
-                let newest = chain.stages.last()?;
-                let over_items = newest.item_count > newest.plan.capacity;
-                let rate_limit =
-                    ScalableBloomFilter::rate_limit_for(plan.false_positive_rate, configs);
+                let items = chain.stages.iter().map(|s| s.item_count);
+                let capacity =
+                    Capacity::of_chain(plan.false_positive_rate, configs.iter().zip(items), fpr)?;
                 Some(Self {
-                    remaining: newest.plan.capacity.saturating_sub(newest.item_count),
-                    rate_limit,
-                    over: over_items || fpr > rate_limit,
+                    remaining: capacity.remaining(),
+                    rate_limit: capacity.rate_limit,
+                    over: capacity.is_over(),
                     rate: fpr,
                     capacity_so_far: chain
                         .stages
                         .iter()
                         .fold(0u64, |n, s| n.saturating_add(s.plan.capacity)),
-                    over_items,
+                    over_items: capacity.is_over_items(),
                 })
             }
             (Configs::One(config), _) => {

@@ -1,6 +1,6 @@
 //! `bloom measure`: the false-positive rate of a fixed inserted set on a disjoint query set.
 
-use bloom_core::{BloomFilter, FilterConfig};
+use bloom_core::{BloomFilter, Filter, FilterConfig};
 
 use crate::cli::MeasureArgs;
 use crate::error::{CmdResult, Failure};

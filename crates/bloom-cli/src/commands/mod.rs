@@ -1,4 +1,6 @@
-//! One module per command, named as on the command line.
+//! What each command does, one module per command (named as on the command line), and the
+//! key handling they share: required keys, keys read and encoded a batch at a time, and
+//! inserts from the command line or a key file.
 
 pub(crate) mod add;
 pub(crate) mod build;
@@ -15,7 +17,7 @@ pub(crate) mod redis_at;
 pub(crate) mod remove;
 pub(crate) mod verify;
 
-use bloom_core::{BloomFilter, EncodedKey, FilterConfig};
+use bloom_core::{EncodedKey, Filter, FilterConfig};
 
 use crate::files::AnyFilter;
 
@@ -58,10 +60,13 @@ pub(crate) fn key_batches_of(
     let source = input.source().map(|s| s.name()).unwrap_or_default();
     let mut push =
         |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
-            let bytes = config.encode_bytes(key).map_err(|e| match line {
-                Some(n) => Failure::input(format!("{source} line {n}: {e}")),
-                None => Failure::input(format!("key {}: {e}", escape_key(key))),
-            })?;
+            let bytes = config
+                .encoding()
+                .encode_bytes(key)
+                .map_err(|e| match line {
+                    Some(n) => Failure::input(format!("{source} line {n}: {e}")),
+                    None => Failure::input(format!("key {}: {e}", escape_key(key))),
+                })?;
             originals.push(key);
             encoded.push(bytes.as_bytes());
             if encoded.is_full() {
@@ -159,6 +164,7 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
         } else {
             let encoded = filter
                 .config()
+                .encoding()
                 .encode_bytes(key)
                 .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
             batch.push(encoded.as_bytes());
@@ -186,7 +192,7 @@ pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult 
 /// A warning for filters whose Unicode tables are not this build's.
 pub(crate) fn foreign_tables_warning(
     path: &std::path::Path,
-    filter: &BloomFilter,
+    filter: &impl Filter,
 ) -> Option<String> {
     let config = filter.config();
     config.has_foreign_tables().then(|| {

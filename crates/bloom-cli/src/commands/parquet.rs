@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bloom_core::BloomFilter;
+use bloom_core::{BloomFilter, Filter};
 use bloom_parquet::{Column, ColumnKind, ParquetFile, ParquetFileError};
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! `bloom remove`: keys out of a counting snapshot, under the writers' lock.
 
-use bloom_core::{EncodedKey, RemoveError};
+use bloom_core::{EncodedKey, Filter, RemoveError};
 
 use crate::cli::RemoveArgs;
 use crate::commands::{key_batches, require_keys};
@@ -94,7 +94,7 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
         .map_or(loaded.header.dataset_generation, Into::into);
     // No store binding survives: the store still holds the removed keys as far as the
     // snapshot's history digest says, and a store must never trust a filter without them.
-    let header = loaded.filter.to_header(generation);
+    let header = loaded.filter.header(generation);
     if loaded.header.store.is_some() {
         crate::warn("note: the snapshot was bound to a store; the copy without these keys is not");
     }

@@ -52,10 +52,10 @@ fn check(path: &std::path::Path, max_bytes: u64) -> (Status, Option<String>) {
                 "payload of {payload_len} bytes is over --max-bytes {limit}"
             )),
         ),
-        Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(ReadError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
             (Status::Missing, Some("no such file".to_owned()))
         }
-        Err(ReadError::Io { source, .. }) => (Status::Unreadable, Some(source.to_string())),
+        Err(ReadError::Io { cause, .. }) => (Status::Unreadable, Some(cause.to_string())),
         Err(ReadError::NotARegularFile { kind, .. }) => (
             Status::Unreadable,
             Some(format!("it is {kind}; a snapshot is a regular file")),

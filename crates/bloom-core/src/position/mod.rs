@@ -502,7 +502,7 @@ mod tests {
             Layout::Standard,
             64,
             1,
-            &Salt::none(),
+            &Salt::default(),
         );
         let salt = Salt::new(b"a salt").unwrap();
         let salted =
@@ -546,7 +546,7 @@ mod tests {
             Layout::Standard,
             1 << 40,
             8,
-            &Salt::none(),
+            &Salt::default(),
         );
         let key = EncodedKey::from_encoded(b"record-1");
         let digest: [u8; 32] = Sha256::digest(b"record-1").into();
@@ -570,7 +570,7 @@ mod tests {
             Layout::Standard,
             1 << 20,
             7,
-            &Salt::none(),
+            &Salt::default(),
         );
         let salt = Salt::new(b"0123456789abcdef").unwrap();
         let salted = PositionHasher::new(
@@ -604,7 +604,7 @@ mod tests {
             )
             .contains("0123")
         );
-        assert_eq!(format!("{:?}", Salt::none()), "Salt(none)");
+        assert_eq!(format!("{:?}", Salt::default()), "Salt(none)");
         let a = Salt::random().unwrap();
         let b = Salt::random().unwrap();
         assert_eq!(a.as_bytes().len(), Salt::MAX_LEN);

@@ -5,8 +5,9 @@ use std::str::FromStr;
 
 use bloom_format::PositionRuleId;
 
-use super::*;
 use crate::encoding::UnknownNameError;
+use crate::layout::Layout;
+use crate::params::MAX_HASHES;
 
 /// How a key's encoded bytes become a hash, and the hash bit positions.
 ///
@@ -17,8 +18,8 @@ use crate::encoding::UnknownNameError;
 /// **Chosen keys.** Without a salt, anyone can compute where a key lands under any rule and
 /// pick keys that fill the filter (raising its false-positive rate; never causing a wrong
 /// "absent"). Against keys an adversary picks, use [`PositionRule::Sha256Double`] with a
-/// secret [`Salt`]. `xxh3-128` is fast and stable, but xxHash documents seed-independent
-/// collisions, so a salt does not protect it.
+/// secret [`Salt`](super::Salt). `xxh3-128` is fast and stable, but xxHash documents
+/// seed-independent collisions, so a salt does not protect it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum PositionRule {
@@ -144,7 +145,7 @@ impl PositionRule {
 
     /// The largest `k` the rule supports.
     #[must_use]
-    pub const fn max_hashes(self) -> u32 {
+    pub(crate) const fn max_hashes(self) -> u32 {
         match self {
             Self::Sha256Split4 => 4,
             Self::Sha256Double | Self::Xxh3_128 | Self::GuavaMitz64 | Self::GuavaMitz32 => {

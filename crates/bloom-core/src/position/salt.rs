@@ -1,6 +1,6 @@
 //! [`Salt`]: the per-filter secret mixed into every digest.
 
-use super::*;
+use std::fmt;
 
 /// A per-filter secret mixed into every digest (keyed hashing).
 ///
@@ -47,12 +47,6 @@ pub struct RandomSaltError(pub String);
 impl Salt {
     /// The longest salt accepted, in bytes.
     pub const MAX_LEN: usize = 32;
-
-    /// No salt.
-    #[must_use]
-    pub const fn none() -> Self {
-        Self(Vec::new())
-    }
 
     /// A salt of the given bytes; empty means no salt.
     ///

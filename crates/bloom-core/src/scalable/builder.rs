@@ -4,12 +4,12 @@
 use bloom_format::{LayoutId, Plan};
 
 use crate::bits::{AllocError, BitsError};
+use crate::builder::{BuildError, KeyOptions, key_option_setters};
 use crate::config::{ConfigError, FilterConfig};
-use crate::encoding::KeyEncoding;
-use crate::filter::BloomFilter;
 use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
-use crate::position::{PositionRule, Salt};
+use crate::plain::BloomFilter;
+use crate::position::PositionRule;
 use crate::snapshot::SnapshotError;
 
 use super::ScalableBloomFilter;
@@ -65,26 +65,34 @@ pub enum ScalableError {
         /// The rule.
         rule: PositionRule,
     },
-    /// A stage's plan is impossible (no items, a rate outside `(0, 1)`, too many bits).
+    /// A stage cannot be made: its plan is impossible (no items, a rate outside `(0, 1)`, too
+    /// many bits), the rule, salt and stage layout do not go together, or its bit array
+    /// cannot be allocated.
     #[error(transparent)]
-    Params(#[from] ParamsError),
-    /// The rule, salt and stage layout do not go together.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A stage's bit array cannot be allocated.
-    #[error(transparent)]
-    Alloc(#[from] AllocError),
+    Build(#[from] BuildError),
     /// The snapshot cannot become a scalable filter in this build.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// The snapshot holds a filter of another layout: load it with
-    /// [`BloomFilter::from_snapshot`].
+    /// [`BloomFilter`]'s [`Filter::from_snapshot`](crate::Filter::from_snapshot).
     #[error("snapshot holds a filter of the {layout} layout, not a scalable filter")]
     NotScalable {
         /// The snapshot's layout.
         layout: LayoutId,
     },
 }
+
+/// A stage's plan, configuration and bits fail as a plain filter's do ([`BuildError`]).
+macro_rules! from_build_error {
+    ($($cause:ty),*) => {
+        $(impl From<$cause> for ScalableError {
+            fn from(e: $cause) -> Self {
+                Self::Build(e.into())
+            }
+        })*
+    };
+}
+from_build_error!(ParamsError, ConfigError, AllocError);
 
 impl From<BitsError> for ScalableError {
     fn from(e: BitsError) -> Self {
@@ -113,36 +121,27 @@ impl From<BitsError> for ScalableError {
 #[must_use = "a builder makes nothing until `build` is called"]
 pub struct ScalableBuilder {
     capacity: u64,
-    fpr: f64,
     growth: u32,
     tightening: f64,
-    rule: PositionRule,
-    encoding: KeyEncoding,
-    salt: Salt,
+    /// The rule defaults to `xxh3-128`, which takes every layout; each stage gets
+    /// [`Layout::default_for`] the rule and its own rate.
+    keys: KeyOptions,
     growth_limit: Option<u64>,
 }
 
 impl ScalableBuilder {
     /// A builder whose first stage holds `capacity` keys.
-    pub fn new(capacity: u64) -> Self {
+    pub(crate) fn new(capacity: u64) -> Self {
         Self {
             capacity,
-            fpr: crate::DEFAULT_FALSE_POSITIVE_RATE,
             growth: DEFAULT_GROWTH,
             tightening: DEFAULT_TIGHTENING,
-            rule: PositionRule::Xxh3_128,
-            encoding: KeyEncoding::Nfc,
-            salt: Salt::none(),
+            keys: KeyOptions::default(),
             growth_limit: None,
         }
     }
 
-    /// The false-positive rate of the whole chain, however many stages it grows (default
-    /// 1 %).
-    pub fn false_positive_rate(mut self, fpr: f64) -> Self {
-        self.fpr = fpr;
-        self
-    }
+    key_option_setters!();
 
     /// Each stage's capacity over the one before it (default [`DEFAULT_GROWTH`]).
     pub fn growth(mut self, growth: u32) -> Self {
@@ -158,26 +157,6 @@ impl ScalableBuilder {
         self
     }
 
-    /// The position rule of every stage (default `xxh3-128`, which takes every layout; use
-    /// `sha256-double` with a secret salt for keys an adversary picks). Each stage gets
-    /// [`Layout::default_for`] the rule and its own rate.
-    pub fn rule(mut self, rule: PositionRule) -> Self {
-        self.rule = rule;
-        self
-    }
-
-    /// The key encoding (default NFC).
-    pub fn encoding(mut self, encoding: KeyEncoding) -> Self {
-        self.encoding = encoding;
-        self
-    }
-
-    /// A secret salt (see [`Salt`]).
-    pub fn salt(mut self, salt: Salt) -> Self {
-        self.salt = salt;
-        self
-    }
-
     /// The most payload bytes the chain may grow to (see
     /// [`ScalableBloomFilter::set_growth_limit`]); default none.
     pub fn growth_limit(mut self, max_payload_bytes: u64) -> Self {
@@ -189,30 +168,32 @@ impl ScalableBuilder {
     ///
     /// # Errors
     /// [`ScalableError::Growth`], [`ScalableError::Tightening`], [`ScalableError::Rule`],
-    /// [`ScalableError::Params`] for an impossible plan, [`ScalableError::FirstStageRate`],
-    /// [`ScalableError::Config`] for a salt the rule does not take,
+    /// [`ScalableError::Build`] for an impossible plan, [`ScalableError::FirstStageRate`],
+    /// [`ScalableError::Build`] for a salt the rule does not take,
     /// [`ScalableError::OverLimit`] for a first stage past the growth limit (checked before
-    /// anything is allocated), or [`ScalableError::Alloc`].
+    /// anything is allocated), or [`ScalableError::Build`] when the stage cannot be allocated.
     pub fn build(&self) -> Result<ScalableBloomFilter, ScalableError> {
         check_growth(self.growth, self.tightening)?;
-        if self.rule.is_guava() {
-            return Err(ScalableError::Rule { rule: self.rule });
+        let fpr = self.keys.fpr;
+        let rule = self.keys.rule.unwrap_or(PositionRule::Xxh3_128);
+        if rule.is_guava() {
+            return Err(ScalableError::Rule { rule });
         }
-        let plan = Plan::new(self.capacity, self.fpr).ok_or(if self.capacity == 0 {
+        let plan = Plan::new(self.capacity, fpr).ok_or(if self.capacity == 0 {
             ParamsError::ZeroItems
         } else {
-            ParamsError::InvalidFalsePositiveRate { found: self.fpr }
+            ParamsError::InvalidFalsePositiveRate { found: fpr }
         })?;
         let template = FilterConfig::new(FilterParams::with_layout(Layout::Standard, 64, 1)?)
-            .with_encoding(self.encoding)
-            .with_salt(self.salt.clone())?;
+            .with_encoding(self.keys.encoding)
+            .with_salt(self.keys.salt.clone())?;
         let first = ScalableBloomFilter::first_stage_plan(plan, self.tightening).ok_or(
             ScalableError::FirstStageRate {
-                target: self.fpr,
+                target: fpr,
                 tightening: self.tightening,
             },
         )?;
-        let first = ScalableBloomFilter::stage_config(first, &template, self.rule)?;
+        let first = ScalableBloomFilter::stage_config(first, &template, rule)?;
         // Checked before the stage is allocated.
         if let Some(limit) = self.growth_limit.filter(|&l| first.bits() / 8 > l) {
             return Err(ScalableError::OverLimit {

@@ -8,14 +8,15 @@ mod snapshot;
 
 use std::sync::OnceLock;
 
-use bloom_format::Plan;
+use bloom_format::{DatasetGeneration, Header, Plan};
 
+use crate::capacity::Capacity;
 use crate::config::FilterConfig;
-use crate::encoding::KeyEncoding;
-use crate::filter::BloomFilter;
+use crate::filter::Filter;
 use crate::key::{self, Key};
 use crate::layout::Layout;
 use crate::params::{FilterParams, ParamsError};
+use crate::plain::BloomFilter;
 use crate::position::PositionRule;
 
 pub use builder::{DEFAULT_GROWTH, DEFAULT_TIGHTENING, ScalableBuilder, ScalableError};
@@ -147,7 +148,7 @@ impl ScalableBloomFilter {
     /// # Errors
     /// As [`ScalableBuilder::build`].
     pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self, ScalableError> {
-        ScalableBuilder::new(capacity)
+        ScalableBloomFilter::builder(capacity)
             .false_positive_rate(fpr)
             .build()
     }
@@ -174,25 +175,6 @@ impl ScalableBloomFilter {
     #[must_use]
     pub fn stages(&self) -> &[BloomFilter] {
         &self.stages
-    }
-
-    /// The position rule of every stage.
-    #[must_use]
-    pub fn rule(&self) -> PositionRule {
-        self.newest().config().rule()
-    }
-
-    /// The key encoding of every stage.
-    #[must_use]
-    pub fn encoding(&self) -> KeyEncoding {
-        self.newest().config().encoding()
-    }
-
-    /// The newest stage: the one new keys go into, whose configuration (encoding, tables,
-    /// rule, salt) every stage shares but for its size and plan.
-    #[must_use]
-    pub fn newest_stage(&self) -> &BloomFilter {
-        self.newest()
     }
 
     fn newest(&self) -> &BloomFilter {
@@ -366,7 +348,8 @@ impl ScalableBloomFilter {
     }
 
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
-        let (encoded, sensitive) = key::prepare(key, self.encoding(), self.foreign_tables())?;
+        let (encoded, sensitive) =
+            key::prepare(key, self.config().encoding(), self.foreign_tables())?;
         // One hash for every stage: they share the rule and the salt. (A chain always has a
         // stage; the `else` branches keep a panic path out of the hot loop.)
         let Some(newest) = self.stages.last() else {
@@ -407,7 +390,7 @@ impl ScalableBloomFilter {
     #[inline]
     pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
         K::answer(
-            key::prepare(key, self.encoding(), self.foreign_tables()).map(
+            key::prepare(key, self.config().encoding(), self.foreign_tables()).map(
                 |(encoded, sensitive)| {
                     if sensitive {
                         return true;
@@ -426,47 +409,6 @@ impl ScalableBloomFilter {
         )
     }
 
-    /// The items inserted, over all stages (at most `2^64 - 1`).
-    #[must_use]
-    pub fn items_inserted(&self) -> u64 {
-        self.stages
-            .iter()
-            .fold(0u64, |sum, s| sum.saturating_add(s.items_inserted()))
-    }
-
-    /// The bits of all stages.
-    #[must_use]
-    pub fn bits(&self) -> u64 {
-        self.stages.iter().map(|s| s.config().bits()).sum()
-    }
-
-    /// The chain's capacity so far: the stages' capacities added up. It grows with the
-    /// chain.
-    #[must_use]
-    pub fn capacity_so_far(&self) -> u64 {
-        self.stages
-            .iter()
-            .filter_map(|s| s.config().plan())
-            .fold(0u64, |total, p| total.saturating_add(p.capacity))
-    }
-
-    /// The chain's false-positive rate estimated from the stages' bits:
-    /// `1 - prod (1 - f_i)` over the stages' estimates `f_i`.
-    #[must_use]
-    pub fn estimated_false_positive_rate(&self) -> f64 {
-        1.0 - self
-            .stages
-            .iter()
-            .map(|s| 1.0 - s.estimated_false_positive_rate())
-            .product::<f64>()
-    }
-
-    /// The payload's length in bytes: every stage's bits.
-    #[must_use]
-    pub fn payload_len(&self) -> u64 {
-        self.bits() / 8
-    }
-
     /// Sets the most payload bytes the chain may grow to, or `None` for no limit (the
     /// default, and what a chain loaded from a snapshot starts with). A stage that would take
     /// the payload past the limit is not added: the newest stage takes the keys past its
@@ -482,68 +424,90 @@ impl ScalableBloomFilter {
     pub const fn growth_limit(&self) -> Option<u64> {
         self.growth_limit
     }
+}
+
+/// A chain answers for all its stages: its configuration is the newest stage's (whose
+/// encoding, tables, rule and salt every stage shares), its counts and estimates the stages'
+/// together, and its capacity that of [`Capacity::of_chain`]: the newest stage's room before
+/// the chain grows, and the chain's rate against its bound. Full older stages are what a
+/// chain is made of, not a sign of trouble.
+impl Filter for ScalableBloomFilter {
+    type LoadError = ScalableError;
+
+    fn config(&self) -> &FilterConfig {
+        self.newest().config()
+    }
+
+    /// The items inserted, over all stages (at most `2^64 - 1`).
+    fn items_inserted(&self) -> u64 {
+        self.stages
+            .iter()
+            .fold(0u64, |sum, s| sum.saturating_add(s.items_inserted()))
+    }
+
+    fn count_ones(&self) -> u64 {
+        self.stages.iter().map(Filter::count_ones).sum()
+    }
+
+    /// The bits of all stages.
+    fn positions(&self) -> u64 {
+        self.stages.iter().map(|s| s.config().bits()).sum()
+    }
+
+    /// The stages' estimates added up.
+    fn estimated_items(&self) -> f64 {
+        self.stages.iter().map(Filter::estimated_items).sum()
+    }
+
+    /// `1 - prod (1 - f_i)` over the stages' estimates `f_i`.
+    fn estimated_false_positive_rate(&self) -> f64 {
+        1.0 - self
+            .stages
+            .iter()
+            .map(|s| 1.0 - s.estimated_false_positive_rate())
+            .product::<f64>()
+    }
+
+    fn capacity(&self) -> Option<Capacity> {
+        let stages = self.stages.iter().map(|s| (s.config(), s.items_inserted()));
+        Capacity::of_chain(
+            self.plan.false_positive_rate,
+            stages,
+            self.estimated_false_positive_rate(),
+        )
+    }
 
     /// Keys that still fit before the chain grows: the newest stage's capacity less its
     /// items (0 once it is full or over).
-    #[must_use]
-    pub fn remaining_capacity(&self) -> u64 {
-        let newest = self.newest();
-        newest
-            .config()
-            .plan()
-            .map_or(0, |p| p.capacity.saturating_sub(newest.items_inserted()))
+    fn remaining_capacity(&self) -> Option<u64> {
+        self.newest().remaining_capacity()
     }
 
-    /// The estimated rate past which the chain is over its target: the target plus
-    /// [`crate::CHANCE_SIGMAS`] standard deviations of the chain's rate, its stages' variances
-    /// added (as [`Capacity::rate_limit`](crate::Capacity::rate_limit) for one filter), so
-    /// that a chain whose stages sit exactly at their plans is not called over by chance.
-    #[must_use]
-    pub fn rate_limit(&self) -> f64 {
-        let configs = self.stages.iter().map(BloomFilter::config);
-        Self::rate_limit_for(self.plan.false_positive_rate, configs)
+    fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+        self.chain_header(dataset_generation.into())
     }
 
-    /// [`ScalableBloomFilter::rate_limit`] for a chain of target `target` whose stages have
-    /// the configurations `stages` ([`ScalableBloomFilter::stage_configs`]): for readers
-    /// that stream a chain's payload and estimate its rate themselves.
-    #[must_use]
-    pub fn rate_limit_for<'c>(
-        target: f64,
-        stages: impl IntoIterator<Item = &'c FilterConfig>,
-    ) -> f64 {
-        let variance: f64 = stages
-            .into_iter()
-            .map(|config| {
-                config.plan().map_or(0.0, |p| {
-                    let (layout, bits, hashes) = (config.layout(), config.bits(), config.hashes());
-                    layout
-                        .false_positive_rate_deviation(bits, hashes, p.capacity)
-                        .powi(2)
-                })
-            })
-            .sum();
-        target + crate::CHANCE_SIGMAS * variance.sqrt()
+    /// Every stage's bits.
+    fn payload_len(&self) -> u64 {
+        self.positions() / 8
     }
 
-    /// Whether the newest stage holds more keys than its plan: the chain could not grow
-    /// (see the type's documentation).
-    #[must_use]
-    pub fn is_over_items(&self) -> bool {
-        let newest = self.newest();
-        newest
-            .config()
-            .plan()
-            .is_some_and(|p| newest.items_inserted() > p.capacity)
+    /// Each stage's bits, oldest first.
+    fn for_each_payload_chunk<E>(
+        &self,
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.stages
+            .iter()
+            .try_for_each(|s| s.for_each_payload_chunk(&mut each))
     }
 
-    /// Whether the chain cannot keep its promise any more: it could not add a stage, so its
-    /// newest stage went past its capacity ([`ScalableBloomFilter::is_over_items`]), or the
-    /// rate estimated from the bits passed [`ScalableBloomFilter::rate_limit`]. Full older
-    /// stages are what a chain is made of, not a sign of trouble. Counts every stage's set
-    /// bits (a pass over the chain).
-    #[must_use]
-    pub fn is_over_capacity(&self) -> bool {
-        self.is_over_items() || self.estimated_false_positive_rate() > self.rate_limit()
+    /// Each stage is allocated once and its bytes land in it: one copy. A header of another
+    /// layout is refused with [`ScalableError::NotScalable`].
+    fn from_payload<E: From<ScalableError>>(
+        header: &Header,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        Self::load(header, fill)
     }
 }

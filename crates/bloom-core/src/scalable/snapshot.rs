@@ -2,12 +2,13 @@
 //! payload (the stages' bits, oldest first), and the chain a snapshot holds, its stages filled
 //! in place as the payload streams.
 
-use bloom_format::{DatasetGeneration, Header, IdKind, LayoutId, Scalable, Snapshot, Stage};
+use bloom_format::{DatasetGeneration, Header, IdKind, LayoutId, Scalable, Stage};
 
 use crate::bits::BitsError;
 use crate::config::FilterConfig;
 use crate::encoding::UnicodeTables;
-use crate::filter::BloomFilter;
+use crate::filter::Filter;
+use crate::plain::BloomFilter;
 use crate::snapshot::SnapshotError;
 
 use super::builder::check_growth;
@@ -20,7 +21,7 @@ impl ScalableBloomFilter {
     /// `i` taking its `bits() / 8` bytes).
     ///
     /// # Errors
-    /// As [`ScalableBloomFilter::from_snapshot`], but for [`ScalableError::Alloc`].
+    /// As [`Filter::from_payload`], but for [`ScalableError::Build`] (allocation).
     pub fn stage_configs(header: &Header) -> Result<Vec<FilterConfig>, ScalableError> {
         let Some(scalable) = &header.scalable else {
             return Err(ScalableError::NotScalable {
@@ -52,13 +53,12 @@ impl ScalableBloomFilter {
 
     /// The header of a snapshot of the chain: layout `scalable`, the stages in its
     /// directory, `m`, `k` and the item count their totals.
-    #[must_use]
-    pub fn to_header_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
+    pub(super) fn chain_header(&self, dataset_generation: DatasetGeneration) -> Header {
         let first = self
             .stages
             .first()
             .unwrap_or_else(|| unreachable!("a chain has a stage"));
-        let mut header = first.config().to_header(dataset_generation.into(), 0);
+        let mut header = first.config().to_header(dataset_generation, 0);
         // The counts add up without overflow, as the format requires: a stage's count is
         // cut to what is left of 2^64 - 1 (only a chain loaded with counts near it can get
         // there; counts are a record, never used to place bits).
@@ -78,7 +78,7 @@ impl ScalableBloomFilter {
             .collect();
         header.layout = LayoutId::Scalable;
         header.layout_parameter = 0;
-        header.bit_count = self.bits();
+        header.bit_count = self.positions();
         header.hash_count = stages.iter().map(|s| s.hash_count).sum();
         header.item_count = total;
         header.plan = Some(self.plan);
@@ -95,31 +95,6 @@ impl ScalableBloomFilter {
         }
         header.scalable = Some(Scalable::new(self.growth, self.tightening, stages));
         header
-    }
-
-    /// A snapshot in memory (a copy of every stage's bits).
-    #[must_use]
-    pub fn to_snapshot_at(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
-        let mut payload = Vec::new();
-        for stage in &self.stages {
-            payload.extend_from_slice(&stage.to_bytes());
-        }
-        Snapshot::new(self.to_header_at(dataset_generation), payload).unwrap_or_else(|_| {
-            unreachable!("a chain's own header and stages are always a valid snapshot")
-        })
-    }
-
-    /// Hands the payload (each stage's bits, oldest first) to `each` a few KiB at a time.
-    ///
-    /// # Errors
-    /// The first error `each` returns.
-    pub fn for_each_payload_chunk<E>(
-        &self,
-        mut each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        self.stages
-            .iter()
-            .try_for_each(|s| s.for_each_payload_chunk(&mut each))
     }
 
     /// The stages' empty filters as a scalable header describes them, and their item counts.
@@ -147,27 +122,13 @@ impl ScalableBloomFilter {
         Ok((filter, items))
     }
 
-    /// The chain a snapshot holds.
+    /// The chain a header describes, its payload delivered by `fill` ([`Filter::from_payload`]).
     ///
     /// # Errors
     /// [`ScalableError::NotScalable`] for another layout, [`ScalableError::Snapshot`] for
-    /// rules this build does not implement, [`ScalableError::Alloc`].
-    pub fn from_snapshot(snapshot: &Snapshot) -> Result<Self, ScalableError> {
-        let payload = snapshot.payload();
-        Self::from_payload(snapshot.header(), |sink| {
-            sink(payload);
-            Ok::<(), ScalableError>(())
-        })
-    }
-
-    /// The chain a header describes, its payload delivered in order, in chunks of any size,
-    /// by `fill` (typically `bloom_format::SnapshotReader::read_payload_with`): each stage is
-    /// allocated once and the bytes land in it, one copy.
-    ///
-    /// # Errors
-    /// As [`ScalableBloomFilter::from_snapshot`], the error `fill` returns, or
-    /// [`BitsError::Length`] when the chunks do not add up to the stages.
-    pub fn from_payload<E: From<ScalableError>>(
+    /// rules this build does not implement, [`ScalableError::Build`] (allocation), the error `fill`
+    /// returns, or [`BitsError::Length`] when the chunks do not add up to the stages.
+    pub(super) fn load<E: From<ScalableError>>(
         header: &Header,
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<Self, E> {

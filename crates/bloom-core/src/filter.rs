@@ -1,0 +1,228 @@
+//! [`Filter`]: what every filter type answers about itself (its configuration, its estimates,
+//! how it stands against its plan) and how it becomes a snapshot and comes back from one,
+//! written once for plain, atomic, counting and scalable filters.
+
+use bloom_format::{DatasetGeneration, Header, Snapshot};
+
+use crate::capacity::Capacity;
+use crate::config::FilterConfig;
+use crate::estimate;
+
+/// What every filter type has in common: [`BloomFilter`](crate::BloomFilter),
+/// [`AtomicBloomFilter`](crate::AtomicBloomFilter),
+/// [`CountingBloomFilter`](crate::CountingBloomFilter) and
+/// [`ScalableBloomFilter`](crate::ScalableBloomFilter).
+///
+/// Keys go in and are asked about through each type's own `insert` and `contains` (an atomic
+/// filter inserts through `&self`, a counting one can also `remove`). This trait is the rest:
+/// the configuration, the estimates, the capacity verdict, and the snapshot, so that code
+/// which persists or reports on filters is written once for all of them.
+///
+/// ```
+/// use bloom_core::{BloomFilter, Filter};
+///
+/// let mut seen = BloomFilter::with_capacity(10_000, 0.01)?;
+/// seen.insert("order-1");
+/// // A store records the generation its bits cover; 0 for a filter tied to no store.
+/// let snapshot = seen.to_snapshot(0);
+/// let back = BloomFilter::from_snapshot(&snapshot)?;
+/// assert!(back.contains("order-1"));
+/// assert_eq!(back.remaining_capacity(), Some(9_999));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Filter: Sized {
+    /// Why a snapshot cannot become a filter of this type.
+    type LoadError: std::error::Error + From<crate::BitsError>;
+
+    /// The configuration keys are encoded and placed with. A scalable filter's is its newest
+    /// stage's, whose encoding, tables, rule and salt every stage shares.
+    fn config(&self) -> &FilterConfig;
+
+    /// The number of inserts the filter counted: inserts that changed a bit (for a counting
+    /// filter, inserts less removals). Snapshots record it.
+    fn items_inserted(&self) -> u64;
+
+    /// The number of set positions `X`: set bits, or counters above zero.
+    fn count_ones(&self) -> u64;
+
+    /// The positions of the filter `m`: bits, or counters (a chain: all its stages').
+    fn positions(&self) -> u64 {
+        self.config().bits()
+    }
+
+    /// `X / m`.
+    fn fill_ratio(&self) -> f64 {
+        estimate::fill_ratio(self.count_ones(), self.positions())
+    }
+
+    /// The estimated number of distinct keys inserted (Swamidass–Baldi,
+    /// `-(m / k) ln(1 - X / m)`). Always finite: a saturated filter is estimated at
+    /// `X = m - 1/2`, a lower bound.
+    fn estimated_items(&self) -> f64 {
+        estimate::estimated_items(self.count_ones(), self.positions(), self.config().hashes())
+    }
+
+    /// The false-positive rate at the current fill: `(X / m)^k` in the standard layout, and
+    /// the mean over blocks (or shards) of `(X_p / part bits)^k` where a key's bits all fall
+    /// in one part; for a chain, the chance that any stage says maybe.
+    fn estimated_false_positive_rate(&self) -> f64;
+
+    /// How the filter stands against its plan ([`FilterConfig::plan`]), or `None` when no
+    /// plan is recorded. Counts the set bits (a pass over the filter) for the estimated rate.
+    fn capacity(&self) -> Option<Capacity> {
+        Capacity::new(self.config(), self.items_inserted(), || {
+            self.estimated_false_positive_rate()
+        })
+    }
+
+    /// Items that still fit the plan (0 once over; for a chain, before it grows), or `None`
+    /// when no plan is recorded. Cheap: no pass over the bits.
+    fn remaining_capacity(&self) -> Option<u64> {
+        self.config()
+            .plan()
+            .map(|plan| plan.capacity.saturating_sub(self.items_inserted()))
+    }
+
+    /// Whether the filter is over its plan ([`Capacity::is_over`]). `false` when no plan is
+    /// recorded.
+    fn is_over_capacity(&self) -> bool {
+        self.capacity().is_some_and(|c| c.is_over())
+    }
+
+    /// The header of a snapshot of this filter, recording `dataset_generation`: the
+    /// generation of the primary store that these bits fully cover (0 when the filter is
+    /// tied to no store). Not bound to a store (set [`Header::store`] for that).
+    fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header;
+
+    /// The payload's length in bytes.
+    fn payload_len(&self) -> u64;
+
+    /// Hands the snapshot payload to `each`, in order, a few KiB at a time: writing a
+    /// snapshot never holds a second copy of the bits. With [`Filter::header`], what a
+    /// `bloom_format::SnapshotWriter` needs.
+    ///
+    /// # Errors
+    /// The first error `each` returns.
+    fn for_each_payload_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E>;
+
+    /// A snapshot in memory (a copy of the bits), recording `dataset_generation` as
+    /// [`Filter::header`] does. To write a file without the copy, give the header and
+    /// [`Filter::for_each_payload_chunk`] to a `bloom_format::SnapshotWriter`.
+    #[must_use]
+    fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
+        let len = usize::try_from(self.payload_len()).unwrap_or(usize::MAX);
+        let mut payload = Vec::with_capacity(len);
+        let Ok(()) = self.for_each_payload_chunk(|chunk| {
+            payload.extend_from_slice(chunk);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        // A filter's own header and payload always make a valid snapshot; the format checks
+        // them again, and a failure would be a bug in this crate, reported as one.
+        Snapshot::new(self.header(dataset_generation), payload)
+            .unwrap_or_else(|e| unreachable!("a filter's own snapshot is refused: {e}"))
+    }
+
+    /// The filter a header describes, its payload delivered in order, in chunks of any
+    /// size, by `fill` (typically `bloom_format::SnapshotReader::read_payload_with`). The
+    /// filter is allocated once, fallibly, and filled as the chunks arrive: loading holds one
+    /// copy of the payload.
+    ///
+    /// It answers every query exactly as the filter that wrote the snapshot, except that with
+    /// Unicode tables other than this build's it answers *maybe* for keys outside ASCII (see
+    /// [`UnicodeTables`](crate::UnicodeTables)).
+    ///
+    /// # Errors
+    /// The error `fill` returns, or [`Filter::LoadError`] (converted into `E`) when the header
+    /// is not this type's, names rules this build does not implement, or the chunks do not
+    /// make a valid payload.
+    fn from_payload<E: From<Self::LoadError>>(
+        header: &Header,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<Self, E>;
+
+    /// The filter a snapshot in memory holds; see [`Filter::from_payload`].
+    ///
+    /// # Errors
+    /// As [`Filter::from_payload`].
+    fn from_snapshot(snapshot: &Snapshot) -> Result<Self, Self::LoadError> {
+        let payload = snapshot.payload();
+        Self::from_payload(snapshot.header(), |sink| {
+            sink(payload);
+            Ok::<(), Self::LoadError>(())
+        })
+    }
+}
+
+/// The [`Filter`] methods of a filter type that owns its `config`, its item count `items`
+/// and the `u64` words `words` whose bytes are its payload (plain and counting filters).
+macro_rules! owned_words_methods {
+    () => {
+        fn config(&self) -> &FilterConfig {
+            &self.config
+        }
+
+        fn items_inserted(&self) -> u64 {
+            self.items
+        }
+
+        fn for_each_payload_chunk<E>(
+            &self,
+            each: impl FnMut(&[u8]) -> Result<(), E>,
+        ) -> Result<(), E> {
+            $crate::bits::for_each_byte_chunk(self.words.iter().copied(), self.payload_len(), each)
+        }
+    };
+}
+pub(crate) use owned_words_methods;
+
+/// `PartialEq` and `Eq` for a filter type that owns its `config`, `words` and `items`: equal
+/// configurations, bits and item counts (what it holds besides is derived from the
+/// configuration).
+macro_rules! eq_by_contents {
+    ($filter:ty) => {
+        impl PartialEq for $filter {
+            fn eq(&self, other: &Self) -> bool {
+                self.config == other.config
+                    && self.words == other.words
+                    && self.items == other.items
+            }
+        }
+
+        impl Eq for $filter {}
+    };
+}
+pub(crate) use eq_by_contents;
+
+/// [`Filter::from_payload`] for a filter type (plain or atomic) whose words the payload
+/// fills as they are, made with `Self::$from_words(config, words, items)`.
+macro_rules! from_payload_into_words {
+    ($from_words:ident) => {
+        fn from_payload<E: From<$crate::SnapshotError>>(
+            header: &bloom_format::Header,
+            fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+        ) -> Result<Self, E> {
+            let config = $crate::FilterConfig::from_header(header)?;
+            let words =
+                $crate::bits::fill_words::<_, $crate::SnapshotError, E>(config.bits(), fill)?;
+            Ok(Self::$from_words(config, words, header.item_count))
+        }
+    };
+}
+pub(crate) use from_payload_into_words;
+
+/// The `Debug` of a filter: its configuration, its set positions (named `ones`) and its item
+/// count, never the bits themselves (gigabytes) nor anything derived from the salt; `more`
+/// adds fields.
+pub(crate) fn debug_summary(
+    f: &mut std::fmt::Formatter<'_>,
+    (name, ones): (&str, &str),
+    filter: &impl Filter,
+    more: impl FnOnce(&mut std::fmt::DebugStruct<'_, '_>),
+) -> std::fmt::Result {
+    let mut out = f.debug_struct(name);
+    out.field("config", filter.config())
+        .field(ones, &filter.count_ones())
+        .field("items", &filter.items_inserted());
+    more(&mut out);
+    out.finish_non_exhaustive()
+}

@@ -1,0 +1,83 @@
+//! The key-taking methods plain and atomic filters share (`contains`, `insert_all`,
+//! `contains_each`), written once as a macro each filter type expands with its own receiver,
+//! word type and batch insert.
+
+/// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or atomic),
+/// written once: `$($mut)?` is the receiver's mutability (and the words'), `$variant` the
+/// [`BitsRef`](crate::batch::BitsRef) the words are read as, and `$each` the batch insert used
+/// ([`BitsMut::insert_each`](crate::batch::BitsMut::insert_each) probes first, [`BitsMut::set_each`](crate::batch::BitsMut::set_each) does not). The filter type
+/// has `self.hasher`, `self.config`, `self.foreign_tables`, `hashing()`, `took(&Inserted)`,
+/// which records what a batch changed, and `probe_key(&EncodedKey)`, its one-key probe.
+macro_rules! batch_methods {
+    ($($mut:ident)?; $variant:ident; $each:ident) => {
+        /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been
+        /// inserted (Guava's `mightContain`). `false` is definite (for an atomic filter, for
+        /// every insert that finished before this call started).
+        ///
+        /// With foreign Unicode tables
+        /// ([`FilterConfig::has_foreign_tables`](crate::FilterConfig::has_foreign_tables)) a
+        /// key outside ASCII, and every already-encoded key, is answered *maybe*: this build
+        /// cannot tell where the other tables put it. A byte key is answered with a `Result`,
+        /// as in `insert`.
+        #[must_use]
+        #[inline]
+        pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+            $crate::key::probe(key, self.config.encoding(), self.foreign_tables, |encoded| {
+                self.probe_key(encoded)
+            })
+        }
+
+        /// Inserts every key; returns how many changed a bit, which is how many `insert`
+        /// calls would have returned `true` (Guava's `putAll`).
+        ///
+        /// Faster per key than `insert` in a loop: keys are hashed a batch at a time before
+        /// their bits are touched, so the cache misses of a whole batch overlap. Byte keys
+        /// are answered with a `Result`: the first key a text encoding refuses stops the
+        /// call, after every key before it was inserted.
+        pub fn insert_all<I>(& $($mut)? self, keys: I) -> <I::Item as Key>::Answer<u64>
+        where
+            I: IntoIterator,
+            I::Item: Key,
+        {
+            let mut inserted = $crate::batch::Inserted::default();
+            let hashing = $crate::batch::KeyHashing {
+                hasher: &self.hasher,
+                encoding: self.config.encoding(),
+                foreign_tables: self.foreign_tables,
+            };
+            let outcome = (& $($mut)? *self.words).$each(hashing, keys.into_iter(), &mut inserted);
+            self.took(&inserted);
+            <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
+        }
+
+        /// Whether each key may have been inserted: one answer per key, in order, exactly
+        /// those of `contains`.
+        ///
+        /// Faster per key than `contains` in a loop: keys are hashed a batch at a time
+        /// before their bits are probed, so the cache misses of a whole batch overlap. Keys
+        /// are taken lazily, a batch at a time, so a stream of any length is answered in
+        /// constant memory.
+        ///
+        /// ```
+        /// use bloom_core::BloomFilter;
+        ///
+        /// let mut filter = BloomFilter::with_capacity(1_000, 0.01)?;
+        /// assert_eq!(filter.insert_all(["a", "b", "a"]), 2); // the second "a" changes nothing
+        /// let answers: Vec<bool> = filter.contains_each(["a", "b"]).collect();
+        /// assert_eq!(answers, [true, true]);
+        /// # Ok::<(), Box<dyn std::error::Error>>(())
+        /// ```
+        pub fn contains_each<I>(&self, keys: I) -> $crate::ContainsEach<'_, I::IntoIter>
+        where
+            I: IntoIterator,
+            I::Item: Key,
+        {
+            $crate::ContainsEach::new(
+                $crate::batch::BitsRef::$variant(&self.words),
+                self.hashing(),
+                keys.into_iter(),
+            )
+        }
+    };
+}
+pub(crate) use batch_methods;
