@@ -1,4 +1,6 @@
-//! [`PrimaryStore`] for [`PostgresStore`].
+//! [`PostgresStore`] as a [`PrimaryStore`] (and as a `Batched` store, raw keys a batch at a
+//! time): lookups, the history and scans of it a page at a time, commits in one
+//! transaction holding the head, and the claims a wrapper takes.
 
 use std::collections::HashSet;
 

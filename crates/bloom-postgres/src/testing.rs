@@ -34,13 +34,12 @@ pub enum ServerError {
     )]
     NoServerUser,
     /// A program could not be run, or a file written.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
-        /// Why it failed.
-        #[source]
-        source: std::io::Error,
+        /// Why it failed (shown in the message, not returned by `source()`).
+        cause: std::io::Error,
     },
     /// A program failed; the end of its output is kept.
     #[error("{what} failed: {output}")]
@@ -57,7 +56,7 @@ pub enum ServerError {
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
     let what = what.into();
-    move |source| ServerError::Io { what, source }
+    move |cause| ServerError::Io { what, cause }
 }
 
 /// The directory holding `initdb`, `postgres` and `pg_ctl`: on `PATH`, or Debian's

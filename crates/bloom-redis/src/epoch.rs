@@ -1,5 +1,5 @@
-//! Whether a shard's node may have lost acknowledged writes, and the durability a filter asks
-//! of its writers.
+//! Whether a shard's node may have lost acknowledged writes: the node that answers for a shard,
+//! judged against the shard's epoch record.
 //!
 //! Every shard has an epoch record beside it, `bloom:{NAME:S}:epoch` (same hash tag, so the
 //! same node, and the same snapshot of that node's data): the node that held it when the
@@ -7,6 +7,8 @@
 //! the point of the primary store the shard covered then. Writers never rewrite the node
 //! fields; they are recorded at creation, and again only when the filter is known whole
 //! (every key added again, or a rebuild) or when a change of node cannot have lost a write.
+//! The record's form is `bloom_redis_protocol::epoch`'s; the filter's [`Durability`] is in
+//! its metadata (`bloom_redis_protocol::meta`).
 //!
 //! A node that answers for a shard is judged against the record:
 //!
@@ -19,164 +21,18 @@
 //!
 //! A shard whose node may have lost writes is *unverified*: nothing is answered from it.
 
-use bloom_format::{DatasetGeneration, HistoryDigest, StoreBinding, StoreIdentity};
+use bloom_redis_protocol::epoch::Record;
+use bloom_redis_protocol::meta::Durability;
 
 use crate::node::NodeIdentity;
 
-/// The key of shard `shard`'s epoch record.
-pub(crate) fn epoch_key(name: &str, shard: u32) -> String {
-    format!("bloom:{{{name}:{shard}}}:epoch")
-}
-
-/// What a filter asks of every writer before an insert returns, recorded in its metadata.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Durability {
-    /// Nothing: a write is acknowledged once the master has it. A restart or a failover of a
-    /// shard's node makes the filter unverified.
-    None,
-    /// Every write waits (`WAIT`) for this many replicas, up to the timeout (milliseconds);
-    /// a failover to a replica keeps the filter verified.
-    Replicas {
-        /// Replicas that must acknowledge.
-        replicas: u32,
-        /// How long a writer waits for them, in milliseconds.
-        timeout_ms: u64,
-    },
-    /// Every write waits for the node's AOF to reach disk (`WAITAOF` on Redis 7.2 and later;
-    /// before, the node must run `appendfsync always`); a restart keeps the filter verified.
-    Aof {
-        /// How long a writer waits, in milliseconds.
-        timeout_ms: u64,
-    },
-}
-
-impl Durability {
-    /// The metadata field value.
-    pub(crate) fn field(self) -> String {
-        match self {
-            Self::None => "none".into(),
-            Self::Replicas {
-                replicas,
-                timeout_ms,
-            } => format!("replicas:{replicas}:{timeout_ms}"),
-            Self::Aof { timeout_ms } => format!("aof:{timeout_ms}"),
-        }
+/// The record that names `node`.
+pub(crate) fn record_of(node: &NodeIdentity) -> Record {
+    Record {
+        run_id: node.run_id.clone(),
+        replid: node.replid.clone(),
+        node_id: node.node_id.clone().unwrap_or_default(),
     }
-
-    /// Parses the metadata field (missing in filters made before durability existed).
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        let number = |s: &str| s.parse::<u64>().ok().filter(|n| n.to_string() == s);
-        let parts: Vec<&str> = text.split(':').collect();
-        match parts.as_slice() {
-            [] | [""] | ["none"] => Some(Self::None),
-            ["replicas", n, ms] => Some(Self::Replicas {
-                replicas: u32::try_from(number(n)?).ok().filter(|&n| n > 0)?,
-                timeout_ms: number(ms)?,
-            }),
-            ["aof", ms] => Some(Self::Aof {
-                timeout_ms: number(ms)?,
-            }),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Durability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::None => f.write_str("none (a restart or a failover makes the filter unverified)"),
-            Self::Replicas {
-                replicas,
-                timeout_ms,
-            } => write!(
-                f,
-                "every write waits for {replicas} replica(s), up to {timeout_ms} ms (a failover keeps the filter)"
-            ),
-            Self::Aof { timeout_ms } => write!(
-                f,
-                "every write waits for the AOF fsync, up to {timeout_ms} ms (a restart keeps the filter)"
-            ),
-        }
-    }
-}
-
-/// The fields of an epoch record.
-pub(crate) const NODE_FIELDS: [&str; 3] = ["run_id", "replid", "node_id"];
-/// The field of a counted shard's epoch record that holds its write count when the record's
-/// coverage was written: a state of the shard with at least this count holds every bit the
-/// coverage claims.
-pub(crate) const WRITES_FIELD: &str = "writes";
-
-/// A record's write count (`HMGET` of [`WRITES_FIELD`]); 0 when missing or not a count.
-pub(crate) fn writes_from(field: Option<&Option<String>>) -> i64 {
-    field
-        .and_then(Option::as_deref)
-        .and_then(|w| w.parse::<i64>().ok())
-        .filter(|&w| (0..=bloom_format::sharded::WRITE_COUNT).contains(&w))
-        .unwrap_or(0)
-}
-
-/// The coverage fields of an epoch record.
-pub(crate) const COVERAGE_FIELDS: [&str; 3] = ["generation", "store_identity", "history_digest"];
-
-/// A shard's epoch record.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Record {
-    pub(crate) run_id: String,
-    pub(crate) replid: String,
-    pub(crate) node_id: String,
-}
-
-impl Record {
-    pub(crate) fn of(node: &NodeIdentity) -> Self {
-        Self {
-            run_id: node.run_id.clone(),
-            replid: node.replid.clone(),
-            node_id: node.node_id.clone().unwrap_or_default(),
-        }
-    }
-
-    /// From `HMGET key run_id replid node_id`; `None` when the record is missing.
-    pub(crate) fn from_fields(fields: &[Option<String>]) -> Option<Self> {
-        let get = |i: usize| fields.get(i).cloned().flatten();
-        let run_id = get(0).filter(|s| !s.is_empty())?;
-        Some(Self {
-            run_id,
-            replid: get(1).unwrap_or_default(),
-            node_id: get(2).unwrap_or_default(),
-        })
-    }
-
-    /// The `HSET` arguments after the key.
-    pub(crate) fn fields(&self) -> [(&'static str, &str); 3] {
-        [
-            ("run_id", self.run_id.as_str()),
-            ("replid", self.replid.as_str()),
-            ("node_id", self.node_id.as_str()),
-        ]
-    }
-}
-
-/// The coverage recorded in an epoch record, from `HMGET key generation store_identity
-/// history_digest`.
-pub(crate) fn coverage_from_fields(
-    fields: &[Option<String>],
-) -> Option<(DatasetGeneration, Option<StoreBinding>)> {
-    let get = |i: usize| fields.get(i).cloned().flatten().unwrap_or_default();
-    let generation = get(0).parse::<u64>().ok()?;
-    let binding = match (get(1).as_str(), get(2).as_str()) {
-        ("", "") => None,
-        (identity, history) => {
-            let identity: [u8; 16] = bloom_format::unhex(identity)?.try_into().ok()?;
-            let history: [u8; 16] = bloom_format::unhex(history)?.try_into().ok()?;
-            Some(StoreBinding::new(
-                StoreIdentity::from_bytes(identity),
-                HistoryDigest::from_bytes(history),
-            ))
-        }
-    };
-    Some((DatasetGeneration::new(generation), binding))
 }
 
 /// What a node answering for a shard means for the shard's writes.
@@ -274,24 +130,6 @@ mod tests {
             aof_enabled: false,
             node_id: id.map(Into::into),
             module: None,
-        }
-    }
-
-    #[test]
-    fn durability_round_trips_through_its_field() {
-        for d in [
-            Durability::None,
-            Durability::Replicas {
-                replicas: 2,
-                timeout_ms: 500,
-            },
-            Durability::Aof { timeout_ms: 1000 },
-        ] {
-            assert_eq!(Durability::parse(&d.field()), Some(d));
-        }
-        assert_eq!(Durability::parse(""), Some(Durability::None));
-        for bad in ["replicas:0:5", "replicas:x:5", "aof", "aof:05", "other"] {
-            assert_eq!(Durability::parse(bad), None, "{bad}");
         }
     }
 

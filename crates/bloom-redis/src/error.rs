@@ -73,22 +73,20 @@ pub enum RedisFilterError {
         expected: String,
     },
     /// The metadata describes a filter this build cannot answer for.
-    #[error("filter {name}: {source}")]
+    #[error("filter {name}: {cause}")]
     Config {
         /// The filter name.
         name: String,
-        /// Why.
-        #[source]
-        source: bloom_core::SnapshotError,
+        /// Why (shown in the message, not returned by `source()`).
+        cause: bloom_core::SnapshotError,
     },
     /// The metadata fails the snapshot format's checks.
-    #[error("filter {name}: {source}")]
+    #[error("filter {name}: {cause}")]
     Invalid {
         /// The filter name.
         name: String,
-        /// Why.
-        #[source]
-        source: bloom_format::DecodeError,
+        /// Why (shown in the message, not returned by `source()`).
+        cause: bloom_format::DecodeError,
     },
     /// A shard's contents are gone or belong to another filter: Redis lost data (a restart
     /// without persistence, `FLUSHALL`, a deleted key) or the filter was recreated. The

@@ -37,7 +37,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The key scheme, runnable without a server:
+//! The key scheme (`bloom_redis_protocol::keys`, which the `bloom` module shares), runnable
+//! without a server:
 //!
 //! ```
 //! assert_eq!(bloom_redis::meta_key("seen"), "bloom:{seen}:meta");
@@ -50,18 +51,19 @@ mod connection;
 mod epoch;
 mod error;
 mod filter;
-mod meta;
 mod module;
 mod node;
 mod shared;
 mod transport;
 mod wire;
 
+pub use bloom_redis_protocol::keys::{meta_key, shard_key};
+pub use bloom_redis_protocol::meta::Durability;
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
-pub use epoch::Durability;
 pub use error::RedisFilterError;
-pub use filter::{
-    Info, RedisFilter, Restore, fit_to_allocator, meta_key, plan_for_allocator, shard_key,
-};
+pub use filter::{Info, RedisFilter, Restore, fit_to_allocator, plan_for_allocator};
 pub use module::ModuleUse;
+/// The Redis client whose errors [`RedisFilterError::Redis`] carries, re-exported so that
+/// callers can match them without depending on it themselves.
+pub use redis;
 pub use shared::{SharedError, SharedFilteredStore, SharedMetrics, SharedOpen};

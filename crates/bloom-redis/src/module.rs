@@ -5,17 +5,10 @@
 
 use std::str::FromStr;
 
+use bloom_redis_protocol::module::{MIN_COUNTED_VERSION, MIN_VERSION, NAME};
 use redis::Value;
 
 use crate::error::RedisFilterError;
-
-/// The module's name in `MODULE LIST`.
-pub(crate) const NAME: &str = "bloom";
-/// The first module version with the commands this build sends.
-pub(crate) const MIN_VERSION: i64 = 1;
-/// The first module version that knows counted shards (schemas 4 and 5: a write counter
-/// after the end marker); an older one would take them for lost.
-pub(crate) const MIN_COUNTED_VERSION: i64 = 2;
 
 /// Whether filters use the `bloom` Redis module's commands (`BLOOM.MADD`, `BLOOM.MEXISTS`,
 /// `BLOOM.RESERVE`), which hash keys inside the server, instead of plain `BITFIELD`s. Both

@@ -5,6 +5,10 @@
 //! - `insert_all / rusqlite`: `FilteredStore::insert_all` of 10k new keys into `SqliteStore`
 //!   against raw `rusqlite` inserting them into a plain `key BLOB PRIMARY KEY` table, each in
 //!   one transaction on a fresh database file with WAL and `synchronous = NORMAL`.
+//! - `insert_all of duplicates / rusqlite`: the same 10k keys inserted a second time (every
+//!   one already in the store): `FilteredStore::insert_all` asks its filter first and reads
+//!   the store for the "maybe"s instead of committing them, against raw `rusqlite`'s
+//!   `INSERT OR IGNORE` of them.
 //! - `SQLite point query / contains_each`: 10k absent keys looked up over 100k stored ones,
 //!   as SQLite point queries on the store's table against `FilteredStore::contains_each` (how
 //!   many times faster the filter answers).
@@ -15,6 +19,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bloom_store::{FilterOptions, FilteredStore, SqliteStore};
+use bloom_testing::bench::report;
 
 const BATCH: usize = 10_000;
 const STORED: usize = 100_000;
@@ -28,18 +33,6 @@ fn time(f: impl FnOnce()) -> Duration {
     let start = Instant::now();
     f();
     start.elapsed()
-}
-
-fn report(name: &str, mut ratios: Vec<f64>) {
-    ratios.sort_by(f64::total_cmp);
-    let at = |q: usize| ratios[(ratios.len() - 1) * q / 4];
-    println!(
-        "{name:<40} median {:>7.2}  (IQR {:.2} .. {:.2}, {} rounds)",
-        at(2),
-        at(1),
-        at(3),
-        ratios.len()
-    );
 }
 
 fn filtered(path: &std::path::Path) -> FilteredStore<SqliteStore> {
@@ -74,26 +67,33 @@ fn raw_insert(conn: &mut rusqlite::Connection, keys: &[String]) {
     tx.commit().unwrap();
 }
 
-fn inserts() {
+/// `FilteredStore::insert_all` of 10k keys against raw rusqlite's, each on a fresh pair of
+/// databases per round; with `again`, both insert the keys once first, and the timed insert
+/// is all duplicates.
+fn inserts(name: &str, again: bool) {
     let batch = keys("record", BATCH);
     let mut ratios = Vec::new();
     for round in 0..ROUNDS {
         let dir = tempfile::tempdir().unwrap();
         let store = filtered(&dir.path().join("db.sqlite"));
         let mut conn = raw(&dir.path().join("raw.sqlite"));
+        if again {
+            store.insert_all(&batch).unwrap();
+            raw_insert(&mut conn, &batch);
+        }
+        let mut ours = || time(|| drop(black_box(store.insert_all(&batch).unwrap())));
+        let mut theirs = || time(|| raw_insert(&mut conn, &batch));
+        // Which goes first alternates, so that neither always finds the caches warm.
         let (ours, theirs) = if round % 2 == 0 {
-            let ours = time(|| drop(black_box(store.insert_all(&batch).unwrap())));
-            (ours, time(|| raw_insert(&mut conn, &batch)))
+            let ours = ours();
+            (ours, theirs())
         } else {
-            let theirs = time(|| raw_insert(&mut conn, &batch));
-            (
-                time(|| drop(black_box(store.insert_all(&batch).unwrap()))),
-                theirs,
-            )
+            let theirs = theirs();
+            (ours(), theirs)
         };
         ratios.push(ours.as_secs_f64() / theirs.as_secs_f64());
     }
-    report("insert_all / rusqlite (10k keys)", ratios);
+    report(name, ratios);
 }
 
 fn lookups() {
@@ -136,6 +136,7 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    inserts();
+    inserts("insert_all / rusqlite (10k keys)", false);
+    inserts("insert_all of duplicates / rusqlite", true);
     lookups();
 }

@@ -7,12 +7,9 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bloom_core::{
     AllocError, AtomicBloomFilter, BloomFilter, CountingBloomFilter, CountingError, EncodedKey,
-    FilterConfig, Key, RemoveError,
+    Filter, FilterConfig, Key, RemoveError,
 };
-use bloom_format::{
-    AtomicFile, DatasetGeneration, Header, SnapshotWriter, StoreBinding, StreamWriteError,
-    WriteError,
-};
+use bloom_format::{AtomicFile, SnapshotWriter, StoreBinding, StreamWriteError, WriteError};
 
 use crate::history::HistoryPoint;
 
@@ -47,19 +44,13 @@ impl StoreFilter {
         matches!(self, Self::Counting(_))
     }
 
-    /// The configuration as a snapshot would record it.
+    /// The configuration keys are encoded and placed with.
     pub(crate) fn config(&self) -> FilterConfig {
-        match self {
-            Self::Plain(f) => f.current_config(),
-            Self::Counting(f) => Self::read(f).config().clone(),
-        }
+        with_filter!(self, f => f.config().clone())
     }
 
     pub(crate) fn contains(&self, key: &EncodedKey<'_>) -> bool {
-        match self {
-            Self::Plain(f) => f.contains(key),
-            Self::Counting(f) => Self::read(f).contains(key),
-        }
+        with_filter!(self, f => f.contains(key))
     }
 
     pub(crate) fn insert(&self, key: &EncodedKey<'_>) {
@@ -86,10 +77,10 @@ impl StoreFilter {
 
     /// Inserts keys that are already encoded: keys being committed or taken in, so mostly
     /// new ones, whose bits are set without a probe first.
-    pub(crate) fn set_all<K: Key<Error = Infallible>>(&self, keys: impl Iterator<Item = K>) {
+    pub(crate) fn insert_all<K: Key<Error = Infallible>>(&self, keys: impl Iterator<Item = K>) {
         match self {
             Self::Plain(f) => {
-                let _changed = f.set_all(keys);
+                let _changed = f.insert_all(keys);
             }
             Self::Counting(f) => {
                 let _absent = Self::write(f).insert_all(keys);
@@ -106,24 +97,15 @@ impl StoreFilter {
     }
 
     pub(crate) fn estimated_items(&self) -> f64 {
-        match self {
-            Self::Plain(f) => f.estimated_items(),
-            Self::Counting(f) => Self::read(f).estimated_items(),
-        }
+        with_filter!(self, f => f.estimated_items())
     }
 
     pub(crate) fn fill_ratio(&self) -> f64 {
-        match self {
-            Self::Plain(f) => f.fill_ratio(),
-            Self::Counting(f) => Self::read(f).fill_ratio(),
-        }
+        with_filter!(self, f => f.fill_ratio())
     }
 
     pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
-        match self {
-            Self::Plain(f) => f.estimated_false_positive_rate(),
-            Self::Counting(f) => Self::read(f).estimated_false_positive_rate(),
-        }
+        with_filter!(self, f => f.estimated_false_positive_rate())
     }
 
     /// Counters at 15, for a counting filter.
@@ -149,62 +131,53 @@ impl StoreFilter {
             Self::Counting(f) => Some(Self::read(f).clone()),
         }
     }
+
+    /// Streams the filter into a snapshot file bound to `identity` at `head`: a plain
+    /// filter's bits while inserts go on, a counting filter's counters under its read lock.
+    pub(crate) fn write_snapshot(
+        &self,
+        path: &Path,
+        identity: bloom_format::StoreIdentity,
+        head: HistoryPoint,
+    ) -> Result<(), WriteError> {
+        with_filter!(self, f => write_snapshot(path, f, identity, head))
+    }
 }
 
-/// What a snapshot is written from: a store's filter as it is (a plain filter's bits are
-/// streamed while inserts go on), or a copy of a counting filter's counters.
-pub(crate) trait Payload {
-    /// The snapshot header, recording `generation`, not yet bound to a store.
-    fn header(&self, generation: DatasetGeneration) -> Header;
-    /// Hands the payload to `each`, in order, a chunk at a time.
-    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E>;
-}
-
-impl Payload for StoreFilter {
-    fn header(&self, generation: DatasetGeneration) -> Header {
-        match self {
-            Self::Plain(f) => f.current_config().to_header(generation, f.items_inserted()),
-            Self::Counting(f) => Self::read(f).to_header_at(generation),
+/// Runs `$body` with `$f` bound to the filter of a [`StoreFilter`] (a counting filter under
+/// its read lock), for what every filter type answers alike ([`Filter`]).
+macro_rules! with_filter {
+    ($store:expr, $f:ident => $body:expr) => {
+        match $store {
+            StoreFilter::Plain($f) => $body,
+            StoreFilter::Counting(lock) => {
+                let $f = &*StoreFilter::read(lock);
+                $body
+            }
         }
-    }
-
-    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
-        match self {
-            Self::Plain(f) => f.for_each_payload_chunk(each),
-            Self::Counting(f) => Self::read(f).for_each_payload_chunk(each),
-        }
-    }
+    };
 }
+use with_filter;
 
-impl Payload for CountingBloomFilter {
-    fn header(&self, generation: DatasetGeneration) -> Header {
-        self.to_header_at(generation)
-    }
-
-    fn for_each_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
-        self.for_each_payload_chunk(each)
-    }
-}
-
-/// Streams `payload` into a snapshot file bound to `identity` at `head`.
+/// Streams `filter` into a snapshot file bound to `identity` at `head`.
 pub(crate) fn write_snapshot(
     path: &Path,
-    payload: &impl Payload,
+    filter: &impl Filter,
     identity: bloom_format::StoreIdentity,
     head: HistoryPoint,
 ) -> Result<(), WriteError> {
-    let mut header = payload.header(head.generation);
+    let mut header = filter.header(head.generation);
     header.store = Some(StoreBinding::new(identity, head.digest));
     let file = AtomicFile::create_with(path, bloom_format::WriteOptions::for_snapshot(&header))?;
     let target = file.target().to_path_buf();
     let fail = |e: StreamWriteError| WriteError::Io {
         path: target.clone(),
         action: "writing the temporary file",
-        source: e.into(),
+        cause: e.into(),
     };
     let mut writer = SnapshotWriter::new(file, header).map_err(fail)?;
-    payload
-        .for_each_chunk(|chunk| writer.write_payload(chunk))
+    filter
+        .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
         .map_err(fail)?;
     writer.finish().map_err(fail)?.commit()
 }

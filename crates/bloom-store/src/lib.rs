@@ -162,6 +162,7 @@
 #![forbid(unsafe_code)]
 
 pub mod coalesce;
+mod confirm;
 mod error;
 mod filtered;
 pub mod history;
@@ -177,15 +178,16 @@ mod sqlite;
 
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use coalesce::{Batched, Coalesced, CoalescedError};
+pub use confirm::{Bits, LookupCounts, LookupTally};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
 pub use history::{Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};
 pub use memory::{MemoryStore, MemoryStoreError};
 pub use options::{FilterOptions, OptionsError, SaltPolicy};
 pub use outcome::{
-    BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError,
+    BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport,
     SnapshotRefresh,
 };
-pub use primary::{ClaimKind, ClaimStatus, ClaimWatch, PrimaryStore, StoreClaim};
+pub use primary::{ClaimKind, ClaimRefused, ClaimStatus, ClaimWatch, PrimaryStore, StoreClaim};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{LegacyKeys, SqliteStore, SqliteStoreError};

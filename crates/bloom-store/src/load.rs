@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bloom_core::{AtomicBloomFilter, BitsError, CountingBloomFilter, CountingError, FilterConfig};
-use bloom_format::{DatasetGeneration, DecodeOptions, ReadError, SnapshotReader};
+use bloom_core::{Filter, FilterConfig, SnapshotError};
+use bloom_format::{DatasetGeneration, DecodeOptions, Header, ReadError, SnapshotReader};
 
 use crate::history::HistoryPoint;
 use crate::kind::StoreFilter;
@@ -23,14 +23,7 @@ pub(crate) struct Matched {
 /// Either a failure to read the payload or the filter's refusal of it.
 enum PayloadError {
     Read(ReadError),
-    Bits(BitsError),
-    Counting(CountingError),
-}
-
-impl From<CountingError> for PayloadError {
-    fn from(e: CountingError) -> Self {
-        Self::Counting(e)
-    }
+    Refused(SnapshotError),
 }
 
 impl From<ReadError> for PayloadError {
@@ -39,10 +32,26 @@ impl From<ReadError> for PayloadError {
     }
 }
 
-impl From<BitsError> for PayloadError {
-    fn from(e: BitsError) -> Self {
-        Self::Bits(e)
+impl From<SnapshotError> for PayloadError {
+    fn from(e: SnapshotError) -> Self {
+        Self::Refused(e)
     }
+}
+
+/// The filter of `header`, its payload streamed from `reader` as it is read.
+fn load<F: Filter<LoadError = SnapshotError>>(
+    header: &Header,
+    reader: SnapshotReader<std::fs::File>,
+) -> Result<F, PayloadError> {
+    F::from_payload(header, |push| {
+        reader
+            .read_payload_with(|chunk| {
+                push(chunk);
+                Ok::<(), ReadError>(())
+            })
+            .map(|_| ())
+            .map_err(PayloadError::from)
+    })
 }
 
 /// Opens the snapshot at `path` for `store`, whose identity and head were read just before.
@@ -60,7 +69,7 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
     let decode = DecodeOptions::with_max_payload_len(options.max_snapshot_bytes);
     let reader = match SnapshotReader::open(path, &decode) {
         Ok(reader) => reader,
-        Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        Err(ReadError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Err(BypassReason::NoSnapshot));
         }
         Err(e) => return Ok(Err(BypassReason::Unreadable(Arc::new(e)))),
@@ -104,35 +113,17 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
     if let Some(why) = options.incompatibility(&config) {
         return Ok(Err(BypassReason::Incompatible(why)));
     }
-    let items = header.item_count;
+    let header = header.clone();
     let loaded = if counting {
-        CountingBloomFilter::from_payload_in_place(config, items, |image| {
-            reader
-                .read_payload_into(image)
-                .map(|_| ())
-                .map_err(PayloadError::from)
-        })
-        .map(|f| StoreFilter::Counting(std::sync::RwLock::new(f)))
+        load(&header, reader).map(|f| StoreFilter::Counting(std::sync::RwLock::new(f)))
     } else {
-        AtomicBloomFilter::from_payload(config, items, |push| {
-            reader
-                .read_payload_with(|chunk| {
-                    push(chunk);
-                    Ok::<(), ReadError>(())
-                })
-                .map(|_| ())
-                .map_err(PayloadError::from)
-        })
-        .map(StoreFilter::Plain)
+        load(&header, reader).map(StoreFilter::Plain)
     };
     Ok(match loaded {
         Ok(filter) => Ok(Matched { filter, generation }),
         Err(PayloadError::Read(e)) => Err(BypassReason::Unreadable(Arc::new(e))),
-        Err(PayloadError::Bits(e)) => Err(BypassReason::Incompatible(
-            Incompatibility::Unsupported(e.into()),
-        )),
-        Err(PayloadError::Counting(e)) => Err(BypassReason::Incompatible(
-            Incompatibility::Unsupported(e.into()),
-        )),
+        Err(PayloadError::Refused(e)) => {
+            Err(BypassReason::Incompatible(Incompatibility::Unsupported(e)))
+        }
     })
 }

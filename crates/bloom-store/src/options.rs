@@ -265,11 +265,6 @@ impl FilterOptions {
         (bits as f64 / self.bits_per_key()).floor() as u64
     }
 
-    /// The label a store records for the configured key encoding: name and rule version.
-    pub(crate) fn encoding_label(&self) -> String {
-        format!("{} v{}", self.encoding.name(), self.encoding.version())
-    }
-
     /// Checks that the options can be planned and that the filter for `capacity` fits the
     /// snapshot limit.
     pub(crate) fn validate(&self) -> Result<(), OptionsError> {
@@ -316,7 +311,7 @@ impl FilterOptions {
             }
         }
         let salt = match &self.salt {
-            SaltPolicy::None => Salt::none(),
+            SaltPolicy::None => Salt::default(),
             SaltPolicy::Fixed(salt) => salt.clone(),
             SaltPolicy::Random => Salt::random()?,
         };

@@ -6,7 +6,7 @@ use bloom_core::{KeyEncoding, Layout, PositionRule, SnapshotError, UnicodeTables
 use bloom_format::{DatasetGeneration, ReadError, StoreIdentity};
 
 /// An error kept inside a reason or an outcome: cheap to clone, and its source chain intact.
-pub type SharedError = Arc<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type KeptError = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a snapshot's filter cannot answer for these options.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -134,7 +134,7 @@ pub enum BypassReason {
     },
     /// Catching up from the store at open failed.
     #[error("catch-up from the store failed: {0}")]
-    CatchUpFailed(SharedError),
+    CatchUpFailed(Arc<dyn std::error::Error + Send + Sync + 'static>),
     /// The last rebuild failed (its error was returned by
     /// [`FilteredStore::rebuild`](crate::FilteredStore::rebuild)); call it again.
     #[error("the last rebuild failed")]
@@ -212,7 +212,7 @@ pub enum SnapshotRefresh {
     NoPath,
     /// Writing it failed (the rebuilt filter is trusted all the same; the stale file can
     /// never be trusted, since it does not match the store's history).
-    Failed(SharedError),
+    Failed(Arc<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// What [`FilteredStore::open`](crate::FilteredStore::open) and
@@ -272,6 +272,27 @@ pub struct RebuildReport {
     pub capacity: u64,
     /// Whether the capacity was cut to fit `max_snapshot_bytes`.
     pub capacity_limited: bool,
+}
+
+impl RebuildReport {
+    /// A rebuild that read `keys_scanned` keys into a filter for `capacity` keys (cut to fit
+    /// a size limit when `capacity_limited`), covering the store up to `generation`: for a
+    /// wrapper of another crate (bloom-redis's shared filter) to report its rebuild as this
+    /// crate's does.
+    #[must_use]
+    pub fn new(
+        keys_scanned: u64,
+        generation: DatasetGeneration,
+        capacity: u64,
+        capacity_limited: bool,
+    ) -> Self {
+        Self {
+            keys_scanned,
+            generation,
+            capacity,
+            capacity_limited,
+        }
+    }
 }
 
 /// A consistent copy of the counters and the filter state.

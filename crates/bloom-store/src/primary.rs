@@ -459,7 +459,47 @@ pub struct StoreClaim {
     watches: Vec<ClaimWatch>,
 }
 
+/// Why a wrapper could not claim a store ([`StoreClaim::for_wrapper`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimRefused {
+    /// Another wrapper holds a claim this one cannot share.
+    InUse,
+    /// The store's keys are in another encoding than the wrapper's: they could not be
+    /// compared.
+    EncodingMismatch {
+        /// The encoding the store recorded at its first open.
+        store: String,
+        /// The wrapper's.
+        wrapper: String,
+    },
+}
+
 impl StoreClaim {
+    /// What every wrapper does first: claims `store` ([`PrimaryStore::claim_wrapper`] with
+    /// `kind`), then records its key encoding or checks it against the one recorded
+    /// ([`PrimaryStore::claim_key_encoding`]). The outer error is the store's; the inner one
+    /// why the wrapper may not open.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub fn for_wrapper<S: PrimaryStore + ?Sized>(
+        store: &S,
+        kind: ClaimKind,
+        encoding: bloom_core::KeyEncoding,
+    ) -> Result<Result<Self, ClaimRefused>, S::Error> {
+        let Some(claim) = store.claim_wrapper(kind)? else {
+            return Ok(Err(ClaimRefused::InUse));
+        };
+        let wrapper = format!("{} v{}", encoding.name(), encoding.version());
+        let store = store.claim_key_encoding(&wrapper)?;
+        Ok(if store == wrapper {
+            Ok(claim)
+        } else {
+            Err(ClaimRefused::EncodingMismatch { store, wrapper })
+        })
+    }
+
     /// A claim that holds `held` (a locked file, a guard that clears a flag on drop) until it
     /// is dropped.
     #[must_use]

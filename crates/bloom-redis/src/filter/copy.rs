@@ -10,14 +10,15 @@ use bloom_core::{Capacity, estimate};
 use bloom_format::{
     AtomicFile, DecodeOptions, Header, SnapshotReader, SnapshotWriter, WriteOptions,
 };
+use bloom_redis_protocol::keys::{meta_key, shard_key};
+use bloom_redis_protocol::marker::MARKER_BYTES;
+use bloom_redis_protocol::meta::{self, BUILDING, Durability, Meta, MetaError, READY};
 use redis::Value;
 
 use super::ints;
 use crate::connection::{Conn, RedisTarget, server_error};
-use crate::epoch::Durability;
 use crate::error::RedisFilterError;
-use crate::filter::{MARKER_BYTES, RedisFilter, SHARDS_PER_PIPELINE, int, meta_key, shard_key};
-use crate::meta::{self, BUILDING, READY};
+use crate::filter::{RedisFilter, SHARDS_PER_PIPELINE, int};
 use crate::node::text;
 use crate::wire::Commands;
 
@@ -64,19 +65,6 @@ impl fmt::Debug for Info {
     }
 }
 
-/// What the metadata hash holds.
-pub(crate) struct Meta {
-    /// As recorded (the markers bind it).
-    pub(crate) header: Header,
-    pub(crate) creation: meta::Creation,
-    pub(crate) state: String,
-    pub(crate) durability: Durability,
-    /// The keys' Unicode tables are not all the recorded ones (schema 3 or 5).
-    pub(crate) tables_mixed: bool,
-    /// Every shard ends with a write counter (schema 4 or 5).
-    pub(crate) counted: bool,
-}
-
 pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilterError> {
     let key = meta_key(name);
     let value = conn.query(&[b"HGETALL", key.as_bytes()], Some(key.as_bytes()))?;
@@ -106,29 +94,28 @@ pub(crate) fn read_meta(conn: &mut Conn, name: &str) -> Result<Meta, RedisFilter
             key,
         });
     }
-    let state = map.get("state").cloned().unwrap_or_default();
-    if state != READY && state != BUILDING {
-        return Err(RedisFilterError::NotReady {
+    let get = |field: &'static str| map.get(field).map_or("", String::as_str);
+    meta::parse(get).map_err(|e| match e {
+        MetaError::NotReady { state } => RedisFilterError::NotReady {
             name: name.to_owned(),
             state,
-        });
-    }
-    let durability_field = map.get("durability").cloned().unwrap_or_default();
-    let durability =
-        Durability::parse(&durability_field).ok_or_else(|| RedisFilterError::Metadata {
+        },
+        MetaError::Field { field, expected } => RedisFilterError::Metadata {
             name: name.to_owned(),
-            field: "durability",
-            found: durability_field.clone(),
-            expected: "none, replicas:N:MS or aof:MS".into(),
-        })?;
-    let parsed = meta::parse(name, &map)?;
-    Ok(Meta {
-        header: parsed.header,
-        creation: parsed.creation,
-        state: parsed.state,
-        durability,
-        tables_mixed: parsed.tables_mixed,
-        counted: parsed.counted,
+            field,
+            // The salt is a secret: never echoed, even when malformed.
+            found: if field == "salt" {
+                format!("<{} characters>", get(field).len())
+            } else {
+                get(field).to_owned()
+            },
+            expected,
+        },
+        MetaError::Invalid(cause) => RedisFilterError::Invalid {
+            name: name.to_owned(),
+            cause,
+        },
+        other => RedisFilterError::Protocol(format!("the metadata of {name}: {other}")),
     })
 }
 
@@ -377,10 +364,10 @@ impl RedisFilter {
         durability: Durability,
     ) -> Result<Self, RedisFilterError> {
         let header = reader.header().clone();
-        let config = bloom_core::FilterConfig::from_header(&header).map_err(|source| {
+        let config = bloom_core::FilterConfig::from_header(&header).map_err(|cause| {
             RedisFilterError::Config {
                 name: name.to_owned(),
-                source,
+                cause,
             }
         })?;
         let filter = Self::create_with_header(target, name, config, header, durability, BUILDING)?;

@@ -26,9 +26,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use bloom_format::sharded::{ROLLED_BACK, WRITE_COUNT};
-
-use crate::meta::Creation;
+use bloom_redis_protocol::meta::Creation;
+use bloom_redis_protocol::shard::{ROLLED_BACK, WRITE_COUNT};
 
 /// A write count seen of a shard, and the node it was read from (see [`node_key`]): counts
 /// are compared only within one node's history. A node that changed (a failover, a restart,
@@ -229,7 +228,7 @@ mod tests {
 
     #[test]
     fn handles_of_one_filter_share_what_the_process_saw() {
-        let creation = Creation::random().unwrap();
+        let creation = crate::filter::lifecycle::random_creation().unwrap();
         let (a, b) = (node_key("a", "1"), node_key("b", "1"));
         let first = Seen::of(creation, 4);
         first.raise(2, a, 40);
@@ -242,7 +241,7 @@ mod tests {
         assert_eq!(first.floor(2), Mark { node: b, count: 5 });
         // Another filter starts from nothing; a filter gone and opened again starts over.
         assert_eq!(
-            Seen::of(Creation::random().unwrap(), 4).floor(2),
+            Seen::of(crate::filter::lifecycle::random_creation().unwrap(), 4).floor(2),
             Mark::default()
         );
         drop((first, second));

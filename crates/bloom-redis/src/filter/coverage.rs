@@ -3,14 +3,16 @@
 //! the oldest point the records cover, which a repair starts from.
 
 use bloom_format::{DatasetGeneration, StoreBinding};
+use bloom_redis_protocol::coverage::{COVERAGE_FIELDS, coverage_fields, coverage_from_fields};
+use bloom_redis_protocol::epoch::{WRITES_FIELD, writes_from};
+use bloom_redis_protocol::keys::{epoch_key, shard_key};
+use bloom_redis_protocol::shard::WRITE_COUNT;
 use redis::Value;
 
 use super::ints;
 use crate::connection::server_error;
-use crate::epoch;
 use crate::error::RedisFilterError;
-use crate::filter::{RedisFilter, SHARDS_PER_PIPELINE, shard_key};
-use crate::meta;
+use crate::filter::{RedisFilter, SHARDS_PER_PIPELINE};
 use crate::node::text;
 use crate::wire::Commands;
 
@@ -28,7 +30,7 @@ impl RedisFilter {
         generation: DatasetGeneration,
         binding: Option<StoreBinding>,
     ) -> Result<(), RedisFilterError> {
-        let fields = meta::coverage_fields(generation, binding);
+        let fields = coverage_fields(generation, binding);
         for first in (0..self.shards).step_by(SHARDS_PER_PIPELINE as usize) {
             let deadline = self.deadline();
             let range: Vec<u32> = (first..self.shards.min(first + SHARDS_PER_PIPELINE)).collect();
@@ -43,7 +45,7 @@ impl RedisFilter {
             let mut commands = Commands::new();
             let mut keys = Vec::new();
             for (i, &s) in range.iter().enumerate() {
-                let key = epoch::epoch_key(&self.name, s);
+                let key = epoch_key(&self.name, s);
                 let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
                 for (field, value) in &fields {
                     args.push(field.as_bytes());
@@ -51,7 +53,7 @@ impl RedisFilter {
                 }
                 let writes = counts.get(i).map(i64::to_string);
                 if let Some(writes) = &writes {
-                    args.push(epoch::WRITES_FIELD.as_bytes());
+                    args.push(WRITES_FIELD.as_bytes());
                     args.push(writes.as_bytes());
                 }
                 commands.push(&args);
@@ -116,10 +118,10 @@ impl RedisFilter {
             let mut keys = Vec::new();
             let per_shard = if self.counted { 2 } else { 1 };
             for s in first..self.shards.min(first + SHARDS_PER_PIPELINE) {
-                let key = epoch::epoch_key(&self.name, s);
+                let key = epoch_key(&self.name, s);
                 let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
-                args.extend(epoch::COVERAGE_FIELDS.iter().map(|f| f.as_bytes()));
-                args.push(epoch::WRITES_FIELD.as_bytes());
+                args.extend(COVERAGE_FIELDS.iter().map(|f| f.as_bytes()));
+                args.push(WRITES_FIELD.as_bytes());
                 commands.push(&args);
                 keys.push(shard_key(&self.name, s).into_bytes());
                 if self.counted {
@@ -135,15 +137,15 @@ impl RedisFilter {
                     Value::Array(items) => items.iter().map(text).collect::<Vec<_>>(),
                     _ => return Ok(None),
                 };
-                let Some(coverage) = epoch::coverage_from_fields(&fields) else {
+                let Some(coverage) = coverage_from_fields(&fields) else {
                     return Ok(None);
                 };
                 if let Some(counter) = shard.get(1) {
                     // Bits older than the record: its coverage is not theirs.
-                    let writes = epoch::writes_from(fields.get(epoch::COVERAGE_FIELDS.len()));
+                    let writes =
+                        writes_from(fields.get(COVERAGE_FIELDS.len()).and_then(Option::as_deref));
                     let read = ints(&server_error(counter.clone())?)?;
-                    let count =
-                        read.get(2).copied().unwrap_or(0) & bloom_format::sharded::WRITE_COUNT;
+                    let count = read.get(2).copied().unwrap_or(0) & WRITE_COUNT;
                     if count < writes {
                         return Ok(None);
                     }

@@ -1,6 +1,40 @@
 //! A filter's life in Redis: created (or imported, by `copy`), opened, deleted.
 
-use super::*;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use bloom_core::FilterConfig;
+use bloom_format::{DatasetGeneration, Header};
+use bloom_redis_protocol::config::config_text;
+use bloom_redis_protocol::keys::{epoch_key, meta_key, shard_key};
+use bloom_redis_protocol::marker::ShardMarkers;
+use bloom_redis_protocol::meta::{self, BUILDING, Creation, Durability, READY};
+
+use crate::connection::RedisTarget;
+use crate::error::RedisFilterError;
+use crate::module;
+use crate::node::text;
+use crate::wire::Commands;
+
+use super::{
+    RedisFilter, SHARD_FRAME_BYTES, SHARDS_PER_PIPELINE, check_name, copy, counters, int,
+    shard_geometry,
+};
+
+/// A new filter's creation id, from the operating system's random source.
+pub(crate) fn random_creation() -> Result<Creation, RedisFilterError> {
+    loop {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| {
+            RedisFilterError::Protocol(format!("the operating system's random source failed: {e}"))
+        })?;
+        if let Some(creation) = Creation::from_bytes(bytes) {
+            return Ok(creation);
+        }
+    }
+}
 
 impl RedisFilter {
     /// Creates filter `name` with `config` (which must use the sharded layout) and no
@@ -58,7 +92,7 @@ impl RedisFilter {
             target,
             u64::from(shards) * (shard_bits / 8 + SHARD_FRAME_BYTES),
         )?;
-        let creation = Creation::random()?;
+        let creation = random_creation()?;
         let key = meta_key(name);
         let claimed = int(&conn.query(
             &[
@@ -80,7 +114,7 @@ impl RedisFilter {
             name: name.to_owned(),
             config,
             creation,
-            markers: Markers::new(creation, &header),
+            markers: ShardMarkers::for_filter(creation, &header),
             config_text: config_text(&header),
             module: AtomicBool::new(module),
             shard_bits,
@@ -93,8 +127,7 @@ impl RedisFilter {
             counted: true,
             seen: counters::Seen::of(creation, shards),
         };
-        let mut fields = meta::fields(&header, creation, BUILDING);
-        fields.push(("durability", durability.field()));
+        let fields = meta::fields(&header, creation, BUILDING, durability);
         filter.set_fields(fields.iter().map(|(f, v)| (*f, v.as_str())))?;
         if let Err(e) = filter.allocate_shards() {
             // The name is claimed: nothing half-made stays behind under it (best effort).
@@ -222,9 +255,9 @@ impl RedisFilter {
             });
         }
         let config =
-            FilterConfig::from_header(&meta.header).map_err(|source| RedisFilterError::Config {
+            FilterConfig::from_header(&meta.header).map_err(|cause| RedisFilterError::Config {
                 name: name.to_owned(),
-                source,
+                cause,
             })?;
         // Metadata that no creation could have written (shards past Redis's string limit, a
         // rule Redis filters are never built with) is a damaged filter, not a usage error.
@@ -257,7 +290,7 @@ impl RedisFilter {
             name: name.to_owned(),
             config,
             creation: meta.creation,
-            markers: Markers::new(meta.creation, &meta.header),
+            markers: ShardMarkers::for_filter(meta.creation, &meta.header),
             config_text: config_text(&meta.header),
             module: AtomicBool::new(module),
             shard_bits,
@@ -296,11 +329,7 @@ impl RedisFilter {
             let mut keys = Vec::new();
             for s in first..shards.min(first + SHARDS_PER_PIPELINE) {
                 let shard = shard_key(name, s);
-                commands.push(&[
-                    b"DEL",
-                    shard.as_bytes(),
-                    epoch::epoch_key(name, s).as_bytes(),
-                ]);
+                commands.push(&[b"DEL", shard.as_bytes(), epoch_key(name, s).as_bytes()]);
                 keys.push(shard.into_bytes());
             }
             // Every DEL is tried (a refused one does not keep the others, nor the metadata,

@@ -1,5 +1,9 @@
-//! [`RedisFilter`]: a sharded Bloom filter held in Redis: its key scheme, its creation,
-//! opening and deletion, and its metadata. Queries are in `bits.rs`, copies in `copy.rs`.
+//! [`RedisFilter`]: a sharded Bloom filter held in Redis: the handle, its metadata writes,
+//! its shards' allocation and the nodes it records for them.
+//!
+//! Its life (creation, opening, deletion) is in `lifecycle.rs`, inserts and queries in
+//! `bits/`, whole-filter checks and copies in `copy.rs`; the key scheme and the name rules
+//! are `bloom_redis_protocol::keys`.
 
 mod allocator;
 mod bits;
@@ -21,61 +25,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use bloom_core::{FilterConfig, Layout, PositionRule};
-use bloom_format::sharded::config_text;
-use bloom_format::{DatasetGeneration, Header, StoreBinding};
+use bloom_core::{FilterConfig, Layout};
+use bloom_format::{DatasetGeneration, StoreBinding};
+use bloom_redis_protocol::config::RULES;
+use bloom_redis_protocol::coverage::coverage_fields;
+use bloom_redis_protocol::epoch::WRITES_FIELD;
+use bloom_redis_protocol::keys::{self, epoch_key, meta_key, shard_key};
+use bloom_redis_protocol::marker::{MARKER_BYTES, ShardMarkers};
+use bloom_redis_protocol::meta::{Creation, Durability};
+use bloom_redis_protocol::module::COUNTED;
+use bloom_redis_protocol::shard::{COUNTER_BYTES, MAX_SHARD_BYTES, ShardLayout};
 use redis::Value;
 
 use crate::connection::{Conn, RedisTarget};
-use crate::epoch::{self, Durability, Record};
+use crate::epoch;
 use crate::error::RedisFilterError;
-use crate::meta::{self, BUILDING, Creation, Markers, READY};
 use crate::module::{self, ModuleUse};
-use crate::node::text;
 use crate::wire::Commands;
 
-/// Bits at the start and at the end of every shard that hold its marker.
-pub(crate) const MARKER_BITS: u64 = 64;
-/// The marker's bytes.
-pub(crate) const MARKER_BYTES: u64 = MARKER_BITS / 8;
-/// A counted shard's write counter, after its end marker.
-pub(crate) const COUNTER_BYTES: u64 = bloom_format::sharded::COUNTER_BYTES;
 /// The bytes of a new (counted) shard besides its bits: both markers and the counter.
 pub(crate) const SHARD_FRAME_BYTES: u64 = 2 * MARKER_BYTES + COUNTER_BYTES;
-/// Redis's largest string: a shard and its marker must fit.
-const MAX_SHARD_BYTES: u64 = 512 << 20;
 /// A shard is created with one `SET` up to this size, and grown with `APPEND` past it (Redis
 /// then over-allocates by at most 1 MiB).
 const WHOLE_SHARD_BYTES: u64 = 8 << 20;
 /// Shards per pipeline of shard commands.
 pub(crate) const SHARDS_PER_PIPELINE: u32 = 256;
 
-/// The metadata key of filter `name`: `bloom:{NAME}:meta`.
-#[must_use]
-pub fn meta_key(name: &str) -> String {
-    format!("bloom:{{{name}}}:meta")
-}
-
-/// The key of shard `shard` of filter `name`: `bloom:{NAME:S}`. The hash tag is the name and
-/// the shard number, so Redis Cluster spreads shards over its slots, and every key of one
-/// shard (the bits, the epoch record) is in one slot.
-#[must_use]
-pub fn shard_key(name: &str, shard: u32) -> String {
-    format!("bloom:{{{name}:{shard}}}")
-}
-
+/// Checks a filter name by the protocol's rules ([`keys::check_name`]).
 fn check_name(name: &str) -> Result<(), RedisFilterError> {
-    let valid = (1..=200).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(RedisFilterError::InvalidName {
-            name: name.to_owned(),
-        })
-    }
+    keys::check_name(name).map_err(|_| RedisFilterError::InvalidName {
+        name: name.to_owned(),
+    })
 }
 
 /// Checks that `config` can be held in Redis; returns the shard count and bits per shard.
@@ -86,17 +66,14 @@ pub(crate) fn shard_geometry(config: &FilterConfig) -> Result<(u32, u64), RedisF
             rule: config.rule().to_string(),
         });
     };
-    if !matches!(
-        config.rule(),
-        PositionRule::Sha256Double | PositionRule::Xxh3_128
-    ) {
+    if !RULES.contains(&config.rule().id()) {
         return Err(RedisFilterError::NotSharded {
             layout: config.layout().to_string(),
             rule: config.rule().to_string(),
         });
     }
     let shard_bits = config.bits() / u64::from(shards);
-    if shard_bits / 8 + SHARD_FRAME_BYTES > MAX_SHARD_BYTES {
+    if !ShardLayout::new(shard_bits).fits(true) {
         let per_shard = (MAX_SHARD_BYTES - SHARD_FRAME_BYTES) * 8;
         return Err(RedisFilterError::ShardTooLarge {
             shard_bits,
@@ -141,8 +118,8 @@ pub struct RedisFilter {
     pub(crate) name: String,
     pub(crate) config: FilterConfig,
     pub(crate) creation: Creation,
-    pub(crate) markers: Markers,
-    /// The configuration as the `bloom` module takes it (`bloom_format::sharded`).
+    pub(crate) markers: ShardMarkers,
+    /// The configuration as the `bloom` module takes it (`bloom_redis_protocol::config`).
     pub(crate) config_text: String,
     /// Whether batches use the `bloom` module's commands (see [`crate::ModuleUse`]).
     pub(crate) module: AtomicBool,
@@ -308,14 +285,19 @@ impl RedisFilter {
         }
     }
 
+    /// Where the parts of each shard are.
+    pub(crate) fn layout(&self) -> ShardLayout {
+        ShardLayout::new(self.shard_bits)
+    }
+
     /// A shard's length: its markers, its bits, and its counter if it is counted.
     pub(crate) fn shard_len(&self) -> u64 {
-        2 * MARKER_BYTES + self.shard_bits / 8 + if self.counted { COUNTER_BYTES } else { 0 }
+        self.layout().len(self.counted)
     }
 
     /// The bit offset of a counted shard's write counter: after both markers and the bits.
     pub(crate) fn counter_offset(&self) -> u64 {
-        2 * MARKER_BITS + self.shard_bits
+        self.layout().counter_offset()
     }
 
     /// The end of a new shard: its end marker, and a counter of 0 if it is counted.
@@ -368,7 +350,7 @@ impl RedisFilter {
                     self.config_text.as_bytes(),
                 ];
                 if self.counted {
-                    args.push(b"COUNTED");
+                    args.push(COUNTED);
                 }
                 commands.push(&args);
                 keys.push(key.into_bytes());
@@ -480,15 +462,15 @@ impl RedisFilter {
                     .find(|(id, _)| *id == serial)
                     .map(|(_, node)| node.clone())
                     .ok_or(RedisFilterError::NodeChanged)?;
-                let record = Record::of(&node);
-                let key = epoch::epoch_key(&self.name, s);
+                let record = epoch::record_of(&node);
+                let key = epoch_key(&self.name, s);
                 let mut args: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.clone().into_bytes()];
                 for (field, value) in record.fields() {
                     args.push(field.as_bytes().to_vec());
                     args.push(value.as_bytes().to_vec());
                 }
                 if let Some((generation, binding)) = coverage {
-                    for (field, value) in meta::coverage_fields(generation, binding) {
+                    for (field, value) in coverage_fields(generation, binding) {
                         args.push(field.as_bytes().to_vec());
                         args.push(value.into_bytes());
                     }
@@ -500,7 +482,7 @@ impl RedisFilter {
                     let seen = self.seen.floor(s);
                     let here = counters::node_key(&node.run_id, &node.replid);
                     let writes = if seen.node == here { seen.count } else { 0 };
-                    args.push(epoch::WRITES_FIELD.as_bytes().to_vec());
+                    args.push(WRITES_FIELD.as_bytes().to_vec());
                     args.push(writes.to_string().into_bytes());
                 }
                 let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();

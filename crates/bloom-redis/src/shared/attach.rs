@@ -1,8 +1,17 @@
 //! Attaching to the shared filter: whether it covers this store, and taking in the keys
 //! committed since the point it covers.
 
-use super::*;
+use std::sync::PoisonError;
+use std::time::Instant;
+
+use bloom_core::EncodedKey;
+use bloom_format::{DatasetGeneration, StoreBinding};
+use bloom_store::{ClaimStatus, PrimaryStore};
+
 use crate::error::RedisFilterError;
+use crate::filter::RedisFilter;
+
+use super::{CatchUp, SharedError, SharedFilteredStore, SharedOpen};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once;

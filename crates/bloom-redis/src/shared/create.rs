@@ -2,7 +2,16 @@
 //! filter, or creates it and builds it from the store when Redis has none, with one process
 //! building while the others wait.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use bloom_core::{EncodedKey, FilterConfig, KeyEncoding};
+use bloom_store::{Lookup, PrimaryStore};
+
+use crate::connection::RedisTarget;
+use crate::error::RedisFilterError;
+use crate::filter::{RedisFilter, shard_geometry};
+
+use super::{DEFAULT_GRACE, SharedError, SharedFilteredStore, SharedOpen};
 
 /// How long a process that found another creating the filter waits, past the grace period,
 /// for it to be built (bound to the store) before building it itself: a creator that died

@@ -2,7 +2,10 @@
 //! commit, then a check that the bits are still there (set again in the current filter if
 //! the one they went into was lost meanwhile).
 
-use super::*;
+use bloom_core::{EncodedKey, Key};
+use bloom_store::PrimaryStore;
+
+use super::{SharedError, SharedFilteredStore, Unset, encode_all, metrics};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Sets the keys' bits in the installed filter; returns the epoch they were set under.

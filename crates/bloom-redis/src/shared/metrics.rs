@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bloom_store::PrimaryStore;
+use bloom_store::{LookupCounts, PrimaryStore};
 
 use super::SharedFilteredStore;
 use crate::error::RedisFilterError;
@@ -12,10 +12,7 @@ use crate::filter::Info;
 /// This process's counts.
 #[derive(Default)]
 pub(super) struct Counters {
-    pub(super) queries: AtomicU64,
-    pub(super) store_lookups: AtomicU64,
-    pub(super) lookups_avoided: AtomicU64,
-    pub(super) false_positives: AtomicU64,
+    pub(super) lookups: LookupCounts,
     pub(super) inserts: AtomicU64,
 }
 
@@ -76,9 +73,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// scraped, not on every query.
     pub fn metrics(&self) -> SharedMetrics {
         let c = &self.counters;
-        let avoided = c.lookups_avoided.load(Ordering::Relaxed);
-        let false_positives = c.false_positives.load(Ordering::Relaxed);
-        let negatives = avoided + false_positives;
+        let lookups = c.lookups.tally();
         let (filter, trusted) = {
             let state = self.read();
             let filter = match &state.filter {
@@ -93,13 +88,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             (filter, state.trusted)
         };
         SharedMetrics {
-            queries: c.queries.load(Ordering::Relaxed),
-            store_lookups: c.store_lookups.load(Ordering::Relaxed),
-            lookups_avoided: avoided,
-            false_positives,
+            queries: lookups.queries,
+            store_lookups: lookups.store_lookups,
+            lookups_avoided: lookups.lookups_avoided,
+            false_positives: lookups.false_positives,
             inserts: c.inserts.load(Ordering::Relaxed),
-            observed_false_positive_rate: (negatives > 0)
-                .then(|| false_positives as f64 / negatives as f64),
+            observed_false_positive_rate: lookups.observed_false_positive_rate(),
             trusted,
             filter,
         }

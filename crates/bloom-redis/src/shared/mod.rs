@@ -8,13 +8,14 @@ mod metrics;
 
 pub use metrics::SharedMetrics;
 
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use bloom_core::{EncodedKey, FilterConfig, Key, KeyEncoding};
-use bloom_format::{DatasetGeneration, StoreBinding};
-use bloom_store::{ClaimKind, ClaimStatus, Lookup, PrimaryStore, StoreClaim};
+use bloom_format::DatasetGeneration;
+use bloom_store::{
+    Bits, ClaimKind, ClaimRefused, ClaimStatus, Lookup, PrimaryStore, RebuildReport, StoreClaim,
+};
 
 use crate::connection::RedisTarget;
 use crate::error::RedisFilterError;
@@ -319,20 +320,18 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         encoding: KeyEncoding,
         grace: Duration,
     ) -> Result<Self, SharedError<S::Error>> {
-        let claim = store
-            .claim_wrapper(ClaimKind::Shared)
+        let claim = match StoreClaim::for_wrapper(&store, ClaimKind::Shared, encoding)
             .map_err(SharedError::Store)?
-            .ok_or(SharedError::InUse)?;
-        let label = format!("{} v{}", encoding.name(), encoding.version());
-        let recorded = store
-            .claim_key_encoding(&label)
-            .map_err(SharedError::Store)?;
-        if recorded != label {
-            return Err(SharedError::EncodingMismatch {
-                store: recorded,
-                filter: label,
-            });
-        }
+        {
+            Ok(claim) => claim,
+            Err(ClaimRefused::EncodingMismatch { store, wrapper }) => {
+                return Err(SharedError::EncodingMismatch {
+                    store,
+                    filter: wrapper,
+                });
+            }
+            Err(_) => return Err(SharedError::InUse),
+        };
         Ok(Self {
             store,
             target,
@@ -353,14 +352,6 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             counters: metrics::Counters::default(),
             claim,
         })
-    }
-
-    /// The grace period of [`SharedFilteredStore::open_with_grace`], from now on (for the
-    /// next rebuild or attach).
-    #[must_use]
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
     }
 
     /// How often, at most, a bypassed wrapper's queries open the filter again to see whether
@@ -401,7 +392,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Queries answered "absent" without asking the store.
     #[must_use]
     pub fn lookups_avoided(&self) -> u64 {
-        self.counters.lookups_avoided.load(Ordering::Relaxed)
+        self.counters.lookups.tally().lookups_avoided
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Attached> {
@@ -462,69 +453,18 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = encode_all(&keys, |k| k.encode(self.encoding).map_err(Into::into))?;
-        // A claim that does not hold (the store replaced, or unreachable to check): the store
-        // answers every key.
-        let claimed = self.claim.is_valid();
-        let (maybe, lost_epoch) = {
-            let state = self.read();
-            match (&state.filter, state.trusted && claimed) {
-                (Some(filter), true) => match filter.contains_each(&encoded) {
-                    Ok(maybe) => (Some(maybe), None),
-                    // Never an answer from a filter that failed: the store decides, and a
-                    // lost filter stays untrusted until rebuilt.
-                    Err(e) => (
-                        None,
-                        (e.is_lost_state() || e.is_unverified()).then_some(state.epoch),
-                    ),
-                },
-                _ => (None, None),
-            }
+        let answering = Answering {
+            wrapper: self,
+            reattach: std::cell::Cell::new(false),
         };
-        if let Some(epoch) = lost_epoch {
-            self.distrust(epoch);
-        }
-        if maybe.is_none() {
+        let answers = self
+            .counters
+            .lookups
+            .lookup_each(&answering, &self.store, &encoded);
+        if answering.reattach.get() {
             self.maybe_reattach()?;
         }
-        // A filter that answered for fewer keys than it was asked is asked about none.
-        let maybe = maybe.filter(|m| m.len() == encoded.len());
-        let asked = |i: usize| maybe.as_ref().is_none_or(|m| m.get(i) != Some(&false));
-        let ask: Vec<&[u8]> = encoded
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| asked(i))
-            .map(|(_, key)| key.as_bytes())
-            .collect();
-        let c = &self.counters;
-        metrics::Counters::add(&c.queries, encoded.len());
-        metrics::Counters::add(&c.lookups_avoided, encoded.len() - ask.len());
-        metrics::Counters::add(&c.store_lookups, ask.len());
-        let present = if ask.is_empty() {
-            Vec::new()
-        } else {
-            self.store.contains_each(&ask).map_err(SharedError::Store)?
-        };
-        let mut present = present.into_iter();
-        let answers: Vec<Lookup> = (0..encoded.len())
-            .map(|i| {
-                if !asked(i) {
-                    return Lookup::AbsentByFilter;
-                }
-                // A store that answered for fewer keys than it was asked counts as "present"
-                // for the rest: never "absent" without an answer.
-                match (present.next().unwrap_or(true), maybe.is_some()) {
-                    (true, _) => Lookup::Present,
-                    (false, true) => Lookup::FalsePositive,
-                    (false, false) => Lookup::AbsentBypassed,
-                }
-            })
-            .collect();
-        let refuted = answers
-            .iter()
-            .filter(|a| **a == Lookup::FalsePositive)
-            .count();
-        metrics::Counters::add(&c.false_positives, refuted);
-        Ok(answers)
+        answers.map_err(SharedError::Store)
     }
 
     /// A bypassed wrapper looks for a repaired filter every few seconds.
@@ -543,14 +483,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 
     /// Makes the shared filter cover the store again, then trusts it: the store's keys are
     /// added to the existing shards when they are intact, or the filter is recreated with
-    /// `config` (sharded layout, the wrapper's encoding) when Redis lost it. Returns the
-    /// number of keys taken in. A healthy filter is never deleted: a Redis that cannot be
+    /// `config` (sharded layout, the wrapper's encoding) when Redis lost it. Returns what it
+    /// did, as `FilteredStore::rebuild` does: the keys taken in, the generation covered,
+    /// and the capacity of the filter (the existing one's, or `config`'s plan). A healthy filter is never deleted: a Redis that cannot be
     /// reached fails the rebuild instead.
     ///
     /// # Errors
     /// [`SharedError::Rebuild`] (an unusable `config` is refused before anything is
     /// touched), or a store error; the wrapper then stays bypassed.
-    pub fn rebuild(&self, config: FilterConfig) -> Result<u64, SharedError<S::Error>> {
+    pub fn rebuild(&self, config: FilterConfig) -> Result<RebuildReport, SharedError<S::Error>> {
         self.check_claim()?;
         shard_geometry(&config).map_err(SharedError::Rebuild)?;
         if config.encoding() != self.encoding {
@@ -580,14 +521,51 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             }
             Err(e) => return Err(SharedError::Rebuild(e)),
         };
+        let capacity = filter.config().plan().map_or(0, |plan| plan.capacity);
         match self.take_in_since(&filter, DatasetGeneration::ZERO, true, restore) {
-            Ok((_, taken)) => {
+            Ok((generation, taken)) => {
                 self.install(Some(filter), true);
-                Ok(taken)
+                Ok(RebuildReport::new(taken, generation, capacity, false))
             }
             Err(CatchUp::Store(e)) => Err(SharedError::Store(e)),
             Err(CatchUp::Filter(e)) => Err(SharedError::Rebuild(e)),
         }
+    }
+}
+
+/// What the shared filter answers: nothing unless it is trusted, the store's claim holds,
+/// and Redis replied (a filter that failed is never asked again before a new verdict: a lost
+/// or unverified one is distrusted). A filter that did not answer marks `reattach`, so that
+/// the caller looks for a repaired one.
+struct Answering<'w, S> {
+    wrapper: &'w SharedFilteredStore<S>,
+    reattach: std::cell::Cell<bool>,
+}
+
+impl<S: PrimaryStore> Bits for Answering<'_, S> {
+    fn maybe_each(&self, keys: &[EncodedKey<'_>]) -> Option<Vec<bool>> {
+        let wrapper = self.wrapper;
+        // A claim that does not hold (the store replaced, or unreachable to check): the store
+        // answers every key.
+        let claimed = wrapper.claim.is_valid();
+        let (maybe, lost_epoch) = {
+            let state = wrapper.read();
+            match (&state.filter, state.trusted && claimed) {
+                (Some(filter), true) => match filter.contains_each(keys) {
+                    Ok(maybe) => (Some(maybe), None),
+                    Err(e) => (
+                        None,
+                        (e.is_lost_state() || e.is_unverified()).then_some(state.epoch),
+                    ),
+                },
+                _ => (None, None),
+            }
+        };
+        if let Some(epoch) = lost_epoch {
+            wrapper.distrust(epoch);
+        }
+        self.reattach.set(maybe.is_none());
+        maybe
     }
 }
 

@@ -1,6 +1,14 @@
 //! Finding the nodes of a target: the URLs, the master a set of Sentinels names.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
+
+use crate::error::RedisFilterError;
+use crate::node::{Node, text};
+use crate::wire::Commands;
+
+use super::KindStr;
 
 /// Asks one Sentinel for `master`'s address.
 pub(super) fn ask_sentinel(

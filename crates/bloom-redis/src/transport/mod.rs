@@ -11,15 +11,13 @@ mod routes;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, Value};
 
 use crate::error::RedisFilterError;
-use crate::node::{Node, NodeIdentity, PROBE, remaining, text};
+use crate::node::{Node, NodeIdentity, text};
 use crate::wire::{Commands, slot};
 
 pub(crate) use discovery::parse_urls;
-use discovery::{ask_sentinel, at, split_addr};
-use redirect::{Redirect, redirect};
 
 /// How many times one command is sent again after a redirect or a busy cluster before the
 /// operation gives up (its deadline usually ends it first).

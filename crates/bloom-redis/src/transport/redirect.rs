@@ -1,6 +1,7 @@
-//! `MOVED` and `ASK` replies.
+//! Reading a node's redirects: whether an error reply (`MOVED`, `ASK`, or a node that is
+//! busy) sends a command to another node, or asks for it to be sent again.
 
-use super::*;
+use redis::Value;
 
 pub(super) enum Redirect {
     Moved,

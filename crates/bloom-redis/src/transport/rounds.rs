@@ -1,7 +1,13 @@
 //! A pipeline's rounds: sent to the nodes that own its keys, replies read back, `MOVED` and
 //! `ASK` followed, failed nodes retried until the deadline.
 
-use super::*;
+use redis::Value;
+
+use crate::error::RedisFilterError;
+use crate::node::{PROBE, remaining};
+
+use super::redirect::{Redirect, redirect};
+use super::{Exchange, Flight, MAX_ATTEMPTS, ROUTE_ATTEMPTS, Replies, Topology, Transport};
 
 impl Transport {
     /// Reads what a flight has sent, then sends (and reads) whatever must go again, until

@@ -1,7 +1,16 @@
 //! Which node a command goes to: the one server, the Sentinels' master, or a cluster's slot
 //! owner (the slot map refreshed from `CLUSTER SLOTS`).
 
-use super::*;
+use std::time::Instant;
+
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+use crate::error::RedisFilterError;
+use crate::node::text;
+use crate::wire::{Commands, slot};
+
+use super::discovery::{ask_sentinel, at, split_addr};
+use super::{Topology, Transport, share_of};
 
 impl Transport {
     /// The node of a single or Sentinel target, connected.

@@ -2,7 +2,10 @@
 //! it applied itself (`Applied`), and the inserts between their commit and that record
 //! (`Flights`).
 
-use super::*;
+use std::collections::BTreeSet;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use bloom_format::DatasetGeneration;
 
 /// For a counting filter: the generations whose change the wrapper applied itself, so that a
 /// save takes in exactly the changes made behind its back (counts must be neither missed

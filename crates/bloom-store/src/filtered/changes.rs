@@ -1,7 +1,16 @@
 //! Taking the store's changes into a filter: one change, every change since a snapshot's
 //! point, and keys a batch at a time.
 
-use super::*;
+use bloom_core::EncodedKey;
+
+use crate::error::StoreError;
+use crate::history::{Change, ChangeKind, HistoryPoint};
+use crate::kind::StoreFilter;
+use crate::load::Matched;
+use crate::outcome::{BypassReason, OpenOutcome};
+use crate::primary::PrimaryStore;
+
+use super::shared;
 
 /// Applies one change of the store's history to a filter: an insert sets (or counts) the
 /// key; a removal takes a count off a counting filter (refused when the filter says the key
@@ -107,7 +116,7 @@ impl<'a> Batcher<'a> {
     pub(super) fn flush(&mut self) {
         let mut start = 0;
         let bytes = &self.bytes;
-        self.filter.set_all(self.ends.iter().map(|&end| {
+        self.filter.insert_all(self.ends.iter().map(|&end| {
             let key = bytes.get(start..end).unwrap_or_default();
             start = end;
             EncodedKey::from_encoded(key)

@@ -7,36 +7,28 @@ mod operations;
 mod rebuild;
 mod save;
 
-use std::collections::BTreeSet;
 use std::fmt;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{
-    Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use bloom_core::{AllocError, BloomFilter, EncodedKey, Key};
+use bloom_core::{AllocError, BloomFilter, EncodedKey};
 use bloom_format::DatasetGeneration;
 
+use crate::confirm::{Bits, LookupCounts};
 use crate::error::StoreError;
-use crate::history::{Change, ChangeKind, HistoryPoint, KeyGeneration};
-use crate::kind::{StoreFilter, write_snapshot};
-use crate::load::{self, Matched};
+use crate::history::HistoryPoint;
+use crate::kind::StoreFilter;
+use crate::load;
 use crate::options::{FilterOptions, OptionsError};
-use crate::outcome::{
-    BypassReason, Lookup, Metrics, Mode, OpenOutcome, RebuildReport, SharedError, SnapshotRefresh,
-};
-use crate::primary::{ClaimKind, ClaimStatus, PrimaryStore, StoreClaim};
+use crate::outcome::{BypassReason, KeptError, Metrics, Mode, OpenOutcome, SnapshotRefresh};
+use crate::primary::{ClaimKind, ClaimRefused, ClaimStatus, PrimaryStore, StoreClaim};
 
 use applied::{Applied, Flights};
-use changes::{Batcher, apply_change, catch_up};
+use changes::catch_up;
 
 #[derive(Default)]
 struct Counters {
-    queries: AtomicU64,
-    store_lookups: AtomicU64,
-    lookups_avoided: AtomicU64,
-    false_positives: AtomicU64,
+    lookups: LookupCounts,
     inserts: AtomicU64,
     removals: AtomicU64,
     /// Removals whose bits a plain filter still holds (since it was built).
@@ -132,6 +124,22 @@ impl<S: fmt::Debug> fmt::Debug for FilteredStore<S> {
     }
 }
 
+/// What a [`FilteredStore`]'s filter answers: nothing unless it is trusted and the store's
+/// claim holds.
+struct Answering<'w, S>(&'w FilteredStore<S>);
+
+impl<S: PrimaryStore> Bits for Answering<'_, S> {
+    fn maybe_each(&self, keys: &[EncodedKey<'_>]) -> Option<Vec<bool>> {
+        self.0
+            .trusted_filter()
+            .map(|filter| filter.contains_each(keys))
+    }
+
+    fn maybe(&self, key: &EncodedKey<'_>) -> Option<bool> {
+        self.0.trusted_filter().map(|filter| filter.contains(key))
+    }
+}
+
 impl<S: PrimaryStore> FilteredStore<S> {
     /// Opens the wrapper, loading the snapshot file of the options
     /// ([`FilterOptions::with_snapshot`]) if they name one and comparing it with the store:
@@ -160,21 +168,19 @@ impl<S: PrimaryStore> FilteredStore<S> {
     ) -> Result<(Self, OpenOutcome), StoreError<S::Error>> {
         options.validate()?;
         let snapshot = options.snapshot.clone();
-        let claim = store
-            .claim_wrapper(ClaimKind::Exclusive)
+        let claim = match StoreClaim::for_wrapper(&store, ClaimKind::Exclusive, options.encoding)
             .map_err(StoreError::Store)?
-            .ok_or(StoreError::InUse)?;
-        let configured = options.encoding_label();
-        let recorded = store
-            .claim_key_encoding(&configured)
-            .map_err(StoreError::Store)?;
-        if recorded != configured {
-            return Err(OptionsError::EncodingMismatch {
-                store: recorded,
-                configured,
+        {
+            Ok(claim) => claim,
+            Err(ClaimRefused::InUse) => return Err(StoreError::InUse),
+            Err(ClaimRefused::EncodingMismatch { store, wrapper }) => {
+                return Err(OptionsError::EncodingMismatch {
+                    store,
+                    configured: wrapper,
+                }
+                .into());
             }
-            .into());
-        }
+        };
         let head = store.head().map_err(StoreError::Store)?;
         let matched = match &snapshot {
             None => Err(BypassReason::NoSnapshot),
@@ -303,6 +309,16 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// Whether the filter may answer "absent" alone as far as the store's claim goes: only
     /// while it holds. A claim lost for good (the store replaced under the wrapper, or taken
     /// by another wrapper) bypasses the filter for good, with the store's reason.
+    /// The active filter, while it answers: trusted, and the store's claim holds.
+    fn trusted_filter(&self) -> Option<Arc<StoreFilter>> {
+        let answers = self.claim_answers();
+        let state = self.read();
+        match state.mode {
+            Mode::Trusted if answers => Some(Arc::clone(&state.active)),
+            Mode::Trusted | Mode::Bypassed(_) => None,
+        }
+    }
+
     pub(super) fn claim_answers(&self) -> bool {
         if self.claim.is_valid() {
             return true;
@@ -349,9 +365,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let state = self.read();
         let filter = &state.active;
         let c = &self.counters;
-        let avoided = c.lookups_avoided.load(Ordering::Relaxed);
-        let false_positives = c.false_positives.load(Ordering::Relaxed);
-        let negatives = avoided + false_positives;
+        let lookups = c.lookups.tally();
         let estimated_items = filter.estimated_items();
         let predicted = filter.estimated_false_positive_rate();
         let config = filter.config();
@@ -370,18 +384,17 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let rate_limit = standing.map_or(target, |s| s.rate_limit);
         let over_target_rate = standing.is_some_and(|s| s.is_over_rate());
         Metrics {
-            queries: c.queries.load(Ordering::Relaxed),
-            store_lookups: c.store_lookups.load(Ordering::Relaxed),
-            lookups_avoided: avoided,
-            false_positives,
+            queries: lookups.queries,
+            store_lookups: lookups.store_lookups,
+            lookups_avoided: lookups.lookups_avoided,
+            false_positives: lookups.false_positives,
             inserts: c.inserts.load(Ordering::Relaxed),
             removals: c.removals.load(Ordering::Relaxed),
             stale_removals: c.stale_removals.load(Ordering::Relaxed),
             failed_automatic_rebuilds: c.failed_automatic_rebuilds.load(Ordering::Relaxed),
             counting: filter.is_counting(),
             saturated_counters: filter.saturated_counters().unwrap_or(0),
-            observed_false_positive_rate: (negatives > 0)
-                .then(|| false_positives as f64 / negatives as f64),
+            observed_false_positive_rate: lookups.observed_false_positive_rate(),
             predicted_false_positive_rate: predicted,
             fill_ratio: filter.fill_ratio(),
             estimated_items,
@@ -407,6 +420,6 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 }
 
-fn shared<E: std::error::Error + Send + Sync + 'static>(e: E) -> SharedError {
+fn shared<E: std::error::Error + Send + Sync + 'static>(e: E) -> KeptError {
     Arc::new(e)
 }

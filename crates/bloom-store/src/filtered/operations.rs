@@ -1,7 +1,18 @@
 //! The one-key operations of [`FilteredStore`]: lookups, inserts (with an application's own
 //! commit too) and removals.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use bloom_core::{EncodedKey, Key};
+use bloom_format::DatasetGeneration;
+
+use crate::error::StoreError;
+use crate::history::KeyGeneration;
+use crate::outcome::{BypassReason, Lookup, Mode};
+use crate::primary::PrimaryStore;
+
+use super::{Answering, FilteredStore, State};
 
 impl<S: PrimaryStore> FilteredStore<S> {
     /// Applies the configured key encoding to a text key.
@@ -24,38 +35,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
         &self,
         key: &EncodedKey<'_>,
     ) -> Result<Lookup, StoreError<S::Error>> {
-        self.counters.queries.fetch_add(1, Ordering::Relaxed);
-        // A claim that does not hold (the store replaced, unreachable, or taken by another
-        // wrapper): the filter no longer answers alone.
-        let answers = self.claim_answers();
-        let trusted_maybe = {
-            let state = self.read();
-            match state.mode {
-                Mode::Trusted if answers => Some(state.active.contains(key)),
-                Mode::Trusted | Mode::Bypassed(_) => None,
-            }
-        };
-        if trusted_maybe == Some(false) {
-            self.counters
-                .lookups_avoided
-                .fetch_add(1, Ordering::Relaxed);
-            return Ok(Lookup::AbsentByFilter);
-        }
-        self.counters.store_lookups.fetch_add(1, Ordering::Relaxed);
-        let present = self
-            .store
-            .contains(key.as_bytes())
-            .map_err(StoreError::Store)?;
-        Ok(match (present, trusted_maybe) {
-            (true, _) => Lookup::Present,
-            (false, Some(_)) => {
-                self.counters
-                    .false_positives
-                    .fetch_add(1, Ordering::Relaxed);
-                Lookup::FalsePositive
-            }
-            (false, None) => Lookup::AbsentBypassed,
-        })
+        self.counters
+            .lookups
+            .lookup(&Answering(self), &self.store, key)
+            .map_err(StoreError::Store)
     }
 
     /// Inserts a key (text, bytes or already encoded: see [`Key`]): sets its bits (in the
@@ -182,19 +165,22 @@ impl<S: PrimaryStore> FilteredStore<S> {
         }
     }
 
-    /// Removes a key (text, bytes or already encoded: see [`Key`]) from the store, then from the filter. Returns whether the store
-    /// had it.
+    /// Removes a key (text, bytes or already encoded: see [`Key`]) from the store, then from
+    /// the filter. Returns whether the store had it.
     ///
-    /// - With a counting filter ([`FilterOptions::counting`]) the key's counters go down, so
-    ///   the filter forgets it. Only keys the store confirmed present (and removed) are taken
-    ///   off the filter, never a key it only reports "maybe". A crash between the store's
-    ///   removal and the filter's leaves a stale "maybe", and the next open takes the removal
-    ///   off from the store's history.
+    /// - With a counting filter
+    ///   ([`FilterOptions::counting`](crate::FilterOptions::counting)) the key's counters go
+    ///   down, so the filter forgets it. Only keys the store confirmed present (and removed)
+    ///   are taken off the filter, never a key it only reports "maybe". A crash between the
+    ///   store's removal and the filter's leaves a stale "maybe", and the next open takes the
+    ///   removal off from the store's history.
     /// - With a plain filter the key's bits stay (a stale "maybe", confirmed absent by the
-    ///   store); [`Metrics::stale_removals`] counts them, and once the filter's estimated
-    ///   false-positive rate passes the target the remove that notices it rebuilds the filter
-    ///   from the store before returning (a failed rebuild does not fail the remove: it is
-    ///   counted in [`Metrics::failed_automatic_rebuilds`] and tried again later).
+    ///   store); [`Metrics::stale_removals`](crate::Metrics::stale_removals) counts them, and
+    ///   once the filter's estimated false-positive rate passes the target the remove that
+    ///   notices it rebuilds the filter from the store before returning (a failed rebuild
+    ///   does not fail the remove: it is counted in
+    ///   [`Metrics::failed_automatic_rebuilds`](crate::Metrics::failed_automatic_rebuilds)
+    ///   and tried again later).
     ///
     /// Removals wait while a rebuild runs, and while a counting filter's snapshot is being
     /// taken.

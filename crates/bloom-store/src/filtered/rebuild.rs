@@ -1,6 +1,19 @@
 //! [`FilteredStore::rebuild`]: a new filter from the store, built off to the side.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use bloom_core::EncodedKey;
+use bloom_format::DatasetGeneration;
+
+use crate::error::StoreError;
+use crate::history::ChangeKind;
+use crate::kind::StoreFilter;
+use crate::outcome::{BypassReason, Mode, RebuildReport};
+use crate::primary::{ClaimStatus, PrimaryStore};
+
+use super::FilteredStore;
+use super::changes::Batcher;
 
 impl<S: PrimaryStore> FilteredStore<S> {
     /// Builds a new filter from the store, off to the side, and switches to it once it covers

@@ -1,6 +1,19 @@
 //! [`FilteredStore::save_snapshot`]: snapshots bound to the store's history.
 
-use super::*;
+use std::path::Path;
+use std::sync::{Arc, PoisonError};
+
+use bloom_core::EncodedKey;
+use bloom_format::DatasetGeneration;
+
+use crate::error::StoreError;
+use crate::history::{ChangeKind, HistoryPoint};
+use crate::kind::{StoreFilter, write_snapshot};
+use crate::outcome::{BypassReason, Mode};
+use crate::primary::PrimaryStore;
+
+use super::FilteredStore;
+use super::changes::{Batcher, apply_change};
 
 impl<S: PrimaryStore> FilteredStore<S> {
     /// Writes a snapshot atomically, bound to the store: its identity and the point of its
@@ -72,12 +85,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
         }
         self.took_in(&filter, head.generation);
-        write_snapshot(path, &*filter, identity, head)?;
+        filter.write_snapshot(path, identity, head)?;
         Ok(head.generation)
     }
 
     /// `filter`, if it is still the active one, holds every change up to `through`: a claim
-    /// behind by writes made behind the wrapper's back ([`ClaimStatus::Behind`]) is caught up.
+    /// behind by writes made behind the wrapper's back
+    /// ([`ClaimStatus::Behind`](crate::ClaimStatus::Behind)) is caught up.
     pub(super) fn took_in(&self, filter: &Arc<StoreFilter>, through: DatasetGeneration) {
         let state = self.read();
         if Arc::ptr_eq(&state.active, filter) {

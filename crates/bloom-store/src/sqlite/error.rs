@@ -1,8 +1,10 @@
 //! [`SqliteStoreError`]: what can go wrong with the SQLite store.
 
-use super::*;
+use std::path::PathBuf;
 
-/// Errors of [`SqliteStore`].
+use crate::history::IdentityError;
+
+/// Errors of [`SqliteStore`](super::SqliteStore).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SqliteStoreError {
@@ -41,11 +43,11 @@ pub enum SqliteStoreError {
         /// What it is (`a table`, `an index on orders`, ...).
         found: String,
     },
-    /// The database has a table `keys` exactly like bloom-store 0.1's, and no bloom-store
-    /// metadata: it may be bloom-store 0.1's store, or the application's own table of the
+    /// The database has a table `keys` exactly like schema 0's, and no bloom-store
+    /// metadata: it may be a schema-0 store, or the application's own table of the
     /// same shape. Nothing was changed.
     #[error(
-        "the database has a table `keys` exactly like bloom-store 0.1's and no bloom-store metadata; open it with LegacyKeys::Adopt if bloom-store 0.1 made it (its keys become the store's), or LegacyKeys::Ignore if it is the application's own"
+        "the database has a table `keys` exactly like schema 0's and no bloom-store metadata; open it with LegacyKeys::Adopt if the first builds of bloom-store made it (its keys become the store's), or LegacyKeys::Ignore if it is the application's own"
     )]
     LegacyKeysTable,
     /// A value in the database has the wrong shape: it was changed outside bloom-store.
@@ -61,13 +63,12 @@ pub enum SqliteStoreError {
     Identity(#[from] IdentityError),
     /// The lock file beside the database (`PATH-bloom.lock`) that claims it for one
     /// `FilteredStore` could not be made or locked.
-    #[error("cannot lock {path} (the claim of one FilteredStore on the database): {source}")]
+    #[error("cannot lock {path} (the claim of one FilteredStore on the database): {cause}")]
     Lock {
         /// The lock file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// Why (shown in the message, not returned by `source()`).
+        cause: std::io::Error,
     },
     /// The database file is no longer the one the store opened: another file was moved or
     /// copied to its path, it was deleted (and perhaps made again), it holds another store,

@@ -1,13 +1,23 @@
-//! What ties a [`SqliteStore`] to the file it opened: the file's identity on disk, the
-//! store's identity in it, and the newest point of its history this handle has seen. A file
-//! replaced under a running process (another file moved or copied to its path, the file
-//! deleted and made again, a backup written over it) is caught by every call, and by the
-//! claim's watcher as it happens (`watch.rs`): the store then fails every call with
-//! [`SqliteStoreError::Replaced`], and its wrapper's claim is lost for good.
+//! What ties a [`SqliteStore`](super::SqliteStore) to the file it opened: the file's
+//! identity on disk, the store's identity in it, and the newest point of its history this
+//! handle has seen. A file replaced under a running process (another file moved or copied to
+//! its path, the file deleted and made again, a backup written over it) is caught by every
+//! call, and by the claim's watcher as it happens (`watch.rs`): the store then fails every
+//! call with [`SqliteStoreError::Replaced`], and its wrapper's claim is lost for good.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
+use bloom_format::{DatasetGeneration, StoreIdentity};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::history::HistoryPoint;
 use crate::primary::ClaimWatch;
+
+use super::chain;
+use super::error::SqliteStoreError;
+use super::writes::from_seq;
 
 /// A file as the system names it: its device and inode (on Unix), the same for every path to
 /// it and new for a file made again under the same name.

@@ -13,7 +13,7 @@ mod watch;
 mod writes;
 
 pub use error::SqliteStoreError;
-use writes::{from_seq, gap, read_only, read_only_or, to_seq};
+use writes::{from_seq, gap, read_only, to_seq};
 
 pub use schema::LegacyKeys;
 
@@ -21,11 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use bloom_format::{DatasetGeneration, StoreIdentity};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use crate::history::{self, Change, HistoryPoint, IdentityError, KeyGeneration, Removal};
-use crate::primary::PrimaryStore;
+use crate::history::HistoryPoint;
 
 /// How long a connection waits for another one's write lock before failing with
 /// `SQLITE_BUSY`.
@@ -63,7 +62,7 @@ const LIVE_INSERT: &str =
 /// - The keys in the store are those whose newest change is an insert, found through the
 ///   index `bloom_changes_by_key(key, seq, kind)`: one table, one index, so an insert costs
 ///   about what an insert into a table with a unique key costs.
-/// - [`PrimaryStore::insert_all`] commits a batch in one transaction: all of it or none.
+/// - [`PrimaryStore::insert_all`](crate::PrimaryStore::insert_all) commits a batch in one transaction: all of it or none.
 /// - Scans (`keys_since`, used by rebuilds and catch-up) and lookups run on their own
 ///   read-only connections, so a long rebuild does not hold up inserts or lookups.
 /// - [`SqliteStore::open`] sets WAL journal mode with `synchronous = NORMAL`: a commit
@@ -71,7 +70,7 @@ const LIVE_INSERT: &str =
 ///   digests make that safe: a snapshot taken before the rollback no longer matches the
 ///   store's history and is not trusted. [`SqliteStore::from_connection`] keeps the
 ///   connection's own settings.
-/// - A database of an earlier schema (1 or 2, or bloom-store 0.1's, which kept no version
+/// - A database of an earlier schema (1 or 2, or schema 0's, which kept no version
 ///   and is recognised by its exact `keys` table) is upgraded in place the first time it is
 ///   opened with write access, in one transaction. A database of a newer schema, or whose
 ///   `bloom_…` tables have columns bloom-store never gave them, is refused untouched.
@@ -179,7 +178,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// [`SqliteStore::open`], saying what a table `keys` exactly like bloom-store 0.1's is
+    /// [`SqliteStore::open`], saying what a table `keys` exactly like schema 0's is
     /// (in a database without bloom-store's metadata; see [`LegacyKeys`]). `open` refuses
     /// such a database with [`SqliteStoreError::LegacyKeysTable`].
     ///
@@ -238,7 +237,7 @@ impl SqliteStore {
     }
 
     /// [`SqliteStore::from_connection`], saying what a table `keys` exactly like bloom-store
-    /// 0.1's is (see [`LegacyKeys`]).
+    /// schema 0's is (see [`LegacyKeys`]).
     ///
     /// # Errors
     /// As [`SqliteStore::open`].

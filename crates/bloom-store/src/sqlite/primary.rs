@@ -1,6 +1,18 @@
-//! [`PrimaryStore`] for [`SqliteStore`].
+//! [`SqliteStore`] as a [`PrimaryStore`]: lookups, the history and scans of it, commits
+//! (made by `writes.rs`), and the claims a wrapper takes.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::history::{self, Change, HistoryPoint, KeyGeneration, Removal};
+use crate::primary::PrimaryStore;
+
+use super::error::SqliteStoreError;
+use super::writes::{from_seq, gap, read_only_or, to_seq};
+use super::{LIVE_INSERT, SqliteStore, chain};
 
 impl PrimaryStore for SqliteStore {
     type Error = SqliteStoreError;
@@ -179,9 +191,9 @@ impl PrimaryStore for SqliteStore {
         let mut name = resolved.into_os_string();
         name.push("-bloom.lock");
         let lock = PathBuf::from(name);
-        let failed = |source| SqliteStoreError::Lock {
+        let failed = |cause| SqliteStoreError::Lock {
             path: lock.clone(),
-            source,
+            cause,
         };
         // Only a regular file (or none yet) is a lock: a symbolic link there could make the
         // claim create a file elsewhere or share one lock with every store linked the same

@@ -18,7 +18,7 @@ use crate::history::{self, ChangeKind};
 ///
 /// | version | tables |
 /// | --- | --- |
-/// | none (bloom-store 0.1) | `keys(seq AUTOINCREMENT, key)`: no identity, no digests |
+/// | none (schema 0: the first builds) | `keys(seq AUTOINCREMENT, key)`: no identity, no digests |
 /// | 1 | `bloom_store_meta`, `keys(seq, key, history)` |
 /// | 2 | adds the change log `bloom_changes(seq, kind, key, history)` beside `keys` |
 /// | 3 (this build) | `bloom_store_meta` and `bloom_changes(seq, kind, key, history, removed_at, undoes)` only, with the index `bloom_keys` of the keys in the store |
@@ -87,9 +87,9 @@ const OLD_CHANGES_COLUMNS: &str = "seq,kind,key,history";
 /// The columns of the change log of schema 3.
 const CHANGES_COLUMNS: &str = "seq,kind,key,history,removed_at,undoes";
 
-/// The `CREATE TABLE` statement of bloom-store 0.1's `keys` table, as SQLite keeps it (in
+/// The `CREATE TABLE` statement of schema 0's `keys` table, as SQLite keeps it (in
 /// lower case, with runs of blanks made one space). A database with no `bloom_store_meta`
-/// is upgraded from 0.1 only when its `keys` table is exactly this one: any other `keys`
+/// is upgraded from schema 0 only when its `keys` table is exactly this one: any other `keys`
 /// table belongs to the application and is left alone.
 const LEGACY_KEYS_SQL: &str =
     "create table keys (seq integer primary key autoincrement, key blob not null unique)";
@@ -135,7 +135,7 @@ fn foreign_object(conn: &Connection) -> Result<Option<(&'static str, String)>, r
 }
 
 /// What [`SqliteStore`](super::SqliteStore) does with a table `keys` exactly like bloom-store
-/// 0.1's (`CREATE TABLE keys (seq INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL
+/// Schema 0's (`CREATE TABLE keys (seq INTEGER PRIMARY KEY AUTOINCREMENT, key BLOB NOT NULL
 /// UNIQUE)`) in a database without bloom-store's metadata. It cannot tell that table from an
 /// application's own of the same shape, so it never decides alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,7 +145,7 @@ pub enum LegacyKeys {
     /// touching nothing: the default.
     #[default]
     Refuse,
-    /// It is bloom-store 0.1's: its keys become the store's first changes, and the table is
+    /// It is schema 0's: its keys become the store's first changes, and the table is
     /// dropped.
     Adopt,
     /// It is the application's: leave it alone, and keep the store beside it.
@@ -163,7 +163,7 @@ pub(super) struct SchemaState {
     /// The columns of the `keys` table, if there is one (bloom-store's before schema 3, or
     /// the application's own).
     old_keys_columns: Option<String>,
-    /// Whether the `keys` table is bloom-store 0.1's (and there is no metadata).
+    /// Whether the `keys` table is schema 0's (and there is no metadata).
     legacy: bool,
     /// The columns of `bloom_changes`, if there is one.
     changes_columns: Option<String>,
@@ -298,7 +298,7 @@ fn owns_old_keys(state: &SchemaState) -> bool {
 
 /// Refuses databases this build must not touch: a newer schema, a bloom-store table with
 /// columns bloom-store never gave it, or (unless `legacy` says otherwise) a table that may be
-/// bloom-store 0.1's.
+/// schema 0's.
 pub(super) fn check_schema(
     state: &mut SchemaState,
     legacy: LegacyKeys,
@@ -381,10 +381,10 @@ pub(super) fn check_schema(
 /// Creates the schema, or migrates an earlier one to it, inside `tx` (which holds the write
 /// lock), and returns the store's identity. `state` was read under the same lock.
 ///
-/// An earlier schema's history (schema 2's change log, schema 1's keys, bloom-store 0.1's
+/// An earlier schema's history (schema 2's change log, schema 1's keys, schema 0's
 /// keys) is written into the new log in its order, with the generations 1, 2, 3, … and the
 /// digests of the chain. A history without gaps keeps its generations and digests, so a
-/// snapshot bound to it stays trusted; one with gaps (bloom-store 0.1 skipped a number for
+/// snapshot bound to it stays trusted; one with gaps (schema 0 skipped a number for
 /// every duplicate insert, and schemas 1 and 2 kept its numbers) gets a new history, and its
 /// snapshots are refused once and rebuilt over.
 pub(super) fn create_or_migrate(
@@ -397,7 +397,7 @@ pub(super) fn create_or_migrate(
         tx.execute_batch("ALTER TABLE main.bloom_changes RENAME TO bloom_changes_v2;")?;
         Some("SELECT kind, CAST(key AS BLOB) FROM main.bloom_changes_v2 ORDER BY seq")
     } else if (owns_old_keys(state) && state.old_keys_columns.is_some()) || state.legacy {
-        // Schema 1's keys, or bloom-store 0.1's: inserts only.
+        // Schema 1's keys, or schema 0's: inserts only.
         Some("SELECT 1, CAST(key AS BLOB) FROM main.keys ORDER BY seq")
     } else {
         None

@@ -1,7 +1,13 @@
 //! The store's writes: a batch of inserts in one immediate transaction, a removal, and the
 //! generations they are numbered with.
 
-use super::*;
+use bloom_format::DatasetGeneration;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::history::{self, HistoryPoint, Removal};
+
+use super::error::SqliteStoreError;
+use super::{LIVE_INSERT, SqliteStore, chain};
 
 impl SqliteStore {
     /// Inserts keys, in order, in one IMMEDIATE transaction: each new one is logged with the

@@ -2,7 +2,16 @@
 //! what this process saw and wrote (see `filter::counters`), a shard flagged when its state
 //! went back, and the nodes the counts are compared within.
 
-use super::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bloom_redis_protocol::keys::shard_key;
+use bloom_redis_protocol::marker::MARKER_BITS;
+use bloom_redis_protocol::shard::WRITE_COUNT;
+
+use crate::error::RedisFilterError;
+use crate::filter::{RedisFilter, counters};
+use crate::wire::Commands;
 
 impl RedisFilter {
     /// The write count a counted shard's reply read (`counter`, after the command's own
@@ -32,7 +41,7 @@ impl RedisFilter {
         };
         if !judge {
             // The adds of a repair: whatever the shard's state, its count is noted.
-            let count = (counter & bloom_format::sharded::WRITE_COUNT) - i64::from(write);
+            let count = (counter & WRITE_COUNT) - i64::from(write);
             raise(count + i64::from(write));
             return Ok(count);
         }

@@ -10,19 +10,20 @@ mod verify;
 
 pub use restore::Restore;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bloom_core::{EncodedKey, Key};
+use bloom_core::EncodedKey;
+use bloom_redis_protocol::keys::shard_key;
+use bloom_redis_protocol::marker::MARKER_BITS;
+use bloom_redis_protocol::module::ENCODED;
 use redis::Value;
 
 use crate::connection::{PendingPipeline, server_error};
-use crate::epoch::{self, Durability, Record, Verdict};
 use crate::error::RedisFilterError;
-use crate::filter::{GUARDED_HINCRBY, MARKER_BITS, RedisFilter, counters, int, kind_of, shard_key};
+use crate::filter::{GUARDED_HINCRBY, RedisFilter, counters, int, kind_of};
 use crate::module::ModuleUse;
-use crate::node::text;
 use crate::wire::Commands;
 
 /// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
@@ -117,7 +118,7 @@ impl RedisFilter {
         witnesses: &[Option<counters::Witness>],
     ) -> (Commands, Vec<Vec<u8>>) {
         let k = self.config.hashes() as usize;
-        let tail = MARKER_BITS + self.shard_bits;
+        let tail = self.layout().tail_marker_offset();
         let mut commands = Commands::new();
         let mut routes = Vec::with_capacity(batch.shards.len() + 1);
         let creation = self.creation.hex();
@@ -137,7 +138,7 @@ impl RedisFilter {
                     .arg(key.as_bytes())
                     .arg(creation.as_bytes())
                     .arg(self.config_text.as_bytes())
-                    .arg(b"ENCODED");
+                    .arg(ENCODED);
                 if let Some(witness) = witness {
                     commands.arg(&witness.key);
                 }

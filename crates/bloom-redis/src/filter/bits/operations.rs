@@ -1,7 +1,13 @@
 //! What callers ask of a [`RedisFilter`]: keys inserted and looked up (encoded, their Unicode
 //! tables noted in the metadata first), through the batches of `bits`.
 
-use super::*;
+use std::collections::HashSet;
+
+use bloom_core::{EncodedKey, Key};
+use bloom_redis_protocol::meta;
+
+use crate::error::RedisFilterError;
+use crate::filter::RedisFilter;
 
 impl RedisFilter {
     /// Inserts a key (text, bytes or already encoded: see [`Key`]), encoded by the filter's
@@ -62,7 +68,7 @@ impl RedisFilter {
         {
             return Ok(());
         }
-        self.set_fields([("schema", crate::meta::schema(self.counted, true))])?;
+        self.set_fields([("schema", meta::schema(self.counted, true))])?;
         self.tables_mixed
             .store(true, std::sync::atomic::Ordering::Release);
         Ok(())

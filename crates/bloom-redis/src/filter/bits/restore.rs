@@ -1,7 +1,19 @@
 //! [`Restore`]: every key added again, to declare a filter whole after its nodes may have
 //! lost writes.
 
-use super::*;
+use std::collections::HashSet;
+
+use bloom_core::Key;
+use bloom_redis_protocol::keys::shard_key;
+use bloom_redis_protocol::meta;
+use bloom_redis_protocol::shard::{COUNT_JUMP, WRITE_COUNT};
+
+use crate::connection::server_error;
+use crate::error::RedisFilterError;
+use crate::filter::RedisFilter;
+use crate::wire::Commands;
+
+use super::ints;
 
 impl RedisFilter {
     /// Adds every key the filter should hold, from the keys' source, and declares the filter
@@ -59,7 +71,7 @@ impl RedisFilter {
             self.renew_counters()?;
         }
         self.record_nodes(coverage, written)?;
-        let schema = crate::meta::schema(
+        let schema = meta::schema(
             self.counted,
             self.tables_mixed.load(std::sync::atomic::Ordering::Acquire),
         );
@@ -78,15 +90,15 @@ impl RedisFilter {
 }
 
 impl RedisFilter {
-    /// Once every key was added again: each counted shard's count jumps by
-    /// [`COUNT_JUMP`](bloom_format::sharded::COUNT_JUMP) and its rolled-back flag is cleared,
-    /// in one command, so that no process finds a count below one it saw before the state
-    /// was put back (and takes the repaired shard for gone back again).
+    /// Once every key was added again: each counted shard's count jumps by [`COUNT_JUMP`]
+    /// and its rolled-back flag is cleared, in one command, so that no process finds a count
+    /// below one it saw before the state was put back (and takes the repaired shard for gone
+    /// back again).
     fn renew_counters(&self) -> Result<(), RedisFilterError> {
-        let jump = bloom_format::sharded::COUNT_JUMP.to_string();
+        let jump = COUNT_JUMP.to_string();
         let offset = self.counter_offset().to_string();
         let flag = (self.counter_offset() + 1).to_string();
-        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        let tail = self.layout().tail_marker_offset().to_string();
         for first in (0..self.shards).step_by(crate::filter::SHARDS_PER_PIPELINE as usize) {
             let deadline = self.deadline();
             let range: Vec<u32> =
@@ -127,8 +139,7 @@ impl RedisFilter {
                     .get(&serial)
                     .copied()
                     .ok_or(RedisFilterError::NodeChanged)?;
-                self.seen
-                    .raise(s, node, after & bloom_format::sharded::WRITE_COUNT);
+                self.seen.raise(s, node, after & WRITE_COUNT);
             }
         }
         Ok(())

@@ -1,7 +1,22 @@
 //! Judging a shard's node before its answers or acknowledgements are used, reading the
 //! markers before a first write, and making writes as durable as the filter asks.
 
-use super::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bloom_redis_protocol::epoch::{NODE_FIELDS, Record, WRITES_FIELD, writes_from};
+use bloom_redis_protocol::keys::{epoch_key, shard_key};
+use bloom_redis_protocol::meta::Durability;
+use redis::Value;
+
+use crate::connection::server_error;
+use crate::epoch::{self, Verdict};
+use crate::error::RedisFilterError;
+use crate::filter::{RedisFilter, counters, int, kind_of};
+use crate::node::text;
+use crate::wire::Commands;
+
+use super::{Batch, ints};
 
 impl RedisFilter {
     /// Reads both markers of every shard `batch` writes to that this handle has not checked
@@ -91,10 +106,10 @@ impl RedisFilter {
         let mut reads = Commands::new();
         let mut routes = Vec::with_capacity(pending.len());
         for &(_, shard) in &pending {
-            let key = epoch::epoch_key(&self.name, shard);
+            let key = epoch_key(&self.name, shard);
             let mut args: Vec<&[u8]> = vec![b"HMGET", key.as_bytes()];
-            args.extend(epoch::NODE_FIELDS.iter().map(|f| f.as_bytes()));
-            args.push(epoch::WRITES_FIELD.as_bytes());
+            args.extend(NODE_FIELDS.iter().map(|f| f.as_bytes()));
+            args.push(WRITES_FIELD.as_bytes());
             reads.push(&args);
             routes.push(key.into_bytes());
         }
@@ -123,7 +138,7 @@ impl RedisFilter {
                     .as_ref()
                     .is_some_and(|r| counters::node_key(&r.run_id, &r.replid) == answering)
             {
-                let writes = epoch::writes_from(fields.get(epoch::NODE_FIELDS.len()));
+                let writes = writes_from(fields.get(NODE_FIELDS.len()).and_then(Option::as_deref));
                 self.seen.raise(shard, answering, writes);
                 if read.is_some_and(|c| c < writes) {
                     drop(conn);
@@ -145,8 +160,8 @@ impl RedisFilter {
             match epoch::judge(record.as_ref(), node, self.durability, healthy) {
                 Verdict::Same => {}
                 Verdict::Covered(_) => {
-                    let key = epoch::epoch_key(&self.name, shard);
-                    let now = Record::of(node);
+                    let key = epoch_key(&self.name, shard);
+                    let now = epoch::record_of(node);
                     let mut args: Vec<&[u8]> = vec![b"HSET", key.as_bytes()];
                     for (field, value) in now.fields() {
                         args.push(field.as_bytes());
@@ -156,7 +171,7 @@ impl RedisFilter {
                     // this batch read none).
                     let writes = read.unwrap_or(0).max(0).to_string();
                     if self.counted {
-                        args.push(epoch::WRITES_FIELD.as_bytes());
+                        args.push(WRITES_FIELD.as_bytes());
                         args.push(writes.as_bytes());
                     }
                     rewrites.push(&args);
@@ -257,7 +272,7 @@ impl RedisFilter {
     /// The read of a shard's two markers, and of its write counter with `counter`.
     fn push_shard_read(&self, commands: &mut Commands, shard: u32, counter: bool) -> Vec<u8> {
         let key = shard_key(&self.name, shard);
-        let tail = (MARKER_BITS + self.shard_bits).to_string();
+        let tail = self.layout().tail_marker_offset().to_string();
         let offset = self.counter_offset().to_string();
         let mut args: Vec<&[u8]> = vec![
             b"BITFIELD_RO",
