@@ -16,13 +16,19 @@
 //! - `cargo xtask fuzz [--time SECONDS] [TARGET...]` builds the libFuzzer targets of `fuzz/`
 //!   on the stable toolchain, seeds their corpora from `fixtures/`, and runs each for the given
 //!   time (30 s by default); a crash, an allocation over 2 GiB or a hang fails it. CI runs it.
+//! - `cargo xtask tidy` checks the shape of the source tree (file length, each file's `//!`
+//!   doc naming its job, no top-level `use super::*;`, import circles, and errors that would
+//!   show their cause twice); it also runs as a test.
 //! - `cargo xtask guava-fixtures` regenerates `fixtures/guava/` with real Guava (Java and
 //!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
+mod error_sources;
+mod file_jobs;
 mod fixtures;
 mod frozen;
 mod fuzz;
 mod guava;
+mod readme;
 mod test;
 mod tidy;
 mod workspace;

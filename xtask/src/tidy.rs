@@ -1,20 +1,28 @@
 //! `cargo xtask tidy`: the shape of the source tree, checked (and run as a test).
 //!
 //! - **One job per file.** No source file under `crates/*/src` or `xtask/src` is longer than
-//!   [`MAX_LINES`] lines: past that, a file does more than one thing and is split by job.
+//!   [`MAX_LINES`] lines. The limit is a smell detector, not a target: a file past it likely
+//!   does more than one thing, and is split by job (never cut where the count runs out).
+//! - **Each file names its job.** Every source file opens with a `//!` doc whose first
+//!   sentence says what the file does, and none takes its parent's whole scope with a
+//!   top-level `use super::*;` (see [`crate::file_jobs`]).
 //! - **No import circles inside a crate.** The top-level modules of a crate (a file under
 //!   `src/`, or a directory with its `mod.rs` and children, as one) depend on each other
 //!   through `crate::module` paths; that graph has no cycle, so each module can be read
 //!   knowing only the ones below it. A child reaching its parent with `super::` is inside
 //!   one module and does not count.
+//! - **An error shows its cause once.** No `thiserror` message prints a field thiserror also
+//!   returns from `source()` (see [`crate::error_sources`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::{error_sources, file_jobs};
+
 /// The longest a source file may be.
 pub(crate) const MAX_LINES: usize = 650;
 
-/// Every breach of the two rules, one line each.
+/// Every breach of the rules, one line each.
 pub(crate) fn problems(root: &Path) -> Vec<String> {
     let mut problems = Vec::new();
     let mut roots: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
@@ -39,10 +47,15 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
             let lines = text.lines().count();
             if lines > MAX_LINES {
                 problems.push(format!(
-                    "{}: {lines} lines, over {MAX_LINES}: split it by job",
+                    "{}: {lines} lines, over {MAX_LINES}: split it by job, not by size: move \
+                     each thing it does into a file of its own, and name that file's job in the \
+                     first sentence of its `//!` doc (cutting off lines to get under the limit \
+                     is not a split)",
                     shown(root, file)
                 ));
             }
+            problems.extend(error_sources::problems(&shown(root, file), &text));
+            problems.extend(file_jobs::problems(&shown(root, file), &text));
             let Some(from) = top_module(&src, file) else {
                 continue;
             };
@@ -61,6 +74,7 @@ pub(crate) fn problems(root: &Path) -> Vec<String> {
             ));
         }
     }
+    problems.extend(crate::readme::problems(root));
     problems
 }
 
