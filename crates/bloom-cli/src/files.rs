@@ -223,10 +223,10 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
         Configs::One(_) if header.layout == bloom_format::LayoutId::Counting4 => {
             CountingBloomFilter::from_payload(&header, chunks(reader)).map(AnyFilter::Counting)
         }
-        Configs::One(config) => {
+        Configs::One(_) => {
             // One copy: the payload is read straight into the filter's words and
             // checksummed on the way.
-            BloomFilter::from_payload_in_place(config, header.item_count, |image| {
+            BloomFilter::from_payload_in_place(&header, |image| {
                 reader
                     .read_payload_into(image)
                     .map(|_| ())

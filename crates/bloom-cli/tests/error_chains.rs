@@ -249,6 +249,11 @@ fn store_errors_show_their_cause_once() {
     shown_once(&Store::Alloc(alloc()));
     shown_once(&Store::Write(write_error(dir.path())));
     shown_once(&Store::InUse);
+    shown_once(&bloom_store::ClaimRefused::InUse);
+    shown_once(&bloom_store::ClaimRefused::EncodingMismatch {
+        store: "nfc v1".into(),
+        wrapper: "bytes v1".into(),
+    });
     let unreadable = BypassReason::Unreadable(Arc::new(missing));
     shown_once(&Store::NotTrusted(unreadable.clone()));
     prints_cause(

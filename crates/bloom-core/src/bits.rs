@@ -233,26 +233,47 @@ impl Word for std::sync::atomic::AtomicU64 {
     }
 }
 
+/// The caller's error, or the array's, while a loader fills a bit array.
+enum Fail<E> {
+    Fill(E),
+    Bits(BitsError),
+}
+
+impl<E> From<BitsError> for Fail<E> {
+    fn from(e: BitsError) -> Self {
+        Self::Bits(e)
+    }
+}
+
+impl<E> Fail<E> {
+    /// The caller's error, or the array's as the filter type's load error `L`.
+    fn into_load<L: From<BitsError>>(self) -> E
+    where
+        E: From<L>,
+    {
+        match self {
+            Self::Fill(e) => e,
+            Self::Bits(e) => E::from(L::from(e)),
+        }
+    }
+}
+
 /// [`WordSink::fill`] for a loader whose errors are `E`, which the filter type's own load
 /// error `L` converts into: a bit array that cannot be made is reported as an `L`.
 pub(crate) fn fill_words<W: Word, L: From<BitsError>, E: From<L>>(
     bits: u64,
     fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
 ) -> Result<AlignedWords<W>, E> {
-    /// The caller's error, or the array's.
-    enum Fail<E> {
-        Fill(E),
-        Bits(BitsError),
-    }
-    impl<E> From<BitsError> for Fail<E> {
-        fn from(e: BitsError) -> Self {
-            Self::Bits(e)
-        }
-    }
-    WordSink::fill(bits, |sink| fill(sink).map_err(Fail::Fill)).map_err(|fail| match fail {
-        Fail::Fill(e) => e,
-        Fail::Bits(e) => E::from(L::from(e)),
-    })
+    WordSink::fill(bits, |sink| fill(sink).map_err(Fail::Fill)).map_err(Fail::into_load::<L>)
+}
+
+/// [`AlignedWords::filled_in_place`] for a loader whose errors are `E`, as [`fill_words`].
+pub(crate) fn fill_words_in_place<L: From<BitsError>, E: From<L>>(
+    bits: u64,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+) -> Result<AlignedWords<u64>, E> {
+    AlignedWords::filled_in_place(bits, |image| fill(image).map_err(Fail::Fill))
+        .map_err(Fail::into_load::<L>)
 }
 
 /// Assembles the words of a `bits`-bit array from its byte image delivered in chunks of any

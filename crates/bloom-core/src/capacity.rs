@@ -89,8 +89,9 @@ impl Capacity {
     /// [`Capacity::items`] the newest stage's items (so [`Capacity::remaining`] is the room
     /// before the chain grows, and [`Capacity::is_over_items`] says the chain could not
     /// grow), and [`Capacity::rate_limit`] the target plus [`CHANCE_SIGMAS`] standard
-    /// deviations of the chain's rate, its stages' variances added. `None` when the newest
-    /// stage records no plan, or there is no stage.
+    /// deviations of the chain's rate, its stages' variances added (a stage without a plan
+    /// adds none). `None` when there is no stage, the newest stage records no plan, or
+    /// `target` is not a rate in `(0, 1)`. An estimated rate that is NaN is never over.
     ///
     /// For readers that stream a chain's payload and count its bits themselves, with the
     /// configurations of `ScalableBloomFilter::stage_configs`.

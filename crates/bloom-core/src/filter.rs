@@ -18,6 +18,8 @@ use crate::estimate;
 /// the configuration, the estimates, the capacity verdict, and the snapshot, so that code
 /// which persists or reports on filters is written once for all of them.
 ///
+/// Its methods need the trait in scope: `use bloom_core::{BloomFilter, Filter};`.
+///
 /// ```
 /// use bloom_core::{BloomFilter, Filter};
 ///
@@ -30,12 +32,49 @@ use crate::estimate;
 /// assert_eq!(back.remaining_capacity(), Some(9_999));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A file is written and read without a copy of the bits in memory: the header, then the
+/// payload a chunk at a time.
+///
+/// ```
+/// use std::error::Error;
+///
+/// use bloom_core::{BloomFilter, Filter};
+/// use bloom_format::{AtomicFile, DecodeOptions, SnapshotReader, SnapshotWriter, WriteOptions};
+///
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("seen.bloom");
+/// let mut seen = BloomFilter::with_capacity(10_000, 0.01)?;
+/// seen.insert("order-1");
+///
+/// // Written to a temporary file beside `path`, which replaces it at the commit.
+/// let header = seen.header(0);
+/// let file = AtomicFile::create_with(&path, WriteOptions::for_snapshot(&header))?;
+/// let mut writer = SnapshotWriter::new(file, header)?;
+/// seen.for_each_payload_chunk(|chunk| writer.write_payload(chunk))?;
+/// writer.finish()?.commit()?;
+///
+/// // The header is checked before anything is allocated; the payload streams into the bits.
+/// let reader = SnapshotReader::open(&path, &DecodeOptions::default())?;
+/// let header = reader.header().clone();
+/// let back = BloomFilter::from_payload(&header, |sink| {
+///     reader
+///         .read_payload_with(|chunk| {
+///             sink(chunk);
+///             Ok::<(), Box<dyn Error>>(())
+///         })
+///         .map(drop)
+/// })?;
+/// assert_eq!(back, seen);
+/// # Ok::<(), Box<dyn Error>>(())
+/// ```
 pub trait Filter: Sized {
     /// Why a snapshot cannot become a filter of this type.
     type LoadError: std::error::Error + From<crate::BitsError>;
 
     /// The configuration keys are encoded and placed with. A scalable filter's is its newest
-    /// stage's, whose encoding, tables, rule and salt every stage shares.
+    /// stage's, whose encoding, tables, rule and salt every stage shares (its plan is that
+    /// stage's too: the chain's own is `ScalableBloomFilter::plan`).
     fn config(&self) -> &FilterConfig;
 
     /// The number of inserts the filter counted: inserts that changed a bit (for a counting
@@ -106,8 +145,10 @@ pub trait Filter: Sized {
     fn for_each_payload_chunk<E>(&self, each: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E>;
 
     /// A snapshot in memory (a copy of the bits), recording `dataset_generation` as
-    /// [`Filter::header`] does. To write a file without the copy, give the header and
-    /// [`Filter::for_each_payload_chunk`] to a `bloom_format::SnapshotWriter`.
+    /// [`Filter::header`] does. The copy is allocated as a `Vec` is (the process aborts if
+    /// the system refuses it): for a large filter, or to write a file, give the header and
+    /// [`Filter::for_each_payload_chunk`] to a `bloom_format::SnapshotWriter` instead, as the
+    /// trait's example does.
     #[must_use]
     fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
         let len = usize::try_from(self.payload_len()).unwrap_or(usize::MAX);

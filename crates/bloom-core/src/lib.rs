@@ -27,6 +27,11 @@
 //! - [`CountingBloomFilter`] keeps a 4-bit counter per position instead of a bit, so that
 //!   keys can be removed (four times the space of a plain filter at the same rate), and
 //!   projects to a plain [`BloomFilter`] for sharing.
+//! - [`ScalableBloomFilter`] grows, a chain of stages whose compound rate stays under its
+//!   target.
+//! - [`Filter`] is what all four answer alike: configuration, estimates, the capacity
+//!   verdict, snapshots. Import it with the filter type (`use bloom_core::{BloomFilter,
+//!   Filter};`).
 //!
 //! `contains` returning `false` is definite. `true` only means *maybe*: confirm it in the
 //! primary store (that is what `bloom-store` does) before treating a record as seen.
@@ -48,9 +53,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Snapshots: [`BloomFilter::to_snapshot`] builds a `bloom_format::Snapshot` carrying every
-//! parameter needed to answer identically elsewhere; [`BloomFilter::from_snapshot`] refuses
-//! any snapshot whose rules this build does not implement. This crate does no file or network
+//! Snapshots: [`Filter::to_snapshot`] builds a `bloom_format::Snapshot` carrying every
+//! parameter needed to answer identically elsewhere (or [`Filter::header`] and
+//! [`Filter::for_each_payload_chunk`] stream one to a file); [`Filter::from_snapshot`] and
+//! [`Filter::from_payload`] refuse any snapshot whose rules this build does not implement. This crate does no file or network
 //! I/O; files are the business of `bloom-format` and `bloom-store`.
 
 // No unsafe code but the call of a plain filter's kernel, which may be the split-block

@@ -251,21 +251,22 @@ impl BloomFilter {
         bits::words_to_bytes(self.words.iter().copied(), len)
     }
 
-    /// A filter whose bit array `fill` writes in place: it receives the array's byte image,
-    /// `ceil(m / 8)` bytes, to fill with the snapshot payload (typically
+    /// [`Filter::from_payload`] with the bit array written in place: `fill` receives the
+    /// array's byte image, `ceil(m / 8)` bytes, to fill with the snapshot payload (typically
     /// `bloom_format::SnapshotReader::read_payload_into`). Loading makes one copy, from the
     /// source straight into the filter's words, with no buffer in between.
     ///
     /// # Errors
-    /// The error `fill` returns, or [`BitsError`] (converted into `E`) when the array cannot
-    /// be allocated or its padding bits are set.
-    pub fn from_payload_in_place<E: From<BitsError>>(
-        config: FilterConfig,
-        items: u64,
+    /// As [`Filter::from_payload`]: the error `fill` returns, or [`SnapshotError`]
+    /// (converted into `E`) when the header is not a plain filter's this build can use, the
+    /// array cannot be allocated or its padding bits are set.
+    pub fn from_payload_in_place<E: From<SnapshotError>>(
+        header: &bloom_format::Header,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Self, E> {
-        let words = AlignedWords::filled_in_place(config.bits(), fill)?;
-        Ok(Self::from_words_unchecked(config, words, items))
+        let config = FilterConfig::from_header(header)?;
+        let words = bits::fill_words_in_place::<SnapshotError, E>(config.bits(), fill)?;
+        Ok(Self::from_words_unchecked(config, words, header.item_count))
     }
 }
 

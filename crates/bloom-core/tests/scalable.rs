@@ -215,6 +215,25 @@ fn a_chain_round_trips_through_its_snapshot_in_chunks_of_any_size() {
             "{result:?}"
         );
     }
+    // A header built by hand whose total disagrees with its stages is held to the stages:
+    // the first stage's bytes alone do not make the chain.
+    assert!(filter.stages().len() > 1);
+    let mut short = header.clone();
+    let first = filter.stages()[0].payload_len();
+    short.bit_count = first * 8;
+    let result = ScalableBloomFilter::from_payload(&short, |sink| {
+        sink(&payload[..usize::try_from(first).unwrap()]);
+        Ok::<(), ScalableError>(())
+    });
+    assert!(
+        matches!(
+            result,
+            Err(ScalableError::Snapshot(SnapshotError::Bits(
+                bloom_core::BitsError::Length { .. }
+            )))
+        ),
+        "{result:?}"
+    );
     // The same bytes for the same chain; writing streams exactly the payload.
     let mut streamed = Vec::new();
     filter

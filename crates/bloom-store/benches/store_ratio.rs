@@ -81,7 +81,7 @@ fn inserts(name: &str, again: bool) {
             store.insert_all(&batch).unwrap();
             raw_insert(&mut conn, &batch);
         }
-        let mut ours = || time(|| drop(black_box(store.insert_all(&batch).unwrap())));
+        let ours = || time(|| drop(black_box(store.insert_all(&batch).unwrap())));
         let mut theirs = || time(|| raw_insert(&mut conn, &batch));
         // Which goes first alternates, so that neither always finds the caches warm.
         let (ours, theirs) = if round % 2 == 0 {

@@ -109,22 +109,46 @@ impl LookupCounts {
             .collect();
         add(&self.lookups_avoided, keys.len() - ask.len());
         add(&self.store_lookups, ask.len());
-        let present = if ask.is_empty() {
-            Vec::new()
-        } else {
-            store.contains_each(&ask)?
-        };
-        let mut present = present.into_iter();
+        let mut present = store_answers(store, &ask)?.into_iter();
         Ok((0..keys.len())
             .map(|i| {
                 if !asked(i) {
                     return Lookup::AbsentByFilter;
                 }
-                // A store that answered for fewer keys than it was asked counts as "present"
-                // for the rest: never "absent" without an answer.
                 self.merge(present.next().unwrap_or(true), maybe.is_some())
             })
             .collect())
+    }
+
+    /// Which of `keys` the store has already, found the cheap way, for a batch insert: the
+    /// filter rules most new keys out, and only its "maybe"s are read from the store (one
+    /// read, far cheaper than committing a key the store has), so that the insert commits
+    /// only the others. `None` when the filter does not answer: then every key goes to the
+    /// commit, which finds the store's copies itself. Not counted as lookups.
+    ///
+    /// # Errors
+    /// The store's, when it is asked and fails.
+    pub fn present_by_probe<S: PrimaryStore>(
+        bits: &impl Bits,
+        store: &S,
+        keys: &[EncodedKey<'_>],
+    ) -> Result<Option<Vec<bool>>, S::Error> {
+        let Some(maybe) = bits.maybe_each(keys).filter(|m| m.len() == keys.len()) else {
+            return Ok(None);
+        };
+        let ask: Vec<&[u8]> = keys
+            .iter()
+            .zip(&maybe)
+            .filter(|(_, maybe)| **maybe)
+            .map(|(key, _)| key.as_bytes())
+            .collect();
+        let mut found = store_answers(store, &ask)?.into_iter();
+        Ok(Some(
+            maybe
+                .iter()
+                .map(|&maybe| maybe && found.next().unwrap_or(true))
+                .collect(),
+        ))
     }
 
     /// The answer for a key the store was asked about; `answered` says the filter answered
@@ -150,6 +174,21 @@ impl LookupCounts {
             false_positives: self.false_positives.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The store's answer for each key, in order: one [`PrimaryStore::contains_each`], or, when
+/// that answers for another number of keys than it was asked (a store that drops repeated
+/// keys, say), one [`PrimaryStore::contains`] per key: answers are never matched to the
+/// wrong keys.
+fn store_answers<S: PrimaryStore>(store: &S, keys: &[&[u8]]) -> Result<Vec<bool>, S::Error> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let answers = store.contains_each(keys)?;
+    if answers.len() == keys.len() {
+        return Ok(answers);
+    }
+    keys.iter().map(|key| store.contains(key)).collect()
 }
 
 fn add(counter: &AtomicU64, n: usize) {
@@ -200,8 +239,7 @@ mod tests {
         assert_eq!(tally.observed_false_positive_rate(), Some(0.5));
     }
 
-    /// A filter that answers for fewer keys than it was asked is asked about none, and a
-    /// store that answers for fewer is "present" for the rest: never "absent" unanswered.
+    /// A filter that answers for fewer keys than it was asked is asked about none.
     #[test]
     fn short_answers_never_make_an_absent() {
         struct Short;
@@ -219,5 +257,78 @@ mod tests {
             .lookup_each(&Short, &store, &keys)
             .unwrap();
         assert_eq!(answers, [Lookup::AbsentBypassed, Lookup::AbsentBypassed]);
+    }
+
+    /// A store whose `contains_each` answers once per distinct key (as a `WHERE key IN (..)`
+    /// would): its answers are not matched to the wrong keys, for lookups nor for the probe
+    /// of a batch insert.
+    #[test]
+    fn a_store_that_answers_for_another_number_of_keys_is_asked_key_by_key() {
+        struct Distinct(MemoryStore);
+        impl PrimaryStore for Distinct {
+            type Error = <MemoryStore as PrimaryStore>::Error;
+            fn identity(&self) -> Result<bloom_format::StoreIdentity, Self::Error> {
+                self.0.identity()
+            }
+            fn contains(&self, key: &[u8]) -> Result<bool, Self::Error> {
+                self.0.contains(key)
+            }
+            fn contains_each(&self, keys: &[&[u8]]) -> Result<Vec<bool>, Self::Error> {
+                let mut seen = std::collections::BTreeSet::new();
+                let distinct: Vec<&[u8]> =
+                    keys.iter().copied().filter(|k| seen.insert(*k)).collect();
+                self.0.contains_each(&distinct)
+            }
+            fn head(&self) -> Result<crate::HistoryPoint, Self::Error> {
+                self.0.head()
+            }
+            fn history_at(
+                &self,
+                generation: bloom_format::DatasetGeneration,
+            ) -> Result<Option<bloom_format::HistoryDigest>, Self::Error> {
+                self.0.history_at(generation)
+            }
+            fn keys_since(
+                &self,
+                after: bloom_format::DatasetGeneration,
+                visit: &mut dyn FnMut(&[u8]),
+            ) -> Result<bloom_format::DatasetGeneration, Self::Error> {
+                self.0.keys_since(after, visit)
+            }
+            fn changes_since(
+                &self,
+                after: bloom_format::DatasetGeneration,
+                visit: &mut dyn FnMut(crate::Change<'_>),
+            ) -> Result<bloom_format::DatasetGeneration, Self::Error> {
+                self.0.changes_since(after, visit)
+            }
+            fn insert(
+                &self,
+                key: &[u8],
+            ) -> Result<Option<bloom_format::DatasetGeneration>, Self::Error> {
+                self.0.insert(key)
+            }
+            fn remove(&self, key: &[u8]) -> Result<Option<crate::Removal>, Self::Error> {
+                self.0.remove(key)
+            }
+            fn claim_key_encoding(&self, proposed: &str) -> Result<String, Self::Error> {
+                self.0.claim_key_encoding(proposed)
+            }
+        }
+        let store = Distinct(MemoryStore::new());
+        store.insert(b"m-b").unwrap();
+        let keys: Vec<EncodedKey<'_>> = ["m-b", "m-b", "m-a"]
+            .iter()
+            .map(|k| EncodedKey::from_encoded(k.as_bytes()))
+            .collect();
+        let answers = LookupCounts::default()
+            .lookup_each(&Fixed(false), &store, &keys)
+            .unwrap();
+        assert_eq!(
+            answers,
+            [Lookup::Present, Lookup::Present, Lookup::AbsentBypassed]
+        );
+        let present = LookupCounts::present_by_probe(&Fixed(true), &store, &keys).unwrap();
+        assert_eq!(present, Some(vec![true, true, false]));
     }
 }

@@ -460,13 +460,18 @@ pub struct StoreClaim {
 }
 
 /// Why a wrapper could not claim a store ([`StoreClaim::for_wrapper`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimRefused {
     /// Another wrapper holds a claim this one cannot share.
+    #[error(
+        "another wrapper holds this store in a way this one cannot share (a FilteredStore holds it alone; shared filters' wrappers share it with each other): close it first"
+    )]
     InUse,
     /// The store's keys are in another encoding than the wrapper's: they could not be
     /// compared.
+    #[error(
+        "the store's keys are in the {store} key encoding, but the wrapper uses {wrapper}; open it with {store}, or start a new store"
+    )]
     EncodingMismatch {
         /// The encoding the store recorded at its first open.
         store: String,

@@ -46,9 +46,13 @@ impl fmt::Display for RebuildReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "rebuilt from {} keys of the store, covering generation {}, for {} keys",
-            self.keys_scanned, self.generation, self.capacity
+            "rebuilt from {} keys of the store, covering generation {}",
+            self.keys_scanned, self.generation
         )?;
+        // A shared filter created without a plan records no capacity.
+        if self.capacity > 0 {
+            write!(f, ", for {} keys", self.capacity)?;
+        }
         if self.capacity_limited {
             f.write_str(" (cut to fit max_snapshot_bytes)")?;
         }

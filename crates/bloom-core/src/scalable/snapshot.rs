@@ -155,10 +155,11 @@ impl ScalableBloomFilter {
                 }
             }
         })?;
-        let expected = header.payload_len();
+        // The stages' sizes, not the header's total: a header built by hand may disagree.
+        let expected: u64 = filter.stages.iter().map(Filter::payload_len).sum();
         if received != expected {
             return Err(ScalableError::from(BitsError::Length {
-                bits: header.bit_count,
+                bits: expected.saturating_mul(8),
                 expected,
                 found: received,
             })

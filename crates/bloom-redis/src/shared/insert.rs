@@ -3,9 +3,9 @@
 //! the one they went into was lost meanwhile).
 
 use bloom_core::{EncodedKey, Key};
-use bloom_store::PrimaryStore;
+use bloom_store::{LookupCounts, PrimaryStore};
 
-use super::{SharedError, SharedFilteredStore, Unset, encode_all, metrics};
+use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all, metrics};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Sets the keys' bits in the installed filter; returns the epoch they were set under.
@@ -36,8 +36,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         Ok(self.insert_all([key])?.first().copied().unwrap_or(false))
     }
 
-    /// Inserts many keys as one batch: their bits in Redis first (a pipeline per batch), then
-    /// one [`PrimaryStore::insert_all`] (one transaction for a store that has them), then one
+    /// Inserts many keys as one batch: the keys the store has already are found first (the
+    /// trusted filter is probed, and the store read for its "maybe"s) and not committed
+    /// again; the others' bits go to Redis first (a pipeline per batch), then one
+    /// [`PrimaryStore::insert_all`] (one transaction for a store that has them), then one
     /// check that every key's bits are still there. Returns, for each key in order, whether
     /// the store did not have it. The guarantees are those of
     /// [`SharedFilteredStore::insert`], for every key of the batch.
@@ -51,20 +53,45 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = encode_all(&keys, |k| k.encode_checked(self.encoding))?;
+        // For a batch, the keys the store has already are found first, the cheap way (one
+        // pipelined probe of the shared filter, one store read for its "maybe"s), and are
+        // not committed again; one key goes straight to its commit, which finds out itself.
+        if encoded.len() > 1 {
+            let answering = Answering::new(self);
+            let probed = LookupCounts::present_by_probe(&answering, &self.store, &encoded);
+            if let Some(present) = probed.map_err(SharedError::Store)? {
+                let absent: Vec<EncodedKey<'_>> = encoded
+                    .iter()
+                    .zip(&present)
+                    .filter(|(_, present)| !**present)
+                    .map(|(key, _)| EncodedKey::from_encoded(key.as_bytes()))
+                    .collect();
+                let mut new = self.commit_batch(&absent)?.into_iter();
+                return Ok(present
+                    .iter()
+                    .map(|&present| !present && new.next().unwrap_or(false))
+                    .collect());
+            }
+        }
+        self.commit_batch(&encoded)
+    }
+
+    /// Commits `encoded`: bits first, then the store, then the check that the bits held.
+    fn commit_batch(&self, encoded: &[EncodedKey<'_>]) -> Result<Vec<bool>, SharedError<S::Error>> {
         if encoded.is_empty() {
             return Ok(Vec::new());
         }
         // Bits in a filter that covers another store (this one replaced) would be committed
         // to a store nobody trusts: refused before anything is set.
         self.check_claim()?;
-        let epoch = match self.set_bits(&encoded) {
+        let epoch = match self.set_bits(encoded) {
             Ok(epoch) => epoch,
             Err(first) => {
                 // The filter may have been recreated (by another process's rebuild): attach
                 // to the current one and try once more, so that writers keep going. (An
                 // attach running already installs what it finds.)
                 self.try_attach()?;
-                self.set_bits(&encoded)
+                self.set_bits(encoded)
                     .map_err(|again| match (again, first) {
                         // No filter now: the reason the first attempt failed says more.
                         (Unset::NoFilter(_), Unset::Filter(e)) | (Unset::Filter(e), _) => {
@@ -79,7 +106,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         };
         let raw: Vec<&[u8]> = encoded.iter().map(EncodedKey::as_bytes).collect();
         let committed = self.store.insert_all(&raw).map_err(SharedError::Store)?;
-        self.confirm_bits(&encoded, epoch)?;
+        self.confirm_bits(encoded, epoch)?;
         // A store that answered for fewer keys than it was given reports the rest as not
         // new: never more than it committed.
         let new: Vec<bool> = (0..encoded.len())

@@ -139,12 +139,15 @@ pub enum SharedError<E: std::error::Error + 'static> {
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
-    /// The store's keys are in another encoding than the filter's.
-    #[error("the store's keys are in the {store} encoding, the shared filter's in {filter}")]
+    /// The store's keys are in another encoding than the wrapper's (at `open`) or the
+    /// configuration's (at `rebuild`): they could not be compared.
+    #[error(
+        "the store's keys are in the {store} key encoding, but {filter} was asked for; use {store}, or start a new store"
+    )]
     EncodingMismatch {
         /// The store's.
         store: String,
-        /// The filter's.
+        /// The one asked for.
         filter: String,
     },
 }
@@ -330,7 +333,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                     filter: wrapper,
                 });
             }
-            Err(_) => return Err(SharedError::InUse),
+            Err(ClaimRefused::InUse) => return Err(SharedError::InUse),
         };
         Ok(Self {
             store,
@@ -453,18 +456,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = encode_all(&keys, |k| k.encode(self.encoding).map_err(Into::into))?;
-        let answering = Answering {
-            wrapper: self,
-            reattach: std::cell::Cell::new(false),
-        };
-        let answers = self
-            .counters
-            .lookups
-            .lookup_each(&answering, &self.store, &encoded);
-        if answering.reattach.get() {
+        // A bypassed wrapper looks for a repaired filter first, every few seconds; one whose
+        // filter fails during this call is distrusted, and looks at its next call.
+        if !self.is_trusted() {
             self.maybe_reattach()?;
         }
-        answers.map_err(SharedError::Store)
+        self.counters
+            .lookups
+            .lookup_each(&Answering::new(self), &self.store, &encoded)
+            .map_err(SharedError::Store)
     }
 
     /// A bypassed wrapper looks for a repaired filter every few seconds.
@@ -495,9 +495,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.check_claim()?;
         shard_geometry(&config).map_err(SharedError::Rebuild)?;
         if config.encoding() != self.encoding {
+            let label = |e: KeyEncoding| format!("{} v{}", e.name(), e.version());
             return Err(SharedError::EncodingMismatch {
-                store: self.encoding.to_string(),
-                filter: config.encoding().to_string(),
+                store: label(self.encoding),
+                filter: label(config.encoding()),
             });
         }
         let opened = RedisFilter::open(&self.target, &self.name).and_then(|filter| {
@@ -535,11 +536,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 
 /// What the shared filter answers: nothing unless it is trusted, the store's claim holds,
 /// and Redis replied (a filter that failed is never asked again before a new verdict: a lost
-/// or unverified one is distrusted). A filter that did not answer marks `reattach`, so that
-/// the caller looks for a repaired one.
+/// or unverified one is distrusted).
 struct Answering<'w, S> {
     wrapper: &'w SharedFilteredStore<S>,
-    reattach: std::cell::Cell<bool>,
+}
+
+impl<'w, S> Answering<'w, S> {
+    fn new(wrapper: &'w SharedFilteredStore<S>) -> Self {
+        Self { wrapper }
+    }
 }
 
 impl<S: PrimaryStore> Bits for Answering<'_, S> {
@@ -564,7 +569,6 @@ impl<S: PrimaryStore> Bits for Answering<'_, S> {
         if let Some(epoch) = lost_epoch {
             wrapper.distrust(epoch);
         }
-        self.reattach.set(maybe.is_none());
         maybe
     }
 }

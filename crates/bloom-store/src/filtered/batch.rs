@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use bloom_core::{EncodedKey, Key, KeyError};
 
-use crate::confirm::Bits;
+use crate::confirm::LookupCounts;
 
 use super::{Answering, FilteredStore};
 use crate::error::StoreError;
@@ -60,7 +60,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .iter()
             .map(|k| k.encode_checked(encoding))
             .collect::<Result<_, KeyError>>()?;
-        let Some(present) = self.present_by_probe(&encoded)? else {
+        let probed = LookupCounts::present_by_probe(&Answering(self), &self.store, &encoded);
+        let Some(present) = probed.map_err(StoreError::Store)? else {
             return self.insert_batch(&encoded);
         };
         // Only the keys the store does not have are committed; the others are not new.
@@ -78,43 +79,6 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .iter()
             .map(|&present| !present && new.next().unwrap_or(false))
             .collect())
-    }
-
-    /// Which keys the store has already, found the cheap way: the trusted filter rules most
-    /// new keys out, and only its "maybe"s are read from the store (one read, far cheaper
-    /// than committing a key the store has). `None` when the filter does not answer (then
-    /// every key goes to the commit, which finds the store's copies itself). A key the store
-    /// did not answer for counts as absent: the commit then decides.
-    fn present_by_probe(
-        &self,
-        keys: &[EncodedKey<'_>],
-    ) -> Result<Option<Vec<bool>>, StoreError<S::Error>> {
-        let Some(maybe) = Answering(self)
-            .maybe_each(keys)
-            .filter(|m| m.len() == keys.len())
-        else {
-            return Ok(None);
-        };
-        let ask: Vec<&[u8]> = keys
-            .iter()
-            .zip(&maybe)
-            .filter(|(_, maybe)| **maybe)
-            .map(|(key, _)| key.as_bytes())
-            .collect();
-        if ask.is_empty() {
-            return Ok(Some(vec![false; keys.len()]));
-        }
-        let mut found = self
-            .store
-            .contains_each(&ask)
-            .map_err(StoreError::Store)?
-            .into_iter();
-        Ok(Some(
-            maybe
-                .iter()
-                .map(|&maybe| maybe && found.next().unwrap_or(false))
-                .collect(),
-        ))
     }
 
     fn insert_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<bool>, StoreError<S::Error>> {
