@@ -63,6 +63,9 @@ struct Watched {
     stop: Arc<AtomicBool>,
     /// When the checks that could not run began failing.
     unjudged_since: std::cell::Cell<Option<std::time::Instant>>,
+    /// Whether the first check (which takes the head for seen) was decided as the claim was
+    /// taken.
+    first_decided: std::cell::Cell<bool>,
 }
 
 impl Watched {
@@ -166,8 +169,14 @@ pub(super) fn start(
         lock,
         stop: Arc::clone(&stop),
         unjudged_since: std::cell::Cell::new(None),
+        first_decided: std::cell::Cell::new(false),
     };
     guard.watched_by(&settle);
+    // The first check runs here, as the claim is taken, not when the thread gets to it: on a
+    // busy machine the thread may start after other programs committed, and their commits
+    // would then be taken for the store the wrapper opened instead of writes behind its back.
+    // (The file may still have changed between the open and the watch: the check sees it.)
+    watched.first_decided.set(watched.check_again(true));
     let spawned = std::thread::Builder::new()
         .name("bloom-store sqlite watch".into())
         .spawn(move || {
@@ -306,10 +315,10 @@ mod platform {
         }
 
         pub(super) fn run(self, watched: &Watched) {
-            // The file may have changed between the open and the first watch.
-            // Until a first check is decided, checks take the head for seen.
-            let mut first = true;
-            let mut pending = !watched.check_again(first);
+            // The first check ran as the claim was taken ([`start`]); until one is decided,
+            // checks take the head for seen.
+            let mut first = !watched.first_decided.get();
+            let mut pending = first && !watched.check_again(first);
             first &= pending;
             let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
             let timeout = Timespec::try_from(POLL).unwrap_or_default();
@@ -453,9 +462,10 @@ mod platform {
         }
 
         pub(super) fn run(self, watched: &Watched) {
-            // Until a first check is decided, checks take the head for seen.
-            let mut first = true;
-            let mut pending = !watched.check_again(first);
+            // The first check ran as the claim was taken ([`start`]); until one is decided,
+            // checks take the head for seen.
+            let mut first = !watched.first_decided.get();
+            let mut pending = first && !watched.check_again(first);
             first &= pending;
             while !watched.stop.load(Ordering::Acquire) && !watched.claim.is_lost() {
                 std::thread::sleep(POLL);
