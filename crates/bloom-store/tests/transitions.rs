@@ -7,7 +7,7 @@ use bloom_store::{
     BypassReason, FilterOptions, FilteredStore, Incompatibility, Lookup, MemoryStore, Mode,
     OpenOutcome, OptionsError, PrimaryStore, SaltPolicy, StoreError,
 };
-use support::{Harness, assert_every_committed_key_present, insert_all, keys, options};
+use support::{Harness, assert_every_committed_key_present, claim_held, insert_all, keys, options};
 
 /// Opens a wrapper, inserts `keys` and saves a snapshot that covers them.
 fn populate<H: Harness>(h: &H, keys: &[String]) {
@@ -47,6 +47,7 @@ fn no_snapshot_bypasses_then_rebuild_trusts<H: Harness>(h: &H) {
     assert_eq!((report.keys_scanned, report.generation.get()), (50, 50));
     assert!(store.mode().is_trusted());
     assert_all_present(&store, &keys(0..50));
+    claim_held(&store);
     let absent: Vec<Lookup> = keys(1000..1200)
         .iter()
         .map(|k| store.contains(k).unwrap())
