@@ -191,6 +191,30 @@ fn store_answers<S: PrimaryStore>(store: &S, keys: &[&[u8]]) -> Result<Vec<bool>
     keys.iter().map(|key| store.contains(key)).collect()
 }
 
+/// Commits, through `commit`, only the keys [`LookupCounts::present_by_probe`] found absent
+/// (`present` is its answer), and answers for every key whether it was new: a key the store
+/// had is not. `commit` answers for the keys it was given, in order.
+///
+/// # Errors
+/// `commit`'s.
+pub fn commit_absent<E>(
+    keys: &[EncodedKey<'_>],
+    present: &[bool],
+    commit: impl FnOnce(&[EncodedKey<'_>]) -> Result<Vec<bool>, E>,
+) -> Result<Vec<bool>, E> {
+    let absent: Vec<EncodedKey<'_>> = keys
+        .iter()
+        .zip(present)
+        .filter(|(_, present)| !**present)
+        .map(|(key, _)| EncodedKey::from_encoded(key.as_bytes()))
+        .collect();
+    let mut new = commit(&absent)?.into_iter();
+    Ok(present
+        .iter()
+        .map(|&present| !present && new.next().unwrap_or(false))
+        .collect())
+}
+
 fn add(counter: &AtomicU64, n: usize) {
     counter.fetch_add(n as u64, Ordering::Relaxed);
 }

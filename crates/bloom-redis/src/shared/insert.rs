@@ -3,7 +3,7 @@
 //! the one they went into was lost meanwhile).
 
 use bloom_core::{EncodedKey, Key};
-use bloom_store::{LookupCounts, PrimaryStore};
+use bloom_store::{LookupCounts, PrimaryStore, commit_absent};
 
 use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all, metrics};
 
@@ -60,17 +60,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             let answering = Answering::new(self);
             let probed = LookupCounts::present_by_probe(&answering, &self.store, &encoded);
             if let Some(present) = probed.map_err(SharedError::Store)? {
-                let absent: Vec<EncodedKey<'_>> = encoded
-                    .iter()
-                    .zip(&present)
-                    .filter(|(_, present)| !**present)
-                    .map(|(key, _)| EncodedKey::from_encoded(key.as_bytes()))
-                    .collect();
-                let mut new = self.commit_batch(&absent)?.into_iter();
-                return Ok(present
-                    .iter()
-                    .map(|&present| !present && new.next().unwrap_or(false))
-                    .collect());
+                return commit_absent(&encoded, &present, |absent| self.commit_batch(absent));
             }
         }
         self.commit_batch(&encoded)

@@ -64,21 +64,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let Some(present) = probed.map_err(StoreError::Store)? else {
             return self.insert_batch(&encoded);
         };
-        // Only the keys the store does not have are committed; the others are not new.
-        let absent: Vec<EncodedKey<'_>> = encoded
-            .iter()
-            .zip(&present)
-            .filter(|(_, present)| !**present)
-            .map(|(key, _)| EncodedKey::from_encoded(key.as_bytes()))
-            .collect();
-        let mut new = self.insert_batch(&absent)?.into_iter();
         // Every key given counts as an insert through the wrapper, as a commit of it would.
-        let skipped = (encoded.len() - absent.len()) as u64;
+        let skipped = present.iter().filter(|p| **p).count() as u64;
         self.counters.inserts.fetch_add(skipped, Ordering::Relaxed);
-        Ok(present
-            .iter()
-            .map(|&present| !present && new.next().unwrap_or(false))
-            .collect())
+        // Only the keys the store does not have are committed; the others are not new.
+        crate::confirm::commit_absent(&encoded, &present, |absent| self.insert_batch(absent))
     }
 
     fn insert_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<bool>, StoreError<S::Error>> {
