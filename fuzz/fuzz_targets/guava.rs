@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use bloom_core::BloomFilter;
+use bloom_core::{BloomFilter, Filter};
 use bloom_format::{DecodeOptions, GuavaFunnel, export_guava, import_guava};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 
 #![no_main]
 
-use bloom_core::BloomFilter;
+use bloom_core::{BloomFilter, Filter};
 use bloom_format::{SEED_RAW_LEN, export_seed_raw, import_seed_raw};
 use libfuzzer_sys::fuzz_target;
 

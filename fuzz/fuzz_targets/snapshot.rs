@@ -6,7 +6,8 @@
 #![no_main]
 
 use bloom_core::{
-    AtomicBloomFilter, BitsError, BloomFilter, CountingBloomFilter, ScalableBloomFilter,
+    AtomicBloomFilter, BloomFilter, CountingBloomFilter, Filter, ScalableBloomFilter,
+    SnapshotError,
 };
 use bloom_format::{DecodeOptions, LayoutId, Snapshot};
 use libfuzzer_sys::fuzz_target;
@@ -78,14 +79,10 @@ fuzz_target!(|data: &[u8]| {
     let rate = filter.estimated_false_positive_rate();
     assert!((0.0..=1.0).contains(&rate), "{rate}");
     assert!(!filter.estimated_items().is_nan());
-    let atomic = AtomicBloomFilter::from_payload::<BitsError>(
-        filter.config().clone(),
-        header.item_count,
-        |sink| {
-            sink(snapshot.payload());
-            Ok(())
-        },
-    )
+    let atomic = AtomicBloomFilter::from_payload::<SnapshotError>(header, |sink| {
+        sink(snapshot.payload());
+        Ok(())
+    })
     .unwrap();
     assert_eq!(atomic.to_filter().unwrap().to_bytes(), filter.to_bytes());
     for key in ["key", "", "caf\u{e9}", "\u{1f600}"] {
