@@ -156,14 +156,12 @@ pub(crate) enum Answering {
 
 /// Why a chain is over its plan and what to do about it, or `None` when it is not.
 fn chain_over(name: &str, chain: &ScalableBloomFilter, max_bytes: u64) -> Option<(String, String)> {
-    if !chain.is_over_capacity() {
-        return None;
-    }
-    let rate = chain.estimated_false_positive_rate();
+    // One pass over the bits: the verdict and the rate it judged.
+    let capacity = chain.capacity().filter(bloom_core::Capacity::is_over)?;
+    let rate = capacity.estimated_false_positive_rate;
     let target = chain.plan().false_positive_rate;
     let rebuild =
         "build a new chain from its keys with a larger --items (or --growth, or --tightening)";
-    let capacity = chain.capacity()?;
     let over_rate = capacity.is_over_rate();
     let stop = chain.growth_stop();
     let mut why = format!("{name} is over its plan:");

@@ -120,37 +120,6 @@ impl LookupCounts {
             .collect())
     }
 
-    /// Which of `keys` the store has already, found the cheap way, for a batch insert: the
-    /// filter rules most new keys out, and only its "maybe"s are read from the store (one
-    /// read, far cheaper than committing a key the store has), so that the insert commits
-    /// only the others. `None` when the filter does not answer: then every key goes to the
-    /// commit, which finds the store's copies itself. Not counted as lookups.
-    ///
-    /// # Errors
-    /// The store's, when it is asked and fails.
-    pub fn present_by_probe<S: PrimaryStore>(
-        bits: &impl Bits,
-        store: &S,
-        keys: &[EncodedKey<'_>],
-    ) -> Result<Option<Vec<bool>>, S::Error> {
-        let Some(maybe) = bits.maybe_each(keys).filter(|m| m.len() == keys.len()) else {
-            return Ok(None);
-        };
-        let ask: Vec<&[u8]> = keys
-            .iter()
-            .zip(&maybe)
-            .filter(|(_, maybe)| **maybe)
-            .map(|(key, _)| key.as_bytes())
-            .collect();
-        let mut found = store_answers(store, &ask)?.into_iter();
-        Ok(Some(
-            maybe
-                .iter()
-                .map(|&maybe| maybe && found.next().unwrap_or(true))
-                .collect(),
-        ))
-    }
-
     /// The answer for a key the store was asked about; `answered` says the filter answered
     /// "maybe" for it (rather than not answering at all).
     fn merge(&self, present: bool, answered: bool) -> Lookup {
@@ -191,7 +160,38 @@ fn store_answers<S: PrimaryStore>(store: &S, keys: &[&[u8]]) -> Result<Vec<bool>
     keys.iter().map(|key| store.contains(key)).collect()
 }
 
-/// Commits, through `commit`, only the keys [`LookupCounts::present_by_probe`] found absent
+/// Which of `keys` the store has already, found the cheap way, for a batch insert: the
+/// filter rules most new keys out, and only its "maybe"s are read from the store (one
+/// read, far cheaper than committing a key the store has), so that the insert commits
+/// only the others. `None` when the filter does not answer: then every key goes to the
+/// commit, which finds the store's copies itself. Not counted as lookups.
+///
+/// # Errors
+/// The store's, when it is asked and fails.
+pub fn present_by_probe<S: PrimaryStore>(
+    bits: &impl Bits,
+    store: &S,
+    keys: &[EncodedKey<'_>],
+) -> Result<Option<Vec<bool>>, S::Error> {
+    let Some(maybe) = bits.maybe_each(keys).filter(|m| m.len() == keys.len()) else {
+        return Ok(None);
+    };
+    let ask: Vec<&[u8]> = keys
+        .iter()
+        .zip(&maybe)
+        .filter(|(_, maybe)| **maybe)
+        .map(|(key, _)| key.as_bytes())
+        .collect();
+    let mut found = store_answers(store, &ask)?.into_iter();
+    Ok(Some(
+        maybe
+            .iter()
+            .map(|&maybe| maybe && found.next().unwrap_or(true))
+            .collect(),
+    ))
+}
+
+/// Commits, through `commit`, only the keys [`present_by_probe`] found absent
 /// (`present` is its answer), and answers for every key whether it was new: a key the store
 /// had is not. `commit` answers for the keys it was given, in order.
 ///
@@ -352,7 +352,7 @@ mod tests {
             answers,
             [Lookup::Present, Lookup::Present, Lookup::AbsentBypassed]
         );
-        let present = LookupCounts::present_by_probe(&Fixed(true), &store, &keys).unwrap();
+        let present = present_by_probe(&Fixed(true), &store, &keys).unwrap();
         assert_eq!(present, Some(vec![true, true, false]));
     }
 }

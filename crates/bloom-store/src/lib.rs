@@ -178,7 +178,7 @@ mod sqlite;
 
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use coalesce::{Batched, Coalesced, CoalescedError};
-pub use confirm::{Bits, LookupCounts, LookupTally, commit_absent};
+pub use confirm::{Bits, LookupCounts, LookupTally, commit_absent, present_by_probe};
 pub use error::StoreError;
 pub use filtered::FilteredStore;
 pub use history::{Change, ChangeKind, HistoryPoint, KeyGeneration, Removal};

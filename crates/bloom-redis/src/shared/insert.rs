@@ -3,7 +3,7 @@
 //! the one they went into was lost meanwhile).
 
 use bloom_core::{EncodedKey, Key};
-use bloom_store::{LookupCounts, PrimaryStore, commit_absent};
+use bloom_store::{PrimaryStore, commit_absent, present_by_probe};
 
 use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all, metrics};
 
@@ -57,8 +57,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         // pipelined probe of the shared filter, one store read for its "maybe"s), and are
         // not committed again; one key goes straight to its commit, which finds out itself.
         if encoded.len() > 1 {
-            let answering = Answering::new(self);
-            let probed = LookupCounts::present_by_probe(&answering, &self.store, &encoded);
+            let probed = present_by_probe(&Answering(self), &self.store, &encoded);
             if let Some(present) = probed.map_err(SharedError::Store)? {
                 return commit_absent(&encoded, &present, |absent| self.commit_batch(absent));
             }

@@ -458,12 +458,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         let encoded = encode_all(&keys, |k| k.encode(self.encoding).map_err(Into::into))?;
         // A bypassed wrapper looks for a repaired filter first, every few seconds; one whose
         // filter fails during this call is distrusted, and looks at its next call.
-        if !self.is_trusted() {
-            self.maybe_reattach()?;
-        }
+        self.maybe_reattach()?;
         self.counters
             .lookups
-            .lookup_each(&Answering::new(self), &self.store, &encoded)
+            .lookup_each(&Answering(self), &self.store, &encoded)
             .map_err(SharedError::Store)
     }
 
@@ -537,19 +535,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 /// What the shared filter answers: nothing unless it is trusted, the store's claim holds,
 /// and Redis replied (a filter that failed is never asked again before a new verdict: a lost
 /// or unverified one is distrusted).
-struct Answering<'w, S> {
-    wrapper: &'w SharedFilteredStore<S>,
-}
-
-impl<'w, S> Answering<'w, S> {
-    fn new(wrapper: &'w SharedFilteredStore<S>) -> Self {
-        Self { wrapper }
-    }
-}
+struct Answering<'w, S>(&'w SharedFilteredStore<S>);
 
 impl<S: PrimaryStore> Bits for Answering<'_, S> {
     fn maybe_each(&self, keys: &[EncodedKey<'_>]) -> Option<Vec<bool>> {
-        let wrapper = self.wrapper;
+        let wrapper = self.0;
         // A claim that does not hold (the store replaced, or unreachable to check): the store
         // answers every key.
         let claimed = wrapper.claim.is_valid();

@@ -353,9 +353,18 @@ impl<T: Batched> Coalesced<T> {
         key: Result<Vec<u8>, KeyError>,
         job: KeyJob<T, R>,
     ) -> Submit<T, Result<R, CoalescedError<T::Error>>> {
+        self.submit(key.map(|key| move |answer| job(key, answer)))
+    }
+
+    /// The job `make` builds around the caller's answer, to be queued; or, for a key the
+    /// encoding refused, no job and the refusal answered at once.
+    fn submit<R>(
+        &self,
+        make: Result<impl FnOnce(queue::KeyAnswer<R, T::Error>) -> Job<T>, KeyError>,
+    ) -> Submit<T, Result<R, CoalescedError<T::Error>>> {
         let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
-        let job = match key {
-            Ok(key) => Some(job(key, answer)),
+        let job = match make {
+            Ok(make) => Some(make(answer)),
             Err(e) => {
                 answer.send(Err(e.into()));
                 None
@@ -407,31 +416,23 @@ impl<T: Batched> Coalesced<T> {
         keys: Result<Vec<Vec<u8>>, KeyError>,
         call: BatchFn<T, R>,
     ) -> Submit<T, Result<Vec<R>, CoalescedError<T::Error>>> {
-        let (answer, reply) = reply::pair(Err(CoalescedError::Stopped));
-        let job = match keys {
-            Ok(keys) => Some(Job::Run(Box::new(move |wrapper: &T| {
-                let encoded: Vec<EncodedKey<'_>> =
-                    keys.iter().map(|k| EncodedKey::from_encoded(k)).collect();
-                let answered = call(wrapper, &encoded);
-                answer.send(match answered {
-                    Ok(answers) if answers.len() == encoded.len() => Ok(answers),
-                    Ok(answers) => Err(CoalescedError::Short {
-                        asked: encoded.len(),
-                        answered: answers.len(),
-                    }),
-                    Err(e) => Err(CoalescedError::Batch(Arc::new(e))),
-                });
-            }) as Box<dyn FnOnce(&T) + Send>)),
-            Err(e) => {
-                answer.send(Err(e.into()));
-                None
+        self.submit(keys.map(|keys| {
+            move |answer: queue::KeyAnswer<Vec<R>, T::Error>| {
+                Job::Run(Box::new(move |wrapper: &T| {
+                    let encoded: Vec<EncodedKey<'_>> =
+                        keys.iter().map(|k| EncodedKey::from_encoded(k)).collect();
+                    let answered = call(wrapper, &encoded);
+                    answer.send(match answered {
+                        Ok(answers) if answers.len() == encoded.len() => Ok(answers),
+                        Ok(answers) => Err(CoalescedError::Short {
+                            asked: encoded.len(),
+                            answered: answers.len(),
+                        }),
+                        Err(e) => Err(CoalescedError::Batch(Arc::new(e))),
+                    });
+                }) as Box<dyn FnOnce(&T) + Send>)
             }
-        };
-        Submit {
-            handle: Arc::clone(&self.handle),
-            job,
-            reply,
-        }
+        }))
     }
 
     /// Inserts every key as one batch of its own (one transaction: the wrapper's

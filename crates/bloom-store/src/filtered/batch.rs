@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use bloom_core::{EncodedKey, Key, KeyError};
 
-use crate::confirm::LookupCounts;
+use crate::confirm::{commit_absent, present_by_probe};
 
 use super::{Answering, FilteredStore};
 use crate::error::StoreError;
@@ -60,7 +60,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             .iter()
             .map(|k| k.encode_checked(encoding))
             .collect::<Result<_, KeyError>>()?;
-        let probed = LookupCounts::present_by_probe(&Answering(self), &self.store, &encoded);
+        let probed = present_by_probe(&Answering(self), &self.store, &encoded);
         let Some(present) = probed.map_err(StoreError::Store)? else {
             return self.insert_batch(&encoded);
         };
@@ -68,7 +68,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let skipped = present.iter().filter(|p| **p).count() as u64;
         self.counters.inserts.fetch_add(skipped, Ordering::Relaxed);
         // Only the keys the store does not have are committed; the others are not new.
-        crate::confirm::commit_absent(&encoded, &present, |absent| self.insert_batch(absent))
+        commit_absent(&encoded, &present, |absent| self.insert_batch(absent))
     }
 
     fn insert_batch(&self, keys: &[EncodedKey<'_>]) -> Result<Vec<bool>, StoreError<S::Error>> {

@@ -130,13 +130,11 @@ struct Answering<'w, S>(&'w FilteredStore<S>);
 
 impl<S: PrimaryStore> Bits for Answering<'_, S> {
     fn maybe_each(&self, keys: &[EncodedKey<'_>]) -> Option<Vec<bool>> {
-        self.0
-            .trusted_filter()
-            .map(|filter| filter.contains_each(keys))
+        self.0.with_trusted(|filter| filter.contains_each(keys))
     }
 
     fn maybe(&self, key: &EncodedKey<'_>) -> Option<bool> {
-        self.0.trusted_filter().map(|filter| filter.contains(key))
+        self.0.with_trusted(|filter| filter.contains(key))
     }
 }
 
@@ -309,12 +307,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// Whether the filter may answer "absent" alone as far as the store's claim goes: only
     /// while it holds. A claim lost for good (the store replaced under the wrapper, or taken
     /// by another wrapper) bypasses the filter for good, with the store's reason.
-    /// The active filter, while it answers: trusted, and the store's claim holds.
-    fn trusted_filter(&self) -> Option<Arc<StoreFilter>> {
+    /// `answer` of the active filter, while it answers: trusted, and the store's claim holds.
+    fn with_trusted<R>(&self, answer: impl FnOnce(&StoreFilter) -> R) -> Option<R> {
         let answers = self.claim_answers();
         let state = self.read();
         match state.mode {
-            Mode::Trusted if answers => Some(Arc::clone(&state.active)),
+            Mode::Trusted if answers => Some(answer(&state.active)),
             Mode::Trusted | Mode::Bypassed(_) => None,
         }
     }
