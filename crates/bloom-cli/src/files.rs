@@ -16,7 +16,7 @@ use bloom_format::{
 };
 
 use crate::error::{CmdResult, Failure};
-pub(crate) use crate::filters::{Answering, AnyFilter};
+pub(crate) use crate::filters::{Answering, AnyFilter, Reported};
 use crate::signals::Signals;
 
 /// The path that means standard input or output.

@@ -1,69 +1,33 @@
-//! [`AnyFilter`]: a filter as the commands hold it (plain, counting or a scalable chain),
-//! what it says about itself after a command (the summary line, the verdict against its
+//! What a command says about the filter it holds (bloom-core's [`AnyFilter`]) after it
+//! wrote it (the summary line, the verdict against its
 //! plan), and [`Answering`], what answers `check`.
 
-use bloom_core::{
-    BloomFilter, CountingBloomFilter, EncodedKey, Filter, FilterConfig, GrowthStop, KeyError,
-    ScalableBloomFilter,
-};
-use bloom_format::Header;
+use bloom_core::{BloomFilter, Filter, GrowthStop, ScalableBloomFilter};
 
 use crate::error::{CmdResult, Failure};
 
-/// A filter as a command holds it: plain, counting (layout `counting-4bit`), or a scalable
-/// chain (layout `scalable`).
-pub(crate) enum AnyFilter {
-    Plain(BloomFilter),
-    Counting(CountingBloomFilter),
-    Scalable(ScalableBloomFilter),
-}
+pub(crate) use bloom_core::AnyFilter;
 
-/// Runs `$body` with `$f` bound to the filter an [`AnyFilter`] holds, for what every filter
-/// type answers alike ([`Filter`]).
-macro_rules! with_filter {
-    ($any:expr, $f:ident => $body:expr) => {
-        match $any {
-            AnyFilter::Plain($f) => $body,
-            AnyFilter::Counting($f) => $body,
-            AnyFilter::Scalable($f) => $body,
-        }
-    };
-}
-
-impl AnyFilter {
-    /// The configuration keys are encoded with: a chain's newest stage's, whose encoding,
-    /// tables and salt every stage shares.
-    pub(crate) fn config(&self) -> &FilterConfig {
-        with_filter!(self, f => f.config())
-    }
-
-    pub(crate) fn insert_bytes(&mut self, key: &[u8]) -> Result<bool, KeyError> {
-        with_filter!(self, f => f.insert(key))
-    }
-
-    /// Inserts keys already encoded with the filter's encoding.
-    pub(crate) fn insert_all<'k>(&mut self, keys: impl Iterator<Item = EncodedKey<'k>>) {
-        let _added = with_filter!(self, f => f.insert_all(keys));
-    }
-
-    /// The keys the filter counts as inserted (inserts that changed a bit).
-    pub(crate) fn items_inserted(&self) -> u64 {
-        with_filter!(self, f => f.items_inserted())
-    }
-
-    /// The estimated number of distinct keys in the filter.
-    pub(crate) fn estimated_items(&self) -> f64 {
-        with_filter!(self, f => f.estimated_items())
-    }
-
-    /// The estimated false-positive rate at the filter's fill.
-    pub(crate) fn estimated_false_positive_rate(&self) -> f64 {
-        with_filter!(self, f => f.estimated_false_positive_rate())
-    }
-
+/// What a command says about the filter it wrote: the summary line, the verdict against its
+/// plan, and what answers `check`. The rest ([`Filter`] and the key methods) is
+/// [`AnyFilter`]'s own.
+pub(crate) trait Reported {
     /// The one-line summary of a command that wrote this filter: `what` (say, "built
     /// seen.bloom from 1000 keys"), then its size and estimates.
-    pub(crate) fn summary(&self, what: &str) -> String {
+    fn summary(&self, what: &str) -> String;
+
+    /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
+    /// written). `name` is the snapshot as the summary names it; `max_bytes` the
+    /// `--max-bytes` a chain may grow to.
+    fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult;
+
+    /// What answers for this filter: the plain filter that answers as this one does (a
+    /// counting filter's projection, a quarter of its size), or the chain.
+    fn into_answering(self) -> CmdResult<Answering>;
+}
+
+impl Reported for AnyFilter {
+    fn summary(&self, what: &str) -> String {
         if let Self::Scalable(chain) = self {
             let stages = chain.stages().len();
             return format!(
@@ -78,7 +42,7 @@ impl AnyFilter {
             );
         }
         let config = self.config();
-        let bytes = with_filter!(self, f => f.payload_len());
+        let bytes = self.payload_len();
         format!(
             "{what}: m = {} bits ({bytes} bytes), k = {}, {} in it, estimated false-positive rate {}",
             config.bits(),
@@ -88,13 +52,10 @@ impl AnyFilter {
         )
     }
 
-    /// Past its plan: a warning on standard error, or with `strict` a refusal (nothing is
-    /// written). `name` is the snapshot as the summary names it; `max_bytes` the
-    /// `--max-bytes` a chain may grow to.
-    pub(crate) fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
+    fn check_capacity(&self, name: &str, strict: bool, max_bytes: u64) -> CmdResult {
         let over = match self {
             Self::Scalable(chain) => chain_over(name, chain, max_bytes),
-            _ => with_filter!(self, f => f.capacity()).filter(bloom_core::Capacity::is_over).map(|capacity| {
+            _ => self.capacity().filter(bloom_core::Capacity::is_over).map(|capacity| {
                 let plan = capacity.plan;
                 let why = format!(
                     "{name} is over its plan: {} items for a capacity of {}, estimated false-positive rate {} against a target of {}",
@@ -122,21 +83,7 @@ impl AnyFilter {
         Ok(())
     }
 
-    /// The header of a snapshot of the filter.
-    pub(crate) fn header(&self, generation: bloom_format::DatasetGeneration) -> Header {
-        with_filter!(self, f => f.header(generation))
-    }
-
-    pub(crate) fn for_each_payload_chunk<E>(
-        &self,
-        each: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        with_filter!(self, f => f.for_each_payload_chunk(each))
-    }
-
-    /// What answers for this filter: the plain filter that answers as this one does (a
-    /// counting filter's projection, a quarter of its size), or the chain.
-    pub(crate) fn into_answering(self) -> CmdResult<Answering> {
+    fn into_answering(self) -> CmdResult<Answering> {
         match self {
             Self::Plain(f) => Ok(Answering::One(f)),
             Self::Counting(f) => f

@@ -58,7 +58,8 @@ pub enum BuildError {
 /// [`Layout::SplitBlock512`] from about 0.0861 % to 3.48 %, `xxh3-128` with [`Layout::Blocked512`]
 /// elsewhere); with a rule asked for, [`Layout::default_for`] it; with a layout asked for,
 /// [`PositionRule::fastest_for`] it; [`Layout::Standard`] and `xxh3-128` for a counting
-/// filter, the only layout it has; NFC keys, no salt.
+/// filter, the only layout it has; NFC keys, no salt. With a salt and no rule asked for,
+/// `sha256-double`: the one rule a salt protects against chosen keys (as the CLI chooses).
 #[derive(Clone, Debug)]
 #[must_use = "a builder makes nothing until `build` is called"]
 pub struct FilterBuilder {
@@ -76,6 +77,16 @@ pub(crate) struct KeyOptions {
     pub(crate) rule: Option<PositionRule>,
     pub(crate) encoding: KeyEncoding,
     pub(crate) salt: Salt,
+}
+
+impl KeyOptions {
+    /// The rule asked for, or `sha256-double` for a salted filter: a salt is asked for
+    /// against chosen keys, which only the salted SHA-256 rule resists (the CLI's default
+    /// too).
+    pub(crate) fn rule_or_salted(&self) -> Option<PositionRule> {
+        self.rule
+            .or((!self.salt.is_empty()).then_some(PositionRule::Sha256Double))
+    }
 }
 
 impl Default for KeyOptions {
@@ -144,7 +155,7 @@ impl FilterBuilder {
     /// plain one.
     fn config_with(&self, counting: bool) -> Result<FilterConfig, BuildError> {
         let (keys, fpr) = (&self.keys, self.keys.fpr);
-        let (rule, layout) = match (keys.rule, self.layout) {
+        let (rule, layout) = match (keys.rule_or_salted(), self.layout) {
             (rule, Some(layout)) => (rule.unwrap_or(PositionRule::fastest_for(layout)), layout),
             (Some(rule), None) if counting => (rule, Layout::Standard),
             (Some(rule), None) => (rule, Layout::default_for(rule, fpr)),

@@ -64,6 +64,7 @@
 // (`kernel::Kernel::contains` and `insert`).
 #![deny(unsafe_code)]
 
+mod any;
 mod atomic;
 mod batch;
 mod bits;
@@ -86,6 +87,7 @@ mod scalable;
 mod shared_methods;
 mod snapshot;
 
+pub use any::AnyFilter;
 pub use atomic::AtomicBloomFilter;
 pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};

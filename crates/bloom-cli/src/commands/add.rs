@@ -1,9 +1,11 @@
 //! `bloom add`: keys into an existing snapshot, under the writers' lock.
 
+use bloom_core::Filter as _;
+
 use crate::cli::AddArgs;
 use crate::commands::{insert_args, insert_from, require_keys};
 use crate::error::{CmdResult, Failure};
-use crate::files::{self, AnyFilter};
+use crate::files::{self, AnyFilter, Reported as _};
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {

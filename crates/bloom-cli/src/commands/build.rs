@@ -1,14 +1,14 @@
 //! `bloom build`: a new snapshot from keys.
 
 use bloom_core::{
-    BloomFilter, CountingBloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout,
+    BloomFilter, CountingBloomFilter, Filter as _, FilterConfig, FilterParams, KeyEncoding, Layout,
     PositionRule, Salt, ScalableBloomFilter, ScalableError,
 };
 
 use crate::cli::{BuildArgs, Size};
 use crate::commands::insert_from;
 use crate::error::{CmdResult, Failure};
-use crate::files::{self, AnyFilter};
+use crate::files::{self, AnyFilter, Reported as _};
 use crate::signals::Signals;
 
 pub(crate) fn run(args: &BuildArgs, signals: &Signals) -> CmdResult {
@@ -123,7 +123,7 @@ fn finish(
     keys: u64,
     signals: &Signals,
 ) -> CmdResult {
-    let header = filter.header(args.generation.into());
+    let header = filter.header(args.generation);
     filter.check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;
     files::write(output, filter, header, signals)?;
     crate::warn(&filter.summary(&format!(

@@ -5,7 +5,7 @@ use bloom_core::{BloomFilter, Filter, ScalableBloomFilter};
 use crate::cli::CheckArgs;
 use crate::commands::{foreign_tables_warning, key_batches, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
-use crate::files::{self, Answering};
+use crate::files::{self, Answering, Reported as _};
 use crate::output::{Answers, escape_key};
 
 /// Returns the exit code: 0, or 4 with `--exit-status` when a key is absent.

@@ -159,7 +159,7 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
     let count = source.for_each(|key, line| {
         if one_by_one {
             filter
-                .insert_bytes(key)
+                .insert(key)
                 .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
         } else {
             let encoded = filter
@@ -169,13 +169,13 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
                 .map_err(|e| Failure::input(format!("{name} line {line}: {e}")))?;
             batch.push(encoded.as_bytes());
             if batch.is_full() {
-                filter.insert_all(batch.encoded());
+                let _added = filter.insert_all(batch.encoded());
                 batch.clear();
             }
         }
         Ok(())
     })?;
-    filter.insert_all(batch.encoded());
+    let _added = filter.insert_all(batch.encoded());
     Ok(count)
 }
 
@@ -183,7 +183,7 @@ pub(crate) fn insert_from(filter: &mut AnyFilter, source: &KeySource) -> CmdResu
 pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult {
     for key in keys {
         filter
-            .insert_bytes(key.as_bytes())
+            .insert(key.as_bytes())
             .map_err(|e| Failure::input(format!("key {key:?}: {e}")))?;
     }
     Ok(())

@@ -5,7 +5,7 @@ use bloom_core::{EncodedKey, Filter, RemoveError};
 use crate::cli::RemoveArgs;
 use crate::commands::{key_batches, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
-use crate::files::{self, AnyFilter};
+use crate::files::{self, AnyFilter, Reported as _};
 use crate::output::{Out, escape_key};
 use crate::signals::Signals;
 

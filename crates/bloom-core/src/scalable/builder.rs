@@ -175,7 +175,7 @@ impl ScalableBuilder {
     pub fn build(&self) -> Result<ScalableBloomFilter, ScalableError> {
         check_growth(self.growth, self.tightening)?;
         let fpr = self.keys.fpr;
-        let rule = self.keys.rule.unwrap_or(PositionRule::Xxh3_128);
+        let rule = self.keys.rule_or_salted().unwrap_or(PositionRule::Xxh3_128);
         if rule.is_guava() {
             return Err(ScalableError::Rule { rule });
         }
