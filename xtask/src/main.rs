@@ -19,10 +19,13 @@
 //! - `cargo xtask tidy` checks the shape of the source tree (file length, each file's `//!`
 //!   doc naming its job, no top-level `use super::*;`, import circles, and errors that would
 //!   show their cause twice); it also runs as a test.
+//! - `cargo xtask ffi-header [--check]` generates `crates/bloom-ffi/include/bloom.h` with
+//!   cbindgen, or checks that the committed header is current (CI runs the check).
 //! - `cargo xtask guava-fixtures` regenerates `fixtures/guava/` with real Guava (Java and
 //!   Debian's `libguava-java`, installed with apt where missing). CI never runs it.
 
 mod error_sources;
+mod ffi_header;
 mod file_jobs;
 mod fixtures;
 mod frozen;
@@ -41,6 +44,8 @@ fn main() -> ExitCode {
     match args.as_slice() {
         ["fixtures"] => fixtures::run(fixtures::Mode::Write),
         ["fixtures", "--check"] => fixtures::run(fixtures::Mode::Check),
+        ["ffi-header"] => ffi_header::run(ffi_header::Mode::Write),
+        ["ffi-header", "--check"] => ffi_header::run(ffi_header::Mode::Check),
         ["guava-fixtures"] => guava::generate(),
         ["setup"] => test::setup(),
         ["test", extra @ ..] => test::run(extra),
@@ -59,7 +64,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask setup | cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask tidy | cargo xtask guava-fixtures"
+                "usage: cargo xtask setup | cargo xtask test [CARGO TEST ARGS...] | cargo xtask fixtures [--check] | cargo xtask ffi-header [--check] | cargo xtask fuzz [--time SECONDS] [TARGET...] | cargo xtask tidy | cargo xtask guava-fixtures"
             );
             ExitCode::from(2)
         }

@@ -1,0 +1,334 @@
+//! Snapshots through the C ABI: load from a path or a buffer, save to a path or a buffer
+//! (freed with [`bloom_buffer_free`]), verify, and inspect a header ([`BloomHeaderInfo`]).
+
+use std::ffi::c_char;
+
+use bloom_format::{FormatVersion, Header};
+
+use super::filter::BloomFilter;
+use super::ptr::{self, Out};
+use super::status::{BloomStatus, guard};
+use crate::snapshots::{self, DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Source};
+
+/// A name of a header field, NUL-terminated, in a fixed array: nothing to free.
+pub type BloomName = [c_char; 32];
+
+/// What a snapshot header says. Names are NUL-terminated UTF-8 in fixed arrays: nothing to
+/// free.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BloomHeaderInfo {
+    /// The format version (1, 2 or 3).
+    pub format_version: u16,
+    /// `"plain"`, `"counting"` or `"scalable"`.
+    pub kind: BloomName,
+    /// The position rule's name.
+    pub rule: BloomName,
+    /// The layout's name.
+    pub layout: BloomName,
+    /// The key encoding's name.
+    pub encoding: BloomName,
+    /// Bits `m` (counters for a counting filter; all stages' for a scalable one).
+    pub bits: u64,
+    /// Positions per key `k`.
+    pub hashes: u32,
+    /// Whether the filter is salted (the salt itself is never reported).
+    pub salted: bool,
+    /// Whether the snapshot is bound to a primary store.
+    pub store_bound: bool,
+    /// Whether a plan is recorded (`plan_capacity`, `plan_false_positive_rate`).
+    pub has_plan: bool,
+    /// The dataset generation the bits cover.
+    pub dataset_generation: u64,
+    /// The items the filter counted.
+    pub items: u64,
+    /// The payload's length in bytes.
+    pub payload_len: u64,
+    /// The planned capacity (0 without a plan).
+    pub plan_capacity: u64,
+    /// The planned false-positive rate (0 without a plan).
+    pub plan_false_positive_rate: f64,
+}
+
+/// `name` as a fixed, NUL-terminated array (cut short if ever longer than 31 bytes).
+fn c_name(name: &str) -> BloomName {
+    let mut out: BloomName = [0; 32];
+    for (slot, &byte) in out.iter_mut().zip(name.as_bytes().iter().take(31)) {
+        *slot = byte as c_char;
+    }
+    out
+}
+
+impl BloomHeaderInfo {
+    /// The C form of a header.
+    pub(super) fn from_header(version: FormatVersion, header: &Header) -> Self {
+        Self::from_info(&HeaderInfo::new(version, header))
+    }
+
+    fn from_info(info: &HeaderInfo) -> Self {
+        let (has_plan, (plan_capacity, plan_false_positive_rate)) = match info.plan {
+            Some(plan) => (true, plan),
+            None => (false, (0, 0.0)),
+        };
+        Self {
+            format_version: info.format_version,
+            kind: c_name(info.kind),
+            rule: c_name(info.rule),
+            layout: c_name(info.layout),
+            encoding: c_name(info.encoding),
+            bits: info.bits,
+            hashes: info.hashes,
+            salted: info.salted,
+            store_bound: info.store_bound,
+            has_plan,
+            dataset_generation: info.dataset_generation,
+            items: info.items,
+            payload_len: info.payload_len,
+            plan_capacity,
+            plan_false_positive_rate,
+        }
+    }
+}
+
+/// `max_payload_bytes` as given, 0 meaning the default (1 GiB).
+fn limit(max_payload_bytes: u64) -> u64 {
+    if max_payload_bytes == 0 {
+        DEFAULT_MAX_PAYLOAD_BYTES
+    } else {
+        max_payload_bytes
+    }
+}
+
+/// Loads the snapshot at `path` (plain, counting or scalable): every byte is checked (both
+/// checksums, every field) before the filter is handed out, and a payload over
+/// `max_payload_bytes` (0: the default, 1 GiB) is refused before anything is allocated. On
+/// success `*out` is the new handle, which answers exactly as the filter that wrote the file.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `path` is a NUL-terminated string (or null, refused); `out` is valid for writing one
+/// pointer (or null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_filter_load(
+    path: *const c_char,
+    max_payload_bytes: u64,
+    out: *mut *mut BloomFilter,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let path = unsafe { ptr::path(path, "path") }?;
+        let out = unsafe { Out::new(out, "out") }?;
+        let loaded = snapshots::load(Source::Path(path), limit(max_payload_bytes))?;
+        let generation = loaded.header.dataset_generation.get();
+        out.write(BloomFilter::boxed(loaded.filter, generation));
+        Ok(())
+    })
+}
+
+/// Loads a snapshot from the `len` bytes at `data`, as [`bloom_filter_load`] does. The
+/// bytes are copied: the buffer may be freed after the call.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `data` points to `len` readable bytes (or is null with `len` 0); `out` is valid for
+/// writing one pointer (or null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_filter_load_buffer(
+    data: *const u8,
+    len: usize,
+    max_payload_bytes: u64,
+    out: *mut *mut BloomFilter,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let data = unsafe { ptr::bytes(data, len, "data") }?;
+        let out = unsafe { Out::new(out, "out") }?;
+        let loaded = snapshots::load(Source::Bytes(data), limit(max_payload_bytes))?;
+        let generation = loaded.header.dataset_generation.get();
+        out.write(BloomFilter::boxed(loaded.filter, generation));
+        Ok(())
+    })
+}
+
+/// Saves a snapshot of the filter to `path`, recording `dataset_generation` (the generation
+/// of the primary store these bits fully cover; 0 for a filter tied to no store). The write
+/// is atomic: `path` holds the old file or the new one, never a mix, whatever happens. An
+/// existing file that is not a snapshot is never replaced (`BLOOM_ERR_IO`).
+///
+/// Thread safety: reads the filter only; safe on many threads at once (two saves to the same
+/// path: the last rename wins, each file whole).
+///
+/// # Safety
+/// `filter` is a live handle (or null, refused); `path` is a NUL-terminated string (or
+/// null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_filter_save(
+    filter: *const BloomFilter,
+    path: *const c_char,
+    dataset_generation: u64,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let filter = unsafe { ptr::handle(filter) }?;
+        let path = unsafe { ptr::path(path, "path") }?;
+        snapshots::save(&filter.filter, dataset_generation, path)
+    })
+}
+
+/// A snapshot of the filter in a new buffer, recording `dataset_generation`: on success
+/// `*data` and `*len` are the buffer, which the caller frees with [`bloom_buffer_free`].
+///
+/// Thread safety: reads the filter only; safe on many threads at once.
+///
+/// # Safety
+/// `filter` is a live handle (or null, refused); `data` and `len` are valid for writing one
+/// pointer and one `size_t` (or null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_filter_to_buffer(
+    filter: *const BloomFilter,
+    dataset_generation: u64,
+    data: *mut *mut u8,
+    len: *mut usize,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let filter = unsafe { ptr::handle(filter) }?;
+        let data = unsafe { Out::new(data, "data") }?;
+        let len = unsafe { Out::new(len, "len") }?;
+        let bytes = snapshots::to_bytes(&filter.filter, dataset_generation)?.into_boxed_slice();
+        len.write(bytes.len());
+        data.write(Box::into_raw(bytes).cast::<u8>());
+        Ok(())
+    })
+}
+
+/// Frees a buffer from [`bloom_filter_to_buffer`], given with the length it came with. Null
+/// is allowed and does nothing.
+///
+/// Thread safety: no other call may use the buffer at the same time, or after.
+///
+/// # Safety
+/// `data` is null or a buffer from [`bloom_filter_to_buffer`] not freed yet, and `len` its
+/// length.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_buffer_free(data: *mut u8, len: usize) {
+    if !data.is_null() {
+        let slice = std::ptr::slice_from_raw_parts_mut(data, len);
+        // SAFETY: the caller promises a live buffer of ours and its length: a boxed slice.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+/// Checks the snapshot at `path` completely (both checksums, every field, nothing after the
+/// payload) in constant memory, as `bloom verify` does: `BLOOM_OK` only for an intact
+/// snapshot. On success `*info` (unless null) is its header.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `path` is a NUL-terminated string (or null, refused); `info` is null or valid for
+/// writing one `BloomHeaderInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_verify(
+    path: *const c_char,
+    max_payload_bytes: u64,
+    info: *mut BloomHeaderInfo,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let path = unsafe { ptr::path(path, "path") }?;
+        let info = unsafe { Out::optional(info) };
+        report(
+            snapshots::verify(Source::Path(path), limit(max_payload_bytes))?,
+            info,
+        );
+        Ok(())
+    })
+}
+
+/// [`bloom_verify`] for the `len` bytes at `data`.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `data` points to `len` readable bytes (or is null with `len` 0); `info` is null or valid
+/// for writing one `BloomHeaderInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_verify_buffer(
+    data: *const u8,
+    len: usize,
+    max_payload_bytes: u64,
+    info: *mut BloomHeaderInfo,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let data = unsafe { ptr::bytes(data, len, "data") }?;
+        let info = unsafe { Out::optional(info) };
+        report(
+            snapshots::verify(Source::Bytes(data), limit(max_payload_bytes))?,
+            info,
+        );
+        Ok(())
+    })
+}
+
+/// Reads the header of the snapshot at `path` (its checksum checked; the payload is not
+/// read, so this is no verification): on success `*info` is what it says.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `path` is a NUL-terminated string (or null, refused); `info` is valid for writing one
+/// `BloomHeaderInfo` (or null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_inspect(
+    path: *const c_char,
+    max_payload_bytes: u64,
+    info: *mut BloomHeaderInfo,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let path = unsafe { ptr::path(path, "path") }?;
+        let info = unsafe { Out::new(info, "info") }?;
+        report(
+            snapshots::inspect(Source::Path(path), limit(max_payload_bytes))?,
+            Some(info),
+        );
+        Ok(())
+    })
+}
+
+/// [`bloom_inspect`] for the `len` bytes at `data`.
+///
+/// Thread safety: safe from any thread.
+///
+/// # Safety
+/// `data` points to `len` readable bytes (or is null with `len` 0); `info` is valid for
+/// writing one `BloomHeaderInfo` (or null, refused).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_inspect_buffer(
+    data: *const u8,
+    len: usize,
+    max_payload_bytes: u64,
+    info: *mut BloomHeaderInfo,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let data = unsafe { ptr::bytes(data, len, "data") }?;
+        let info = unsafe { Out::new(info, "info") }?;
+        report(
+            snapshots::inspect(Source::Bytes(data), limit(max_payload_bytes))?,
+            Some(info),
+        );
+        Ok(())
+    })
+}
+
+/// Writes a header's C form to an optional out-parameter.
+fn report(info: HeaderInfo, out: Option<Out<BloomHeaderInfo>>) {
+    if let Some(out) = out {
+        out.write(BloomHeaderInfo::from_info(&info));
+    }
+}

@@ -1,0 +1,239 @@
+//! [`Error`] and its [`ErrorKind`]: what every binding reports, with a stable numeric code
+//! (the C ABI's status) and a stable name (the Python exception's `kind`), classified once
+//! from the library's typed errors.
+
+use std::fmt;
+
+use bloom_core::{BitsError, BuildError, KeyError, ScalableError, SnapshotError};
+use bloom_format::{DecodeError, ReadError, StreamWriteError, WriteError};
+
+/// What went wrong, in a form every language can branch on. The codes are part of the C ABI
+/// and the names part of the Python package: neither ever changes meaning, and new kinds get
+/// new codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrorKind {
+    /// An argument is invalid: a null pointer, a parameter out of range, an unknown rule,
+    /// layout or encoding name, options that do not go together.
+    InvalidArgument = 1,
+    /// The file could not be read or written: missing, no permission, not a regular file
+    /// (a directory, a FIFO, a device), or an I/O error.
+    Io = 2,
+    /// The bytes are not a bloom snapshot at all (another kind of file, or empty).
+    NotASnapshot = 3,
+    /// The bytes are a damaged snapshot: truncated, a checksum mismatch, an invalid field.
+    /// Never trust such a file: rebuild the filter from the primary data.
+    Corrupt = 4,
+    /// The snapshot is intact but uses a format version, rule, layout or encoding this build
+    /// does not implement: upgrade, or rebuild the filter from the primary data.
+    Unsupported = 5,
+    /// The snapshot's payload is larger than the limit it was read with: raise the limit if
+    /// the file is trusted.
+    TooLarge = 6,
+    /// A key was refused: the filter's encoding takes text, and the bytes are not UTF-8.
+    Key = 7,
+    /// Memory for the filter could not be allocated.
+    OutOfMemory = 8,
+    /// A bug in bloom: a panic was caught at the boundary. The handle it happened on must
+    /// not be used again except to free it. Please report it.
+    Internal = 9,
+}
+
+impl ErrorKind {
+    /// Every kind, in code order.
+    pub const ALL: [Self; 9] = [
+        Self::InvalidArgument,
+        Self::Io,
+        Self::NotASnapshot,
+        Self::Corrupt,
+        Self::Unsupported,
+        Self::TooLarge,
+        Self::Key,
+        Self::OutOfMemory,
+        Self::Internal,
+    ];
+
+    /// The stable numeric code (the C ABI's `BLOOM_ERR_*`).
+    #[must_use]
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The stable name: `"invalid-argument"`, `"io"`, `"not-a-snapshot"`, `"corrupt"`,
+    /// `"unsupported"`, `"too-large"`, `"key"`, `"out-of-memory"` or `"internal"`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "invalid-argument",
+            Self::Io => "io",
+            Self::NotASnapshot => "not-a-snapshot",
+            Self::Corrupt => "corrupt",
+            Self::Unsupported => "unsupported",
+            Self::TooLarge => "too-large",
+            Self::Key => "key",
+            Self::OutOfMemory => "out-of-memory",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The kind with this code, if any.
+    #[must_use]
+    pub fn from_code(code: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A binding's error: its [`ErrorKind`] and a message for people, which says what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    /// An error of `kind` with `message`.
+    #[must_use]
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// An invalid argument.
+    #[must_use]
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidArgument, message)
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub const fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same error, its message prefixed by `context` (a path, say).
+    #[must_use]
+    pub fn context(self, context: impl fmt::Display) -> Self {
+        Self {
+            kind: self.kind,
+            message: format!("{context}: {}", self.message),
+        }
+    }
+
+    /// A snapshot that could not be read (`ReadError`), classified.
+    #[must_use]
+    pub fn read(e: &ReadError) -> Self {
+        let kind = match e {
+            ReadError::Io { .. } | ReadError::NotARegularFile { .. } => ErrorKind::Io,
+            ReadError::Alloc { .. } => ErrorKind::OutOfMemory,
+            ReadError::Decode(d) => return Self::decode(d),
+            _ => ErrorKind::Corrupt,
+        };
+        Self::new(kind, e.to_string())
+    }
+
+    /// Bytes that do not decode as a snapshot (`DecodeError`), classified.
+    #[must_use]
+    pub fn decode(e: &DecodeError) -> Self {
+        let kind = match e {
+            DecodeError::BadMagic { .. } | DecodeError::Truncated { got: 0, .. } => {
+                ErrorKind::NotASnapshot
+            }
+            DecodeError::UnsupportedVersion { .. } | DecodeError::UnknownId { .. } => {
+                ErrorKind::Unsupported
+            }
+            DecodeError::OverLimit { .. } => ErrorKind::TooLarge,
+            _ => ErrorKind::Corrupt,
+        };
+        let mut message = e.to_string();
+        if kind == ErrorKind::Corrupt {
+            message.push_str("; do not trust this file: rebuild the filter from the primary data");
+        }
+        Self::new(kind, message)
+    }
+
+    /// A decoded snapshot that cannot become a filter in this build, classified.
+    #[must_use]
+    pub fn load(e: &ScalableError) -> Self {
+        let kind = match e {
+            ScalableError::Snapshot(
+                SnapshotError::Unsupported { .. } | SnapshotError::Config(_),
+            ) => ErrorKind::Unsupported,
+            ScalableError::Snapshot(SnapshotError::Bits(BitsError::Alloc(_)))
+            | ScalableError::Build(BuildError::Alloc(_)) => ErrorKind::OutOfMemory,
+            _ => ErrorKind::Corrupt,
+        };
+        Self::new(kind, e.to_string())
+    }
+
+    /// A filter that cannot be built as asked, classified.
+    #[must_use]
+    pub fn build(e: &ScalableError) -> Self {
+        let kind = match e {
+            ScalableError::Build(BuildError::Alloc(_)) => ErrorKind::OutOfMemory,
+            _ => ErrorKind::InvalidArgument,
+        };
+        Self::new(kind, format!("cannot build the filter: {e}"))
+    }
+
+    /// A snapshot that could not be written.
+    #[must_use]
+    pub fn write(e: &WriteError) -> Self {
+        Self::new(ErrorKind::Io, e.to_string())
+    }
+
+    /// A snapshot that could not be streamed.
+    #[must_use]
+    pub fn stream(e: &StreamWriteError) -> Self {
+        let kind = match e {
+            StreamWriteError::Io(_) => ErrorKind::Io,
+            _ => ErrorKind::Internal,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+impl From<KeyError> for Error {
+    fn from(e: KeyError) -> Self {
+        Self::new(ErrorKind::Key, e.to_string())
+    }
+}
+
+impl From<BuildError> for Error {
+    fn from(e: BuildError) -> Self {
+        Self::build(&ScalableError::Build(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_names_are_distinct_and_round_trip() {
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+        for (i, kind) in ErrorKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.code(), i32::try_from(i).unwrap() + 1);
+            assert_eq!(ErrorKind::from_code(kind.code()), Some(kind));
+        }
+        assert_eq!(ErrorKind::from_code(0), None);
+        assert_eq!(ErrorKind::from_code(10), None);
+    }
+}

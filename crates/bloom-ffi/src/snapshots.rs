@@ -1,0 +1,248 @@
+//! Snapshots in and out, for every binding: [`load`] a filter from a file or bytes,
+//! [`save`] or [`to_bytes`] one, [`verify`] a snapshot completely, and [`inspect`] its
+//! header ([`HeaderInfo`]). Every read checks sizes before it allocates and verifies both
+//! checksums before it answers.
+
+use std::io::Read;
+use std::path::Path;
+
+use bloom_core::{AnyFilter, Filter, ScalableError};
+use bloom_format::{
+    AtomicFile, DecodeOptions, FormatVersion, Header, ReadError, SnapshotReader, SnapshotWriter,
+    WriteOptions,
+};
+
+use crate::error::Error;
+
+/// Where a snapshot is read from: a file (opened as `bloom_format::open_regular_file`
+/// opens it: a directory, FIFO or device is refused before it is read) or bytes in memory.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// A file.
+    Path(&'a Path),
+    /// Bytes in memory.
+    Bytes(&'a [u8]),
+}
+
+impl<'a> Source<'a> {
+    /// The reader of the snapshot, its header checked (and sized against `max_payload_bytes`).
+    fn open(self, max_payload_bytes: u64) -> Result<SnapshotReader<Box<dyn Read + 'a>>, Error> {
+        let options = DecodeOptions::with_max_payload_len(max_payload_bytes);
+        match self {
+            Self::Path(path) => SnapshotReader::open(path, &options)
+                .map(SnapshotReader::boxed)
+                .map_err(|e| Error::read(&e).context(path.display())),
+            Self::Bytes(bytes) => SnapshotReader::new(bytes, &options)
+                .map(SnapshotReader::boxed)
+                .map_err(|e| Error::read(&e)),
+        }
+    }
+
+    /// An error about this source: prefixed by the path for a file.
+    fn error(self, e: Error) -> Error {
+        match self {
+            Self::Path(path) => e.context(path.display()),
+            Self::Bytes(_) => e,
+        }
+    }
+}
+
+/// The largest payload the bindings read unless told otherwise: 1 GiB, as the CLI
+/// (`bloom_format::DEFAULT_MAX_PAYLOAD_LEN`).
+pub const DEFAULT_MAX_PAYLOAD_BYTES: u64 = bloom_format::DEFAULT_MAX_PAYLOAD_LEN;
+
+/// Why a payload could not become a filter: the read, or the filter.
+enum LoadFailure {
+    Read(ReadError),
+    Load(ScalableError),
+}
+
+impl From<ReadError> for LoadFailure {
+    fn from(e: ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+impl From<ScalableError> for LoadFailure {
+    fn from(e: ScalableError) -> Self {
+        Self::Load(e)
+    }
+}
+
+/// A loaded snapshot: the filter, and the header it was read with (its dataset generation,
+/// its store binding).
+#[derive(Debug)]
+pub struct Loaded {
+    /// The filter.
+    pub filter: AnyFilter,
+    /// The header read.
+    pub header: Header,
+    /// The header's format version.
+    pub format_version: FormatVersion,
+}
+
+/// Loads the filter a snapshot holds (plain, counting or scalable), refusing a payload over
+/// `max_payload_bytes` before anything is allocated. The filter answers exactly as the
+/// filter that wrote it; a chain may grow up to `max_payload_bytes`, so that what is saved
+/// can be read back with the same limit.
+///
+/// # Errors
+/// Every [`ErrorKind`](crate::ErrorKind) a read can have: `Io`, `NotASnapshot`, `Corrupt`,
+/// `Unsupported`, `TooLarge`, `OutOfMemory`.
+pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error> {
+    let reader = source.open(max_payload_bytes)?;
+    let header = reader.header().clone();
+    let format_version = reader.format_version();
+    let filter = AnyFilter::from_payload(&header, |sink| {
+        reader
+            .read_payload_with(|chunk| {
+                sink(chunk);
+                Ok::<(), LoadFailure>(())
+            })
+            .map(drop)
+    })
+    .map_err(|e| match e {
+        LoadFailure::Read(e) => source.error(Error::read(&e)),
+        LoadFailure::Load(e) => source.error(Error::load(&e)),
+    })?;
+    let filter = match filter {
+        AnyFilter::Scalable(mut chain) => {
+            chain.set_growth_limit(Some(max_payload_bytes));
+            AnyFilter::Scalable(chain)
+        }
+        other => other,
+    };
+    Ok(Loaded {
+        filter,
+        header,
+        format_version,
+    })
+}
+
+/// Writes a snapshot of `filter`, recording `dataset_generation`, to `path`, atomically: a
+/// temporary file beside it, synced, then renamed over it. Whatever happens, `path` holds
+/// the old snapshot or the new one, never a mix. An existing file that is not a snapshot is
+/// never replaced, and a salted filter's file is created readable by its owner only.
+///
+/// # Errors
+/// [`ErrorKind::Io`](crate::ErrorKind::Io).
+pub fn save(filter: &AnyFilter, dataset_generation: u64, path: &Path) -> Result<(), Error> {
+    let header = filter.header(dataset_generation);
+    let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))
+        .map_err(|e| Error::write(&e))?;
+    let mut writer = SnapshotWriter::new(file, header).map_err(|e| Error::stream(&e))?;
+    filter
+        .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+        .map_err(|e| Error::stream(&e).context(path.display()))?;
+    let file = writer
+        .finish()
+        .map_err(|e| Error::stream(&e).context(path.display()))?;
+    file.commit().map_err(|e| Error::write(&e))
+}
+
+/// A snapshot of `filter` in memory, recording `dataset_generation`: the bytes [`save`]
+/// writes.
+///
+/// # Errors
+/// [`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory) when the bytes cannot be
+/// allocated.
+pub fn to_bytes(filter: &AnyFilter, dataset_generation: u64) -> Result<Vec<u8>, Error> {
+    let header = filter.header(dataset_generation);
+    let len = usize::try_from(filter.payload_len().saturating_add(4096)).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| {
+        Error::new(
+            crate::ErrorKind::OutOfMemory,
+            format!("cannot allocate {len} bytes for the snapshot"),
+        )
+    })?;
+    let mut writer =
+        SnapshotWriter::new(std::io::Cursor::new(out), header).map_err(|e| Error::stream(&e))?;
+    filter
+        .for_each_payload_chunk(|chunk| writer.write_payload(chunk))
+        .map_err(|e| Error::stream(&e))?;
+    writer
+        .finish()
+        .map(std::io::Cursor::into_inner)
+        .map_err(|e| Error::stream(&e))
+}
+
+/// Reads a snapshot through and checks all of it (both checksums, every field, nothing
+/// after the payload), in constant memory: what `bloom verify` does. Returns its header.
+///
+/// # Errors
+/// As [`load`], but never `OutOfMemory` for the payload: it is not kept.
+pub fn verify(source: Source<'_>, max_payload_bytes: u64) -> Result<HeaderInfo, Error> {
+    let reader = source.open(max_payload_bytes)?;
+    let (version, header) = reader.verify().map_err(|e| source.error(Error::read(&e)))?;
+    Ok(HeaderInfo::new(version, &header))
+}
+
+/// Reads a snapshot's header only (its checksum checked, the payload not read): what it
+/// holds and how it was made.
+///
+/// # Errors
+/// As [`load`], for the header.
+pub fn inspect(source: Source<'_>, max_payload_bytes: u64) -> Result<HeaderInfo, Error> {
+    let reader = source.open(max_payload_bytes)?;
+    Ok(HeaderInfo::new(reader.format_version(), reader.header()))
+}
+
+/// What a snapshot header says, in plain values every language can hold.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct HeaderInfo {
+    /// The format version (1, 2 or 3).
+    pub format_version: u16,
+    /// `"plain"`, `"counting"` or `"scalable"`.
+    pub kind: &'static str,
+    /// Bits (counters, for a counting filter; all stages', for a chain) `m`.
+    pub bits: u64,
+    /// Positions per key `k`.
+    pub hashes: u32,
+    /// The position rule's name.
+    pub rule: &'static str,
+    /// The layout's name.
+    pub layout: &'static str,
+    /// The key encoding's name.
+    pub encoding: &'static str,
+    /// Whether the filter is salted (the salt itself is never reported).
+    pub salted: bool,
+    /// The dataset generation the bits cover.
+    pub dataset_generation: u64,
+    /// The items the filter counted.
+    pub items: u64,
+    /// The payload's length in bytes.
+    pub payload_len: u64,
+    /// Whether the snapshot is bound to a primary store.
+    pub store_bound: bool,
+    /// The plan: capacity and false-positive rate, when recorded.
+    pub plan: Option<(u64, f64)>,
+}
+
+impl HeaderInfo {
+    /// The plain values of `header`.
+    #[must_use]
+    pub fn new(version: FormatVersion, header: &Header) -> Self {
+        let kind = match header.layout {
+            bloom_format::LayoutId::Counting4 => "counting",
+            bloom_format::LayoutId::Scalable => "scalable",
+            _ => "plain",
+        };
+        Self {
+            format_version: version.value(),
+            kind,
+            bits: header.bit_count,
+            hashes: header.hash_count,
+            rule: header.position_rule.name(),
+            layout: header.layout.name(),
+            encoding: header.key_encoding.id.name(),
+            salted: !header.salt.is_empty(),
+            dataset_generation: header.dataset_generation.get(),
+            items: header.item_count,
+            payload_len: header.payload_len(),
+            store_bound: header.store.is_some(),
+            plan: header.plan.map(|p| (p.capacity, p.false_positive_rate)),
+        }
+    }
+}
