@@ -10,7 +10,9 @@
 //!   tests start by themselves (Debian's packages, when missing and run as root; otherwise it
 //!   says what to run), then runs `cargo test --workspace --locked --no-fail-fast [ARGS...]`.
 //!   It builds `bloom-redis-module` first (the Redis tests load it), and runs the Redis
-//!   suites a second time with the module loaded into every server they start.
+//!   suites a second time with the module loaded into every server they start. Then it
+//!   builds the Python package with maturin into a virtual environment under `target/` and
+//!   runs its pytest suite.
 //! - `cargo xtask setup` installs what the build and the tests need (the test servers, and
 //!   libclang for the module's bindgen) without running anything; CI runs it before clippy.
 //! - `cargo xtask fuzz [--time SECONDS] [TARGET...]` builds the libFuzzer targets of `fuzz/`
@@ -31,6 +33,7 @@ mod fixtures;
 mod frozen;
 mod fuzz;
 mod guava;
+mod python;
 mod readme;
 mod test;
 mod tidy;

@@ -2,7 +2,8 @@
 //! themselves are installed (installing Debian's packages when they are missing and we run as
 //! root or have password-less sudo, or saying exactly what to run otherwise), then runs the
 //! whole suite with
-//! `--no-fail-fast`, so that one failing test binary never hides the others.
+//! `--no-fail-fast`, so that one failing test binary never hides the others, and the Python
+//! package's tests (`python.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -77,6 +78,27 @@ const REQUIREMENTS: &[Requirement] = &[
         extra_dirs: no_extra_dirs,
         package: "openssl",
         used_by: "the Redis TLS tests (a throwaway certificate authority)",
+        library: false,
+    },
+    Requirement {
+        program: "valgrind",
+        extra_dirs: no_extra_dirs,
+        package: "valgrind",
+        used_by: "bloom-ffi's C tests (leaks and invalid accesses through the C ABI)",
+        library: false,
+    },
+    Requirement {
+        program: "cc",
+        extra_dirs: no_extra_dirs,
+        package: "gcc",
+        used_by: "bloom-ffi's C tests (a C program against the static library)",
+        library: false,
+    },
+    Requirement {
+        program: "python3",
+        extra_dirs: no_extra_dirs,
+        package: "python3-venv",
+        used_by: "the Python package's tests (a virtual environment with maturin and pytest)",
         library: false,
     },
     Requirement {
@@ -248,9 +270,17 @@ pub(crate) fn run(extra: &[&str]) -> ExitCode {
         .iter()
         .take_while(|a| **a != "--")
         .any(|a| a.starts_with("-p") || a.starts_with("--package"));
-    // The Redis tests load the module into their servers: built first, where they look.
-    let module = ["build", "--locked", "-p", "bloom-redis-module"];
-    if !cargo_ok(&cargo, &module, None) {
+    // The Redis tests load the module into their servers, and the C and Python tests run
+    // the `bloom` command: built first, where they look.
+    let first = [
+        "build",
+        "--locked",
+        "-p",
+        "bloom-redis-module",
+        "-p",
+        "bloom-cli",
+    ];
+    if !cargo_ok(&cargo, &first, None) {
         return ExitCode::FAILURE;
     }
     let mut args = vec!["test"];
@@ -281,6 +311,21 @@ pub(crate) fn run(extra: &[&str]) -> ExitCode {
             "shared_store",
         ];
         ok &= cargo_ok(&cargo, &again, Some(("BLOOM_REDIS_TEST_PATH", "module")));
+    }
+    // The Python package, built with maturin and tested with pytest.
+    let python = extra
+        .iter()
+        .take_while(|a| **a != "--")
+        .any(|a| a.contains("bloom-py"));
+    if !chosen || python {
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+            PathBuf::from,
+        );
+        if let Err(e) = crate::python::test(&target) {
+            eprintln!("error: {e}");
+            ok = false;
+        }
     }
     if ok {
         ExitCode::SUCCESS

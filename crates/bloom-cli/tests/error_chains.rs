@@ -134,6 +134,26 @@ fn write_error(dir: &Path) -> WriteError {
 }
 
 #[test]
+fn binding_errors() {
+    // Garbage bytes, a missing file, a refused key: each error of the C and Python bindings.
+    let garbage = bloom_ffi::load(bloom_ffi::Source::Bytes(b"garbage"), 1 << 20).unwrap_err();
+    assert_eq!(garbage.kind(), bloom_ffi::ErrorKind::NotASnapshot);
+    shown_once(&garbage);
+    let missing = bloom_ffi::verify(
+        bloom_ffi::Source::Path(Path::new("/nonexistent/seen.bloom")),
+        1 << 20,
+    )
+    .unwrap_err();
+    assert_eq!(missing.kind(), bloom_ffi::ErrorKind::Io);
+    shown_once(&missing);
+    let key = bloom_ffi::Error::from(KeyError::InvalidUtf8 {
+        valid_up_to: 0,
+        encoding: KeyEncoding::Nfc,
+    });
+    shown_once(&key);
+}
+
+#[test]
 fn core_errors_show_their_cause_once() {
     let params = FilterParams::new(0, 3).unwrap_err();
     shown_once(&params);
@@ -446,6 +466,7 @@ fn public_error_types() -> BTreeSet<String> {
         "bloom-postgres",
         "bloom-parquet",
         "bloom-cli",
+        "bloom-ffi",
     ] {
         let mut files = Vec::new();
         rust_files(&crates.join(krate).join("src"), &mut files);

@@ -44,7 +44,7 @@ typedef struct BloomOptions {
   // The layout's name (`"standard"`, `"blocked-512"`, `"split-block-512"`, ...), or null
   // for the default for the rate.
   const char *layout;
-  // The key encoding's name (`"nfc"`, `"utf8"`, `"bytes"`, `"nfc-trim-lowercase"`,
+  // The key encoding's name (`"nfc"`, `"utf8"`, `"bytes"`, `"nfc-trim-lower"`,
   // `"utf16le"`), or null for NFC.
   const char *encoding;
   // A secret salt of `salt_len` bytes, or null for none.

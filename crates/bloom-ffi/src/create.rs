@@ -100,7 +100,7 @@ impl FilterOptions {
         Ok(())
     }
 
-    /// Sets the encoding by its name (`nfc`, `utf8`, `bytes`, `nfc-trim-lowercase`,
+    /// Sets the encoding by its name (`nfc`, `utf8`, `bytes`, `nfc-trim-lower`,
     /// `utf16le`).
     ///
     /// # Errors

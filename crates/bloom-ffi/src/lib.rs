@@ -9,7 +9,7 @@
 //!   Kotlin (JNI) callers.
 //! - **The Rust API the bindings share**: [`FilterOptions`] and [`create`] plan a filter as
 //!   `bloom build` does, [`load`], [`save`], [`to_bytes`], [`verify`] and [`inspect`] move
-//!   snapshots, and [`Error`] classifies every failure into an [`ErrorKind`] with a stable
+//!   snapshots, [`from_guava`] and [`to_guava`] move Guava streams, and [`Error`] classifies every failure into an [`ErrorKind`] with a stable
 //!   code and name.
 //!
 //! A snapshot read here answers every key exactly as the Rust reader does (the golden
@@ -34,10 +34,12 @@
 pub mod c;
 mod create;
 mod error;
+mod guava;
 mod snapshots;
 
 pub use create::{FilterKind, FilterOptions, create};
 pub use error::{Error, ErrorKind};
+pub use guava::{from_guava, funnel_named, to_guava};
 pub use snapshots::{
     DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Loaded, Source, inspect, load, save, to_bytes, verify,
 };

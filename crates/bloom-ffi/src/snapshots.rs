@@ -221,6 +221,13 @@ pub struct HeaderInfo {
 }
 
 impl HeaderInfo {
+    /// What a snapshot of `filter` would record, with `dataset_generation`, in this build's
+    /// format version.
+    #[must_use]
+    pub fn of_filter(filter: &AnyFilter, dataset_generation: u64) -> Self {
+        Self::new(FormatVersion::CURRENT, &filter.header(dataset_generation))
+    }
+
     /// The plain values of `header`.
     #[must_use]
     pub fn new(version: FormatVersion, header: &Header) -> Self {

@@ -11,6 +11,7 @@ use super::snapshot::BloomHeaderInfo;
 use super::status::{BloomStatus, guard};
 use crate::create::{FilterOptions, create};
 use crate::error::Error;
+use crate::snapshots::HeaderInfo;
 
 /// A filter: plain, counting or scalable, created or loaded. Opaque; free it with
 /// [`bloom_filter_free`].
@@ -50,7 +51,7 @@ pub struct BloomOptions {
     /// The layout's name (`"standard"`, `"blocked-512"`, `"split-block-512"`, ...), or null
     /// for the default for the rate.
     pub layout: *const c_char,
-    /// The key encoding's name (`"nfc"`, `"utf8"`, `"bytes"`, `"nfc-trim-lowercase"`,
+    /// The key encoding's name (`"nfc"`, `"utf8"`, `"bytes"`, `"nfc-trim-lower"`,
     /// `"utf16le"`), or null for NFC.
     pub encoding: *const c_char,
     /// A secret salt of `salt_len` bytes, or null for none.
@@ -317,11 +318,10 @@ pub unsafe extern "C" fn bloom_filter_header(
         // SAFETY: the caller's promises, forwarded.
         let filter = unsafe { ptr::handle(filter) }?;
         let info = unsafe { Out::new(info, "info") }?;
-        let header = filter.filter.header(filter.generation);
-        info.write(BloomHeaderInfo::from_header(
-            bloom_format::FormatVersion::CURRENT,
-            &header,
-        ));
+        info.write(BloomHeaderInfo::from_info(&HeaderInfo::of_filter(
+            &filter.filter,
+            filter.generation,
+        )));
         Ok(())
     })
 }

@@ -3,8 +3,6 @@
 
 use std::ffi::c_char;
 
-use bloom_format::{FormatVersion, Header};
-
 use super::filter::BloomFilter;
 use super::ptr::{self, Out};
 use super::status::{BloomStatus, guard};
@@ -60,12 +58,8 @@ fn c_name(name: &str) -> BloomName {
 }
 
 impl BloomHeaderInfo {
-    /// The C form of a header.
-    pub(super) fn from_header(version: FormatVersion, header: &Header) -> Self {
-        Self::from_info(&HeaderInfo::new(version, header))
-    }
-
-    fn from_info(info: &HeaderInfo) -> Self {
+    /// The C form of a header's values.
+    pub(super) fn from_info(info: &HeaderInfo) -> Self {
         let (has_plan, (plan_capacity, plan_false_positive_rate)) = match info.plan {
             Some(plan) => (true, plan),
             None => (false, (0, 0.0)),

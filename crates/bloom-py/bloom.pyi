@@ -1,0 +1,131 @@
+"""Bloom filters that are safe to persist and safe to trust.
+
+A snapshot is verified (both checksums, every field) before it is used, and answers every
+key exactly as the Rust reader, the `bloom` CLI and the C ABI answer it. "maybe" is not
+"yes": confirm a `True` against your primary store before treating a key as seen.
+"""
+
+import os
+from typing import Iterable, Literal, Optional, Union
+
+Key = Union[str, bytes]
+"""A key: `str` (encoded by the filter's encoding, NFC by default) or `bytes` (which a text
+encoding takes as UTF-8, refusing other bytes with `KeyEncodingError`)."""
+
+Source = Union[str, os.PathLike, bytes]
+"""A snapshot: a path, or its bytes."""
+
+DEFAULT_MAX_BYTES: int
+"""The largest payload read unless told otherwise: 1 GiB."""
+
+__version__: str
+
+class BloomFilter:
+    """A Bloom filter: plain, counting or scalable.
+
+    Safe to share between threads: queries run side by side, inserts one at a time. The
+    many-key forms (`insert_all`, `contains_all`) and all file work release the GIL.
+    """
+
+    def __init__(
+        self,
+        expected_items: int,
+        false_positive_rate: float = 0.01,
+        *,
+        kind: Literal["plain", "counting", "scalable"] = "plain",
+        rule: Optional[str] = None,
+        layout: Optional[str] = None,
+        encoding: Literal["nfc", "utf8", "bytes", "nfc-trim-lower", "utf16le"] = "nfc",
+        salt: Optional[bytes] = None,
+    ) -> None:
+        """A new, empty filter planned for `expected_items` keys at `false_positive_rate`,
+        planned exactly as `bloom build` plans it (the same keys and options make the same
+        snapshot bytes).
+
+        `rule` is a position rule's name (`xxh3-128`, `xxh3-64`, `sha256-double`, ...;
+        default: the fastest for the rate, or `sha256-double` when salted); `layout` a
+        layout's name (`standard`, `blocked-512`, `split-block-512`, ...); `salt` a secret
+        for keys an adversary picks.
+
+        Raises `InvalidArgumentError` for a plan or options that cannot be built.
+        """
+
+    def insert(self, key: Key) -> bool:
+        """Inserts a key; whether it changed the filter (`False`: it may have been there)."""
+
+    def contains(self, key: Key) -> bool:
+        """Whether a key may have been inserted: `False` is definite, `True` is "maybe"."""
+
+    def __contains__(self, key: Key) -> bool: ...
+    def insert_all(self, keys: Iterable[Key]) -> int:
+        """Inserts every key of any iterable (taken a chunk at a time, in bounded memory);
+        how many changed the filter. A refused key raises `KeyEncodingError` naming its
+        index, after every key before it was inserted."""
+
+    def contains_all(self, keys: Iterable[Key]) -> list[bool]:
+        """Whether each key may have been inserted, in order: the answers of `contains`."""
+
+    def save(self, path: Union[str, os.PathLike], generation: int = 0) -> None:
+        """Writes a snapshot atomically (the old file or the new one, never a mix),
+        recording `generation`: the generation of the primary store these bits fully cover
+        (0 for none). A file that is not a snapshot is never replaced."""
+
+    def to_bytes(self, generation: int = 0) -> bytes:
+        """The snapshot as bytes: what `save` writes."""
+
+    def to_guava(self) -> bytes:
+        """The Guava stream of a filter of Guava's rules (`guava-mitz32`/`guava-mitz64`), which
+        the JVM's `BloomFilter.readFrom` reads. Raises `InvalidArgumentError` otherwise."""
+
+    @property
+    def kind(self) -> Literal["plain", "counting", "scalable"]: ...
+    @property
+    def generation(self) -> int:
+        """The dataset generation the filter was loaded with (0 for a new filter)."""
+
+    def info(self) -> dict[str, object]:
+        """What a snapshot would record (as `inspect` gives it) and the estimates:
+        `items_inserted`, `fill_ratio`, `estimated_items`, `estimated_false_positive_rate`,
+        `remaining_capacity`, `is_over_capacity`."""
+
+def load(path: Union[str, os.PathLike], max_bytes: Optional[int] = None) -> BloomFilter:
+    """Loads the filter a snapshot file holds, every byte checked first; a payload over
+    `max_bytes` (default 1 GiB) is refused before anything is allocated."""
+
+def loads(data: bytes, max_bytes: Optional[int] = None) -> BloomFilter:
+    """`load` for a snapshot's bytes."""
+
+def inspect(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
+    """A snapshot's header (its checksum checked; the payload is not read): `format_version`,
+    `kind`, `bits`, `hashes`, `rule`, `layout`, `encoding`, `salted`, `dataset_generation`,
+    `items`, `payload_len`, `store_bound`, `plan_capacity`, `plan_false_positive_rate`."""
+
+def verify(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
+    """Checks a snapshot completely, as `bloom verify` does, in constant memory; returns its
+    header as `inspect` does, or raises."""
+
+def from_guava(
+    source: Source, funnel: Literal["utf8", "chars", "bytes"], max_bytes: Optional[int] = None
+) -> BloomFilter:
+    """The filter a Guava `BloomFilter.writeTo` stream holds. The stream does not record how
+    the JVM turned keys into bytes: give its funnel (`utf8` for
+    `Funnels.stringFunnel(UTF_8)`, `chars` for `unencodedCharsFunnel()`, `bytes` for
+    `byteArrayFunnel()` and the integer and long funnels over little-endian bytes)."""
+
+class BloomError(Exception):
+    """Every error of the package."""
+
+    kind: str
+    """The stable name of the error's kind (the C ABI's `bloom_status_name`)."""
+    code: int
+    """The stable code of the error's kind (the C ABI's `BLOOM_ERR_*`)."""
+
+class InvalidArgumentError(BloomError): ...
+class SnapshotIOError(BloomError): ...
+class NotASnapshotError(BloomError): ...
+class CorruptSnapshotError(BloomError): ...
+class UnsupportedSnapshotError(BloomError): ...
+class SnapshotTooLargeError(BloomError): ...
+class KeyEncodingError(BloomError): ...
+class OutOfMemoryError(BloomError): ...
+class InternalError(BloomError): ...

@@ -1,0 +1,29 @@
+//! The Python package `bloom` (built with maturin: `pip install ./crates/bloom-py`):
+//! Bloom filters whose snapshots are verified before they are trusted, and which answer
+//! every key exactly as the Rust reader (and the CLI, and the C ABI) does.
+//!
+//! The package is a thin front end: planning, keys, snapshots and error kinds are
+//! bloom-ffi's, shared with the C ABI. Its API is in `bloom.pyi`; its tests are pytest's
+//! (`tests/`, run by `cargo xtask test`).
+
+mod errors;
+mod filter;
+mod header;
+mod keys;
+mod snapshots;
+
+use pyo3::prelude::*;
+
+/// Bloom filters that are safe to persist and safe to trust.
+#[pymodule]
+fn bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<filter::PyBloomFilter>()?;
+    m.add_function(wrap_pyfunction!(snapshots::load, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::loads, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::verify, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::from_guava, m)?)?;
+    m.add("DEFAULT_MAX_BYTES", bloom_ffi::DEFAULT_MAX_PAYLOAD_BYTES)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)
+}

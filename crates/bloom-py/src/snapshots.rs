@@ -1,0 +1,123 @@
+//! The module's functions over snapshots: `load`, `loads`, `inspect`, `verify`, and
+//! `from_guava`. File work releases the GIL; a source is a path (`str` or `os.PathLike`)
+//! or `bytes`.
+
+use std::path::PathBuf;
+
+use bloom_ffi::{DEFAULT_MAX_PAYLOAD_BYTES, Source};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::header::header_dict;
+
+use crate::errors::py_err;
+use crate::filter::PyBloomFilter;
+
+/// A snapshot's source as given from Python: bytes, or a path.
+enum Given<'a> {
+    Bytes(&'a [u8]),
+    Path(PathBuf),
+}
+
+impl<'a> Given<'a> {
+    fn of(source: &'a Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = source.cast::<PyBytes>() {
+            return Ok(Self::Bytes(bytes.as_bytes()));
+        }
+        source.extract::<PathBuf>().map(Self::Path).map_err(|_| {
+            PyTypeError::new_err("a snapshot source is a path (str or os.PathLike) or bytes")
+        })
+    }
+
+    fn source(&self) -> Source<'_> {
+        match self {
+            Self::Bytes(bytes) => Source::Bytes(bytes),
+            Self::Path(path) => Source::Path(path),
+        }
+    }
+}
+
+/// The limit given, or the default (1 GiB).
+fn limit(max_bytes: Option<u64>) -> u64 {
+    max_bytes.unwrap_or(DEFAULT_MAX_PAYLOAD_BYTES)
+}
+
+/// Loads the filter a snapshot file holds, every byte checked first.
+#[pyfunction]
+#[pyo3(signature = (path, max_bytes = None))]
+pub(crate) fn load(
+    py: Python<'_>,
+    path: PathBuf,
+    max_bytes: Option<u64>,
+) -> PyResult<PyBloomFilter> {
+    let loaded = py
+        .detach(|| bloom_ffi::load(Source::Path(&path), limit(max_bytes)))
+        .map_err(py_err)?;
+    let generation = loaded.header.dataset_generation.get();
+    Ok(PyBloomFilter::new(loaded.filter, generation))
+}
+
+/// Loads the filter a snapshot in `bytes` holds, every byte checked first.
+#[pyfunction]
+#[pyo3(signature = (data, max_bytes = None))]
+pub(crate) fn loads(
+    py: Python<'_>,
+    data: &[u8],
+    max_bytes: Option<u64>,
+) -> PyResult<PyBloomFilter> {
+    let loaded = py
+        .detach(|| bloom_ffi::load(Source::Bytes(data), limit(max_bytes)))
+        .map_err(py_err)?;
+    let generation = loaded.header.dataset_generation.get();
+    Ok(PyBloomFilter::new(loaded.filter, generation))
+}
+
+/// A snapshot's header (its checksum checked; the payload is not read): a `dict`.
+#[pyfunction]
+#[pyo3(signature = (source, max_bytes = None))]
+pub(crate) fn inspect<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, PyAny>,
+    max_bytes: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let given = Given::of(source)?;
+    let info = py
+        .detach(|| bloom_ffi::inspect(given.source(), limit(max_bytes)))
+        .map_err(py_err)?;
+    header_dict(py, &info)
+}
+
+/// Checks a snapshot completely (both checksums, every field), as `bloom verify` does;
+/// returns its header as a `dict`, or raises.
+#[pyfunction]
+#[pyo3(signature = (source, max_bytes = None))]
+pub(crate) fn verify<'py>(
+    py: Python<'py>,
+    source: &Bound<'py, PyAny>,
+    max_bytes: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let given = Given::of(source)?;
+    let info = py
+        .detach(|| bloom_ffi::verify(given.source(), limit(max_bytes)))
+        .map_err(py_err)?;
+    header_dict(py, &info)
+}
+
+/// The filter a Guava `BloomFilter.writeTo` stream holds (a path or `bytes`), its keys hashed
+/// as the JVM's funnel hashed them: `utf8`, `chars` or `bytes`.
+#[pyfunction]
+#[pyo3(signature = (source, funnel, max_bytes = None))]
+pub(crate) fn from_guava(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    funnel: &str,
+    max_bytes: Option<u64>,
+) -> PyResult<PyBloomFilter> {
+    let funnel = bloom_ffi::funnel_named(funnel).map_err(py_err)?;
+    let given = Given::of(source)?;
+    let filter = py
+        .detach(|| bloom_ffi::from_guava(given.source(), funnel, limit(max_bytes)))
+        .map_err(py_err)?;
+    Ok(PyBloomFilter::new(filter, 0))
+}

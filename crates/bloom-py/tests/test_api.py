@@ -1,0 +1,106 @@
+"""The package as a pipeline uses it: keys of both types, iterables of any length, threads,
+paths, and every misuse answered by a clear exception."""
+
+import pathlib
+import threading
+
+import pytest
+
+import bloom
+
+
+def test_text_and_bytes_keys():
+    f = bloom.BloomFilter(1000)
+    assert f.insert("café")
+    assert not f.insert("cafe\u0301"), "NFC: the same key"
+    assert f.contains("cafe\u0301".encode())
+    assert f.insert(b"raw")
+    assert "raw" in f
+    assert f.contains_all(["café", b"raw", "absent"]) == [True, True, False]
+    with pytest.raises(TypeError):
+        f.insert(42)
+    with pytest.raises(TypeError):
+        f.contains_all(["ok", None])
+
+
+def test_refused_keys_name_their_index():
+    f = bloom.BloomFilter(1000)
+    with pytest.raises(bloom.KeyEncodingError) as raised:
+        f.insert(b"\xff")
+    assert raised.value.kind == "key" and raised.value.code == 7
+    with pytest.raises(bloom.KeyEncodingError) as raised:
+        f.contains_all([b"a", b"b", b"\xfe"])
+    assert "key 2" in str(raised.value)
+    with pytest.raises(bloom.KeyEncodingError) as raised:
+        f.insert_all(["a", b"\xfe"])
+    assert "key 1" in str(raised.value)
+    # The bytes encoding takes any bytes.
+    raw = bloom.BloomFilter(1000, encoding="bytes")
+    assert raw.insert(b"\xff") and b"\xff" in raw
+
+
+def test_iterables_of_any_length_in_chunks():
+    f = bloom.BloomFilter(300_000)
+    added = f.insert_all(f"k{i}" for i in range(200_000))
+    assert 199_000 < added <= 200_000
+    answers = f.contains_all(f"k{i}" for i in range(200_000))
+    assert len(answers) == 200_000 and all(answers)
+    assert f.insert_all([]) == 0 and f.contains_all(iter(())) == []
+
+
+def test_threads_share_a_filter():
+    f = bloom.BloomFilter(100_000)
+
+    def work(t):
+        f.insert_all(f"t{t}-{i}" for i in range(10_000))
+        for i in range(0, 10_000, 97):
+            assert f.contains(f"t{t}-{i}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(f.contains_all(f"t{t}-{i}" for t in range(4) for i in range(10_000)))
+
+
+def test_options_are_checked():
+    for bad in (
+        lambda: bloom.BloomFilter(0),
+        lambda: bloom.BloomFilter(100, 1.5),
+        lambda: bloom.BloomFilter(100, kind="cuckoo"),
+        lambda: bloom.BloomFilter(100, rule="md5"),
+        lambda: bloom.BloomFilter(100, layout="spiral"),
+        lambda: bloom.BloomFilter(100, encoding="latin-1"),
+        lambda: bloom.BloomFilter(100, salt=b"x" * 1000),
+        lambda: bloom.BloomFilter(100, kind="scalable", layout="standard"),
+    ):
+        with pytest.raises(bloom.InvalidArgumentError) as raised:
+            bad()
+        assert raised.value.kind == "invalid-argument" and str(raised.value)
+    with pytest.raises(OverflowError):
+        bloom.BloomFilter(-1)
+
+
+def test_save_load_with_paths_and_generations(tmp_path):
+    f = bloom.BloomFilter(1000, kind="counting", salt=b"secret of this deployment")
+    f.insert_all(["a", "b"])
+    path = tmp_path / "seen.bloom"
+    f.save(path, generation=41)
+    f.save(str(path), generation=42)
+    back = bloom.load(pathlib.Path(path))
+    assert back.generation == 42 and back.kind == "counting"
+    assert back.contains_all(["a", "b", "c"]) == [True, True, False]
+    info = back.info()
+    assert info["salted"] and info["rule"] == "sha256-double" and info["items_inserted"] == 2
+    assert "secret" not in repr(back) and "secret" not in str(info)
+    assert (path.stat().st_mode & 0o777) == 0o600, "a salted snapshot is private"
+
+
+def test_scalable_grows_and_round_trips():
+    f = bloom.BloomFilter(100, 0.01, kind="scalable")
+    f.insert_all(f"k{i}" for i in range(2000))
+    assert f.info()["layout"] == "scalable"
+    back = bloom.loads(f.to_bytes())
+    assert all(back.contains_all(f"k{i}" for i in range(2000)))
+    assert back.info()["estimated_false_positive_rate"] < 0.02

@@ -1,0 +1,69 @@
+"""Damaged, foreign and oversized snapshots raise their exception (with its kind and code)
+from every entry point, and nothing is loaded from them."""
+
+import pytest
+
+import bloom
+from conftest import FIXTURES
+
+GOOD = (FIXTURES / "v3" / "xxh3-blocked.bloom").read_bytes()
+
+
+def flipped(data, at):
+    data = bytearray(data)
+    data[at] ^= 0x10
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "data,error,kind,header_ok",
+    [
+        (flipped(GOOD, len(GOOD) - 10), bloom.CorruptSnapshotError, "corrupt", True),
+        (GOOD[: len(GOOD) // 2], bloom.CorruptSnapshotError, "corrupt", True),
+        (GOOD + b"\0", bloom.CorruptSnapshotError, "corrupt", True),
+        (flipped(GOOD, 20), bloom.CorruptSnapshotError, "corrupt", False),
+        (b"SQLite format 3\0 and then some", bloom.NotASnapshotError, "not-a-snapshot", False),
+        (b"", bloom.NotASnapshotError, "not-a-snapshot", False),
+    ],
+    ids=["payload-bit", "truncated", "trailing-byte", "header-bit", "foreign", "empty"],
+)
+def test_damaged_snapshots_raise(data, error, kind, header_ok, tmp_path):
+    path = tmp_path / "damaged.bloom"
+    path.write_bytes(data)
+    for call in (lambda: bloom.load(path), lambda: bloom.loads(data),
+                 lambda: bloom.verify(path), lambda: bloom.verify(data)):
+        with pytest.raises(error) as raised:
+            call()
+        assert raised.value.kind == kind
+        assert isinstance(raised.value, bloom.BloomError)
+        assert str(raised.value)
+    if header_ok:
+        assert bloom.inspect(data)["kind"] == "plain"
+    else:
+        with pytest.raises(error):
+            bloom.inspect(path)
+
+
+def test_size_limit_is_checked_before_reading(tmp_path):
+    with pytest.raises(bloom.SnapshotTooLargeError) as raised:
+        bloom.loads(GOOD, max_bytes=16)
+    assert raised.value.code == 6
+    assert bloom.loads(GOOD, max_bytes=len(GOOD)).kind == "plain"
+
+
+def test_paths_that_are_not_snapshot_files(tmp_path):
+    for path in (tmp_path, tmp_path / "missing.bloom"):
+        with pytest.raises(bloom.SnapshotIOError) as raised:
+            bloom.load(path)
+        assert raised.value.kind == "io"
+        assert str(path) in str(raised.value)
+    with pytest.raises(TypeError):
+        bloom.inspect(12)
+
+
+def test_save_never_replaces_a_file_that_is_not_a_snapshot(tmp_path):
+    precious = tmp_path / "data.db"
+    precious.write_bytes(b"SQLite format 3\0 precious")
+    with pytest.raises(bloom.SnapshotIOError):
+        bloom.BloomFilter(100).save(precious)
+    assert precious.read_bytes() == b"SQLite format 3\0 precious"
