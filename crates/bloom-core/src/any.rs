@@ -4,6 +4,7 @@
 
 use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot};
 
+use crate::batch::ContainsEach;
 use crate::capacity::Capacity;
 use crate::config::FilterConfig;
 use crate::counting::CountingBloomFilter;
@@ -92,20 +93,53 @@ impl AnyFilter {
     /// Whether each key may have been inserted: one answer per key, in order, exactly those
     /// of [`AnyFilter::contains`]. A plain filter answers a batch at a time
     /// ([`BloomFilter::contains_each`]); the others a key at a time.
-    pub fn contains_each<I>(&self, keys: I) -> impl Iterator<Item = <I::Item as Key>::Answer<bool>>
+    pub fn contains_each<I>(&self, keys: I) -> AnyContainsEach<'_, I::IntoIter>
     where
         I: IntoIterator,
         I::Item: Key,
     {
-        let keys = keys.into_iter();
-        let (batched, one_by_one) = match self {
-            Self::Plain(f) => (Some(f.contains_each(keys)), None),
-            other => (None, Some(keys.map(move |key| other.contains(&key)))),
-        };
-        batched
-            .into_iter()
-            .flatten()
-            .chain(one_by_one.into_iter().flatten())
+        match self {
+            Self::Plain(f) => AnyContainsEach::Batched(f.contains_each(keys)),
+            other => AnyContainsEach::OneByOne(other, keys.into_iter()),
+        }
+    }
+}
+
+/// The answers of [`AnyFilter::contains_each`], in order.
+#[derive(Debug)]
+#[must_use = "iterators are lazy: no key is looked up until the answers are read"]
+// The batched variant holds its batch inline, as `ContainsEach` does: boxing it would cost an
+// allocation per call for an iterator that lives on the caller's stack.
+#[allow(clippy::large_enum_variant)]
+pub enum AnyContainsEach<'a, I: Iterator>
+where
+    I::Item: Key,
+{
+    /// A plain filter's batches.
+    Batched(ContainsEach<'a, I>),
+    /// Another filter, asked a key at a time.
+    OneByOne(&'a AnyFilter, I),
+}
+
+impl<I: Iterator> Iterator for AnyContainsEach<'_, I>
+where
+    I::Item: Key,
+{
+    type Item = <I::Item as Key>::Answer<bool>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::Batched(each) => each.next(),
+            Self::OneByOne(filter, keys) => keys.next().map(|key| filter.contains(&key)),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::Batched(each) => each.size_hint(),
+            Self::OneByOne(_, keys) => keys.size_hint(),
+        }
     }
 }
 

@@ -87,7 +87,7 @@ mod scalable;
 mod shared_methods;
 mod snapshot;
 
-pub use any::AnyFilter;
+pub use any::{AnyContainsEach, AnyFilter};
 pub use atomic::AtomicBloomFilter;
 pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};

@@ -184,7 +184,7 @@ impl PyBloomFilter {
                 let mut filter = self.write()?;
                 insert_batch(&mut filter, &batch, offset)
             })?;
-            offset += chunk.len();
+            offset += batch.len();
             Ok(())
         })?;
         Ok(added)
@@ -201,7 +201,7 @@ impl PyBloomFilter {
                 let filter = self.read()?;
                 contains_batch(&filter, &batch, offset, &mut answers)
             })?;
-            offset += chunk.len();
+            offset += batch.len();
             Ok(())
         })?;
         Ok(answers)

@@ -1,13 +1,15 @@
 //! Keys from Python: `str` (encoded by the filter's encoding) or `bytes`, one at a time or
 //! from any iterable, taken a chunk at a time so that a stream of any length is handled in
-//! bounded memory, and borrowed (never copied) while the GIL is released.
+//! bounded memory, and borrowed (never copied) while the GIL is released: each chunk's
+//! objects are held by a tuple or vector of references no other thread can change.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-/// Keys taken from an iterable before the GIL is released for them.
-pub(crate) const CHUNK: usize = 65_536;
+/// Keys taken from an iterable before the GIL is released for them: few enough that their
+/// objects are still in the cache when their references are dropped.
+pub(crate) const CHUNK: usize = 4_096;
 
 /// One key, borrowed from its Python object.
 #[derive(Clone, Copy)]
@@ -40,38 +42,77 @@ pub(crate) enum Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    /// The keys of a chunk of Python objects.
+    /// The keys of a chunk of Python objects, in one pass while they are all of one type.
     pub(crate) fn of(objects: &'a [Bound<'_, PyAny>]) -> PyResult<Self> {
-        let keys: Vec<OneKey<'a>> = objects.iter().map(one).collect::<PyResult<_>>()?;
-        if keys.iter().all(|k| matches!(k, OneKey::Text(_))) {
-            return Ok(Self::Text(
-                keys.iter()
-                    .filter_map(|k| match k {
-                        OneKey::Text(t) => Some(*t),
-                        OneKey::Bytes(_) => None,
-                    })
-                    .collect(),
-            ));
+        let Some(first) = objects.first() else {
+            return Ok(Self::Text(Vec::new()));
+        };
+        match one(first)? {
+            OneKey::Text(_) => {
+                let mut texts = Vec::with_capacity(objects.len());
+                for object in objects {
+                    match object.cast::<PyString>() {
+                        Ok(text) => texts.push(text.to_str()?),
+                        Err(_) => return Self::mixed(objects),
+                    }
+                }
+                Ok(Self::Text(texts))
+            }
+            OneKey::Bytes(_) => {
+                let mut bytes = Vec::with_capacity(objects.len());
+                for object in objects {
+                    match object.cast::<PyBytes>() {
+                        Ok(b) => bytes.push(b.as_bytes()),
+                        Err(_) => return Self::mixed(objects),
+                    }
+                }
+                Ok(Self::Bytes(bytes))
+            }
         }
-        if keys.iter().all(|k| matches!(k, OneKey::Bytes(_))) {
-            return Ok(Self::Bytes(
-                keys.iter()
-                    .filter_map(|k| match k {
-                        OneKey::Bytes(b) => Some(*b),
-                        OneKey::Text(_) => None,
-                    })
-                    .collect(),
-            ));
+    }
+
+    /// A chunk whose keys are not all of one type.
+    fn mixed(objects: &'a [Bound<'_, PyAny>]) -> PyResult<Self> {
+        objects
+            .iter()
+            .map(one)
+            .collect::<PyResult<_>>()
+            .map(Self::Mixed)
+    }
+
+    /// The number of keys.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Text(keys) => keys.len(),
+            Self::Bytes(keys) => keys.len(),
+            Self::Mixed(keys) => keys.len(),
         }
-        Ok(Self::Mixed(keys))
     }
 }
 
-/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] objects at a time.
+/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] objects at a time,
+/// each object referenced (so alive) while `each` reads it. A list is copied a chunk at a
+/// time (in C) into a tuple of its own, which no other thread can change while the GIL is
+/// released; a tuple is read in place.
 pub(crate) fn for_each_chunk<'py>(
     iterable: &Bound<'py, PyAny>,
     mut each: impl FnMut(&[Bound<'py, PyAny>]) -> PyResult<()>,
 ) -> PyResult<()> {
+    if let Ok(tuple) = iterable.cast::<PyTuple>() {
+        for chunk in tuple.as_slice().chunks(CHUNK) {
+            each(chunk)?;
+        }
+        return Ok(());
+    }
+    if let Ok(list) = iterable.cast::<PyList>() {
+        // A list changed by `each`'s own code between chunks is read as it is then.
+        let mut items = list.iter();
+        while items.len() > 0 {
+            let chunk = PyTuple::new(list.py(), items.by_ref().take(CHUNK))?;
+            each(chunk.as_slice())?;
+        }
+        return Ok(());
+    }
     let mut chunk = Vec::new();
     for key in iterable.try_iter()? {
         chunk.push(key?);

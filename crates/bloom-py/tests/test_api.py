@@ -46,6 +46,10 @@ def test_iterables_of_any_length_in_chunks():
     answers = f.contains_all(f"k{i}" for i in range(200_000))
     assert len(answers) == 200_000 and all(answers)
     assert f.insert_all([]) == 0 and f.contains_all(iter(())) == []
+    # Tuples, and chunks whose keys change type midway.
+    keys = tuple(f"t{i}" if i % 5000 else f"t{i}".encode() for i in range(20_000))
+    assert 19_900 < f.insert_all(keys) <= 20_000  # a key that changes no bit is not counted
+    assert all(f.contains_all(keys)) and all(f.contains_all(list(keys)))
 
 
 def test_threads_share_a_filter():
