@@ -24,7 +24,8 @@ class BloomFilter:
     """A Bloom filter: plain, counting or scalable.
 
     Safe to share between threads: queries run side by side, inserts one at a time. The
-    many-key forms (`insert_all`, `contains_all`) and all file work release the GIL.
+    many-key forms (`insert_all`, `contains_all`) and all file work release the GIL. Pickles
+    as its snapshot, verified again when unpickled.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class BloomFilter:
         layout: Optional[str] = None,
         encoding: Literal["nfc", "utf8", "bytes", "nfc-trim-lower", "utf16le"] = "nfc",
         salt: Optional[bytes] = None,
+        max_bytes: Optional[int] = None,
     ) -> None:
         """A new, empty filter planned for `expected_items` keys at `false_positive_rate`,
         planned exactly as `bloom build` plans it (the same keys and options make the same
@@ -45,9 +47,11 @@ class BloomFilter:
         `rule` is a position rule's name (`xxh3-128`, `xxh3-64`, `sha256-double`, ...;
         default: the fastest for the rate, or `sha256-double` when salted); `layout` a
         layout's name (`standard`, `blocked-512`, `split-block-512`, ...); `salt` a secret
-        for keys an adversary picks.
+        for keys an adversary picks; `max_bytes` the most payload bytes a scalable filter
+        may grow to (`None` or 0: 1 GiB, what `load` reads by default).
 
-        Raises `InvalidArgumentError` for a plan or options that cannot be built.
+        Raises `InvalidArgumentError` for a plan or options that cannot be built, and
+        `OutOfMemoryError` when its bits cannot be allocated.
         """
 
     def insert(self, key: Key) -> bool:
@@ -57,20 +61,28 @@ class BloomFilter:
         """Whether a key may have been inserted: `False` is definite, `True` is "maybe"."""
 
     def __contains__(self, key: Key) -> bool: ...
+    def remove(self, key: Key) -> None:
+        """Removes a key from a counting filter. Raises `InvalidArgumentError` for another
+        kind of filter, or for a key it says is absent. A snapshot saved afterwards is no
+        longer bound to the store it was loaded with."""
+
     def insert_all(self, keys: Iterable[Key]) -> int:
-        """Inserts every key of any iterable (taken a chunk at a time, in bounded memory);
-        how many changed the filter. A refused key raises `KeyEncodingError` naming its
-        index, after every key before it was inserted."""
+        """Inserts every key of any iterable (taken a chunk at a time, in bounded memory; one
+        `str` or `bytes` is refused with `TypeError`); how many changed the filter. A refused
+        key (`KeyEncodingError`, or `TypeError` for a wrong type) stops the call after every
+        key before it was inserted; the exception's message and `key_index` name it."""
 
     def contains_all(self, keys: Iterable[Key]) -> list[bool]:
         """Whether each key may have been inserted, in order: the answers of `contains`."""
 
-    def save(self, path: Union[str, os.PathLike], generation: int = 0) -> None:
+    def save(self, path: Union[str, os.PathLike], generation: Optional[int] = None) -> None:
         """Writes a snapshot atomically (the old file or the new one, never a mix),
-        recording `generation`: the generation of the primary store these bits fully cover
-        (0 for none). A file that is not a snapshot is never replaced."""
+        recording `generation`: the generation of the primary store these bits fully cover.
+        `None` keeps the one it was loaded with or last saved at (0 for a new filter), and
+        with it a store binding (more keys only add false positives); another generation
+        drops the binding. A file that is not a snapshot is never replaced."""
 
-    def to_bytes(self, generation: int = 0) -> bytes:
+    def to_bytes(self, generation: Optional[int] = None) -> bytes:
         """The snapshot as bytes: what `save` writes."""
 
     def to_guava(self) -> bytes:
@@ -81,7 +93,8 @@ class BloomFilter:
     def kind(self) -> Literal["plain", "counting", "scalable"]: ...
     @property
     def generation(self) -> int:
-        """The dataset generation the filter was loaded with (0 for a new filter)."""
+        """The dataset generation the filter was loaded with or last saved at (0 for a new
+        filter)."""
 
     def info(self) -> dict[str, object]:
         """What a snapshot would record (as `inspect` gives it) and the estimates:
@@ -90,7 +103,7 @@ class BloomFilter:
 
 def load(path: Union[str, os.PathLike], max_bytes: Optional[int] = None) -> BloomFilter:
     """Loads the filter a snapshot file holds, every byte checked first; a payload over
-    `max_bytes` (default 1 GiB) is refused before anything is allocated."""
+    `max_bytes` (`None` or 0: 1 GiB) is refused before anything is allocated."""
 
 def loads(data: bytes, max_bytes: Optional[int] = None) -> BloomFilter:
     """`load` for a snapshot's bytes."""
@@ -119,6 +132,8 @@ class BloomError(Exception):
     """The stable name of the error's kind (the C ABI's `bloom_status_name`)."""
     code: int
     """The stable code of the error's kind (the C ABI's `BLOOM_ERR_*`)."""
+    key_index: Optional[int]
+    """For a key refused among many, its index among them."""
 
 class InvalidArgumentError(BloomError): ...
 class SnapshotIOError(BloomError): ...

@@ -133,6 +133,21 @@ pub trait Filter: Sized {
     /// tied to no store). Not bound to a store (set [`Header::store`] for that).
     fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header;
 
+    /// The header of a snapshot that replaces `loaded` (the header this filter was read
+    /// with, keys added since): at `dataset_generation`, or `loaded`'s when `None`; and
+    /// bound to `loaded`'s store while the generation stays `loaded`'s. More bits only add
+    /// false positives, so a binding to a store's history stays true; at another generation
+    /// it would claim a history point it was never checked against, so it is dropped.
+    fn header_replacing(&self, loaded: &Header, dataset_generation: Option<u64>) -> Header {
+        let generation =
+            dataset_generation.map_or(loaded.dataset_generation, DatasetGeneration::new);
+        let mut header = self.header(generation);
+        if generation == loaded.dataset_generation {
+            header.store = loaded.store;
+        }
+        header
+    }
+
     /// The payload's length in bytes.
     fn payload_len(&self) -> u64;
 

@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// For [`bloom_filter_save`] and [`bloom_filter_to_buffer`]: record the dataset generation the
+// filter was loaded with (and keep its store binding).
+#define BLOOM_KEEP_GENERATION 18446744073709551615ull
+
 
 
 // A filter: plain, counting or scalable, created or loaded. Opaque; free it with
@@ -31,6 +35,9 @@ typedef struct BloomFilter BloomFilter;
 // The options of a new filter. Start from [`bloom_options_default`] and change what you
 // need; a null name means the default.
 typedef struct BloomOptions {
+  // `sizeof(BloomOptions)`, as [`bloom_options_default`] sets it: a later version may add
+  // fields at the end, and reads only those the caller's struct has.
+  size_t size;
   // The keys the filter is planned to hold (a scalable filter: its first stage); at least 1.
   uint64_t expected_items;
   // The false-positive rate planned for, above 0 and below 1 (a scalable filter: the whole
@@ -51,6 +58,9 @@ typedef struct BloomOptions {
   const uint8_t *salt;
   // The salt's length in bytes.
   size_t salt_len;
+  // The most payload bytes a scalable filter may grow to (0: 1 GiB, the size a load reads
+  // by default), so that what it saves can be loaded again.
+  uint64_t max_payload_bytes;
 } BloomOptions;
 
 // What a call returns: [`BLOOM_OK`] (0), or one of the `BLOOM_ERR_*` codes. The codes never
@@ -216,7 +226,8 @@ BloomStatus bloom_filter_insert_batch(struct BloomFilter *filter,
 // Answers `count` keys: `answers[i]` is whether `keys[i]` (of `lens[i]` bytes) may have
 // been inserted, as [`bloom_filter_contains`] answers it. Faster than one call per key. A
 // key a text encoding refuses stops the call with `BLOOM_ERR_KEY` (the message names its
-// index); `answers` is then not fully written.
+// index); the answers before it are then written, the rest not (the one exception to
+// out-parameters being untouched on failure).
 //
 // Thread safety: reads only; safe on many threads at once.
 //
@@ -229,6 +240,18 @@ BloomStatus bloom_filter_contains_batch(const struct BloomFilter *filter,
                                         const size_t *lens,
                                         size_t count,
                                         bool *answers);
+
+// Removes the `len` bytes at `key` from a counting filter: `BLOOM_ERR_INVALID_ARGUMENT` for
+// another kind of filter, or for a key it says is absent (or cannot tell). A snapshot saved
+// after a removal is no longer bound to the store the filter was loaded with (the store
+// still holds the key, as far as that history says).
+//
+// Thread safety: needs the handle to itself.
+//
+// # Safety
+// `filter` is a live handle (or null, refused); `key` points to `len` readable bytes (or is
+// null with `len` 0).
+BloomStatus bloom_filter_remove(struct BloomFilter *filter, const uint8_t *key, size_t len);
 
 // What a snapshot of the filter would record, without writing one: its kind, size, rule,
 // layout, encoding, item count, plan, and the dataset generation it was loaded with (0 for
@@ -269,9 +292,12 @@ BloomStatus bloom_filter_load_buffer(const uint8_t *data,
                                      struct BloomFilter **out);
 
 // Saves a snapshot of the filter to `path`, recording `dataset_generation` (the generation
-// of the primary store these bits fully cover; 0 for a filter tied to no store). The write
-// is atomic: `path` holds the old file or the new one, never a mix, whatever happens. An
-// existing file that is not a snapshot is never replaced (`BLOOM_ERR_IO`).
+// of the primary store these bits fully cover; 0 for a filter tied to no store), or with
+// [`BLOOM_KEEP_GENERATION`] the one it was loaded with. A snapshot loaded bound to a store
+// stays bound while its generation is kept (more keys only add false positives), as
+// `bloom add` does; at another generation the binding is dropped. The write is atomic:
+// `path` holds the old file or the new one, never a mix, whatever happens. An existing file
+// that is not a snapshot is never replaced (`BLOOM_ERR_IO`). The handle is not changed.
 //
 // Thread safety: reads the filter only; safe on many threads at once (two saves to the same
 // path: the last rename wins, each file whole).
@@ -283,7 +309,8 @@ BloomStatus bloom_filter_save(const struct BloomFilter *filter,
                               const char *path,
                               uint64_t dataset_generation);
 
-// A snapshot of the filter in a new buffer, recording `dataset_generation`: on success
+// A snapshot of the filter in a new buffer, recording `dataset_generation` as
+// [`bloom_filter_save`] does: on success
 // `*data` and `*len` are the buffer, which the caller frees with [`bloom_buffer_free`].
 //
 // Thread safety: reads the filter only; safe on many threads at once.
@@ -296,8 +323,8 @@ BloomStatus bloom_filter_to_buffer(const struct BloomFilter *filter,
                                    uint8_t **data,
                                    size_t *len);
 
-// Frees a buffer from [`bloom_filter_to_buffer`], given with the length it came with. Null
-// is allowed and does nothing.
+// Frees a buffer from [`bloom_filter_to_buffer`], given with the length it came with (any
+// other length is undefined behaviour). Null is allowed and does nothing.
 //
 // Thread safety: no other call may use the buffer at the same time, or after.
 //

@@ -65,6 +65,9 @@ pub struct FilterOptions {
     pub encoding: KeyEncoding,
     /// A secret salt; empty for none.
     pub salt: Salt,
+    /// The most payload bytes a scalable filter may grow to (0: 1 GiB, what a load reads by
+    /// default), so that what it saves can be loaded again. Only a chain grows.
+    pub max_payload_bytes: u64,
 }
 
 impl FilterOptions {
@@ -79,6 +82,7 @@ impl FilterOptions {
             layout: None,
             encoding: KeyEncoding::Nfc,
             salt: Salt::default(),
+            max_payload_bytes: 0,
         }
     }
 
@@ -140,7 +144,8 @@ pub fn create(options: &FilterOptions) -> Result<AnyFilter, Error> {
         let mut builder = ScalableBloomFilter::builder(items)
             .false_positive_rate(fpr)
             .encoding(options.encoding)
-            .salt(options.salt.clone());
+            .salt(options.salt.clone())
+            .growth_limit(crate::snapshots::payload_limit(options.max_payload_bytes));
         if let Some(rule) = options.rule {
             builder = builder.rule(rule);
         }

@@ -89,13 +89,25 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// A binding's error: its [`ErrorKind`] and a message for people, which says what to do.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+/// A binding's error: its [`ErrorKind`], a message for people, which says what to do, and
+/// for a refused key of many, its index among them.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    key_index: Option<usize>,
 }
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.key_index {
+            Some(i) => write!(f, "key {i}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 impl Error {
     /// An error of `kind` with `message`.
@@ -104,6 +116,7 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            key_index: None,
         }
     }
 
@@ -119,18 +132,38 @@ impl Error {
         self.kind
     }
 
-    /// The message.
+    /// The message, without the key's index.
     #[must_use]
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// For a refused key of many, its index among them.
+    #[must_use]
+    pub const fn key_index(&self) -> Option<usize> {
+        self.key_index
+    }
+
+    /// The same error, about the key at `index`.
+    #[must_use]
+    pub fn at_key(mut self, index: usize) -> Self {
+        self.key_index = Some(index);
+        self
+    }
+
+    /// The same error, its key's index moved by `offset` (a chunk's index among all keys).
+    #[must_use]
+    pub fn shifted(mut self, offset: usize) -> Self {
+        self.key_index = self.key_index.map(|i| i.saturating_add(offset));
+        self
     }
 
     /// The same error, its message prefixed by `context` (a path, say).
     #[must_use]
     pub fn context(self, context: impl fmt::Display) -> Self {
         Self {
-            kind: self.kind,
             message: format!("{context}: {}", self.message),
+            ..self
         }
     }
 

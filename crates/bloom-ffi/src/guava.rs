@@ -38,7 +38,7 @@ pub fn funnel_named(name: &str) -> Result<GuavaFunnel, Error> {
 
 /// The filter a Guava stream holds, its keys hashed as `funnel` turns them into bytes.
 /// Strict and bounded as `bloom_format::import_guava` is: a bit array over
-/// `max_payload_bytes` is refused before anything is allocated.
+/// `max_payload_bytes` (0: the default, 1 GiB) is refused before anything is allocated.
 ///
 /// # Errors
 /// `Io`, `Corrupt` (a malformed or truncated stream), `TooLarge`, `OutOfMemory`.
@@ -47,7 +47,7 @@ pub fn from_guava(
     funnel: GuavaFunnel,
     max_payload_bytes: u64,
 ) -> Result<AnyFilter, Error> {
-    let options = DecodeOptions::with_max_payload_len(max_payload_bytes);
+    let options = DecodeOptions::with_max_payload_len(crate::payload_limit(max_payload_bytes));
     let snapshot = match source {
         Source::Path(path) => {
             let file = bloom_format::open_regular_file(path)

@@ -7,8 +7,9 @@
 //!   handles, explicit free functions, status codes with a per-thread message, keys as
 //!   pointer and length, no panic across the boundary. docs/bindings.md shows C, Swift and
 //!   Kotlin (JNI) callers.
-//! - **The Rust API the bindings share**: [`FilterOptions`] and [`create`] plan a filter as
-//!   `bloom build` does, [`load`], [`save`], [`to_bytes`], [`verify`] and [`inspect`] move
+//! - **The Rust API the bindings share**: [`Handle`], a filter with the header it was loaded
+//!   with (so saving again keeps its generation and store binding, as `bloom add` does);
+//!   [`FilterOptions`] and [`create`] plan a filter as `bloom build` does, [`load`], [`save`], [`to_bytes`], [`verify`] and [`inspect`] move
 //!   snapshots, [`from_guava`] and [`to_guava`] move Guava streams, and [`Error`] classifies every failure into an [`ErrorKind`] with a stable
 //!   code and name.
 //!
@@ -16,18 +17,17 @@
 //! fixtures are checked through the C ABI and the Python package in CI).
 //!
 //! ```
-//! use bloom_ffi::{FilterOptions, Source, create, load, to_bytes, DEFAULT_MAX_PAYLOAD_BYTES};
+//! use bloom_ffi::{FilterOptions, Handle, Source};
 //!
-//! let mut seen = create(&FilterOptions::new(10_000, 0.01))?;
-//! seen.insert("record-1");
-//! let bytes = to_bytes(&seen, 0)?;
+//! let mut seen = Handle::create(&FilterOptions::new(10_000, 0.01))?;
+//! seen.insert("record-1")?;
+//! let bytes = seen.to_bytes(Some(7))?; // the store generation these bits cover
 //!
-//! let loaded = load(Source::Bytes(&bytes), DEFAULT_MAX_PAYLOAD_BYTES)?;
-//! assert!(loaded.filter.contains("record-1"));
-//! assert_eq!(loaded.filter.contains(b"\xff"), Err(bloom_core::KeyError::InvalidUtf8 {
-//!     valid_up_to: 0,
-//!     encoding: bloom_core::KeyEncoding::Nfc,
-//! }));
+//! let loaded = Handle::load(Source::Bytes(&bytes), 0)?; // 0: the default limit, 1 GiB
+//! assert!(loaded.contains("record-1")?);
+//! assert_eq!(loaded.generation(), 7);
+//! let refused = loaded.contains(b"\xff").unwrap_err();
+//! assert_eq!(refused.kind(), bloom_ffi::ErrorKind::Key);
 //! # Ok::<(), bloom_ffi::Error>(())
 //! ```
 
@@ -35,11 +35,14 @@ pub mod c;
 mod create;
 mod error;
 mod guava;
+mod handle;
 mod snapshots;
 
 pub use create::{FilterKind, FilterOptions, create};
 pub use error::{Error, ErrorKind};
 pub use guava::{from_guava, funnel_named, to_guava};
+pub use handle::Handle;
 pub use snapshots::{
-    DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Loaded, Source, inspect, load, save, to_bytes, verify,
+    DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Loaded, Source, inspect, load, payload_limit, save,
+    to_bytes, verify,
 };

@@ -25,25 +25,39 @@ pub enum Source<'a> {
 }
 
 impl<'a> Source<'a> {
-    /// The reader of the snapshot, its header checked (and sized against `max_payload_bytes`).
+    /// The reader of the snapshot, its header checked (and sized against `max_payload_bytes`,
+    /// and for a file or bytes against their length, before anything is allocated).
     fn open(self, max_payload_bytes: u64) -> Result<SnapshotReader<Box<dyn Read + 'a>>, Error> {
-        let options = DecodeOptions::with_max_payload_len(max_payload_bytes);
+        let options = DecodeOptions::with_max_payload_len(payload_limit(max_payload_bytes));
         match self {
             Self::Path(path) => SnapshotReader::open(path, &options)
                 .map(SnapshotReader::boxed)
-                .map_err(|e| Error::read(&e).context(path.display())),
-            Self::Bytes(bytes) => SnapshotReader::new(bytes, &options)
+                .map_err(|e| self.error(Error::read(&e))),
+            Self::Bytes(bytes) => SnapshotReader::from_bytes(bytes, &options)
                 .map(SnapshotReader::boxed)
                 .map_err(|e| Error::read(&e)),
         }
     }
 
-    /// An error about this source: prefixed by the path for a file.
+    /// An error about this source: prefixed by the path for a file, unless it names it.
     fn error(self, e: Error) -> Error {
         match self {
-            Self::Path(path) => e.context(path.display()),
-            Self::Bytes(_) => e,
+            Self::Path(path) if !e.message().contains(&*path.to_string_lossy()) => {
+                e.context(path.display())
+            }
+            _ => e,
         }
+    }
+}
+
+/// The payload limit a binding was given: `0` means [`DEFAULT_MAX_PAYLOAD_BYTES`], in every
+/// binding.
+#[must_use]
+pub const fn payload_limit(max_payload_bytes: u64) -> u64 {
+    if max_payload_bytes == 0 {
+        DEFAULT_MAX_PAYLOAD_BYTES
+    } else {
+        max_payload_bytes
     }
 }
 
@@ -82,7 +96,7 @@ pub struct Loaded {
 }
 
 /// Loads the filter a snapshot holds (plain, counting or scalable), refusing a payload over
-/// `max_payload_bytes` before anything is allocated. The filter answers exactly as the
+/// `max_payload_bytes` (0: the default, 1 GiB) before anything is allocated. The filter answers exactly as the
 /// filter that wrote it; a chain may grow up to `max_payload_bytes`, so that what is saved
 /// can be read back with the same limit.
 ///
@@ -107,7 +121,7 @@ pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error>
     })?;
     let filter = match filter {
         AnyFilter::Scalable(mut chain) => {
-            chain.set_growth_limit(Some(max_payload_bytes));
+            chain.set_growth_limit(Some(payload_limit(max_payload_bytes)));
             AnyFilter::Scalable(chain)
         }
         other => other,
@@ -119,15 +133,15 @@ pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error>
     })
 }
 
-/// Writes a snapshot of `filter`, recording `dataset_generation`, to `path`, atomically: a
-/// temporary file beside it, synced, then renamed over it. Whatever happens, `path` holds
-/// the old snapshot or the new one, never a mix. An existing file that is not a snapshot is
-/// never replaced, and a salted filter's file is created readable by its owner only.
+/// Writes a snapshot of `filter` with `header` (typically `Filter::header` or
+/// [`Handle::header`](crate::Handle::header)) to `path`, atomically: a temporary file
+/// beside it, synced, then renamed over it. Whatever happens, `path` holds the old snapshot
+/// or the new one, never a mix. An existing file that is not a snapshot is never replaced,
+/// and a salted filter's file is created readable by its owner only.
 ///
 /// # Errors
 /// [`ErrorKind::Io`](crate::ErrorKind::Io).
-pub fn save(filter: &AnyFilter, dataset_generation: u64, path: &Path) -> Result<(), Error> {
-    let header = filter.header(dataset_generation);
+pub fn save(filter: &AnyFilter, header: Header, path: &Path) -> Result<(), Error> {
     let file = AtomicFile::create_with(path, WriteOptions::for_snapshot(&header))
         .map_err(|e| Error::write(&e))?;
     let mut writer = SnapshotWriter::new(file, header).map_err(|e| Error::stream(&e))?;
@@ -140,14 +154,12 @@ pub fn save(filter: &AnyFilter, dataset_generation: u64, path: &Path) -> Result<
     file.commit().map_err(|e| Error::write(&e))
 }
 
-/// A snapshot of `filter` in memory, recording `dataset_generation`: the bytes [`save`]
-/// writes.
+/// A snapshot of `filter` with `header`, in memory: the bytes [`save`] writes.
 ///
 /// # Errors
 /// [`ErrorKind::OutOfMemory`](crate::ErrorKind::OutOfMemory) when the bytes cannot be
 /// allocated.
-pub fn to_bytes(filter: &AnyFilter, dataset_generation: u64) -> Result<Vec<u8>, Error> {
-    let header = filter.header(dataset_generation);
+pub fn to_bytes(filter: &AnyFilter, header: Header) -> Result<Vec<u8>, Error> {
     let len = usize::try_from(filter.payload_len().saturating_add(4096)).unwrap_or(usize::MAX);
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|_| {
@@ -221,13 +233,6 @@ pub struct HeaderInfo {
 }
 
 impl HeaderInfo {
-    /// What a snapshot of `filter` would record, with `dataset_generation`, in this build's
-    /// format version.
-    #[must_use]
-    pub fn of_filter(filter: &AnyFilter, dataset_generation: u64) -> Self {
-        Self::new(FormatVersion::CURRENT, &filter.header(dataset_generation))
-    }
-
     /// The plain values of `header`.
     #[must_use]
     pub fn new(version: FormatVersion, header: &Header) -> Self {

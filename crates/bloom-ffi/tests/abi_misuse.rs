@@ -109,7 +109,16 @@ fn bad_options_and_keys_get_their_codes_and_leave_out_untouched() {
         );
         assert_eq!(filter, sentinel);
 
+        // A struct from an older or foreign header.
         options.false_positive_rate = 0.01;
+        options.size = 8;
+        assert_eq!(
+            bloom_filter_new_with(&raw const options, &raw mut filter),
+            BLOOM_ERR_INVALID_ARGUMENT
+        );
+        assert!(message().contains("bloom_options_default"), "{}", message());
+        options.size = size_of::<BloomOptions>();
+
         options.kind = c"counting".as_ptr();
         options.encoding = c"utf8".as_ptr();
         assert_eq!(
@@ -147,8 +156,37 @@ fn bad_options_and_keys_get_their_codes_and_leave_out_untouched() {
             ),
             BLOOM_ERR_KEY
         );
-        assert!(message().contains("key 1 of the list"), "{}", message());
+        assert!(message().starts_with("key 1: "), "{}", message());
+
+        // A counting filter removes; a plain one refuses to.
+        assert_eq!(
+            bloom_filter_insert(filter, b"gone".as_ptr(), 4, ptr::null_mut()),
+            BLOOM_OK
+        );
+        assert_eq!(bloom_filter_remove(filter, b"gone".as_ptr(), 4), BLOOM_OK);
+        let mut answer = true;
+        assert_eq!(
+            bloom_filter_contains(filter, b"gone".as_ptr(), 4, &raw mut answer),
+            BLOOM_OK
+        );
+        assert!(!answer);
+        assert_eq!(
+            bloom_filter_remove(filter, b"never".as_ptr(), 5),
+            BLOOM_ERR_INVALID_ARGUMENT
+        );
         bloom_filter_free(filter);
+        let mut plain: *mut BloomFilter = ptr::null_mut();
+        assert_eq!(bloom_filter_new(10, 0.01, &raw mut plain), BLOOM_OK);
+        assert_eq!(
+            bloom_filter_remove(plain, b"x".as_ptr(), 1),
+            BLOOM_ERR_INVALID_ARGUMENT
+        );
+        assert!(
+            message().contains("only a counting filter"),
+            "{}",
+            message()
+        );
+        bloom_filter_free(plain);
     }
 }
 

@@ -316,7 +316,7 @@ pub fn guava_parameters(header: &Header) -> Result<(GuavaStrategy, GuavaFunnel),
         incompatible(
             "the position rule",
             header.position_rule.to_string(),
-            "guava-mitz64 or guava-mitz32 (build with --rule guava-mitz64)",
+            "guava-mitz64 or guava-mitz32 (a filter built with the rule guava-mitz64)",
         )
     })?;
     let funnel = GuavaFunnel::from_encoding(header.key_encoding.id).ok_or_else(|| {

@@ -99,6 +99,22 @@ impl SnapshotReader<File> {
     }
 }
 
+impl<'a> SnapshotReader<&'a [u8]> {
+    /// Reads and checks the header of a snapshot in memory. The input's length is known, so
+    /// the whole of step 6 (limit, truncation, trailing bytes) is checked before any payload
+    /// byte is read: a header claiming more payload than the bytes hold is refused before
+    /// anything is allocated for it.
+    ///
+    /// # Errors
+    /// [`ReadError::Decode`].
+    pub fn from_bytes(bytes: &'a [u8], options: &DecodeOptions) -> Result<Self, ReadError> {
+        let len = bytes.len() as u64;
+        let reader = Self::start(bytes, None, options, Some(len))?;
+        check_payload_size(reader.header_len, reader.payload_len(), len, options)?;
+        Ok(reader)
+    }
+}
+
 impl<R: Read> SnapshotReader<R> {
     /// The same reader, its source behind a `dyn Read`: a file and standard input, say, as
     /// one type. Nothing is read.

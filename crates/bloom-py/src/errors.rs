@@ -68,8 +68,8 @@ create_exception!(
 );
 
 /// The exception of a binding error, with its `kind` and `code` set.
-pub(crate) fn to_py(error: &Error) -> PyErr {
-    let message = error.message().to_owned();
+pub(crate) fn to_py(py: Python<'_>, error: &Error) -> PyErr {
+    let message = error.to_string();
     let err = match error.kind() {
         ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
         ErrorKind::Io => SnapshotIOError::new_err(message),
@@ -81,19 +81,18 @@ pub(crate) fn to_py(error: &Error) -> PyErr {
         ErrorKind::OutOfMemory => OutOfMemoryError::new_err(message),
         ErrorKind::Internal => InternalError::new_err(message),
     };
-    Python::attach(|py| {
-        let value = err.value(py);
-        // Setting an attribute on a fresh exception cannot fail but for memory; the
-        // exception is raised either way.
-        let _ = value.setattr("kind", error.kind().name());
-        let _ = value.setattr("code", error.kind().code());
-    });
+    let value = err.value(py);
+    // Setting an attribute on a fresh exception fails only without memory; the exception is
+    // raised either way.
+    let _ = value.setattr("kind", error.kind().name());
+    let _ = value.setattr("code", error.kind().code());
+    let _ = value.setattr("key_index", error.key_index());
     err
 }
 
-/// Converts a binding error into its exception: `result.map_err(py_err)`.
-pub(crate) fn py_err(error: Error) -> PyErr {
-    to_py(&error)
+/// A converter of binding errors into exceptions, for `map_err`, once the GIL is held again.
+pub(crate) fn py_err(py: Python<'_>) -> impl Fn(Error) -> PyErr + '_ {
+    move |error| to_py(py, &error)
 }
 
 /// Adds the exception classes to the module.

@@ -1,13 +1,14 @@
-//! `bloom.BloomFilter`: a filter (plain, counting or scalable) behind a read-write lock, so
-//! that threads share it safely; the many-key forms and all file work release the GIL.
+//! `bloom.BloomFilter`: bloom-ffi's `Handle` (a filter, and the header it was loaded with)
+//! behind a read-write lock, so that threads share it safely. The many-key forms and all file
+//! work release the GIL; nothing done without the GIL touches Python, so a thread waiting
+//! for the lock while holding the GIL can never deadlock with one holding the lock.
 
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, TryLockError};
 
-use bloom_core::{AnyFilter, Filter, KeyError};
-use bloom_ffi::{Error, ErrorKind, FilterOptions};
+use bloom_ffi::{Error, ErrorKind, FilterOptions, Handle};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::errors::{py_err, to_py};
 use crate::keys::{self, Batch, OneKey};
@@ -15,100 +16,122 @@ use crate::keys::{self, Batch, OneKey};
 /// A Bloom filter. See the module's documentation and `bloom.pyi`.
 #[pyclass(frozen, module = "bloom", name = "BloomFilter")]
 pub(crate) struct PyBloomFilter {
-    filter: RwLock<AnyFilter>,
-    /// The dataset generation it was loaded with (0 for a new filter).
-    generation: u64,
-}
-
-impl PyBloomFilter {
-    pub(crate) fn new(filter: AnyFilter, generation: u64) -> Self {
-        Self {
-            filter: RwLock::new(filter),
-            generation,
-        }
-    }
-
-    fn read(&self) -> PyResult<RwLockReadGuard<'_, AnyFilter>> {
-        self.filter.read().map_err(|_| poisoned())
-    }
-
-    fn write(&self) -> PyResult<RwLockWriteGuard<'_, AnyFilter>> {
-        self.filter.write().map_err(|_| poisoned())
-    }
+    handle: RwLock<Handle>,
 }
 
 /// A lock left by a panic: the filter may be half-changed.
-fn poisoned() -> PyErr {
-    to_py(&Error::new(
+fn poisoned() -> Error {
+    Error::new(
         ErrorKind::Internal,
         "the filter was left half-changed by an internal error; load or build it again",
-    ))
+    )
 }
 
-/// A refused key's exception, naming its position among the keys given.
-fn refused(e: KeyError, index: Option<usize>) -> PyErr {
-    let error = Error::from(e);
-    to_py(&match index {
-        Some(i) => error.context(format!("key {i}")),
-        None => error,
-    })
+impl PyBloomFilter {
+    pub(crate) fn new(handle: Handle) -> Self {
+        Self {
+            handle: RwLock::new(handle),
+        }
+    }
+
+    /// Runs `f` on the handle under the read lock: at once when it is free, else waiting
+    /// with the GIL released.
+    fn with_read<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Handle) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        let result = match self.handle.try_read() {
+            Ok(handle) => f(&handle),
+            Err(TryLockError::WouldBlock) => py.detach(|| {
+                self.handle
+                    .read()
+                    .map_err(|_| poisoned())
+                    .and_then(|h| f(&h))
+            }),
+            Err(TryLockError::Poisoned(_)) => Err(poisoned()),
+        };
+        result.map_err(py_err(py))
+    }
+
+    /// Runs `f` on the handle under the write lock, as [`PyBloomFilter::with_read`].
+    fn with_write<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Handle) -> Result<T, Error> + Send,
+    ) -> PyResult<T> {
+        let result = match self.handle.try_write() {
+            Ok(mut handle) => f(&mut handle),
+            Err(TryLockError::WouldBlock) => py.detach(|| {
+                self.handle
+                    .write()
+                    .map_err(|_| poisoned())
+                    .and_then(|mut h| f(&mut h))
+            }),
+            Err(TryLockError::Poisoned(_)) => Err(poisoned()),
+        };
+        result.map_err(py_err(py))
+    }
 }
 
-/// The index of the first byte key a text encoding refuses.
-fn first_refused(filter: &AnyFilter, keys: &[&[u8]]) -> Option<usize> {
-    let encoding = filter.config().encoding();
-    keys.iter().position(|k| encoding.encode_bytes(k).is_err())
-}
-
-/// Inserts a chunk; how many keys changed the filter.
-fn insert_batch(filter: &mut AnyFilter, batch: &Batch<'_>, offset: usize) -> PyResult<u64> {
+/// Inserts a chunk; how many keys changed the filter. Errors name the key's index in the
+/// chunk.
+fn insert_batch(handle: &mut Handle, batch: &Batch<'_>) -> Result<u64, Error> {
     match batch {
-        Batch::Text(keys) => Ok(filter.insert_all(keys.iter().copied())),
-        Batch::Bytes(keys) => filter.insert_all(keys.iter().copied()).map_err(|e| {
-            let at = first_refused(filter, keys).map(|i| i + offset);
-            refused(e, at)
-        }),
+        Batch::Text(keys) => handle.insert_all(keys.iter().copied()),
+        Batch::Bytes(keys) => handle.insert_all(keys.iter().copied()),
         Batch::Mixed(keys) => {
             let mut added = 0;
             for (i, key) in keys.iter().enumerate() {
-                added += u64::from(match *key {
-                    OneKey::Text(t) => filter.insert(t),
-                    OneKey::Bytes(b) => {
-                        filter.insert(b).map_err(|e| refused(e, Some(i + offset)))?
-                    }
-                });
+                let changed = match *key {
+                    OneKey::Text(t) => handle.insert(t),
+                    OneKey::Bytes(b) => handle.insert(b),
+                };
+                added += u64::from(changed.map_err(|e| e.at_key(i))?);
             }
             Ok(added)
         }
     }
 }
 
-/// Answers a chunk, appending to `out`.
-fn contains_batch(
-    filter: &AnyFilter,
-    batch: &Batch<'_>,
-    offset: usize,
-    out: &mut Vec<bool>,
-) -> PyResult<()> {
+/// Answers a chunk, appending to `out`. Errors name the key's index in the chunk.
+fn contains_batch(handle: &Handle, batch: &Batch<'_>, out: &mut Vec<bool>) -> Result<(), Error> {
     match batch {
-        Batch::Text(keys) => out.extend(filter.contains_each(keys.iter().copied())),
-        Batch::Bytes(keys) => {
-            for (i, answer) in filter.contains_each(keys.iter().copied()).enumerate() {
-                out.push(answer.map_err(|e| refused(e, Some(i + offset)))?);
-            }
-        }
+        Batch::Text(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
+        Batch::Bytes(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
         Batch::Mixed(keys) => {
             for (i, key) in keys.iter().enumerate() {
-                out.push(match *key {
-                    OneKey::Text(t) => filter.contains(t),
-                    OneKey::Bytes(b) => filter
-                        .contains(b)
-                        .map_err(|e| refused(e, Some(i + offset)))?,
-                });
+                let maybe = match *key {
+                    OneKey::Text(t) => handle.contains(t),
+                    OneKey::Bytes(b) => handle.contains(b),
+                };
+                out.push(maybe.map_err(|e| e.at_key(i))?);
             }
+            Ok(())
         }
     }
-    Ok(())
+}
+
+/// Runs `each` (with the GIL released) on every chunk of `keys`; a key refused in a chunk
+/// stops the call after the keys before it were handled, and its error names its index
+/// among all the keys. `each`'s own errors name the index in the chunk: they are shifted.
+fn for_each_batch(
+    py: Python<'_>,
+    keys: &Bound<'_, PyAny>,
+    mut each: impl FnMut(&Batch<'_>) -> Result<(), Error> + Send,
+) -> PyResult<()> {
+    keys::many(keys)?;
+    let mut offset = 0usize;
+    keys::for_each_chunk(keys, |chunk| {
+        let (batch, refused) = Batch::of(chunk);
+        py.detach(|| each(&batch))
+            .map_err(|e| to_py(py, &e.shifted(offset)))?;
+        if let Some((i, e)) = refused {
+            return Err(keys::at_index(py, e, offset + i));
+        }
+        offset += chunk.len();
+        Ok(())
+    })
 }
 
 #[pymethods]
@@ -125,8 +148,11 @@ impl PyBloomFilter {
         layout = None,
         encoding = "nfc",
         salt = None,
+        max_bytes = None,
     ))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn py_new(
+        py: Python<'_>,
         expected_items: u64,
         false_positive_rate: f64,
         kind: &str,
@@ -134,57 +160,63 @@ impl PyBloomFilter {
         layout: Option<&str>,
         encoding: &str,
         salt: Option<&[u8]>,
+        max_bytes: Option<u64>,
     ) -> PyResult<Self> {
-        let mut options = FilterOptions::new(expected_items, false_positive_rate);
-        options.kind = kind.parse().map_err(py_err)?;
-        if let Some(rule) = rule {
-            options.rule_named(rule).map_err(py_err)?;
-        }
-        if let Some(layout) = layout {
-            options.layout_named(layout).map_err(py_err)?;
-        }
-        options.encoding_named(encoding).map_err(py_err)?;
-        options
-            .salt_bytes(salt.unwrap_or_default())
-            .map_err(py_err)?;
-        Ok(Self::new(bloom_ffi::create(&options).map_err(py_err)?, 0))
+        let options = (|| {
+            let mut options = FilterOptions::new(expected_items, false_positive_rate);
+            options.kind = kind.parse()?;
+            if let Some(rule) = rule {
+                options.rule_named(rule)?;
+            }
+            if let Some(layout) = layout {
+                options.layout_named(layout)?;
+            }
+            options.encoding_named(encoding)?;
+            options.salt_bytes(salt.unwrap_or_default())?;
+            options.max_payload_bytes = max_bytes.unwrap_or(0);
+            Ok(options)
+        })()
+        .map_err(py_err(py))?;
+        let handle = py.detach(|| Handle::create(&options)).map_err(py_err(py))?;
+        Ok(Self::new(handle))
     }
 
     /// Inserts a key (`str` or `bytes`); whether it changed the filter (`False`: it may
     /// have been there already).
-    fn insert(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let mut filter = self.write()?;
+    fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         match keys::one(key)? {
-            OneKey::Text(t) => Ok(filter.insert(t)),
-            OneKey::Bytes(b) => filter.insert(b).map_err(|e| refused(e, None)),
+            OneKey::Text(t) => self.with_write(py, |h| h.insert(t)),
+            OneKey::Bytes(b) => self.with_write(py, |h| h.insert(b)),
         }
     }
 
     /// Whether a key may have been inserted: `False` is definite, `True` means "maybe".
-    fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let filter = self.read()?;
+    fn contains(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         match keys::one(key)? {
-            OneKey::Text(t) => Ok(filter.contains(t)),
-            OneKey::Bytes(b) => filter.contains(b).map_err(|e| refused(e, None)),
+            OneKey::Text(t) => self.with_read(py, |h| h.contains(t)),
+            OneKey::Bytes(b) => self.with_read(py, |h| h.contains(b)),
         }
     }
 
-    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.contains(key)
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.contains(py, key)
+    }
+
+    /// Removes a key from a counting filter.
+    fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        match keys::one(key)? {
+            OneKey::Text(t) => self.with_write(py, |h| h.remove(t)),
+            OneKey::Bytes(b) => self.with_write(py, |h| h.remove(b)),
+        }
     }
 
     /// Inserts every key of an iterable; how many changed the filter. The GIL is released
     /// while keys are hashed, a chunk at a time.
     fn insert_all(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<u64> {
         let mut added = 0u64;
-        let mut offset = 0usize;
-        keys::for_each_chunk(keys, |chunk| {
-            let batch = Batch::of(chunk)?;
-            added += py.detach(|| {
-                let mut filter = self.write()?;
-                insert_batch(&mut filter, &batch, offset)
-            })?;
-            offset += batch.len();
+        for_each_batch(py, keys, |batch| {
+            let mut handle = self.handle.write().map_err(|_| poisoned())?;
+            added += insert_batch(&mut handle, batch)?;
             Ok(())
         })?;
         Ok(added)
@@ -194,91 +226,121 @@ impl PyBloomFilter {
     /// released while keys are hashed, a chunk at a time.
     fn contains_all(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let mut answers = Vec::new();
-        let mut offset = 0usize;
-        keys::for_each_chunk(keys, |chunk| {
-            let batch = Batch::of(chunk)?;
-            py.detach(|| {
-                let filter = self.read()?;
-                contains_batch(&filter, &batch, offset, &mut answers)
-            })?;
-            offset += batch.len();
-            Ok(())
+        for_each_batch(py, keys, |batch| {
+            let handle = self.handle.read().map_err(|_| poisoned())?;
+            contains_batch(&handle, batch, &mut answers)
         })?;
         Ok(answers)
     }
 
     /// Writes a snapshot to `path` atomically, recording `generation` (the generation of the
-    /// primary store these bits fully cover; 0 for none).
-    #[pyo3(signature = (path, generation = 0))]
-    fn save(&self, py: Python<'_>, path: PathBuf, generation: u64) -> PyResult<()> {
+    /// primary store these bits fully cover), or the one it was loaded with (or last saved
+    /// at) when `None`. A snapshot loaded bound to a store stays bound while its generation is
+    /// kept.
+    #[pyo3(signature = (path, generation = None))]
+    fn save(&self, py: Python<'_>, path: PathBuf, generation: Option<u64>) -> PyResult<()> {
         py.detach(|| {
-            let filter = self.read()?;
-            bloom_ffi::save(&filter, generation, &path).map_err(py_err)
+            let header = {
+                let handle = self.handle.read().map_err(|_| poisoned())?;
+                handle.save(&path, generation)?
+            };
+            self.handle.write().map_err(|_| poisoned())?.saved(header);
+            Ok(())
         })
+        .map_err(py_err(py))
     }
 
-    /// The snapshot as `bytes`, recording `generation`.
-    #[pyo3(signature = (generation = 0))]
-    fn to_bytes<'py>(&self, py: Python<'py>, generation: u64) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = py.detach(|| {
-            let filter = self.read()?;
-            bloom_ffi::to_bytes(&filter, generation).map_err(py_err)
-        })?;
+    /// The snapshot as `bytes`, recording `generation` as `save` does.
+    #[pyo3(signature = (generation = None))]
+    fn to_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        generation: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py
+            .detach(|| {
+                let handle = self.handle.read().map_err(|_| poisoned())?;
+                handle.to_bytes(generation)
+            })
+            .map_err(py_err(py))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     /// The Guava stream of a filter of Guava's rules, which the JVM's
     /// `BloomFilter.readFrom` reads.
     fn to_guava<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = {
-            let filter = self.read()?;
-            bloom_ffi::to_guava(&filter).map_err(py_err)?
-        };
+        let bytes = self.with_read(py, Handle::to_guava)?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     /// `"plain"`, `"counting"` or `"scalable"`.
     #[getter]
-    fn kind(&self) -> PyResult<&'static str> {
-        Ok(self.read()?.kind())
+    fn kind(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with_read(py, |h| Ok(h.filter().kind()))
     }
 
-    /// The dataset generation the filter was loaded with (0 for a new filter).
+    /// The dataset generation it was loaded with or last saved at (0 for a new filter).
     #[getter]
-    fn generation(&self) -> u64 {
-        self.generation
+    fn generation(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with_read(py, |h| Ok(h.generation()))
     }
 
     /// What a snapshot of the filter would record, and its estimates: a `dict`.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let filter = self.read()?;
-        let dict = crate::header::header_dict(
-            py,
-            &bloom_ffi::HeaderInfo::of_filter(&filter, self.generation),
-        )?;
-        dict.set_item("items_inserted", filter.items_inserted())?;
-        dict.set_item("fill_ratio", filter.fill_ratio())?;
-        dict.set_item("estimated_items", filter.estimated_items())?;
-        dict.set_item(
-            "estimated_false_positive_rate",
-            filter.estimated_false_positive_rate(),
-        )?;
-        dict.set_item("remaining_capacity", filter.remaining_capacity())?;
-        dict.set_item("is_over_capacity", filter.is_over_capacity())?;
+        use bloom_core::Filter as _;
+        let (info, figures) = self.with_read(py, |h| {
+            let f = h.filter();
+            Ok((
+                h.info(),
+                (
+                    f.items_inserted(),
+                    f.fill_ratio(),
+                    f.estimated_items(),
+                    f.estimated_false_positive_rate(),
+                    f.remaining_capacity(),
+                    f.is_over_capacity(),
+                ),
+            ))
+        })?;
+        let dict = crate::header::header_dict(py, &info)?;
+        dict.set_item("items_inserted", figures.0)?;
+        dict.set_item("fill_ratio", figures.1)?;
+        dict.set_item("estimated_items", figures.2)?;
+        dict.set_item("estimated_false_positive_rate", figures.3)?;
+        dict.set_item("remaining_capacity", figures.4)?;
+        dict.set_item("is_over_capacity", figures.5)?;
         Ok(dict)
     }
 
-    fn __repr__(&self) -> PyResult<String> {
-        let filter = self.read()?;
-        let config = filter.config();
-        Ok(format!(
-            "<bloom.BloomFilter {} m={} k={} rule={} encoding={} items={}>",
-            filter.kind(),
-            filter.positions(),
-            config.hashes(),
-            config.rule(),
-            config.encoding(),
-            filter.items_inserted()
-        ))
+    /// Pickles as the snapshot's bytes (verified again when unpickled).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let loads = py.import("bloom")?.getattr("loads")?;
+        let bytes = self.to_bytes(py, None)?;
+        let limit = bytes.as_bytes().len() as u64;
+        PyTuple::new(
+            py,
+            [
+                loads,
+                PyTuple::new(py, [bytes.into_any(), limit.into_pyobject(py)?.into_any()])?
+                    .into_any(),
+            ],
+        )
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        use bloom_core::Filter as _;
+        self.with_read(py, |h| {
+            let filter = h.filter();
+            let config = filter.config();
+            Ok(format!(
+                "<bloom.BloomFilter {} m={} k={} rule={} encoding={} items={}>",
+                filter.kind(),
+                filter.positions(),
+                config.hashes(),
+                config.rule(),
+                config.encoding(),
+                filter.items_inserted()
+            ))
+        })
     }
 }

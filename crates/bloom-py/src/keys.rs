@@ -20,10 +20,19 @@ pub(crate) enum OneKey<'a> {
     Bytes(&'a [u8]),
 }
 
-/// The key a Python object is: `str` or `bytes`, else `TypeError`.
+/// The key a Python object is: `str` or `bytes`. Anything else is a `TypeError`, and a `str`
+/// with lone surrogates (which has no UTF-8 form) a `KeyEncodingError`.
 pub(crate) fn one<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<OneKey<'a>> {
     if let Ok(text) = key.cast::<PyString>() {
-        return Ok(OneKey::Text(text.to_str()?));
+        return text.to_str().map(OneKey::Text).map_err(|_| {
+            crate::errors::to_py(
+                key.py(),
+                &bloom_ffi::Error::new(
+                    bloom_ffi::ErrorKind::Key,
+                    "the key is a str with a lone surrogate, which has no UTF-8 form",
+                ),
+            )
+        });
     }
     if let Ok(bytes) = key.cast::<PyBytes>() {
         return Ok(OneKey::Bytes(bytes.as_bytes()));
@@ -34,6 +43,21 @@ pub(crate) fn one<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<OneKey<'a>> {
     )))
 }
 
+/// `error`, about the key at `index` among all the keys given.
+pub(crate) fn at_index(py: Python<'_>, error: PyErr, index: usize) -> PyErr {
+    let message = format!("key {index}: {}", error.value(py));
+    let indexed = PyErr::from_type(error.get_type(py), message);
+    for attribute in ["kind", "code"] {
+        if let Ok(value) = error.value(py).getattr(attribute) {
+            let _ = indexed.value(py).setattr(attribute, value);
+        }
+    }
+    if error.value(py).hasattr("kind").unwrap_or(false) {
+        let _ = indexed.value(py).setattr("key_index", index);
+    }
+    indexed
+}
+
 /// A chunk of keys, in the form the filter takes fastest: all text, all bytes, or mixed.
 pub(crate) enum Batch<'a> {
     Text(Vec<&'a str>),
@@ -42,21 +66,24 @@ pub(crate) enum Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
-    /// The keys of a chunk of Python objects, in one pass while they are all of one type.
-    pub(crate) fn of(objects: &'a [Bound<'_, PyAny>]) -> PyResult<Self> {
-        let Some(first) = objects.first() else {
-            return Ok(Self::Text(Vec::new()));
+    /// The keys of a chunk of Python objects, in one pass while they are all of one type; the
+    /// keys before the first one that is refused, and the refusal with its index in the chunk.
+    pub(crate) fn of(objects: &'a [Bound<'_, PyAny>]) -> (Self, Option<(usize, PyErr)>) {
+        let first = match objects.first().map(one) {
+            None => return (Self::Text(Vec::new()), None),
+            Some(Err(e)) => return (Self::Text(Vec::new()), Some((0, e))),
+            Some(Ok(first)) => first,
         };
-        match one(first)? {
+        match first {
             OneKey::Text(_) => {
                 let mut texts = Vec::with_capacity(objects.len());
                 for object in objects {
-                    match object.cast::<PyString>() {
-                        Ok(text) => texts.push(text.to_str()?),
-                        Err(_) => return Self::mixed(objects),
+                    match object.cast::<PyString>().map(|t| t.to_str()) {
+                        Ok(Ok(text)) => texts.push(text),
+                        _ => return Self::mixed(objects),
                     }
                 }
-                Ok(Self::Text(texts))
+                (Self::Text(texts), None)
             }
             OneKey::Bytes(_) => {
                 let mut bytes = Vec::with_capacity(objects.len());
@@ -66,28 +93,34 @@ impl<'a> Batch<'a> {
                         Err(_) => return Self::mixed(objects),
                     }
                 }
-                Ok(Self::Bytes(bytes))
+                (Self::Bytes(bytes), None)
             }
         }
     }
 
-    /// A chunk whose keys are not all of one type.
-    fn mixed(objects: &'a [Bound<'_, PyAny>]) -> PyResult<Self> {
-        objects
-            .iter()
-            .map(one)
-            .collect::<PyResult<_>>()
-            .map(Self::Mixed)
-    }
-
-    /// The number of keys.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Self::Text(keys) => keys.len(),
-            Self::Bytes(keys) => keys.len(),
-            Self::Mixed(keys) => keys.len(),
+    /// A chunk whose keys are not all of one type (or not all keys): each converted alone,
+    /// up to the first refused.
+    fn mixed(objects: &'a [Bound<'_, PyAny>]) -> (Self, Option<(usize, PyErr)>) {
+        let mut keys = Vec::with_capacity(objects.len());
+        for (i, object) in objects.iter().enumerate() {
+            match one(object) {
+                Ok(key) => keys.push(key),
+                Err(e) => return (Self::Mixed(keys), Some((i, e))),
+            }
         }
+        (Self::Mixed(keys), None)
     }
+}
+
+/// Refuses a `str` or `bytes` given where many keys are expected: iterating it would take
+/// its characters or bytes as keys.
+pub(crate) fn many(keys: &Bound<'_, PyAny>) -> PyResult<()> {
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "expected an iterable of keys, got one key (str or bytes); use insert or contains for one key, or wrap it in a list",
+        ));
+    }
+    Ok(())
 }
 
 /// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] objects at a time,

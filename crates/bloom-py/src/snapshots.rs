@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use bloom_ffi::{DEFAULT_MAX_PAYLOAD_BYTES, Source};
+use bloom_ffi::{Handle, Source};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -26,7 +26,13 @@ impl<'a> Given<'a> {
             return Ok(Self::Bytes(bytes.as_bytes()));
         }
         source.extract::<PathBuf>().map(Self::Path).map_err(|_| {
-            PyTypeError::new_err("a snapshot source is a path (str or os.PathLike) or bytes")
+            PyTypeError::new_err(format!(
+                "a snapshot source is a path (str or os.PathLike) or bytes, not {}",
+                source
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "this".to_owned(), |n| n.to_string())
+            ))
         })
     }
 
@@ -38,9 +44,9 @@ impl<'a> Given<'a> {
     }
 }
 
-/// The limit given, or the default (1 GiB).
+/// The limit given (`None` or 0: the default, 1 GiB, as in the C ABI).
 fn limit(max_bytes: Option<u64>) -> u64 {
-    max_bytes.unwrap_or(DEFAULT_MAX_PAYLOAD_BYTES)
+    max_bytes.unwrap_or(0)
 }
 
 /// Loads the filter a snapshot file holds, every byte checked first.
@@ -51,11 +57,10 @@ pub(crate) fn load(
     path: PathBuf,
     max_bytes: Option<u64>,
 ) -> PyResult<PyBloomFilter> {
-    let loaded = py
-        .detach(|| bloom_ffi::load(Source::Path(&path), limit(max_bytes)))
-        .map_err(py_err)?;
-    let generation = loaded.header.dataset_generation.get();
-    Ok(PyBloomFilter::new(loaded.filter, generation))
+    let handle = py
+        .detach(|| Handle::load(Source::Path(&path), limit(max_bytes)))
+        .map_err(py_err(py))?;
+    Ok(PyBloomFilter::new(handle))
 }
 
 /// Loads the filter a snapshot in `bytes` holds, every byte checked first.
@@ -66,11 +71,10 @@ pub(crate) fn loads(
     data: &[u8],
     max_bytes: Option<u64>,
 ) -> PyResult<PyBloomFilter> {
-    let loaded = py
-        .detach(|| bloom_ffi::load(Source::Bytes(data), limit(max_bytes)))
-        .map_err(py_err)?;
-    let generation = loaded.header.dataset_generation.get();
-    Ok(PyBloomFilter::new(loaded.filter, generation))
+    let handle = py
+        .detach(|| Handle::load(Source::Bytes(data), limit(max_bytes)))
+        .map_err(py_err(py))?;
+    Ok(PyBloomFilter::new(handle))
 }
 
 /// A snapshot's header (its checksum checked; the payload is not read): a `dict`.
@@ -84,7 +88,7 @@ pub(crate) fn inspect<'py>(
     let given = Given::of(source)?;
     let info = py
         .detach(|| bloom_ffi::inspect(given.source(), limit(max_bytes)))
-        .map_err(py_err)?;
+        .map_err(py_err(py))?;
     header_dict(py, &info)
 }
 
@@ -100,7 +104,7 @@ pub(crate) fn verify<'py>(
     let given = Given::of(source)?;
     let info = py
         .detach(|| bloom_ffi::verify(given.source(), limit(max_bytes)))
-        .map_err(py_err)?;
+        .map_err(py_err(py))?;
     header_dict(py, &info)
 }
 
@@ -114,10 +118,10 @@ pub(crate) fn from_guava(
     funnel: &str,
     max_bytes: Option<u64>,
 ) -> PyResult<PyBloomFilter> {
-    let funnel = bloom_ffi::funnel_named(funnel).map_err(py_err)?;
+    let funnel = bloom_ffi::funnel_named(funnel).map_err(py_err(py))?;
     let given = Given::of(source)?;
-    let filter = py
-        .detach(|| bloom_ffi::from_guava(given.source(), funnel, limit(max_bytes)))
-        .map_err(py_err)?;
-    Ok(PyBloomFilter::new(filter, 0))
+    let handle = py
+        .detach(|| Handle::from_guava(given.source(), funnel, limit(max_bytes)))
+        .map_err(py_err(py))?;
+    Ok(PyBloomFilter::new(handle))
 }

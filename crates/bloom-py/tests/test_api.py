@@ -30,10 +30,33 @@ def test_refused_keys_name_their_index():
     assert raised.value.kind == "key" and raised.value.code == 7
     with pytest.raises(bloom.KeyEncodingError) as raised:
         f.contains_all([b"a", b"b", b"\xfe"])
-    assert "key 2" in str(raised.value)
+    assert str(raised.value).startswith("key 2: ") and raised.value.key_index == 2
     with pytest.raises(bloom.KeyEncodingError) as raised:
         f.insert_all(["a", b"\xfe"])
-    assert "key 1" in str(raised.value)
+    assert raised.value.key_index == 1
+    # Past the first chunk, the index counts every key given; keys before it are inserted.
+    f = bloom.BloomFilter(100_000)
+    keys = [f"k{i}" for i in range(10_000)] + [b"\xff"] + ["after"]
+    with pytest.raises(bloom.KeyEncodingError) as raised:
+        f.insert_all(keys)
+    assert raised.value.key_index == 10_000
+    assert all(f.contains_all(keys[:10_000])) and "after" not in f
+    # A str with a lone surrogate has no UTF-8 form; a wrong type is a TypeError; both
+    # after the keys before them.
+    with pytest.raises(bloom.KeyEncodingError) as raised:
+        f.insert_all(["s1", "\ud800", "s3"])
+    assert raised.value.key_index == 1 and "s1" in f and "s3" not in f
+    with pytest.raises(bloom.KeyEncodingError):
+        f.insert("\ud800")
+    with pytest.raises(TypeError) as raised:
+        f.insert_all(["t1", 7, "t3"])
+    assert "key 1" in str(raised.value) and "t1" in f and "t3" not in f
+    # One key given as many is refused, not split into characters.
+    for one_key in ("abc", b"abc"):
+        with pytest.raises(TypeError):
+            f.insert_all(one_key)
+        with pytest.raises(TypeError):
+            f.contains_all(one_key)
     # The bytes encoding takes any bytes.
     raw = bloom.BloomFilter(1000, encoding="bytes")
     assert raw.insert(b"\xff") and b"\xff" in raw
@@ -91,7 +114,9 @@ def test_save_load_with_paths_and_generations(tmp_path):
     f.insert_all(["a", "b"])
     path = tmp_path / "seen.bloom"
     f.save(path, generation=41)
+    assert f.generation == 41
     f.save(str(path), generation=42)
+    f.save(path)  # keeps the generation it was last saved at
     back = bloom.load(pathlib.Path(path))
     assert back.generation == 42 and back.kind == "counting"
     assert back.contains_all(["a", "b", "c"]) == [True, True, False]
@@ -108,3 +133,72 @@ def test_scalable_grows_and_round_trips():
     back = bloom.loads(f.to_bytes())
     assert all(back.contains_all(f"k{i}" for i in range(2000)))
     assert back.info()["estimated_false_positive_rate"] < 0.02
+
+
+def test_a_store_bound_snapshot_stays_bound_while_its_generation_is_kept(tmp_path):
+    from conftest import FIXTURES
+
+    bound = bloom.load(FIXTURES / "v3" / "store-bound.bloom")
+    info = bound.info()
+    assert info["store_bound"] and bound.generation == info["dataset_generation"] > 0
+    bound.insert("more")
+    kept = tmp_path / "kept.bloom"
+    bound.save(kept)
+    assert bloom.inspect(kept)["store_bound"]
+    assert bloom.inspect(kept)["dataset_generation"] == info["dataset_generation"]
+    moved = tmp_path / "moved.bloom"
+    bound.save(moved, generation=info["dataset_generation"] + 1)
+    assert not bloom.inspect(moved)["store_bound"]
+    # A removal drops the binding: the store still holds the key, as far as it says.
+    counting = bloom.BloomFilter(100, kind="counting")
+    counting.insert("k")
+    counting.remove("k")
+    assert "k" not in counting
+    with pytest.raises(bloom.InvalidArgumentError):
+        counting.remove("never")
+    with pytest.raises(bloom.InvalidArgumentError):
+        bloom.BloomFilter(100).remove("k")
+
+
+def test_pickle_round_trips_through_the_verified_snapshot():
+    import pickle
+
+    f = bloom.BloomFilter(1000, kind="scalable")
+    f.insert_all(f"p{i}" for i in range(3000))
+    back = pickle.loads(pickle.dumps(f))
+    assert back.kind == "scalable" and all(back.contains_all(f"p{i}" for i in range(3000)))
+
+
+def test_a_header_claiming_more_than_the_bytes_hold_is_refused_before_allocating():
+    data = bloom.BloomFilter(10_000_000).to_bytes()
+    head = data[:200]
+    with pytest.raises(bloom.CorruptSnapshotError):
+        bloom.loads(head, max_bytes=2**62)
+    with pytest.raises(bloom.CorruptSnapshotError):
+        bloom.inspect(head)
+    # 0 and None both mean the default limit, as in the C ABI.
+    assert bloom.loads(data, max_bytes=0).kind == "plain"
+
+
+def test_threads_never_deadlock_on_errors_under_the_lock(tmp_path):
+    f = bloom.BloomFilter(100_000)
+    bad = [f"k{i}" for i in range(3000)] + [b"\xff"]
+    stop = threading.Event()
+
+    def failing():
+        while not stop.is_set():
+            with pytest.raises(bloom.KeyEncodingError):
+                f.insert_all(bad)
+            with pytest.raises(bloom.SnapshotIOError):
+                f.save(tmp_path)
+
+    threads = [threading.Thread(target=failing) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for i in range(20_000):
+        f.insert(f"single-{i}")
+        assert f"single-{i}" in f
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a thread is stuck"

@@ -34,15 +34,11 @@ pub(crate) fn run(args: &AddArgs, signals: &Signals) -> CmdResult {
     if let Some(source) = &source {
         keys += insert_from(&mut loaded.filter, source)?;
     }
-    let generation = args
-        .generation
-        .map_or(loaded.header.dataset_generation, Into::into);
-    let mut header = loaded.filter.header(generation);
     // More bits only add false positives: a binding to a store's history stays true, unless
     // the generation it is bound at changes.
-    if generation == loaded.header.dataset_generation {
-        header.store = loaded.header.store;
-    }
+    let header = loaded
+        .filter
+        .header_replacing(&loaded.header, args.generation);
     loaded
         .filter
         .check_capacity(&output.name(), args.full.strict, args.limit.max_bytes)?;

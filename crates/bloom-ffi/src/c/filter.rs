@@ -4,14 +4,12 @@
 
 use std::ffi::c_char;
 
-use bloom_core::{AnyFilter, Filter as _};
-
 use super::ptr::{self, KeyList, Out};
 use super::snapshot::BloomHeaderInfo;
 use super::status::{BloomStatus, guard};
-use crate::create::{FilterOptions, create};
+use crate::create::FilterOptions;
 use crate::error::Error;
-use crate::snapshots::HeaderInfo;
+use crate::handle::Handle;
 
 /// A filter: plain, counting or scalable, created or loaded. Opaque; free it with
 /// [`bloom_filter_free`].
@@ -20,16 +18,12 @@ use crate::snapshots::HeaderInfo;
 /// threads at once on the same handle. A call that takes a `BloomFilter *` (insert, free)
 /// needs the handle to itself: no other call on the same handle may run at the same time
 /// (guard it with a lock, or give each thread its own filter).
-pub struct BloomFilter {
-    pub(super) filter: AnyFilter,
-    /// The dataset generation it was loaded with (0 for a new filter).
-    pub(super) generation: u64,
-}
+pub struct BloomFilter(pub(super) Handle);
 
 impl BloomFilter {
     /// A new handle, boxed for C.
-    pub(super) fn boxed(filter: AnyFilter, generation: u64) -> *mut Self {
-        Box::into_raw(Box::new(Self { filter, generation }))
+    pub(super) fn boxed(handle: Handle) -> *mut Self {
+        Box::into_raw(Box::new(Self(handle)))
     }
 }
 
@@ -38,6 +32,9 @@ impl BloomFilter {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct BloomOptions {
+    /// `sizeof(BloomOptions)`, as [`bloom_options_default`] sets it: a later version may add
+    /// fields at the end, and reads only those the caller's struct has.
+    pub size: usize,
     /// The keys the filter is planned to hold (a scalable filter: its first stage); at least 1.
     pub expected_items: u64,
     /// The false-positive rate planned for, above 0 and below 1 (a scalable filter: the whole
@@ -58,6 +55,9 @@ pub struct BloomOptions {
     pub salt: *const u8,
     /// The salt's length in bytes.
     pub salt_len: usize,
+    /// The most payload bytes a scalable filter may grow to (0: 1 GiB, the size a load reads
+    /// by default), so that what it saves can be loaded again.
+    pub max_payload_bytes: u64,
 }
 
 /// The default options for `expected_items` keys at `false_positive_rate`: a plain filter,
@@ -70,6 +70,7 @@ pub extern "C" fn bloom_options_default(
     false_positive_rate: f64,
 ) -> BloomOptions {
     BloomOptions {
+        size: size_of::<BloomOptions>(),
         expected_items,
         false_positive_rate,
         kind: std::ptr::null(),
@@ -78,6 +79,7 @@ pub extern "C" fn bloom_options_default(
         encoding: std::ptr::null(),
         salt: std::ptr::null(),
         salt_len: 0,
+        max_payload_bytes: 0,
     }
 }
 
@@ -117,7 +119,15 @@ pub unsafe extern "C" fn bloom_filter_new_with(
         // SAFETY: the caller's promises, forwarded.
         let out = unsafe { Out::new(out, "out") }?;
         let given = unsafe { options.as_ref() }.ok_or_else(|| Error::invalid("options is null"))?;
+        if given.size < size_of::<BloomOptions>() {
+            return Err(Error::invalid(format!(
+                "options.size is {}, not sizeof(BloomOptions) ({}): start from bloom_options_default",
+                given.size,
+                size_of::<BloomOptions>()
+            )));
+        }
         let mut options = FilterOptions::new(given.expected_items, given.false_positive_rate);
+        options.max_payload_bytes = given.max_payload_bytes;
         if let Some(kind) = unsafe { ptr::name(given.kind, "options.kind") }? {
             options.kind = kind.parse()?;
         }
@@ -132,7 +142,7 @@ pub unsafe extern "C" fn bloom_filter_new_with(
         }
         let salt = unsafe { ptr::bytes(given.salt, given.salt_len, "options.salt") }?;
         options.salt_bytes(salt)?;
-        out.write(BloomFilter::boxed(create(&options)?, 0));
+        out.write(BloomFilter::boxed(Handle::create(&options)?));
         Ok(())
     })
 }
@@ -173,7 +183,7 @@ pub unsafe extern "C" fn bloom_filter_insert(
         let filter = unsafe { ptr::handle_mut(filter) }?;
         let key = unsafe { ptr::bytes(key, len, "key") }?;
         let added = unsafe { Out::optional(added) };
-        let changed = filter.filter.insert(key)?;
+        let changed = filter.0.insert(key)?;
         if let Some(added) = added {
             added.write(changed);
         }
@@ -202,7 +212,7 @@ pub unsafe extern "C" fn bloom_filter_contains(
         let filter = unsafe { ptr::handle(filter) }?;
         let key = unsafe { ptr::bytes(key, len, "key") }?;
         let answer = unsafe { Out::new(answer, "answer") }?;
-        answer.write(filter.filter.contains(key)?);
+        answer.write(filter.0.contains(key)?);
         Ok(())
     })
 }
@@ -231,10 +241,7 @@ pub unsafe extern "C" fn bloom_filter_insert_batch(
         let filter = unsafe { ptr::handle_mut(filter) }?;
         let list = unsafe { KeyList::new(keys, lens, count) }?;
         let added = unsafe { Out::optional(added) };
-        let changed = filter
-            .filter
-            .insert_all(list.iter())
-            .map_err(|e| refused_at(&filter.filter, &list, e))?;
+        let changed = filter.0.insert_all(list.iter())?;
         if let Some(added) = added {
             added.write(changed);
         }
@@ -245,7 +252,8 @@ pub unsafe extern "C" fn bloom_filter_insert_batch(
 /// Answers `count` keys: `answers[i]` is whether `keys[i]` (of `lens[i]` bytes) may have
 /// been inserted, as [`bloom_filter_contains`] answers it. Faster than one call per key. A
 /// key a text encoding refuses stops the call with `BLOOM_ERR_KEY` (the message names its
-/// index); `answers` is then not fully written.
+/// index); the answers before it are then written, the rest not (the one exception to
+/// out-parameters being untouched on failure).
 ///
 /// Thread safety: reads only; safe on many threads at once.
 ///
@@ -271,33 +279,40 @@ pub unsafe extern "C" fn bloom_filter_contains_batch(
         if answers.is_null() {
             return Err(Error::invalid("answers is null"));
         }
-        // SAFETY: non-null, and the caller promises room for `count` answers. They are
-        // written as `bool`s only, never read.
-        let answers = unsafe { std::slice::from_raw_parts_mut(answers, list.len()) };
-        for (slot, answer) in answers
-            .iter_mut()
-            .zip(filter.filter.contains_each(list.iter()))
-        {
-            match answer {
-                Ok(maybe) => *slot = maybe,
-                Err(e) => return Err(refused_at(&filter.filter, &list, e)),
+        let mut at = answers;
+        filter.0.contains_each(list.iter(), |maybe| {
+            // SAFETY: non-null, and the caller promises room for `count` answers, one per
+            // key; each is written (never read) through the raw pointer.
+            unsafe {
+                at.write(maybe);
+                at = at.add(1);
             }
-        }
-        Ok(())
+        })
     })
 }
 
-/// A refused key's error, naming the first key of the list the filter's encoding refuses.
-fn refused_at(filter: &AnyFilter, list: &KeyList<'_>, e: bloom_core::KeyError) -> Error {
-    let encoding = filter.config().encoding();
-    let at = list
-        .iter()
-        .position(|key| encoding.encode_bytes(key).is_err());
-    let error = Error::from(e);
-    match at {
-        Some(i) => error.context(format!("key {i} of the list")),
-        None => error,
-    }
+/// Removes the `len` bytes at `key` from a counting filter: `BLOOM_ERR_INVALID_ARGUMENT` for
+/// another kind of filter, or for a key it says is absent (or cannot tell). A snapshot saved
+/// after a removal is no longer bound to the store the filter was loaded with (the store
+/// still holds the key, as far as that history says).
+///
+/// Thread safety: needs the handle to itself.
+///
+/// # Safety
+/// `filter` is a live handle (or null, refused); `key` points to `len` readable bytes (or is
+/// null with `len` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bloom_filter_remove(
+    filter: *mut BloomFilter,
+    key: *const u8,
+    len: usize,
+) -> BloomStatus {
+    guard(|| {
+        // SAFETY: the caller's promises, forwarded.
+        let filter = unsafe { ptr::handle_mut(filter) }?;
+        let key = unsafe { ptr::bytes(key, len, "key") }?;
+        filter.0.remove(key)
+    })
 }
 
 /// What a snapshot of the filter would record, without writing one: its kind, size, rule,
@@ -318,10 +333,7 @@ pub unsafe extern "C" fn bloom_filter_header(
         // SAFETY: the caller's promises, forwarded.
         let filter = unsafe { ptr::handle(filter) }?;
         let info = unsafe { Out::new(info, "info") }?;
-        info.write(BloomHeaderInfo::from_info(&HeaderInfo::of_filter(
-            &filter.filter,
-            filter.generation,
-        )));
+        info.write(BloomHeaderInfo::from_info(&filter.0.info()));
         Ok(())
     })
 }

@@ -18,12 +18,12 @@ mod status;
 pub use filter::{
     BloomFilter, BloomOptions, bloom_filter_contains, bloom_filter_contains_batch,
     bloom_filter_free, bloom_filter_header, bloom_filter_insert, bloom_filter_insert_batch,
-    bloom_filter_new, bloom_filter_new_with, bloom_options_default,
+    bloom_filter_new, bloom_filter_new_with, bloom_filter_remove, bloom_options_default,
 };
 pub use snapshot::{
-    BloomHeaderInfo, BloomName, bloom_buffer_free, bloom_filter_load, bloom_filter_load_buffer,
-    bloom_filter_save, bloom_filter_to_buffer, bloom_inspect, bloom_inspect_buffer, bloom_verify,
-    bloom_verify_buffer,
+    BLOOM_KEEP_GENERATION, BloomHeaderInfo, BloomName, bloom_buffer_free, bloom_filter_load,
+    bloom_filter_load_buffer, bloom_filter_save, bloom_filter_to_buffer, bloom_inspect,
+    bloom_inspect_buffer, bloom_verify, bloom_verify_buffer,
 };
 pub use status::{
     BLOOM_ERR_CORRUPT, BLOOM_ERR_INTERNAL, BLOOM_ERR_INVALID_ARGUMENT, BLOOM_ERR_IO, BLOOM_ERR_KEY,

@@ -183,13 +183,8 @@ impl<'a> KeyList<'a> {
         Ok(Self { keys, lens })
     }
 
-    /// The number of keys.
-    pub(super) fn len(&self) -> usize {
-        self.keys.len()
-    }
-
     /// The keys, in order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &'a [u8]> + use<'a> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &'a [u8]> + Clone + use<'a> {
         let (keys, lens) = (self.keys, self.lens);
         keys.iter().zip(lens).map(|(&key, &len)| {
             if len == 0 {

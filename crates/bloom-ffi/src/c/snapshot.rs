@@ -6,7 +6,8 @@ use std::ffi::c_char;
 use super::filter::BloomFilter;
 use super::ptr::{self, Out};
 use super::status::{BloomStatus, guard};
-use crate::snapshots::{self, DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Source};
+use crate::handle::Handle;
+use crate::snapshots::{self, HeaderInfo, Source};
 
 /// A name of a header field, NUL-terminated, in a fixed array: nothing to free.
 pub type BloomName = [c_char; 32];
@@ -84,13 +85,13 @@ impl BloomHeaderInfo {
     }
 }
 
-/// `max_payload_bytes` as given, 0 meaning the default (1 GiB).
-fn limit(max_payload_bytes: u64) -> u64 {
-    if max_payload_bytes == 0 {
-        DEFAULT_MAX_PAYLOAD_BYTES
-    } else {
-        max_payload_bytes
-    }
+/// For [`bloom_filter_save`] and [`bloom_filter_to_buffer`]: record the dataset generation the
+/// filter was loaded with (and keep its store binding).
+pub const BLOOM_KEEP_GENERATION: u64 = 0xFFFF_FFFF_FFFF_FFFF;
+
+/// A generation given to a save: [`BLOOM_KEEP_GENERATION`] for the loaded one.
+fn generation(given: u64) -> Option<u64> {
+    (given != BLOOM_KEEP_GENERATION).then_some(given)
 }
 
 /// Loads the snapshot at `path` (plain, counting or scalable): every byte is checked (both
@@ -113,9 +114,10 @@ pub unsafe extern "C" fn bloom_filter_load(
         // SAFETY: the caller's promises, forwarded.
         let path = unsafe { ptr::path(path, "path") }?;
         let out = unsafe { Out::new(out, "out") }?;
-        let loaded = snapshots::load(Source::Path(path), limit(max_payload_bytes))?;
-        let generation = loaded.header.dataset_generation.get();
-        out.write(BloomFilter::boxed(loaded.filter, generation));
+        out.write(BloomFilter::boxed(Handle::load(
+            Source::Path(path),
+            max_payload_bytes,
+        )?));
         Ok(())
     })
 }
@@ -139,17 +141,21 @@ pub unsafe extern "C" fn bloom_filter_load_buffer(
         // SAFETY: the caller's promises, forwarded.
         let data = unsafe { ptr::bytes(data, len, "data") }?;
         let out = unsafe { Out::new(out, "out") }?;
-        let loaded = snapshots::load(Source::Bytes(data), limit(max_payload_bytes))?;
-        let generation = loaded.header.dataset_generation.get();
-        out.write(BloomFilter::boxed(loaded.filter, generation));
+        out.write(BloomFilter::boxed(Handle::load(
+            Source::Bytes(data),
+            max_payload_bytes,
+        )?));
         Ok(())
     })
 }
 
 /// Saves a snapshot of the filter to `path`, recording `dataset_generation` (the generation
-/// of the primary store these bits fully cover; 0 for a filter tied to no store). The write
-/// is atomic: `path` holds the old file or the new one, never a mix, whatever happens. An
-/// existing file that is not a snapshot is never replaced (`BLOOM_ERR_IO`).
+/// of the primary store these bits fully cover; 0 for a filter tied to no store), or with
+/// [`BLOOM_KEEP_GENERATION`] the one it was loaded with. A snapshot loaded bound to a store
+/// stays bound while its generation is kept (more keys only add false positives), as
+/// `bloom add` does; at another generation the binding is dropped. The write is atomic:
+/// `path` holds the old file or the new one, never a mix, whatever happens. An existing file
+/// that is not a snapshot is never replaced (`BLOOM_ERR_IO`). The handle is not changed.
 ///
 /// Thread safety: reads the filter only; safe on many threads at once (two saves to the same
 /// path: the last rename wins, each file whole).
@@ -167,11 +173,15 @@ pub unsafe extern "C" fn bloom_filter_save(
         // SAFETY: the caller's promises, forwarded.
         let filter = unsafe { ptr::handle(filter) }?;
         let path = unsafe { ptr::path(path, "path") }?;
-        snapshots::save(&filter.filter, dataset_generation, path)
+        filter
+            .0
+            .save(path, generation(dataset_generation))
+            .map(drop)
     })
 }
 
-/// A snapshot of the filter in a new buffer, recording `dataset_generation`: on success
+/// A snapshot of the filter in a new buffer, recording `dataset_generation` as
+/// [`bloom_filter_save`] does: on success
 /// `*data` and `*len` are the buffer, which the caller frees with [`bloom_buffer_free`].
 ///
 /// Thread safety: reads the filter only; safe on many threads at once.
@@ -191,15 +201,18 @@ pub unsafe extern "C" fn bloom_filter_to_buffer(
         let filter = unsafe { ptr::handle(filter) }?;
         let data = unsafe { Out::new(data, "data") }?;
         let len = unsafe { Out::new(len, "len") }?;
-        let bytes = snapshots::to_bytes(&filter.filter, dataset_generation)?.into_boxed_slice();
+        let bytes = filter
+            .0
+            .to_bytes(generation(dataset_generation))?
+            .into_boxed_slice();
         len.write(bytes.len());
         data.write(Box::into_raw(bytes).cast::<u8>());
         Ok(())
     })
 }
 
-/// Frees a buffer from [`bloom_filter_to_buffer`], given with the length it came with. Null
-/// is allowed and does nothing.
+/// Frees a buffer from [`bloom_filter_to_buffer`], given with the length it came with (any
+/// other length is undefined behaviour). Null is allowed and does nothing.
 ///
 /// Thread safety: no other call may use the buffer at the same time, or after.
 ///
@@ -235,7 +248,7 @@ pub unsafe extern "C" fn bloom_verify(
         let path = unsafe { ptr::path(path, "path") }?;
         let info = unsafe { Out::optional(info) };
         report(
-            snapshots::verify(Source::Path(path), limit(max_payload_bytes))?,
+            snapshots::verify(Source::Path(path), max_payload_bytes)?,
             info,
         );
         Ok(())
@@ -261,7 +274,7 @@ pub unsafe extern "C" fn bloom_verify_buffer(
         let data = unsafe { ptr::bytes(data, len, "data") }?;
         let info = unsafe { Out::optional(info) };
         report(
-            snapshots::verify(Source::Bytes(data), limit(max_payload_bytes))?,
+            snapshots::verify(Source::Bytes(data), max_payload_bytes)?,
             info,
         );
         Ok(())
@@ -287,7 +300,7 @@ pub unsafe extern "C" fn bloom_inspect(
         let path = unsafe { ptr::path(path, "path") }?;
         let info = unsafe { Out::new(info, "info") }?;
         report(
-            snapshots::inspect(Source::Path(path), limit(max_payload_bytes))?,
+            snapshots::inspect(Source::Path(path), max_payload_bytes)?,
             Some(info),
         );
         Ok(())
@@ -313,7 +326,7 @@ pub unsafe extern "C" fn bloom_inspect_buffer(
         let data = unsafe { ptr::bytes(data, len, "data") }?;
         let info = unsafe { Out::new(info, "info") }?;
         report(
-            snapshots::inspect(Source::Bytes(data), limit(max_payload_bytes))?,
+            snapshots::inspect(Source::Bytes(data), max_payload_bytes)?,
             Some(info),
         );
         Ok(())

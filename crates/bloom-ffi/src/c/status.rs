@@ -40,9 +40,10 @@ thread_local! {
 /// Records `error` as the calling thread's last failure and returns its status.
 fn fail(error: &Error) -> BloomStatus {
     // A message never holds NUL (a path could): C would see it cut short.
-    let text = error.message().replace('\0', "\u{fffd}");
+    let text = error.to_string().replace('\0', "\u{fffd}");
     let message = CString::new(text).unwrap_or_default();
-    LAST_ERROR.with(|last| *last.borrow_mut() = message);
+    // During the thread's teardown the message is lost, never a panic.
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
     error.kind().code()
 }
 
@@ -75,7 +76,9 @@ pub(super) fn guard(call: impl FnOnce() -> Result<(), Error>) -> BloomStatus {
 /// failing call on the same thread; copy the text to keep it.
 #[unsafe(no_mangle)]
 pub extern "C" fn bloom_last_error_message() -> *const c_char {
-    LAST_ERROR.with(|last| last.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|last| last.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
 }
 
 /// The stable name of a status (`"ok"`, `"invalid-argument"`, `"io"`, `"not-a-snapshot"`,
