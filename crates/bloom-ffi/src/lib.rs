@@ -31,6 +31,7 @@
 //! # Ok::<(), bloom_ffi::Error>(())
 //! ```
 
+#[cfg(feature = "c-abi")]
 pub mod c;
 mod create;
 mod error;
