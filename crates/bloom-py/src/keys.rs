@@ -78,10 +78,13 @@ impl<'a> Batch<'a> {
             OneKey::Text(_) => {
                 let mut texts = Vec::with_capacity(objects.len());
                 for object in objects {
-                    match object.cast::<PyString>().map(|t| t.to_str()) {
-                        Ok(Ok(text)) => texts.push(text),
-                        _ => return Self::mixed(objects),
-                    }
+                    let Ok(text) = object.cast::<PyString>() else {
+                        return Self::mixed(objects);
+                    };
+                    let Ok(text) = text.to_str() else {
+                        return Self::mixed(objects);
+                    };
+                    texts.push(text);
                 }
                 (Self::Text(texts), None)
             }
