@@ -22,6 +22,7 @@ const TARGETS: &[&str] = &[
     "redis_replies",
     "planning",
     "parquet",
+    "bindings",
 ];
 
 /// What libFuzzer is given on every run: no input above 1 MiB, 2 GiB of memory at most (and
@@ -202,7 +203,7 @@ fn seed(root: &Path, target: &str, corpus: &Path) -> Result<(), String> {
     let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let mut seeds: Vec<(String, Vec<u8>)> = Vec::new();
     match target {
-        "snapshot" | "store_open" => {
+        "snapshot" | "store_open" | "bindings" => {
             for path in &snapshots {
                 seeds.push((name_of(path), read(path)?));
             }
