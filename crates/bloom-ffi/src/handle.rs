@@ -193,8 +193,13 @@ impl Handle {
     }
 
     /// Records that the filter was saved with `header`: later saves keep its generation and
-    /// store binding.
-    pub fn saved(&mut self, header: Header) {
+    /// store binding. A binding dropped since the header was made (by a removal while the
+    /// file was written) stays dropped.
+    pub fn saved(&mut self, mut header: Header) {
+        let still_bound = self.header.as_ref().is_some_and(|h| h.store.is_some());
+        if !still_bound {
+            header.store = None;
+        }
         self.header = Some(header);
     }
 

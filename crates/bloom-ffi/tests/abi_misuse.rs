@@ -117,6 +117,14 @@ fn bad_options_and_keys_get_their_codes_and_leave_out_untouched() {
             BLOOM_ERR_INVALID_ARGUMENT
         );
         assert!(message().contains("bloom_options_default"), "{}", message());
+        // A struct from a newer header: options this library does not know are refused, not
+        // ignored.
+        options.size = size_of::<BloomOptions>() + 8;
+        assert_eq!(
+            bloom_filter_new_with(&raw const options, &raw mut filter),
+            BLOOM_ERR_INVALID_ARGUMENT
+        );
+        assert!(message().contains("newer bloom.h"), "{}", message());
         options.size = size_of::<BloomOptions>();
 
         options.kind = c"counting".as_ptr();

@@ -52,9 +52,7 @@ pub(crate) fn at_index(py: Python<'_>, error: PyErr, index: usize) -> PyErr {
             let _ = indexed.value(py).setattr(attribute, value);
         }
     }
-    if error.value(py).hasattr("kind").unwrap_or(false) {
-        let _ = indexed.value(py).setattr("key_index", index);
-    }
+    let _ = indexed.value(py).setattr("key_index", index);
     indexed
 }
 
@@ -151,7 +149,17 @@ pub(crate) fn for_each_chunk<'py>(
     }
     let mut chunk = Vec::new();
     for key in iterable.try_iter()? {
-        chunk.push(key?);
+        match key {
+            Ok(key) => chunk.push(key),
+            // The iterator failed: the keys it gave before are handled, as before a refused
+            // key, then its exception is raised.
+            Err(e) => {
+                if !chunk.is_empty() {
+                    each(&chunk)?;
+                }
+                return Err(e);
+            }
+        }
         if chunk.len() == CHUNK {
             each(&chunk)?;
             chunk.clear();

@@ -50,7 +50,17 @@ def test_refused_keys_name_their_index():
         f.insert("\ud800")
     with pytest.raises(TypeError) as raised:
         f.insert_all(["t1", 7, "t3"])
-    assert "key 1" in str(raised.value) and "t1" in f and "t3" not in f
+    assert raised.value.key_index == 1 and "t1" in f and "t3" not in f
+
+    # An iterator that fails: the keys it gave before are inserted, then its exception raised.
+    def failing():
+        yield "g1"
+        yield "g2"
+        raise ValueError("the source failed")
+
+    with pytest.raises(ValueError):
+        f.insert_all(failing())
+    assert "g1" in f and "g2" in f
     # One key given as many is refused, not split into characters.
     for one_key in ("abc", b"abc"):
         with pytest.raises(TypeError):

@@ -33,7 +33,8 @@ impl BloomFilter {
 #[derive(Clone, Copy, Debug)]
 pub struct BloomOptions {
     /// `sizeof(BloomOptions)`, as [`bloom_options_default`] sets it: a later version may add
-    /// fields at the end, and reads only those the caller's struct has.
+    /// fields at the end and read only those the caller's struct has; a library older than the
+    /// caller's header refuses the options rather than ignore fields it does not know.
     pub size: usize,
     /// The keys the filter is planned to hold (a scalable filter: its first stage); at least 1.
     pub expected_items: u64,
@@ -119,9 +120,14 @@ pub unsafe extern "C" fn bloom_filter_new_with(
         // SAFETY: the caller's promises, forwarded.
         let out = unsafe { Out::new(out, "out") }?;
         let given = unsafe { options.as_ref() }.ok_or_else(|| Error::invalid("options is null"))?;
-        if given.size < size_of::<BloomOptions>() {
+        if given.size != size_of::<BloomOptions>() {
+            let why = if given.size > size_of::<BloomOptions>() {
+                "the caller was built against a newer bloom.h, whose options this library cannot honour"
+            } else {
+                "start from bloom_options_default"
+            };
             return Err(Error::invalid(format!(
-                "options.size is {}, not sizeof(BloomOptions) ({}): start from bloom_options_default",
+                "options.size is {}, not sizeof(BloomOptions) ({}): {why}",
                 given.size,
                 size_of::<BloomOptions>()
             )));
