@@ -36,7 +36,8 @@ typedef struct BloomFilter BloomFilter;
 // need; a null name means the default.
 typedef struct BloomOptions {
   // `sizeof(BloomOptions)`, as [`bloom_options_default`] sets it: a later version may add
-  // fields at the end, and reads only those the caller's struct has.
+  // fields at the end and read only those the caller's struct has; a library older than the
+  // caller's header refuses the options rather than ignore fields it does not know.
   size_t size;
   // The keys the filter is planned to hold (a scalable filter: its first stage); at least 1.
   uint64_t expected_items;
