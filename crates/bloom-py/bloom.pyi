@@ -125,6 +125,22 @@ def from_guava(
     `Funnels.stringFunnel(UTF_8)`, `chars` for `unencodedCharsFunnel()`, `bytes` for
     `byteArrayFunnel()` and the integer and long funnels over little-endian bytes)."""
 
+def from_parquet(
+    path: Union[str, os.PathLike], column: str, max_bytes: Optional[int] = None
+) -> list[Optional[BloomFilter]]:
+    """The Bloom filter of `column` (its dotted path, or a unique leaf name) in each row group
+    of a Parquet file, `None` where a row group has none; no data page is read. Each answers
+    as Parquet's own reader does. A key is the column value's plain encoding: a `str` (or its
+    UTF-8 bytes) for a string column, the bytes of a binary value, the little-endian bytes of
+    a number (`struct.pack("<q", n)` for INT64). A filter over `max_bytes` (`None` or 0:
+    128 MiB) is refused before it is read."""
+
+def from_parquet_blob(
+    blob: bytes, encoding: Literal["utf8", "bytes"] = "utf8", max_bytes: Optional[int] = None
+) -> BloomFilter:
+    """The filter of a Parquet filter blob (a `BloomFilterHeader`, then its bitset): `utf8`
+    keys for a string column's, `bytes` otherwise."""
+
 class BloomError(Exception):
     """Every error of the package."""
 

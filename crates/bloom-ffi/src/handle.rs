@@ -60,6 +60,15 @@ impl Handle {
         })
     }
 
+    /// A handle for a filter made elsewhere (a Parquet file's, say): no header yet.
+    #[must_use]
+    pub fn from_filter(filter: AnyFilter) -> Self {
+        Self {
+            filter,
+            header: None,
+        }
+    }
+
     /// The filter a Guava stream holds ([`crate::from_guava`]).
     ///
     /// # Errors

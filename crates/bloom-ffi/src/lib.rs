@@ -37,12 +37,16 @@ mod create;
 mod error;
 mod guava;
 mod handle;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod snapshots;
 
 pub use create::{FilterKind, FilterOptions, create};
 pub use error::{Error, ErrorKind};
 pub use guava::{from_guava, funnel_named, to_guava};
 pub use handle::Handle;
+#[cfg(feature = "parquet")]
+pub use parquet::{from_parquet, from_parquet_blob};
 pub use snapshots::{
     DEFAULT_MAX_PAYLOAD_BYTES, HeaderInfo, Loaded, Source, inspect, load, payload_limit, save,
     to_bytes, verify,

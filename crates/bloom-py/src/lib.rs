@@ -23,6 +23,8 @@ fn bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(snapshots::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(snapshots::verify, m)?)?;
     m.add_function(wrap_pyfunction!(snapshots::from_guava, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::from_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshots::from_parquet_blob, m)?)?;
     m.add("DEFAULT_MAX_BYTES", bloom_ffi::DEFAULT_MAX_PAYLOAD_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)

@@ -1,6 +1,6 @@
-//! The module's functions over snapshots: `load`, `loads`, `inspect`, `verify`, and
-//! `from_guava`. File work releases the GIL; a source is a path (`str` or `os.PathLike`)
-//! or `bytes`.
+//! The module's functions over snapshots: `load`, `loads`, `inspect`, `verify`, and the
+//! imports `from_guava`, `from_parquet` and `from_parquet_blob`. File work releases the GIL;
+//! a source is a path (`str` or `os.PathLike`) or `bytes`.
 
 use std::path::PathBuf;
 
@@ -122,6 +122,51 @@ pub(crate) fn from_guava(
     let given = Given::of(source)?;
     let handle = py
         .detach(|| Handle::from_guava(given.source(), funnel, limit(max_bytes)))
+        .map_err(py_err(py))?;
+    Ok(PyBloomFilter::new(handle))
+}
+
+/// The filter of `column` in each row group of a Parquet file (`None` where a row group has
+/// none), as Parquet's own reader answers: a key is the column value's plain encoding (the
+/// text or bytes of a string or binary value, the little-endian bytes of a number).
+#[pyfunction]
+#[pyo3(signature = (path, column, max_bytes = None))]
+pub(crate) fn from_parquet(
+    py: Python<'_>,
+    path: PathBuf,
+    column: &str,
+    max_bytes: Option<u64>,
+) -> PyResult<Vec<Option<PyBloomFilter>>> {
+    let handles = py
+        .detach(|| bloom_ffi::from_parquet(&path, column, limit(max_bytes)))
+        .map_err(py_err(py))?;
+    Ok(handles
+        .into_iter()
+        .map(|h| h.map(PyBloomFilter::new))
+        .collect())
+}
+
+/// The filter of a Parquet filter blob (a `BloomFilterHeader`, then its bitset), its keys
+/// text (`utf8`, a string column's) or `bytes`.
+#[pyfunction]
+#[pyo3(signature = (blob, encoding = "utf8", max_bytes = None))]
+pub(crate) fn from_parquet_blob(
+    py: Python<'_>,
+    blob: &[u8],
+    encoding: &str,
+    max_bytes: Option<u64>,
+) -> PyResult<PyBloomFilter> {
+    let encoding = match encoding {
+        "utf8" => bloom_core::KeyEncoding::Utf8,
+        "bytes" => bloom_core::KeyEncoding::Bytes,
+        other => {
+            return Err(py_err(py)(bloom_ffi::Error::invalid(format!(
+                "a Parquet filter's keys are utf8 (a string column's) or bytes, not {other:?}"
+            ))));
+        }
+    };
+    let handle = py
+        .detach(|| bloom_ffi::from_parquet_blob(blob, encoding, limit(max_bytes)))
         .map_err(py_err(py))?;
     Ok(PyBloomFilter::new(handle))
 }
