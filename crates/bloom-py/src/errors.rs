@@ -1,85 +1,127 @@
-//! The package's exceptions: one class per [`ErrorKind`], all subclasses of `BloomError`,
+//! The package's exceptions: one class per [`ErrorKind`], all subclasses of `BloomError`
+//! and of the built-in class a Python caller would catch (`OSError`, `ValueError`, ...),
 //! each instance carrying the kind's stable `kind` name and `code`.
 
 use bloom_ffi::{Error, ErrorKind};
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
-create_exception!(
-    bloom,
-    BloomError,
-    PyException,
-    "Every error of the package; `kind` and `code` say which (the C ABI's names and codes)."
-);
-create_exception!(
-    bloom,
-    InvalidArgumentError,
-    BloomError,
-    "An argument is invalid."
-);
-create_exception!(
-    bloom,
-    SnapshotIOError,
-    BloomError,
-    "A file could not be read or written (missing, no permission, not a regular file)."
-);
-create_exception!(
-    bloom,
-    NotASnapshotError,
-    BloomError,
-    "The bytes are not a bloom snapshot at all."
-);
-create_exception!(
-    bloom,
-    CorruptSnapshotError,
-    BloomError,
-    "The snapshot is damaged (truncated, checksum mismatch, invalid field): never trust it."
-);
-create_exception!(
-    bloom,
-    UnsupportedSnapshotError,
-    BloomError,
-    "The snapshot uses a version, rule, layout or encoding this build does not implement."
-);
-create_exception!(
-    bloom,
-    SnapshotTooLargeError,
-    BloomError,
-    "The snapshot's payload is over the size limit it was read with."
-);
-create_exception!(
-    bloom,
-    KeyEncodingError,
-    BloomError,
-    "A key was refused: the filter's encoding takes text, and the bytes are not UTF-8."
-);
-create_exception!(
-    bloom,
-    OutOfMemoryError,
-    BloomError,
-    "Memory for the filter could not be allocated."
-);
-create_exception!(
-    bloom,
-    InternalError,
-    BloomError,
-    "A bug in bloom. Please report it."
-);
+/// Each exception class: its name, the built-in class it also derives from (so that `except
+/// OSError` or `except ValueError` catches what it should), and its documentation.
+const CLASSES: [(ErrorKind, &str, &str, &str); 9] = [
+    (
+        ErrorKind::InvalidArgument,
+        "InvalidArgumentError",
+        "ValueError",
+        "An argument is invalid.",
+    ),
+    (
+        ErrorKind::Io,
+        "SnapshotIOError",
+        "OSError",
+        "A file could not be read or written (missing, no permission, not a regular file).",
+    ),
+    (
+        ErrorKind::NotASnapshot,
+        "NotASnapshotError",
+        "ValueError",
+        "The bytes are not a bloom snapshot at all.",
+    ),
+    (
+        ErrorKind::Corrupt,
+        "CorruptSnapshotError",
+        "ValueError",
+        "The snapshot is damaged (truncated, checksum mismatch, invalid field): never trust it.",
+    ),
+    (
+        ErrorKind::Unsupported,
+        "UnsupportedSnapshotError",
+        "ValueError",
+        "The snapshot uses a version, rule, layout or encoding this build does not implement.",
+    ),
+    (
+        ErrorKind::TooLarge,
+        "SnapshotTooLargeError",
+        "ValueError",
+        "The snapshot's payload is over the size limit it was read with.",
+    ),
+    (
+        ErrorKind::Key,
+        "KeyEncodingError",
+        "ValueError",
+        "A key was refused: the filter's encoding takes text, and the bytes are not UTF-8.",
+    ),
+    (
+        ErrorKind::OutOfMemory,
+        "OutOfMemoryError",
+        "MemoryError",
+        "Memory for the filter could not be allocated.",
+    ),
+    (
+        ErrorKind::Internal,
+        "InternalError",
+        "RuntimeError",
+        "A bug in bloom. Please report it.",
+    ),
+];
+
+/// `BloomError`, then one class per entry of [`CLASSES`], made once per interpreter.
+static TYPES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
+
+/// A new class `name(bases...)` of the module `bloom`.
+fn class(
+    py: Python<'_>,
+    name: &str,
+    bases: &[Bound<'_, PyAny>],
+    doc: &str,
+) -> PyResult<Py<PyType>> {
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "bloom")?;
+    namespace.set_item("__doc__", doc)?;
+    let made = py
+        .get_type::<PyType>()
+        .call1((name, PyTuple::new(py, bases)?, namespace))?;
+    Ok(made.cast_into::<PyType>()?.unbind())
+}
+
+/// The exception classes.
+fn types(py: Python<'_>) -> PyResult<&Vec<Py<PyType>>> {
+    TYPES.get_or_try_init(py, || {
+        let builtins = py.import("builtins")?;
+        let base = class(
+            py,
+            "BloomError",
+            &[builtins.getattr("Exception")?],
+            "Every error of the package; `kind` and `code` say which (the C ABI's names and codes).",
+        )?;
+        let mut all = vec![base.clone_ref(py)];
+        for (_, name, builtin, doc) in CLASSES {
+            all.push(class(
+                py,
+                name,
+                &[base.bind(py).clone().into_any(), builtins.getattr(builtin)?],
+                doc,
+            )?);
+        }
+        Ok(all)
+    })
+}
 
 /// The exception of a binding error, with its `kind` and `code` set.
 pub(crate) fn to_py(py: Python<'_>, error: &Error) -> PyErr {
     let message = error.to_string();
-    let err = match error.kind() {
-        ErrorKind::InvalidArgument => InvalidArgumentError::new_err(message),
-        ErrorKind::Io => SnapshotIOError::new_err(message),
-        ErrorKind::NotASnapshot => NotASnapshotError::new_err(message),
-        ErrorKind::Corrupt => CorruptSnapshotError::new_err(message),
-        ErrorKind::Unsupported => UnsupportedSnapshotError::new_err(message),
-        ErrorKind::TooLarge => SnapshotTooLargeError::new_err(message),
-        ErrorKind::Key => KeyEncodingError::new_err(message),
-        ErrorKind::OutOfMemory => OutOfMemoryError::new_err(message),
-        ErrorKind::Internal => InternalError::new_err(message),
+    let class = types(py).map(|all| {
+        let at = CLASSES
+            .iter()
+            .position(|(kind, ..)| *kind == error.kind())
+            .map_or(0, |i| i + 1);
+        all.get(at).map(|t| t.bind(py).clone())
+    });
+    let err = match class {
+        Ok(Some(class)) => PyErr::from_type(class, message),
+        _ => PyRuntimeError::new_err(message),
     };
     let value = err.value(py);
     // Setting an attribute on a fresh exception fails only without memory; the exception is
@@ -98,27 +140,10 @@ pub(crate) fn py_err(py: Python<'_>) -> impl Fn(Error) -> PyErr + '_ {
 /// Adds the exception classes to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("BloomError", py.get_type::<BloomError>())?;
-    m.add(
-        "InvalidArgumentError",
-        py.get_type::<InvalidArgumentError>(),
-    )?;
-    m.add("SnapshotIOError", py.get_type::<SnapshotIOError>())?;
-    m.add("NotASnapshotError", py.get_type::<NotASnapshotError>())?;
-    m.add(
-        "CorruptSnapshotError",
-        py.get_type::<CorruptSnapshotError>(),
-    )?;
-    m.add(
-        "UnsupportedSnapshotError",
-        py.get_type::<UnsupportedSnapshotError>(),
-    )?;
-    m.add(
-        "SnapshotTooLargeError",
-        py.get_type::<SnapshotTooLargeError>(),
-    )?;
-    m.add("KeyEncodingError", py.get_type::<KeyEncodingError>())?;
-    m.add("OutOfMemoryError", py.get_type::<OutOfMemoryError>())?;
-    m.add("InternalError", py.get_type::<InternalError>())?;
+    let all = types(py)?;
+    let names = std::iter::once("BloomError").chain(CLASSES.iter().map(|(_, name, ..)| *name));
+    for (name, class) in names.zip(all) {
+        m.add(name, class.bind(py))?;
+    }
     Ok(())
 }

@@ -60,6 +60,12 @@ def test_paths_that_are_not_snapshot_files(tmp_path):
             bloom.load(path)
         assert raised.value.kind == "io"
         assert str(path) in str(raised.value)
+        # The built-in class a Python caller would catch, too.
+        assert isinstance(raised.value, OSError)
+    with pytest.raises(ValueError):
+        bloom.loads(b"not a snapshot")
+    with pytest.raises(ValueError):
+        bloom.BloomFilter(0)
     with pytest.raises(TypeError):
         bloom.inspect(12)
 
