@@ -105,8 +105,8 @@ def load(path: Union[str, os.PathLike], max_bytes: Optional[int] = None) -> Bloo
     """Loads the filter a snapshot file holds, every byte checked first; a payload over
     `max_bytes` (`None` or 0: 1 GiB) is refused before anything is allocated."""
 
-def loads(data: bytes, max_bytes: Optional[int] = None) -> BloomFilter:
-    """`load` for a snapshot's bytes."""
+def loads(data: Union[bytes, bytearray], max_bytes: Optional[int] = None) -> BloomFilter:
+    """`load` for a snapshot's bytes (a `bytearray` is copied first)."""
 
 def inspect(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
     """A snapshot's header (its checksum checked; the payload is not read): `format_version`,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use bloom_ffi::{Handle, Source};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::header::header_dict;
@@ -63,16 +64,17 @@ pub(crate) fn load(
     Ok(PyBloomFilter::new(handle))
 }
 
-/// Loads the filter a snapshot in `bytes` holds, every byte checked first.
+/// Loads the filter a snapshot in `bytes` (or a `bytearray`, copied) holds, every byte checked
+/// first.
 #[pyfunction]
 #[pyo3(signature = (data, max_bytes = None))]
 pub(crate) fn loads(
     py: Python<'_>,
-    data: &[u8],
+    data: PyBackedBytes,
     max_bytes: Option<u64>,
 ) -> PyResult<PyBloomFilter> {
     let handle = py
-        .detach(|| Handle::load(Source::Bytes(data), limit(max_bytes)))
+        .detach(|| Handle::load(Source::Bytes(&data), limit(max_bytes)))
         .map_err(py_err(py))?;
     Ok(PyBloomFilter::new(handle))
 }

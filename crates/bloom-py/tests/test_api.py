@@ -142,6 +142,7 @@ def test_scalable_grows_and_round_trips():
     assert f.info()["layout"] == "scalable"
     back = bloom.loads(f.to_bytes())
     assert all(back.contains_all(f"k{i}" for i in range(2000)))
+    assert bloom.loads(bytearray(f.to_bytes())).kind == "scalable"
     assert back.info()["estimated_false_positive_rate"] < 0.02
 
 
