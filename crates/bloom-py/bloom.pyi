@@ -6,7 +6,7 @@ key exactly as the Rust reader, the `bloom` CLI and the C ABI answer it. "maybe"
 """
 
 import os
-from typing import Iterable, Literal, Optional, Union
+from typing import Iterable, Literal, Optional, Union, final
 
 Key = Union[str, bytes]
 """A key: `str` (encoded by the filter's encoding, NFC by default) or `bytes` (which a text
@@ -20,6 +20,7 @@ DEFAULT_MAX_BYTES: int
 
 __version__: str
 
+@final
 class BloomFilter:
     """A Bloom filter: plain, counting or scalable.
 
@@ -28,8 +29,8 @@ class BloomFilter:
     as its snapshot, verified again when unpickled.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         expected_items: int,
         false_positive_rate: float = 0.01,
         *,
@@ -39,7 +40,7 @@ class BloomFilter:
         encoding: Literal["nfc", "utf8", "bytes", "nfc-trim-lower", "utf16le"] = "nfc",
         salt: Optional[bytes] = None,
         max_bytes: Optional[int] = None,
-    ) -> None:
+    ) -> BloomFilter:
         """A new, empty filter planned for `expected_items` keys at `false_positive_rate`,
         planned exactly as `bloom build` plans it (the same keys and options make the same
         snapshot bytes).
