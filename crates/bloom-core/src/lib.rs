@@ -79,6 +79,7 @@ mod filter;
 mod kernel;
 mod key;
 mod layout;
+mod observed;
 mod params;
 mod plain;
 mod position;
@@ -101,6 +102,7 @@ pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables, UnknownName
 pub use filter::Filter;
 pub use key::Key;
 pub use layout::{BLOCK_BITS, Layout, MAX_SHARDS, SPLIT_BLOCK_HASHES};
+pub use observed::{DRIFT_LOG_CHANCE, MIN_DRIFT_COUNT, ObservedRate};
 pub use params::{FilterParams, MAX_BITS, MAX_HASHES, ParamsError};
 pub use plain::BloomFilter;
 pub use position::{PositionRule, Positions, RandomSaltError, Salt, SaltTooLong};

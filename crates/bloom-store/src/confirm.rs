@@ -10,7 +10,7 @@
 use std::slice;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bloom_core::EncodedKey;
+use bloom_core::{EncodedKey, ObservedRate};
 
 use crate::outcome::Lookup;
 use crate::primary::PrimaryStore;
@@ -53,12 +53,20 @@ pub struct LookupTally {
 }
 
 impl LookupTally {
+    /// The false positives observed on keys that were absent, while the filter answered.
+    #[must_use]
+    pub fn observed(&self) -> ObservedRate {
+        ObservedRate::new(
+            self.false_positives,
+            self.false_positives.saturating_add(self.lookups_avoided),
+        )
+    }
+
     /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
     /// keys that were absent, while it answered. `None` before any such query.
     #[must_use]
     pub fn observed_false_positive_rate(&self) -> Option<f64> {
-        let negatives = self.false_positives + self.lookups_avoided;
-        (negatives > 0).then(|| self.false_positives as f64 / negatives as f64)
+        self.observed().rate()
     }
 }
 

@@ -353,6 +353,14 @@ pub struct Metrics {
     /// often than planned. Also catches bits the item estimate does not explain (removed
     /// keys a plain filter still holds).
     pub over_target_rate: bool,
+    /// Whether the false positives observed ([`Metrics::false_positives`] of the queries for
+    /// absent keys) pass the target rate by more than chance allows
+    /// ([`bloom_core::ObservedRate::passes`]: at least 10 of them, and a chance below
+    /// `e^-30` at the target). "Maybe" answers, each a store lookup, come more often than
+    /// planned: the filter is overfilled, holds removed keys' bits, or one absent key is asked
+    /// again and again. [`FilteredStore::rebuild`](crate::FilteredStore::rebuild) makes a
+    /// filter for the store's keys as they are.
+    pub observed_over_target: bool,
     /// Whether the filter is past its plan: the estimated items passed the capacity, or
     /// [`Metrics::over_target_rate`]. The filter still answers correctly, only with more
     /// store lookups; [`FilteredStore::rebuild`](crate::FilteredStore::rebuild) grows it

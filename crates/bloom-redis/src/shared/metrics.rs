@@ -50,6 +50,23 @@ pub struct SharedMetrics {
 }
 
 impl SharedMetrics {
+    /// Whether this process's observed false positives pass the shared filter's planned rate
+    /// by more than chance allows ([`bloom_core::ObservedRate::passes`]), as
+    /// `bloom_store::Metrics::observed_over_target` says it for one process's filter.
+    /// `false` when the filter could not be read or records no plan.
+    #[must_use]
+    pub fn observed_over_target(&self) -> bool {
+        let observed = bloom_core::ObservedRate::new(
+            self.false_positives,
+            self.false_positives.saturating_add(self.lookups_avoided),
+        );
+        self.filter
+            .as_ref()
+            .ok()
+            .and_then(|info| info.capacity)
+            .is_some_and(|c| observed.passes(c.plan.false_positive_rate))
+    }
+
     /// Whether the shared filter is past the plan it was created with: more items than its
     /// capacity, or an estimated false-positive rate above the target by more than the
     /// estimate's noise. Queries then go to the store more often than planned (never

@@ -401,6 +401,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             false_positive_rate_limit: rate_limit,
             remaining_capacity: standing.map_or(0, |s| s.remaining()),
             over_target_rate,
+            observed_over_target: lookups.observed().passes(target),
             over_capacity: estimated_items > state.capacity as f64 || over_target_rate,
             capacity_limited: state.capacity_limited,
             mode: state.mode.clone(),
