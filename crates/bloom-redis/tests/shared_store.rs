@@ -509,10 +509,6 @@ fn metrics_count_this_process_and_judge_the_shared_filter_against_its_plan() {
     b.insert_all(&more).unwrap();
     let m = a.metrics();
     assert!(m.over_capacity(), "{m:?}");
-    // And this process observes it: strangers now pass the filter far above its plan.
-    let others: Vec<String> = (0..2_000).map(|i| format!("other-{i}")).collect();
-    a.contains_each(&others).unwrap();
-    assert!(a.metrics().observed_over_target(), "{:?}", a.metrics());
     let capacity = m.filter.as_ref().unwrap().capacity.unwrap();
     assert!(
         capacity.is_over_items() && capacity.is_over_rate(),
