@@ -2,6 +2,7 @@
 //! (the C ABI's status) and a stable name (the Python exception's `kind`), classified once
 //! from the library's typed errors.
 
+use std::ffi::CStr;
 use std::fmt;
 
 use bloom_core::{BitsError, BuildError, KeyError, ScalableError, SnapshotError};
@@ -63,16 +64,25 @@ impl ErrorKind {
     /// `"unsupported"`, `"too-large"`, `"key"`, `"out-of-memory"` or `"internal"`.
     #[must_use]
     pub const fn name(self) -> &'static str {
+        match self.c_name().to_str() {
+            Ok(name) => name,
+            Err(_) => "",
+        }
+    }
+
+    /// [`ErrorKind::name`], ending in NUL: what the C ABI's `bloom_status_name` returns.
+    #[must_use]
+    pub const fn c_name(self) -> &'static CStr {
         match self {
-            Self::InvalidArgument => "invalid-argument",
-            Self::Io => "io",
-            Self::NotASnapshot => "not-a-snapshot",
-            Self::Corrupt => "corrupt",
-            Self::Unsupported => "unsupported",
-            Self::TooLarge => "too-large",
-            Self::Key => "key",
-            Self::OutOfMemory => "out-of-memory",
-            Self::Internal => "internal",
+            Self::InvalidArgument => c"invalid-argument",
+            Self::Io => c"io",
+            Self::NotASnapshot => c"not-a-snapshot",
+            Self::Corrupt => c"corrupt",
+            Self::Unsupported => c"unsupported",
+            Self::TooLarge => c"too-large",
+            Self::Key => c"key",
+            Self::OutOfMemory => c"out-of-memory",
+            Self::Internal => c"internal",
         }
     }
 

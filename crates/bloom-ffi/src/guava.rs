@@ -50,10 +50,9 @@ pub fn from_guava(
     let options = DecodeOptions::with_max_payload_len(crate::payload_limit(max_payload_bytes));
     let snapshot = match source {
         Source::Path(path) => {
-            let file = bloom_format::open_regular_file(path)
-                .map_err(|e| Error::read(&e).context(path.display()))?;
+            let file = bloom_format::open_regular_file(path).map_err(|e| source.read_error(&e))?;
             bloom_format::import_guava(std::io::BufReader::new(file), funnel, &options)
-                .map_err(|e| guava_error(&e).context(path.display()))?
+                .map_err(|e| source.about(guava_error(&e)))?
         }
         Source::Bytes(bytes) => {
             bloom_format::import_guava(bytes, funnel, &options).map_err(|e| guava_error(&e))?

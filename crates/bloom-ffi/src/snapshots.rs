@@ -32,20 +32,29 @@ impl<'a> Source<'a> {
         match self {
             Self::Path(path) => SnapshotReader::open(path, &options)
                 .map(SnapshotReader::boxed)
-                .map_err(|e| self.error(Error::read(&e))),
+                .map_err(|e| self.read_error(&e)),
             Self::Bytes(bytes) => SnapshotReader::from_bytes(bytes, &options)
                 .map(SnapshotReader::boxed)
                 .map_err(|e| Error::read(&e)),
         }
     }
 
-    /// An error about this source: prefixed by the path for a file, unless it names it.
-    fn error(self, e: Error) -> Error {
+    /// An error about this source: prefixed by the path for a file.
+    pub(crate) fn about(self, e: Error) -> Error {
         match self {
-            Self::Path(path) if !e.message().contains(&*path.to_string_lossy()) => {
-                e.context(path.display())
+            Self::Path(path) => e.context(path.display()),
+            Self::Bytes(_) => e,
+        }
+    }
+
+    /// A read error about this source, classified: prefixed by the path for a file, unless
+    /// it is one of the system's errors, which name the path already.
+    pub(crate) fn read_error(self, e: &ReadError) -> Error {
+        match e {
+            ReadError::Io { path: Some(_), .. } | ReadError::NotARegularFile { .. } => {
+                Error::read(e)
             }
-            _ => e,
+            _ => self.about(Error::read(e)),
         }
     }
 }
@@ -91,8 +100,6 @@ pub struct Loaded {
     pub filter: AnyFilter,
     /// The header read.
     pub header: Header,
-    /// The header's format version.
-    pub format_version: FormatVersion,
 }
 
 /// Loads the filter a snapshot holds (plain, counting or scalable), refusing a payload over
@@ -106,7 +113,6 @@ pub struct Loaded {
 pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error> {
     let reader = source.open(max_payload_bytes)?;
     let header = reader.header().clone();
-    let format_version = reader.format_version();
     let filter = AnyFilter::from_payload(&header, |sink| {
         reader
             .read_payload_with(|chunk| {
@@ -116,8 +122,8 @@ pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error>
             .map(drop)
     })
     .map_err(|e| match e {
-        LoadFailure::Read(e) => source.error(Error::read(&e)),
-        LoadFailure::Load(e) => source.error(Error::load(&e)),
+        LoadFailure::Read(e) => source.read_error(&e),
+        LoadFailure::Load(e) => source.about(Error::load(&e)),
     })?;
     let filter = match filter {
         AnyFilter::Scalable(mut chain) => {
@@ -126,11 +132,7 @@ pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error>
         }
         other => other,
     };
-    Ok(Loaded {
-        filter,
-        header,
-        format_version,
-    })
+    Ok(Loaded { filter, header })
 }
 
 /// Writes a snapshot of `filter` with `header` (typically `Filter::header` or
@@ -186,7 +188,7 @@ pub fn to_bytes(filter: &AnyFilter, header: Header) -> Result<Vec<u8>, Error> {
 /// As [`load`], but never `OutOfMemory` for the payload: it is not kept.
 pub fn verify(source: Source<'_>, max_payload_bytes: u64) -> Result<HeaderInfo, Error> {
     let reader = source.open(max_payload_bytes)?;
-    let (version, header) = reader.verify().map_err(|e| source.error(Error::read(&e)))?;
+    let (version, header) = reader.verify().map_err(|e| source.read_error(&e))?;
     Ok(HeaderInfo::new(version, &header))
 }
 

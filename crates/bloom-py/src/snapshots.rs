@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use bloom_ffi::{Handle, Source};
+use bloom_ffi::{Handle, HeaderInfo, Source};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -87,11 +87,7 @@ pub(crate) fn inspect<'py>(
     source: &Bound<'py, PyAny>,
     max_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let given = Given::of(source)?;
-    let info = py
-        .detach(|| bloom_ffi::inspect(given.source(), limit(max_bytes)))
-        .map_err(py_err(py))?;
-    header_dict(py, &info)
+    header_of(py, bloom_ffi::inspect, source, max_bytes)
 }
 
 /// Checks a snapshot completely (both checksums, every field), as `bloom verify` does;
@@ -103,9 +99,20 @@ pub(crate) fn verify<'py>(
     source: &Bound<'py, PyAny>,
     max_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    header_of(py, bloom_ffi::verify, source, max_bytes)
+}
+
+/// The header `read` (inspecting or verifying) finds in `source`, as a `dict`; the reading
+/// is done with the GIL released.
+fn header_of<'py>(
+    py: Python<'py>,
+    read: fn(Source<'_>, u64) -> Result<HeaderInfo, bloom_ffi::Error>,
+    source: &Bound<'py, PyAny>,
+    max_bytes: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
     let given = Given::of(source)?;
     let info = py
-        .detach(|| bloom_ffi::verify(given.source(), limit(max_bytes)))
+        .detach(|| read(given.source(), limit(max_bytes)))
         .map_err(py_err(py))?;
     header_dict(py, &info)
 }

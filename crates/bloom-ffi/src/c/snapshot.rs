@@ -6,6 +6,7 @@ use std::ffi::c_char;
 use super::filter::BloomFilter;
 use super::ptr::{self, Out};
 use super::status::{BloomStatus, guard};
+use crate::error::Error;
 use crate::handle::Handle;
 use crate::snapshots::{self, HeaderInfo, Source};
 
@@ -112,13 +113,8 @@ pub unsafe extern "C" fn bloom_filter_load(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let path = unsafe { ptr::path(path, "path") }?;
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(BloomFilter::boxed(Handle::load(
-            Source::Path(path),
-            max_payload_bytes,
-        )?));
-        Ok(())
+        let (path, out) = unsafe { (ptr::path(path, "path")?, Out::new(out, "out")?) };
+        load_into(Source::Path(path), max_payload_bytes, out)
     })
 }
 
@@ -139,13 +135,8 @@ pub unsafe extern "C" fn bloom_filter_load_buffer(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let data = unsafe { ptr::bytes(data, len, "data") }?;
-        let out = unsafe { Out::new(out, "out") }?;
-        out.write(BloomFilter::boxed(Handle::load(
-            Source::Bytes(data),
-            max_payload_bytes,
-        )?));
-        Ok(())
+        let (data, out) = unsafe { (ptr::bytes(data, len, "data")?, Out::new(out, "out")?) };
+        load_into(Source::Bytes(data), max_payload_bytes, out)
     })
 }
 
@@ -245,13 +236,13 @@ pub unsafe extern "C" fn bloom_verify(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let path = unsafe { ptr::path(path, "path") }?;
-        let info = unsafe { Out::optional(info) };
-        report(
-            snapshots::verify(Source::Path(path), max_payload_bytes)?,
+        let (path, info) = unsafe { (ptr::path(path, "path")?, Out::optional(info)) };
+        header_into(
+            snapshots::verify,
+            Source::Path(path),
+            max_payload_bytes,
             info,
-        );
-        Ok(())
+        )
     })
 }
 
@@ -271,13 +262,13 @@ pub unsafe extern "C" fn bloom_verify_buffer(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let data = unsafe { ptr::bytes(data, len, "data") }?;
-        let info = unsafe { Out::optional(info) };
-        report(
-            snapshots::verify(Source::Bytes(data), max_payload_bytes)?,
+        let (data, info) = unsafe { (ptr::bytes(data, len, "data")?, Out::optional(info)) };
+        header_into(
+            snapshots::verify,
+            Source::Bytes(data),
+            max_payload_bytes,
             info,
-        );
-        Ok(())
+        )
     })
 }
 
@@ -297,13 +288,13 @@ pub unsafe extern "C" fn bloom_inspect(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let path = unsafe { ptr::path(path, "path") }?;
-        let info = unsafe { Out::new(info, "info") }?;
-        report(
-            snapshots::inspect(Source::Path(path), max_payload_bytes)?,
+        let (path, info) = unsafe { (ptr::path(path, "path")?, Out::new(info, "info")?) };
+        header_into(
+            snapshots::inspect,
+            Source::Path(path),
+            max_payload_bytes,
             Some(info),
-        );
-        Ok(())
+        )
     })
 }
 
@@ -323,19 +314,37 @@ pub unsafe extern "C" fn bloom_inspect_buffer(
 ) -> BloomStatus {
     guard(|| {
         // SAFETY: the caller's promises, forwarded.
-        let data = unsafe { ptr::bytes(data, len, "data") }?;
-        let info = unsafe { Out::new(info, "info") }?;
-        report(
-            snapshots::inspect(Source::Bytes(data), max_payload_bytes)?,
+        let (data, info) = unsafe { (ptr::bytes(data, len, "data")?, Out::new(info, "info")?) };
+        header_into(
+            snapshots::inspect,
+            Source::Bytes(data),
+            max_payload_bytes,
             Some(info),
-        );
-        Ok(())
+        )
     })
 }
 
-/// Writes a header's C form to an optional out-parameter.
-fn report(info: HeaderInfo, out: Option<Out<BloomHeaderInfo>>) {
+/// Loads the snapshot of `source` into a new handle, written to `out`.
+fn load_into(
+    source: Source<'_>,
+    max_payload_bytes: u64,
+    out: Out<*mut BloomFilter>,
+) -> Result<(), Error> {
+    out.write(BloomFilter::boxed(Handle::load(source, max_payload_bytes)?));
+    Ok(())
+}
+
+/// Reads the header of `source` with `read` (verifying or inspecting it), and writes its C
+/// form to an optional out-parameter.
+fn header_into(
+    read: fn(Source<'_>, u64) -> Result<HeaderInfo, Error>,
+    source: Source<'_>,
+    max_payload_bytes: u64,
+    out: Option<Out<BloomHeaderInfo>>,
+) -> Result<(), Error> {
+    let info = read(source, max_payload_bytes)?;
     if let Some(out) = out {
         out.write(BloomHeaderInfo::from_info(&info));
     }
+    Ok(())
 }

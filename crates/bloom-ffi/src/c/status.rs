@@ -88,17 +88,9 @@ pub extern "C" fn bloom_last_error_message() -> *const c_char {
 /// Thread safety: safe from any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn bloom_status_name(status: BloomStatus) -> *const c_char {
-    let name: &'static std::ffi::CStr = match ErrorKind::from_code(status) {
+    let name = match ErrorKind::from_code(status) {
         _ if status == BLOOM_OK => c"ok",
-        Some(ErrorKind::InvalidArgument) => c"invalid-argument",
-        Some(ErrorKind::Io) => c"io",
-        Some(ErrorKind::NotASnapshot) => c"not-a-snapshot",
-        Some(ErrorKind::Corrupt) => c"corrupt",
-        Some(ErrorKind::Unsupported) => c"unsupported",
-        Some(ErrorKind::TooLarge) => c"too-large",
-        Some(ErrorKind::Key) => c"key",
-        Some(ErrorKind::OutOfMemory) => c"out-of-memory",
-        Some(ErrorKind::Internal) => c"internal",
+        Some(kind) => kind.c_name(),
         None => c"unknown",
     };
     name.as_ptr()
