@@ -35,6 +35,7 @@ mod fuzz;
 mod guava;
 mod python;
 mod readme;
+mod step;
 mod test;
 mod tidy;
 mod workspace;

@@ -6,18 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::step::run;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs a command, saying what it runs; whether it succeeded (and why not).
-fn run(command: &mut Command, what: &str) -> Result<(), String> {
-    eprintln!("running: {what}");
-    match command.status() {
-        Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!("{what} failed ({status})")),
-        Err(e) => Err(format!("cannot run {what}: {e}")),
-    }
 }
 
 /// The virtual environment, created (and its tools installed) when missing or when the

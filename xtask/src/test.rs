@@ -343,16 +343,7 @@ fn cargo_ok(cargo: &std::ffi::OsStr, args: &[&str], env: Option<(&str, &str)>) -
     if let Some((key, value)) = env {
         command.env(key, value);
     }
-    eprintln!("running: {shown}cargo {}", args.join(" "));
-    match command.status() {
-        Ok(status) if status.success() => true,
-        Ok(status) => {
-            eprintln!("error: cargo {} failed ({status})", args.join(" "));
-            false
-        }
-        Err(e) => {
-            eprintln!("error: cannot run cargo: {e}");
-            false
-        }
-    }
+    crate::step::run(&mut command, &format!("{shown}cargo {}", args.join(" ")))
+        .map_err(|e| eprintln!("error: {e}"))
+        .is_ok()
 }

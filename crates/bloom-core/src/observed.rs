@@ -46,6 +46,16 @@ impl ObservedRate {
         }
     }
 
+    /// The rate of a wrapper's lookups: `false_positives` "maybe" answers the store refuted,
+    /// and `lookups_avoided` keys the filter ruled out by itself.
+    #[must_use]
+    pub const fn of_lookups(false_positives: u64, lookups_avoided: u64) -> Self {
+        Self::new(
+            false_positives,
+            false_positives.saturating_add(lookups_avoided),
+        )
+    }
+
     /// `false_positives / absent`, or `None` before any query for an absent key.
     #[must_use]
     pub fn rate(&self) -> Option<f64> {

@@ -56,10 +56,7 @@ impl LookupTally {
     /// The false positives observed on keys that were absent, while the filter answered.
     #[must_use]
     pub fn observed(&self) -> ObservedRate {
-        ObservedRate::new(
-            self.false_positives,
-            self.false_positives.saturating_add(self.lookups_avoided),
-        )
+        ObservedRate::of_lookups(self.false_positives, self.lookups_avoided)
     }
 
     /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on

@@ -56,10 +56,8 @@ impl SharedMetrics {
     /// `false` when the filter could not be read or records no plan.
     #[must_use]
     pub fn observed_over_target(&self) -> bool {
-        let observed = bloom_core::ObservedRate::new(
-            self.false_positives,
-            self.false_positives.saturating_add(self.lookups_avoided),
-        );
+        let observed =
+            bloom_core::ObservedRate::of_lookups(self.false_positives, self.lookups_avoided);
         self.filter
             .as_ref()
             .ok()
