@@ -17,8 +17,8 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>`: where cargo put this test's executable (in `deps/`), the static
-/// library and the `bloom` command.
+/// `target/<profile>`: where cargo put this test's executable (in `deps/`) and the `bloom`
+/// command.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     exe.parent()
@@ -27,11 +27,19 @@ fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The static library cargo built for this test run: beside the test's executable in
+/// `deps/`. Only `cargo build` copies it up to `target/<profile>`, so a copy there may be
+/// stale or absent.
+fn static_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.with_file_name("libbloom_ffi.a")
+}
+
 /// The agreement program, compiled once per test run.
 fn program() -> &'static Path {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
     PROGRAM.get_or_init(|| {
-        let library = target_dir().join("libbloom_ffi.a");
+        let library = static_library();
         assert!(
             library.exists(),
             "{} is missing: cargo builds it with this crate's tests (`cargo test -p bloom-ffi`)",
