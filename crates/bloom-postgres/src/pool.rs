@@ -82,6 +82,7 @@ impl Pool {
         let ticket = state.next_ticket;
         state.next_ticket += 1;
         state.waiting.push_back(ticket);
+        let mut queued = false;
         loop {
             if state.waiting.front() == Some(&ticket) {
                 let mut lent = None;
@@ -102,6 +103,7 @@ impl Pool {
                     drop(state);
                     // The next caller's turn.
                     self.freed.notify_all();
+                    waited_for(started, queued.then_some("waited"));
                     return Ok(Lease { pool: self, conn });
                 }
             }
@@ -110,11 +112,18 @@ impl Pool {
                 state.waiting.retain(|t| *t != ticket);
                 drop(state);
                 self.freed.notify_all();
+                waited_for(started, Some("timed_out"));
+                tracing::warn!(
+                    max_connections = self.max,
+                    waited_ms = waited.as_millis() as u64,
+                    "the PostgreSQL pool stayed exhausted for the pool timeout: a lookup or commit failed; raise max_connections or find what holds them",
+                );
                 return Err(PostgresStoreError::PoolExhausted {
                     max: self.max,
                     waited,
                 });
             };
+            queued = true;
             state = self
                 .freed
                 .wait_timeout(state, left)
@@ -151,5 +160,15 @@ impl Pool {
         drop(state);
         self.freed.notify_all();
         drop_off_runtime(idle);
+    }
+}
+
+/// Records a wait for a connection begun at `started`, and its `outcome` when it found the
+/// pool exhausted (`waited` for a connection, or `timed_out`).
+fn waited_for(started: Instant, outcome: Option<&'static str>) {
+    use bloom_store::telemetry::names;
+    metrics::histogram!(names::POSTGRES_POOL_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
+    if let Some(outcome) = outcome {
+        metrics::counter!(names::POSTGRES_POOL_EXHAUSTED, "outcome" => outcome).increment(1);
     }
 }

@@ -39,6 +39,45 @@ pub(crate) enum Q {
     LastSeq,
 }
 
+impl Q {
+    /// The statement's name: the `operation` label of its latency
+    /// ([`bloom_store::telemetry::names::POSTGRES_QUERY_SECONDS`]) and its span's field.
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Contains => "contains",
+            Self::PresentOf => "present_of",
+            Self::Head => "head",
+            Self::HistoryAt => "history_at",
+            Self::KeysPage => "keys_page",
+            Self::ChangesPage => "changes_page",
+            Self::Append => "append",
+            Self::LiveInsert => "live_insert",
+            Self::AppendRemoval => "append_removal",
+            Self::MarkRemoved => "mark_removed",
+            Self::ClaimEncoding => "claim_encoding",
+            Self::Encoding => "encoding",
+            Self::KeyCount => "key_count",
+            Self::LastSeq => "last_seq",
+        }
+    }
+}
+
+/// Runs one statement `q` through `run`, in a span, and records its time.
+fn timed<T>(
+    q: Q,
+    run: impl FnOnce() -> Result<T, postgres::Error>,
+) -> Result<T, PostgresStoreError> {
+    let _span = tracing::debug_span!("bloom.postgres.query", operation = q.name()).entered();
+    let started = std::time::Instant::now();
+    let result = run();
+    metrics::histogram!(
+        bloom_store::telemetry::names::POSTGRES_QUERY_SECONDS,
+        "operation" => q.name()
+    )
+    .record(started.elapsed().as_secs_f64());
+    Ok(result?)
+}
+
 /// The identity of the store the statement ran on: every read returns it, so that a store
 /// replaced under a running process (the schema dropped and made again by another store,
 /// whose tables PostgreSQL silently re-plans a prepared statement against) is never
@@ -124,7 +163,7 @@ impl Conn {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
         let statement = self.statement(sql, q)?;
-        Ok(self.client.query(&statement, params)?)
+        timed(q, || self.client.query(&statement, params))
     }
 }
 
@@ -157,7 +196,7 @@ impl Writing<'_, '_> {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
         let statement = prepare(self.client, self.prepared, self.sql, q)?;
-        Ok(self.client.query(&statement, params)?)
+        timed(q, || self.client.query(&statement, params))
     }
 
     pub(crate) fn execute(
@@ -166,6 +205,6 @@ impl Writing<'_, '_> {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, PostgresStoreError> {
         let statement = prepare(self.client, self.prepared, self.sql, q)?;
-        Ok(self.client.execute(&statement, params)?)
+        timed(q, || self.client.execute(&statement, params))
     }
 }

@@ -8,12 +8,12 @@
 //! [`Bits::maybe_each`] returns `None`, and then the store answers every key.
 
 use std::slice;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bloom_core::{EncodedKey, ObservedRate};
 
 use crate::outcome::Lookup;
 use crate::primary::PrimaryStore;
+use crate::telemetry::{Count, Telemetry, names};
 
 /// What a wrapper's filter answers in check-then-confirm.
 pub trait Bits {
@@ -29,13 +29,14 @@ pub trait Bits {
     }
 }
 
-/// The lookup counts of one wrapper, kept by [`LookupCounts::lookup_each`].
+/// The lookup counts of one wrapper, kept by [`LookupCounts::lookup_each`], and exported
+/// through the `metrics` facade when made by [`LookupCounts::exported`].
 #[derive(Debug, Default)]
 pub struct LookupCounts {
-    queries: AtomicU64,
-    store_lookups: AtomicU64,
-    lookups_avoided: AtomicU64,
-    false_positives: AtomicU64,
+    queries: Count,
+    store_lookups: Count,
+    lookups_avoided: Count,
+    false_positives: Count,
 }
 
 /// What [`LookupCounts`] counted so far.
@@ -68,6 +69,19 @@ impl LookupTally {
 }
 
 impl LookupCounts {
+    /// Counts exported as the metrics of `telemetry`'s filter
+    /// ([`names::QUERIES`](crate::telemetry::names::QUERIES) and the three after it).
+    #[must_use]
+    pub fn exported(telemetry: &Telemetry) -> Self {
+        let labels = telemetry.labels();
+        Self {
+            queries: Count::registered(names::QUERIES, labels),
+            store_lookups: Count::registered(names::STORE_LOOKUPS, labels),
+            lookups_avoided: Count::registered(names::LOOKUPS_AVOIDED, labels),
+            false_positives: Count::registered(names::FALSE_POSITIVES, labels),
+        }
+    }
+
     /// Whether `key` is in `store`: "absent" from `bits` alone when it rules the key out,
     /// otherwise the store's answer.
     ///
@@ -86,7 +100,10 @@ impl LookupCounts {
             return Ok(Lookup::AbsentByFilter);
         }
         add(&self.store_lookups, 1);
-        let present = store.contains(key.as_bytes())?;
+        let present = {
+            let _span = tracing::debug_span!("bloom.store.contains", keys = 1).entered();
+            store.contains(key.as_bytes())?
+        };
         Ok(self.merge(present, maybe.is_some()))
     }
 
@@ -142,10 +159,10 @@ impl LookupCounts {
     #[must_use]
     pub fn tally(&self) -> LookupTally {
         LookupTally {
-            queries: self.queries.load(Ordering::Relaxed),
-            store_lookups: self.store_lookups.load(Ordering::Relaxed),
-            lookups_avoided: self.lookups_avoided.load(Ordering::Relaxed),
-            false_positives: self.false_positives.load(Ordering::Relaxed),
+            queries: self.queries.get(),
+            store_lookups: self.store_lookups.get(),
+            lookups_avoided: self.lookups_avoided.get(),
+            false_positives: self.false_positives.get(),
         }
     }
 }
@@ -158,6 +175,7 @@ fn store_answers<S: PrimaryStore>(store: &S, keys: &[&[u8]]) -> Result<Vec<bool>
     if keys.is_empty() {
         return Ok(Vec::new());
     }
+    let _span = tracing::debug_span!("bloom.store.contains", keys = keys.len()).entered();
     let answers = store.contains_each(keys)?;
     if answers.len() == keys.len() {
         return Ok(answers);
@@ -220,8 +238,8 @@ pub fn commit_absent<E>(
         .collect())
 }
 
-fn add(counter: &AtomicU64, n: usize) {
-    counter.fetch_add(n as u64, Ordering::Relaxed);
+fn add(count: &Count, n: usize) {
+    count.add(n as u64);
 }
 
 #[cfg(test)]

@@ -175,6 +175,7 @@ mod primary;
 mod report;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub mod telemetry;
 
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
 pub use coalesce::{Batched, Coalesced, CoalescedError};

@@ -61,6 +61,9 @@ pub struct FilterOptions {
     ///
     /// [`FilteredStore::open_and_recover`]: crate::FilteredStore::open_and_recover
     pub snapshot: Option<PathBuf>,
+    /// The filter's name in its events and metrics (their `filter` label; see
+    /// [`crate::telemetry`]). Default `default`.
+    pub name: String,
 }
 
 /// Which salt new filters get and which snapshots are accepted.
@@ -143,7 +146,15 @@ impl FilterOptions {
             max_snapshot_bytes: 1 << 32,
             counting: false,
             snapshot: None,
+            name: "default".to_owned(),
         }
+    }
+
+    /// The filter's name in its events and metrics; see [`FilterOptions::name`].
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
     }
 
     /// The snapshot file to load the filter from when it opens; see

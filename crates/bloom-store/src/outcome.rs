@@ -155,6 +155,32 @@ pub enum BypassReason {
     },
 }
 
+impl BypassReason {
+    /// A short stable name for the reason, as events and the
+    /// [`bloom_bypasses_total`](crate::telemetry::names::BYPASSES) metric's `reason` label
+    /// carry it: `no_snapshot`, `unreadable`, `incompatible`, `not_bound`, `other_store`,
+    /// `newer_than_store`, `history_diverged`, `rolled_back`, `claim_lost`,
+    /// `catch_up_failed`, `rebuild_failed`, `rebuilding` or `counts_diverged`.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::NoSnapshot => "no_snapshot",
+            Self::Unreadable(_) => "unreadable",
+            Self::Incompatible(_) => "incompatible",
+            Self::NotBound => "not_bound",
+            Self::OtherStore { .. } => "other_store",
+            Self::NewerThanStore { .. } => "newer_than_store",
+            Self::HistoryDiverged { .. } => "history_diverged",
+            Self::RolledBack { .. } => "rolled_back",
+            Self::ClaimLost { .. } => "claim_lost",
+            Self::CatchUpFailed(_) => "catch_up_failed",
+            Self::RebuildFailed => "rebuild_failed",
+            Self::Rebuilding => "rebuilding",
+            Self::CountsDiverged { .. } => "counts_diverged",
+        }
+    }
+}
+
 /// Whether the filter answers "absent" on its own.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -376,4 +402,20 @@ pub struct Metrics {
     pub bits: u64,
     /// The filter's positions per key.
     pub hashes: u32,
+}
+
+impl From<&Metrics> for crate::telemetry::Standing {
+    fn from(m: &Metrics) -> Self {
+        Self {
+            fill_ratio: m.fill_ratio,
+            estimated_items: m.estimated_items,
+            capacity: m.capacity,
+            remaining_capacity: m.remaining_capacity,
+            target_false_positive_rate: m.target_false_positive_rate,
+            predicted_false_positive_rate: m.predicted_false_positive_rate,
+            observed_false_positive_rate: m.observed_false_positive_rate,
+            observed_over_target: m.observed_over_target,
+            over_capacity: m.over_capacity,
+        }
+    }
 }

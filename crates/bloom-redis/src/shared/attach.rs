@@ -11,7 +11,7 @@ use bloom_store::{ClaimStatus, PrimaryStore};
 use crate::error::RedisFilterError;
 use crate::filter::RedisFilter;
 
-use super::{CatchUp, SharedError, SharedFilteredStore, SharedOpen};
+use super::{CatchUp, SharedError, SharedFilteredStore, SharedOpen, Verdict, reason_code};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// (Re)opens the Redis filter, decides whether it is trusted, and installs both at once;
@@ -42,7 +42,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
         if let ClaimStatus::Lost { why } = self.claim.status() {
             let why = format!("the store is no longer the one this wrapper opened: {why}");
-            self.install_unusable(None, false, why.clone());
+            self.install(None, Verdict::Bypassed("claim_lost", why.clone()));
             return Ok(SharedOpen::Bypassed(why));
         }
         let opened = match RedisFilter::open(&self.target, &self.name) {
@@ -57,7 +57,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Ok(filter) => filter,
             Err(e) => {
                 let why = e.to_string();
-                self.install_unusable(None, false, why.clone());
+                self.install(None, Verdict::Bypassed(reason_code(&e), why.clone()));
                 return Ok(SharedOpen::Bypassed(why));
             }
         };
@@ -67,13 +67,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 filter.config().encoding(),
                 self.encoding
             );
-            self.install(Some(filter), false);
+            self.install(Some(filter), Verdict::Bypassed("incompatible", why.clone()));
             return Ok(SharedOpen::Bypassed(why));
         }
         let (from, bound) = match self.coverage(&filter)? {
             Ok(covered) => covered,
-            Err(why) => {
-                self.install(Some(filter), false);
+            Err((code, why)) => {
+                self.install(Some(filter), Verdict::Bypassed(code, why.clone()));
                 return Ok(SharedOpen::Bypassed(why));
             }
         };
@@ -85,8 +85,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             Ok(()) => (from, false),
             Err(e) if e.is_unverified() => (self.repair_point(&filter)?.min(from), true),
             Err(e) => {
-                self.install(Some(filter), false);
-                return Ok(SharedOpen::Bypassed(e.to_string()));
+                let why = e.to_string();
+                self.install(
+                    Some(filter),
+                    Verdict::Bypassed(reason_code(&e), why.clone()),
+                );
+                return Ok(SharedOpen::Bypassed(why));
             }
         };
         // Keys committed since that point: normally none (writers set bits first). They go
@@ -97,26 +101,38 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             // Meanwhile this process's own inserts set their bits in the new filter (a second
             // handle, installed untrusted: lookups ask the store) instead of failing.
             if let Ok(early) = RedisFilter::open(&self.target, &self.name) {
-                self.install(Some(early), false);
+                let why = "the filter is bound to no store yet: its writers' keys are taken in after the grace period";
+                self.install(Some(early), Verdict::Bypassed("not_bound", why.to_owned()));
             }
             std::thread::sleep(self.grace);
         }
         match self.take_in_since(&filter, from, restore || !bound, restore) {
             Ok((to, caught_up)) => {
-                self.install(Some(filter), true);
-                Ok(SharedOpen::Trusted {
+                if caught_up > 0 {
+                    self.counters
+                        .telemetry
+                        .caught_up(from.get(), to.get(), caught_up);
+                }
+                let open = SharedOpen::Trusted {
                     from,
                     to,
                     caught_up,
-                })
+                };
+                self.install(Some(filter), Verdict::Trusted(open.to_string()));
+                Ok(open)
             }
             Err(CatchUp::Store(e)) => {
-                self.install(Some(filter), false);
+                let why = format!("catching up from the store failed: {e}");
+                self.install(Some(filter), Verdict::Bypassed("catch_up_failed", why));
                 Err(SharedError::Store(e))
             }
             Err(CatchUp::Filter(e)) => {
-                self.install(Some(filter), false);
-                Ok(SharedOpen::Bypassed(e.to_string()))
+                let why = e.to_string();
+                self.install(
+                    Some(filter),
+                    Verdict::Bypassed(reason_code(&e), why.clone()),
+                );
+                Ok(SharedOpen::Bypassed(why))
             }
         }
     }
@@ -145,15 +161,17 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     }
 
     /// The generation the filter covers, if it is bound to this store's history (and whether
-    /// it is bound at all: a filter bound to no store covers generation 0 of any).
+    /// it is bound at all: a filter bound to no store covers generation 0 of any), or the
+    /// reason's code and why not.
     #[allow(clippy::type_complexity)]
     pub(super) fn coverage(
         &self,
         filter: &RedisFilter,
-    ) -> Result<Result<(DatasetGeneration, bool), String>, SharedError<S::Error>> {
+    ) -> Result<Result<(DatasetGeneration, bool), (&'static str, String)>, SharedError<S::Error>>
+    {
         let header = match filter.header() {
             Ok(header) => header,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err((reason_code(&e), e.to_string()))),
         };
         // A filter bound to no store yet (just created) claims nothing: it covers the store
         // once every key of it is in, from the start (after the grace period: see
@@ -163,7 +181,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         };
         let identity = self.store.identity().map_err(SharedError::Store)?;
         if binding.identity != identity {
-            return Ok(Err("the filter was built for another store".to_owned()));
+            return Ok(Err((
+                "other_store",
+                "the filter was built for another store".to_owned(),
+            )));
         }
         let generation = header.dataset_generation;
         let digest = self
@@ -171,8 +192,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             .history_at(generation)
             .map_err(SharedError::Store)?;
         if digest != Some(binding.history) {
-            return Ok(Err(format!(
-                "the store's history at generation {generation} is not the one the filter covers (restored, rolled back or diverged)"
+            return Ok(Err((
+                "history_diverged",
+                format!(
+                    "the store's history at generation {generation} is not the one the filter covers (restored, rolled back or diverged)"
+                ),
             )));
         }
         Ok(Ok((generation, true)))

@@ -5,7 +5,7 @@
 use bloom_core::{EncodedKey, Key};
 use bloom_store::{PrimaryStore, commit_absent, present_by_probe};
 
-use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all, metrics};
+use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Sets the keys' bits in the installed filter; returns the epoch they were set under.
@@ -101,7 +101,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         let new: Vec<bool> = (0..encoded.len())
             .map(|i| committed.get(i).is_some_and(Option::is_some))
             .collect();
-        metrics::Counters::add(&self.counters.inserts, new.iter().filter(|n| **n).count());
+        self.counters
+            .telemetry
+            .inserts
+            .add(new.iter().filter(|n| **n).count() as u64);
         Ok(new)
     }
 
@@ -124,7 +127,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         if held {
             return Ok(());
         }
-        self.distrust(epoch);
+        self.distrust(
+            epoch,
+            &"the shared filter lost a committed key's bits (lost, recreated or replaced)",
+            "lost",
+        );
         // After a commit, correctness before latency: wait for an attach another thread is
         // running (it may be repairing the filter from a head read before this commit), then
         // set the bits in what is installed. Whatever fails from here on, the key is

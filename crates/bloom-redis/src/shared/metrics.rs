@@ -1,24 +1,26 @@
 //! [`SharedMetrics`]: what one [`SharedFilteredStore`] counted, and how the shared filter
 //! stands against the plan it was created with.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use bloom_store::telemetry::{Standing, Telemetry};
 use bloom_store::{LookupCounts, PrimaryStore};
 
 use super::SharedFilteredStore;
 use crate::error::RedisFilterError;
 use crate::filter::Info;
 
-/// This process's counts.
-#[derive(Default)]
+/// This process's counts, exported with the events as the filter `name`'s telemetry.
 pub(super) struct Counters {
+    pub(super) telemetry: Telemetry,
     pub(super) lookups: LookupCounts,
-    pub(super) inserts: AtomicU64,
 }
 
 impl Counters {
-    pub(super) fn add(counter: &AtomicU64, n: usize) {
-        counter.fetch_add(n as u64, Ordering::Relaxed);
+    pub(super) fn new(name: &str) -> Self {
+        let telemetry = Telemetry::new(name);
+        Self {
+            lookups: LookupCounts::exported(&telemetry),
+            telemetry,
+        }
     }
 }
 
@@ -102,15 +104,38 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             };
             (filter, state.trusted)
         };
-        SharedMetrics {
+        let metrics = SharedMetrics {
             queries: lookups.queries,
             store_lookups: lookups.store_lookups,
             lookups_avoided: lookups.lookups_avoided,
             false_positives: lookups.false_positives,
-            inserts: c.inserts.load(Ordering::Relaxed),
+            inserts: c.telemetry.inserts.get(),
             observed_false_positive_rate: lookups.observed_false_positive_rate(),
             trusted,
             filter,
+        };
+        if let Some(standing) = metrics.standing() {
+            c.telemetry.standing(&standing);
         }
+        metrics
+    }
+}
+
+impl SharedMetrics {
+    /// The gauges' figures, when the filter could be read and records a plan.
+    fn standing(&self) -> Option<Standing> {
+        let info = self.filter.as_ref().ok()?;
+        let capacity = info.capacity?;
+        let mut standing = Standing::default();
+        standing.fill_ratio = info.set_bits as f64 / info.header.bit_count.max(1) as f64;
+        standing.estimated_items = info.estimated_items;
+        standing.capacity = capacity.plan.capacity;
+        standing.remaining_capacity = capacity.remaining();
+        standing.target_false_positive_rate = capacity.plan.false_positive_rate;
+        standing.predicted_false_positive_rate = info.estimated_false_positive_rate;
+        standing.observed_false_positive_rate = self.observed_false_positive_rate;
+        standing.observed_over_target = self.observed_over_target();
+        standing.over_capacity = capacity.is_over();
+        Some(standing)
     }
 }

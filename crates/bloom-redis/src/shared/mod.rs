@@ -352,7 +352,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             reattach_every: REATTACH_EVERY,
             create: None,
             grace,
-            counters: metrics::Counters::default(),
+            counters: metrics::Counters::new(name),
             claim,
         })
     }
@@ -406,28 +406,39 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Installs a filter and the verdict about it, together.
-    fn install(&self, filter: Option<RedisFilter>, trusted: bool) {
-        self.install_unusable(filter, trusted, String::new());
-    }
-
-    /// Installs a filter (or none, for the reason `why`) and the verdict about it.
-    fn install_unusable(&self, filter: Option<RedisFilter>, trusted: bool, why: String) {
-        let mut state = self.write();
-        if let Some(filter) = &filter {
-            state.seen = Some(filter.seen());
+    /// Installs a filter (or none) and the verdict about it, together, and tells the
+    /// telemetry.
+    fn install(&self, filter: Option<RedisFilter>, verdict: Verdict) {
+        let was_trusted = {
+            let mut state = self.write();
+            if let Some(filter) = &filter {
+                state.seen = Some(filter.seen());
+            }
+            let installed = filter.is_some();
+            state.filter = filter;
+            state.unusable = match &verdict {
+                Verdict::Bypassed(_, why) if !installed => why.clone(),
+                _ => String::new(),
+            };
+            state.epoch += 1;
+            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_)))
+        };
+        let telemetry = &self.counters.telemetry;
+        match verdict {
+            Verdict::Trusted(how) => telemetry.trusted(&how),
+            Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, was_trusted),
         }
-        state.filter = filter;
-        state.unusable = why;
-        state.trusted = trusted;
-        state.epoch += 1;
     }
 
-    /// Stops trusting the filter of `epoch`, if it is still the one installed.
-    fn distrust(&self, epoch: u64) {
-        let mut state = self.write();
-        if state.epoch == epoch {
-            state.trusted = false;
+    /// Stops trusting the filter of `epoch`, if it is still the one installed: `error` is
+    /// what it answered.
+    fn distrust(&self, epoch: u64, error: &dyn std::fmt::Display, code: &'static str) {
+        let was_trusted = {
+            let mut state = self.write();
+            state.epoch == epoch && std::mem::replace(&mut state.trusted, false)
+        };
+        if was_trusted {
+            self.counters.telemetry.bypassed(code, error, true);
         }
     }
 
@@ -490,6 +501,17 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// [`SharedError::Rebuild`] (an unusable `config` is refused before anything is
     /// touched), or a store error; the wrapper then stays bypassed.
     pub fn rebuild(&self, config: FilterConfig) -> Result<RebuildReport, SharedError<S::Error>> {
+        let telemetry = &self.counters.telemetry;
+        let _span = tracing::info_span!("bloom.rebuild", filter = telemetry.filter()).entered();
+        let report = self.rebuild_filter(config);
+        if let Err(e) = &report {
+            telemetry.rebuild_failed(e);
+        }
+        report
+    }
+
+    /// [`SharedFilteredStore::rebuild`]'s work.
+    fn rebuild_filter(&self, config: FilterConfig) -> Result<RebuildReport, SharedError<S::Error>> {
         self.check_claim()?;
         shard_geometry(&config).map_err(SharedError::Rebuild)?;
         if config.encoding() != self.encoding {
@@ -523,8 +545,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         let capacity = filter.config().plan().map_or(0, |plan| plan.capacity);
         match self.take_in_since(&filter, DatasetGeneration::ZERO, true, restore) {
             Ok((generation, taken)) => {
-                self.install(Some(filter), true);
-                Ok(RebuildReport::new(taken, generation, capacity, false))
+                let report = RebuildReport::new(taken, generation, capacity, false);
+                self.counters.telemetry.rebuilt(&report);
+                let how = format!(
+                    "the shared filter was rebuilt from the store and is trusted at generation {generation}"
+                );
+                self.install(Some(filter), Verdict::Trusted(how));
+                Ok(report)
             }
             Err(CatchUp::Store(e)) => Err(SharedError::Store(e)),
             Err(CatchUp::Filter(e)) => Err(SharedError::Rebuild(e)),
@@ -548,16 +575,16 @@ impl<S: PrimaryStore> Bits for Answering<'_, S> {
             match (&state.filter, state.trusted && claimed) {
                 (Some(filter), true) => match filter.contains_each(keys) {
                     Ok(maybe) => (Some(maybe), None),
-                    Err(e) => (
-                        None,
-                        (e.is_lost_state() || e.is_unverified()).then_some(state.epoch),
-                    ),
+                    Err(e) => {
+                        let lost = e.is_lost_state() || e.is_unverified();
+                        (None, lost.then_some((state.epoch, e)))
+                    }
                 },
                 _ => (None, None),
             }
         };
-        if let Some(epoch) = lost_epoch {
-            wrapper.distrust(epoch);
+        if let Some((epoch, e)) = lost_epoch {
+            wrapper.distrust(epoch, &e, reason_code(&e));
         }
         maybe
     }
@@ -569,6 +596,25 @@ fn encode_all<'k, K: Key>(
     encode: impl Fn(&'k K) -> Result<EncodedKey<'k>, bloom_core::KeyError>,
 ) -> Result<Vec<EncodedKey<'k>>, bloom_core::KeyError> {
     keys.iter().map(encode).collect()
+}
+
+/// What an attach or a rebuild decided about the filter it installs.
+enum Verdict {
+    /// Trusted: how.
+    Trusted(String),
+    /// Not trusted: the reason's code (the `reason` label of `bloom_bypasses_total`), and
+    /// why.
+    Bypassed(&'static str, String),
+}
+
+/// The reason code of a filter that failed with `e`.
+fn reason_code(e: &RedisFilterError) -> &'static str {
+    match e {
+        RedisFilterError::NotFound { .. } => "not_found",
+        e if e.is_unverified() => "unverified",
+        e if e.is_lost_state() => "lost",
+        _ => "unreachable",
+    }
 }
 
 enum CatchUp<E> {

@@ -7,7 +7,9 @@ use crate::error::RedisFilterError;
 use crate::node::{PROBE, remaining};
 
 use super::redirect::{Redirect, redirect};
-use super::{Exchange, Flight, MAX_ATTEMPTS, ROUTE_ATTEMPTS, Replies, Topology, Transport};
+use super::{
+    Exchange, Flight, MAX_ATTEMPTS, ROUTE_ATTEMPTS, Replies, Topology, Transport, measured,
+};
 
 impl Transport {
     /// Reads what a flight has sent, then sends (and reads) whatever must go again, until
@@ -16,6 +18,7 @@ impl Transport {
         loop {
             self.read_round(&mut flight);
             if let Some(e) = flight.failed.take() {
+                measured(flight.started, Some(&e));
                 return Err(e);
             }
             if flight.pending.is_empty() {
@@ -23,6 +26,7 @@ impl Transport {
             }
             self.send_round(&mut flight);
         }
+        measured(flight.started, None);
         Ok(Replies {
             values: flight
                 .values

@@ -3,7 +3,6 @@
 //! filter and one read of the store for the "maybe"s.
 
 use std::sync::PoisonError;
-use std::sync::atomic::Ordering;
 
 use bloom_core::{EncodedKey, Key, KeyError};
 
@@ -66,7 +65,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         };
         // Every key given counts as an insert through the wrapper, as a commit of it would.
         let skipped = present.iter().filter(|p| **p).count() as u64;
-        self.counters.inserts.fetch_add(skipped, Ordering::Relaxed);
+        self.counters.telemetry.inserts.add(skipped);
         // Only the keys the store does not have are committed; the others are not new.
         commit_absent(&encoded, &present, |absent| self.insert_batch(absent))
     }
@@ -110,9 +109,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             }
         }
         drop(state);
-        self.counters
-            .inserts
-            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        self.counters.telemetry.inserts.add(keys.len() as u64);
         // A store that answered for fewer keys than it was given reports the rest as not
         // new: never more than it committed.
         Ok((0..keys.len())

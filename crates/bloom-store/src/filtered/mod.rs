@@ -22,18 +22,30 @@ use crate::load;
 use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{BypassReason, KeptError, Metrics, Mode, OpenOutcome, SnapshotRefresh};
 use crate::primary::{ClaimKind, ClaimRefused, ClaimStatus, PrimaryStore, StoreClaim};
+use crate::telemetry::{Standing, Telemetry};
 
 use applied::{Applied, Flights};
 use changes::catch_up;
 
-#[derive(Default)]
 struct Counters {
+    /// The events and metrics of this wrapper's filter; it counts inserts and removals.
+    telemetry: Telemetry,
     lookups: LookupCounts,
-    inserts: AtomicU64,
-    removals: AtomicU64,
     /// Removals whose bits a plain filter still holds (since it was built).
     stale_removals: AtomicU64,
     failed_automatic_rebuilds: AtomicU64,
+}
+
+impl Counters {
+    fn new(filter: &str) -> Self {
+        let telemetry = Telemetry::new(filter);
+        Self {
+            lookups: LookupCounts::exported(&telemetry),
+            telemetry,
+            stale_removals: AtomicU64::new(0),
+            failed_automatic_rebuilds: AtomicU64::new(0),
+        }
+    }
 }
 
 struct State {
@@ -55,6 +67,25 @@ struct State {
     building: Option<Arc<StoreFilter>>,
     /// The generation up to which the rebuild replays the store's history into `building`.
     building_start: Option<DatasetGeneration>,
+}
+
+impl State {
+    /// Changes the mode, and tells `telemetry` when trust is gained or lost (or a bypass's
+    /// reason changes).
+    fn set_mode(&mut self, mode: Mode, telemetry: &Telemetry) {
+        match (&self.mode, &mode) {
+            (Mode::Trusted, Mode::Trusted) => {}
+            (Mode::Bypassed(_), Mode::Trusted) => {
+                telemetry
+                    .trusted(&"the filter covers the store again and answers \"absent\" alone");
+            }
+            (Mode::Bypassed(was), Mode::Bypassed(reason)) if was.code() == reason.code() => {}
+            (was, Mode::Bypassed(reason)) => {
+                telemetry.bypassed(reason.code(), reason, was.is_trusted());
+            }
+        }
+        self.mode = mode;
+    }
 }
 
 /// A membership set over a primary store, accelerated by a Bloom filter that is used only
@@ -216,8 +247,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
         let config = filter.config();
         let capacity_limited = options.payload_bytes(config.bits() + config.layout().granule())
             > options.max_snapshot_bytes;
-        let counters = Counters::default();
+        let counters = Counters::new(&options.name);
         counters.stale_removals.store(stale, Ordering::Relaxed);
+        announce(&counters.telemetry, &outcome);
         let wrapper = Self {
             store,
             options,
@@ -242,6 +274,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
             counters,
             claim,
         };
+        // The gauges of the filter's standing, from the start.
+        wrapper.metrics();
         Ok((wrapper, outcome))
     }
 
@@ -324,7 +358,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
         if let ClaimStatus::Lost { why } = self.claim.status() {
             let mut state = self.write();
             if !matches!(state.mode, Mode::Bypassed(BypassReason::ClaimLost { .. })) {
-                state.mode = Mode::Bypassed(BypassReason::ClaimLost { why });
+                state.set_mode(
+                    Mode::Bypassed(BypassReason::ClaimLost { why }),
+                    &self.counters.telemetry,
+                );
             }
         }
         false
@@ -381,13 +418,13 @@ impl<S: PrimaryStore> FilteredStore<S> {
         });
         let rate_limit = standing.map_or(target, |s| s.rate_limit);
         let over_target_rate = standing.is_some_and(|s| s.is_over_rate());
-        Metrics {
+        let metrics = Metrics {
             queries: lookups.queries,
             store_lookups: lookups.store_lookups,
             lookups_avoided: lookups.lookups_avoided,
             false_positives: lookups.false_positives,
-            inserts: c.inserts.load(Ordering::Relaxed),
-            removals: c.removals.load(Ordering::Relaxed),
+            inserts: c.telemetry.inserts.get(),
+            removals: c.telemetry.removals.get(),
             stale_removals: c.stale_removals.load(Ordering::Relaxed),
             failed_automatic_rebuilds: c.failed_automatic_rebuilds.load(Ordering::Relaxed),
             counting: filter.is_counting(),
@@ -407,7 +444,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
             mode: state.mode.clone(),
             bits: config.bits(),
             hashes: config.hashes(),
-        }
+        };
+        c.telemetry.standing(&Standing::from(&metrics));
+        metrics
     }
 
     /// A copy of the active filter, for inspection.
@@ -416,6 +455,23 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// [`AllocError`] when the copy cannot be allocated.
     pub fn filter_copy(&self) -> Result<BloomFilter, AllocError> {
         self.read().active.to_filter()
+    }
+}
+
+/// Tells `telemetry` what the open found.
+fn announce(telemetry: &Telemetry, outcome: &OpenOutcome) {
+    match outcome {
+        OpenOutcome::Trusted { generation } => telemetry.trusted(&format_args!(
+            "the snapshot covers the store at generation {generation}: trusted"
+        )),
+        OpenOutcome::CaughtUp { from, to, keys, .. } => {
+            telemetry.caught_up(from.get(), to.get(), *keys);
+            telemetry.trusted(&format_args!(
+                "the snapshot covered the store up to generation {from}, and took in the keys committed up to {to}: trusted"
+            ));
+        }
+        OpenOutcome::Bypassed(reason) => telemetry.bypassed(reason.code(), reason, true),
+        OpenOutcome::Rebuilt { .. } => {}
     }
 }
 

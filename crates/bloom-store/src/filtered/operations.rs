@@ -116,7 +116,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             self.settle_duplicate(&state, key);
         }
         drop(state);
-        self.counters.inserts.fetch_add(1, Ordering::Relaxed);
+        self.counters.telemetry.inserts.add(1);
         Ok(committed.is_some())
     }
 
@@ -210,7 +210,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             return Ok(false);
         };
         let generation = removal.generation;
-        self.counters.removals.fetch_add(1, Ordering::Relaxed);
+        self.counters.telemetry.removals.add(1);
         let trusted = matches!(state.mode, Mode::Trusted);
         let mut diverged = false;
         let mut stale = 0;
@@ -258,7 +258,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
         if diverged {
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &active) {
-                state.mode = Mode::Bypassed(BypassReason::CountsDiverged { generation });
+                state.set_mode(
+                    Mode::Bypassed(BypassReason::CountsDiverged { generation }),
+                    &self.counters.telemetry,
+                );
             }
         } else if trusted && !active.is_counting() && self.stale_check_due(stale) {
             let target = self.options.false_positive_rate;

@@ -34,6 +34,18 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// A store error; the previous filter and mode are then kept. [`StoreError::ClaimLost`]
     /// once the store was replaced under the wrapper: it is never trusted again.
     pub fn rebuild(&self) -> Result<RebuildReport, StoreError<S::Error>> {
+        let telemetry = &self.counters.telemetry;
+        let _span = tracing::info_span!("bloom.rebuild", filter = telemetry.filter()).entered();
+        let report = self.rebuild_filter();
+        match &report {
+            Ok(report) => telemetry.rebuilt(report),
+            Err(e) => telemetry.rebuild_failed(e),
+        }
+        report
+    }
+
+    /// [`FilteredStore::rebuild`]'s work.
+    fn rebuild_filter(&self) -> Result<RebuildReport, StoreError<S::Error>> {
         // A store that is no longer the one opened is never covered again.
         self.check_claim()?;
         // Holds no data, so a panic in another rebuild leaves nothing inconsistent.
@@ -54,7 +66,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             Err(e) => {
                 let mut state = self.write();
                 if let Mode::Bypassed(_) = state.mode {
-                    state.mode = Mode::Bypassed(BypassReason::RebuildFailed);
+                    state.set_mode(
+                        Mode::Bypassed(BypassReason::RebuildFailed),
+                        &self.counters.telemetry,
+                    );
                 }
                 return Err(StoreError::Store(e));
             }
@@ -81,7 +96,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
             let mut state = self.write();
             state.building = Some(Arc::clone(&new));
             if let Mode::Bypassed(_) = state.mode {
-                state.mode = Mode::Bypassed(BypassReason::Rebuilding);
+                state.set_mode(
+                    Mode::Bypassed(BypassReason::Rebuilding),
+                    &self.counters.telemetry,
+                );
             }
             // Every insert that missed `building` has committed (it held the read lock).
             let head = self.store.head();
@@ -131,14 +149,20 @@ impl<S: PrimaryStore> FilteredStore<S> {
             Ok(v) => v,
             Err(e) => {
                 if matches!(state.mode, Mode::Bypassed(BypassReason::Rebuilding)) {
-                    state.mode = Mode::Bypassed(BypassReason::RebuildFailed);
+                    state.set_mode(
+                        Mode::Bypassed(BypassReason::RebuildFailed),
+                        &self.counters.telemetry,
+                    );
                 }
                 return Err(StoreError::Store(e));
             }
         };
         if let ClaimStatus::Lost { why } = self.claim.status() {
             // Lost while the rebuild ran: what it scanned may be another store's.
-            state.mode = Mode::Bypassed(BypassReason::ClaimLost { why: why.clone() });
+            state.set_mode(
+                Mode::Bypassed(BypassReason::ClaimLost { why: why.clone() }),
+                &self.counters.telemetry,
+            );
             return Err(StoreError::ClaimLost { why });
         }
         // Keys committed after the scan started had their bits set directly, so covering the
@@ -150,7 +174,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         }
         state.capacity = plan.capacity;
         state.capacity_limited = plan.limited;
-        state.mode = Mode::Trusted;
+        state.set_mode(Mode::Trusted, &self.counters.telemetry);
         self.applied().rebuilt(state.synced);
         // Writes made behind the wrapper's back up to here are in the new filter.
         self.claim.caught_up(state.synced);

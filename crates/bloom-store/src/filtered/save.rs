@@ -52,6 +52,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
         path: impl AsRef<Path>,
     ) -> Result<DatasetGeneration, StoreError<S::Error>> {
         let path = path.as_ref();
+        let telemetry = &self.counters.telemetry;
+        let _span = tracing::info_span!("bloom.save", filter = telemetry.filter()).entered();
         self.check_claim()?;
         if self.options.counting {
             return self.save_counting(path);
@@ -86,6 +88,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         }
         self.took_in(&filter, head.generation);
         filter.write_snapshot(path, identity, head)?;
+        tracing::debug!(filter = telemetry.filter(), generation = head.generation.get(), path = %path.display(), "snapshot saved");
         Ok(head.generation)
     }
 
@@ -128,7 +131,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         };
         let mut state = self.write();
         if Arc::ptr_eq(&state.active, filter) {
-            state.mode = Mode::Bypassed(reason.clone());
+            state.set_mode(Mode::Bypassed(reason.clone()), &self.counters.telemetry);
         }
         Err(StoreError::NotTrusted(reason))
     }
@@ -211,7 +214,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             let reason = BypassReason::CountsDiverged { generation };
             let mut state = self.write();
             if Arc::ptr_eq(&state.active, &filter) {
-                state.mode = Mode::Bypassed(reason.clone());
+                state.set_mode(Mode::Bypassed(reason.clone()), &self.counters.telemetry);
             }
             return Err(StoreError::NotTrusted(reason));
         }

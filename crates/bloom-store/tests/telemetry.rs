@@ -1,0 +1,318 @@
+//! What an operator sees: each trust decision and repair as a `tracing` event, and the
+//! wrapper's counts and its filter's standing through the `metrics` facade, scraped as
+//! Prometheus text after a known workload.
+
+use std::sync::{Arc, Mutex};
+
+use bloom_store::telemetry::{METRICS, MetricKind, names};
+use bloom_store::{FilterOptions, FilteredStore, MemoryStore, OpenOutcome, SqliteStore};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+
+/// One event as a subscriber saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    level: tracing::Level,
+    message: String,
+    fields: Vec<(String, String)>,
+}
+
+impl Seen {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A subscriber layer that keeps every event.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Seen>>>);
+
+impl Events {
+    fn all(&self) -> Vec<Seen> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+struct Fields<'a>(&'a mut Seen);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let value = format!("{value:?}");
+        if field.name() == "message" {
+            self.0.message = value;
+        } else {
+            self.0.fields.push((field.name().to_owned(), value));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0.message = value.to_owned();
+        } else {
+            self.0
+                .fields
+                .push((field.name().to_owned(), value.to_owned()));
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut seen = Seen {
+            level: *event.metadata().level(),
+            message: String::new(),
+            fields: Vec::new(),
+        };
+        event.record(&mut Fields(&mut seen));
+        self.0.lock().unwrap().push(seen);
+    }
+}
+
+/// Runs `work` with a Prometheus recorder and an event-keeping subscriber installed for this
+/// thread; returns what it returned, the scrape, and the events.
+fn observed<T>(work: impl FnOnce() -> T) -> (T, Scrape, Vec<Seen>) {
+    let recorder: PrometheusRecorder = PrometheusBuilder::new().build_recorder();
+    let handle: PrometheusHandle = recorder.handle();
+    let events = Events::default();
+    let subscriber = tracing_subscriber::registry().with(events.clone());
+    let out = tracing::subscriber::with_default(subscriber, || {
+        metrics::with_local_recorder(&recorder, work)
+    });
+    (out, Scrape(handle.render()), events.all())
+}
+
+/// A Prometheus text scrape.
+struct Scrape(String);
+
+impl Scrape {
+    /// The value of `name` with exactly the labels `labels` (as `k="v"` pairs, in order).
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        let series = if labels.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{name}{{{}}}", labels.join(","))
+        };
+        self.0.lines().find_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            (key == series).then(|| value.parse().ok()).flatten()
+        })
+    }
+
+    fn of(&self, name: &str) -> f64 {
+        self.value(name, &[("filter", "orders")])
+            .unwrap_or_else(|| panic!("{name} is not in the scrape:\n{}", self.0))
+    }
+}
+
+fn keys(prefix: &str, n: u32) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[test]
+fn a_scrape_after_a_known_workload_shows_every_count_and_the_filters_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.db");
+    let snapshot = dir.path().join("orders.bloom");
+    let options = FilterOptions::new(10_000, 0.01)
+        .with_snapshot(&snapshot)
+        .with_name("orders");
+    let ((first, second), scrape, events) = observed(|| {
+        // No snapshot yet: bypassed, rebuilt, trusted, saved.
+        let (w, outcome) =
+            FilteredStore::open_and_recover(SqliteStore::open(&db).unwrap(), options.clone())
+                .unwrap();
+        assert!(matches!(outcome, OpenOutcome::Rebuilt { .. }));
+        let new = w.insert_all(keys("order", 2_000)).unwrap();
+        assert!(new.iter().all(|n| *n));
+        let answers = w.contains_each(keys("order", 500)).unwrap();
+        assert!(answers.iter().all(|l| l.is_present()));
+        let answers = w.contains_each(keys("never", 4_000)).unwrap();
+        assert!(answers.iter().all(|l| l.is_absent()));
+        w.save_snapshot(&snapshot).unwrap();
+        let first = w.metrics();
+        drop(w);
+        // The snapshot damaged while the process was down: bypassed, rebuilt.
+        let mut bytes = std::fs::read(&snapshot).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        std::fs::write(&snapshot, bytes).unwrap();
+        let (w, outcome) =
+            FilteredStore::open_and_recover(SqliteStore::open(&db).unwrap(), options.clone())
+                .unwrap();
+        assert!(
+            matches!(outcome, OpenOutcome::Rebuilt { .. }),
+            "{outcome:?}"
+        );
+        let answers = w.contains_each(keys("again", 1_000)).unwrap();
+        assert!(answers.iter().all(|l| l.is_absent()));
+        (first, w.metrics())
+    });
+
+    // Counters add up over both wrappers of the process, as the facade keeps them.
+    let total = |f: fn(&bloom_store::Metrics) -> u64| (f(&first) + f(&second)) as f64;
+    assert_eq!(scrape.of(names::QUERIES), total(|m| m.queries));
+    assert_eq!(scrape.of(names::QUERIES), 5_500.0);
+    assert_eq!(scrape.of(names::STORE_LOOKUPS), total(|m| m.store_lookups));
+    assert_eq!(
+        scrape.of(names::LOOKUPS_AVOIDED),
+        total(|m| m.lookups_avoided)
+    );
+    assert_eq!(
+        scrape.of(names::FALSE_POSITIVES),
+        total(|m| m.false_positives)
+    );
+    assert_eq!(
+        scrape.of(names::STORE_LOOKUPS),
+        500.0 + scrape.of(names::FALSE_POSITIVES),
+        "every store lookup was a present key or a false positive"
+    );
+    assert_eq!(scrape.of(names::INSERTS), 2_000.0);
+    let reason = |r| scrape.value(names::BYPASSES, &[("filter", "orders"), ("reason", r)]);
+    assert_eq!(reason("no_snapshot"), Some(1.0));
+    assert_eq!(reason("unreadable"), Some(1.0));
+    assert_eq!(
+        scrape.value(names::REBUILDS, &[("filter", "orders"), ("result", "ok")]),
+        Some(2.0)
+    );
+    // The gauges are the second wrapper's standing, as its `metrics()` reported it.
+    assert_eq!(scrape.of(names::TRUSTED), 1.0);
+    assert_eq!(scrape.of(names::FILL_RATIO), second.fill_ratio);
+    assert_eq!(scrape.of(names::ESTIMATED_ITEMS), second.estimated_items);
+    assert_eq!(scrape.of(names::CAPACITY), second.capacity as f64);
+    assert!(second.capacity >= 10_000);
+    assert_eq!(
+        scrape.of(names::REMAINING_CAPACITY),
+        second.remaining_capacity as f64
+    );
+    assert_eq!(scrape.of(names::TARGET_FALSE_POSITIVE_RATE), 0.01);
+    assert_eq!(
+        scrape.of(names::PREDICTED_FALSE_POSITIVE_RATE),
+        second.predicted_false_positive_rate
+    );
+    assert_eq!(
+        Some(scrape.of(names::OBSERVED_FALSE_POSITIVE_RATE)),
+        second.observed_false_positive_rate
+    );
+    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 0.0);
+    assert_eq!(scrape.of(names::OVER_CAPACITY), 0.0);
+    // Described, for the scrape's HELP lines.
+    assert!(
+        scrape
+            .0
+            .contains("# HELP bloom_false_positives_total Filter 'maybe' answers"),
+        "{}",
+        scrape.0
+    );
+
+    // The events, in order: each trust decision and repair, with its fields.
+    let decisions: Vec<(tracing::Level, Option<&str>, Option<&str>)> = events
+        .iter()
+        .filter(|e| e.field("filter") == Some("orders") && e.level <= tracing::Level::INFO)
+        .map(|e| (e.level, e.field("trusted"), e.field("reason")))
+        .collect();
+    use tracing::Level;
+    assert_eq!(
+        decisions,
+        [
+            (Level::INFO, Some("false"), Some("no_snapshot")),
+            (Level::INFO, Some("false"), Some("rebuilding")),
+            (Level::INFO, Some("true"), None),
+            (Level::INFO, None, None), // rebuilt
+            (Level::WARN, Some("false"), Some("unreadable")),
+            (Level::INFO, Some("false"), Some("rebuilding")),
+            (Level::INFO, Some("true"), None),
+            (Level::INFO, None, None), // rebuilt
+        ],
+        "{events:#?}"
+    );
+    let rebuilt = events
+        .iter()
+        .find(|e| e.message.contains("rebuilt"))
+        .unwrap();
+    assert_eq!(rebuilt.field("keys_scanned"), Some("0"));
+    let unreadable = events
+        .iter()
+        .find(|e| e.field("reason") == Some("unreadable"))
+        .unwrap();
+    assert!(
+        unreadable.message.contains("snapshot unreadable"),
+        "{unreadable:?}"
+    );
+}
+
+#[test]
+fn drift_is_flagged_in_the_gauge_and_logged_once_as_it_starts() {
+    let ((), scrape, events) = observed(|| {
+        let options = FilterOptions::new(2_000, 0.01).with_name("orders");
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
+        // Ten times its plan.
+        w.insert_all(keys("key", 20_000)).unwrap();
+        w.contains_each(keys("absent", 2_000)).unwrap();
+        for _ in 0..3 {
+            assert!(w.metrics().observed_over_target);
+        }
+    });
+    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 1.0);
+    assert_eq!(scrape.of(names::OVER_CAPACITY), 1.0);
+    let drift: Vec<&Seen> = events
+        .iter()
+        .filter(|e| {
+            e.message
+                .contains("measured false-positive rate passed the target")
+        })
+        .collect();
+    assert_eq!(drift.len(), 1, "{events:#?}");
+    assert_eq!(drift[0].level, tracing::Level::WARN);
+    assert_eq!(drift[0].field("target"), Some("0.01"));
+}
+
+#[test]
+fn a_filter_at_its_plan_raises_no_drift() {
+    let ((), scrape, events) = observed(|| {
+        let options = FilterOptions::new(2_000, 0.01).with_name("orders");
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
+        w.insert_all(keys("key", 2_000)).unwrap();
+        w.contains_each(keys("absent", 2_000)).unwrap();
+        assert!(!w.metrics().observed_over_target);
+    });
+    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 0.0);
+    assert!(
+        !events.iter().any(|e| e.level == tracing::Level::WARN),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn the_operators_page_documents_every_metric_and_nothing_else() {
+    let page = include_str!("../../../docs/operations.md");
+    for metric in METRICS {
+        let row = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}`", metric.name)))
+            .unwrap_or_else(|| panic!("docs/operations.md has no row for {}", metric.name));
+        let kind = match metric.kind {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+            _ => unreachable!("a new kind must be documented"),
+        };
+        assert!(row.contains(kind), "{row}: not a {kind}");
+        for label in metric.labels {
+            assert!(
+                row.contains(&format!("`{label}`")),
+                "{row}: no label {label}"
+            );
+        }
+    }
+    let documented = page.lines().filter(|l| l.starts_with("| `bloom_")).count();
+    assert_eq!(
+        documented,
+        METRICS.len(),
+        "a row names a metric bloom does not record"
+    );
+}
