@@ -5,7 +5,10 @@
 //! - `POST /records/{id}`: commits the record; `201 new` the first time, `200 seen` after.
 //! - `GET /records/{id}`: `200 seen` or `404 not seen`; most "not seen" answers need no
 //!   PostgreSQL query.
-//! - `GET /metrics`: what this process's wrapper counted.
+//! - `GET /metrics`: the wrapper's metrics for Prometheus (see docs/operations.md): its
+//!   counts, the shared filter's standing (fill, predicted and measured false-positive
+//!   rates, capacity left, trust), and the Redis and PostgreSQL latencies. Trust decisions
+//!   and repairs are logged to standard error as `tracing` events.
 //!
 //! A failure says what it was and that retrying is safe (`503`): no answer is ever a guess.
 //!
@@ -14,8 +17,11 @@
 //! (`open_or_create`), serves, and drives it with a load client: 500 connections, each
 //! posting records of an overlapping feed and asking about records never posted. It prints
 //! the requests per second, and checks that every record PostgreSQL holds is answered
-//! `seen` (none reported new twice). `--serve` keeps serving until the process is stopped,
-//! and prints the address.
+//! `seen` (none reported new twice), then scrapes its own `/metrics`. `--serve` keeps serving
+//! until the process is stopped, and prints the address.
+//!
+//! `cargo test -p bloom-postgres --example service` runs a smaller load and checks the
+//! scrape's names and values against what the load did.
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -25,12 +31,14 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::TcpStream;
 
-use bloom_core::{FilterConfig, FilterParams, Layout};
+use bloom_core::{FilterConfig, FilterParams, Layout, Plan};
 use bloom_postgres::testing::{self, TempServer};
 use bloom_postgres::{PostgresStore, PostgresStoreError};
 use bloom_redis::{RedisTarget, SharedError, SharedFilteredStore};
@@ -41,17 +49,35 @@ use bloom_testing::redis::RedisServer;
 type Seen = Coalesced<SharedFilteredStore<PostgresStore>>;
 type Failure = CoalescedError<SharedError<PostgresStoreError>>;
 
-const CONNECTIONS: u64 = 500;
-const POSTS_PER_CONNECTION: u64 = 60;
-const GETS_PER_CONNECTION: u64 = 20;
-/// Record ids are drawn from this many: connections post overlapping records.
-const DISTINCT: u64 = 20_000;
+/// How hard the load client drives the service.
+#[derive(Clone, Copy)]
+struct Load {
+    connections: u64,
+    posts_per_connection: u64,
+    gets_per_connection: u64,
+    /// Record ids are drawn from this many: connections post overlapping records.
+    distinct: u64,
+}
 
+/// The example's load.
+const LOAD: Load = Load {
+    connections: 500,
+    posts_per_connection: 60,
+    gets_per_connection: 20,
+    distinct: 20_000,
+};
+
+/// The name of the shared filter: the `filter` label of its metrics.
+const FILTER: &str = "records";
+
+/// The shared filter: a million records at 1 %, with the plan recorded so that its
+/// capacity gauges (and `bloom redis info`) can judge it.
 fn plan() -> FilterConfig {
     FilterConfig::new(
         FilterParams::planned(Layout::sharded(16).expect("16 shards"), 1_000_000, 0.01)
             .expect("a plan"),
     )
+    .with_plan(Plan::new(1_000_000, 0.01))
 }
 
 /// A failure, as an answer: what it was, and that retrying is safe.
@@ -62,7 +88,17 @@ fn unavailable(e: &Failure) -> (StatusCode, String) {
     )
 }
 
-async fn post_record(State(seen): State<Seen>, Path(id): Path<String>) -> (StatusCode, String) {
+/// What the handlers share: the wrapper, and the metrics it records into.
+#[derive(Clone)]
+struct Service {
+    seen: Seen,
+    prometheus: PrometheusHandle,
+}
+
+async fn post_record(
+    State(Service { seen, .. }): State<Service>,
+    Path(id): Path<String>,
+) -> (StatusCode, String) {
     match seen.insert(&id).await {
         Ok(true) => (StatusCode::CREATED, "new\n".into()),
         Ok(false) => (StatusCode::OK, "seen\n".into()),
@@ -71,7 +107,10 @@ async fn post_record(State(seen): State<Seen>, Path(id): Path<String>) -> (Statu
     }
 }
 
-async fn get_record(State(seen): State<Seen>, Path(id): Path<String>) -> (StatusCode, String) {
+async fn get_record(
+    State(Service { seen, .. }): State<Service>,
+    Path(id): Path<String>,
+) -> (StatusCode, String) {
     match seen.contains(&id).await {
         Ok(found) if found.is_present() => (StatusCode::OK, "seen\n".into()),
         Ok(_) => (StatusCode::NOT_FOUND, "not seen\n".into()),
@@ -80,18 +119,23 @@ async fn get_record(State(seen): State<Seen>, Path(id): Path<String>) -> (Status
     }
 }
 
-async fn metrics(State(seen): State<Seen>) -> (StatusCode, String) {
-    match seen.run(|s| s.metrics()).await {
-        Ok(m) => (StatusCode::OK, format!("{m:?}\n")),
-        Err(e) => unavailable(&e),
-    }
+/// Prometheus's scrape: the wrapper's `metrics()` sets the gauges of the shared filter's
+/// standing (one round trip to Redis), then every metric is rendered.
+async fn metrics(State(service): State<Service>) -> axum::response::Response {
+    // A Redis that cannot be read leaves the gauges as they were; the counters are current.
+    let _ = service.seen.run(|s| s.metrics()).await;
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        service.prometheus.render(),
+    )
+        .into_response()
 }
 
-fn app(seen: Seen) -> Router {
+fn app(service: Service) -> Router {
     Router::new()
         .route("/records/{id}", get(get_record).post(post_record))
         .route("/metrics", get(metrics))
-        .with_state(seen)
+        .with_state(service)
 }
 
 /// One keep-alive HTTP/1.1 connection of the load client.
@@ -137,8 +181,9 @@ impl Client {
                 length = value.trim().parse().map_err(std::io::Error::other)?;
             }
         }
-        // Bodies here are a line; a longer one is refused rather than read without bound.
-        if length > 64 * 1024 {
+        // Bodies here are a line or a scrape; a longer one is refused rather than read
+        // without bound.
+        if length > 1 << 20 {
             return Err(std::io::Error::other("response body too long"));
         }
         let mut body = vec![0; length];
@@ -159,18 +204,19 @@ struct Tally {
 /// One connection's feed: posts of overlapping records, then lookups of records never posted.
 async fn drive(
     address: std::net::SocketAddr,
+    load: Load,
     connection: u64,
     tally: Arc<Tally>,
 ) -> Result<Vec<String>, String> {
     let mut client = Client::connect(address).await.map_err(|e| e.to_string())?;
     let mut told_new = Vec::new();
     let mut state = connection.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for _ in 0..POSTS_PER_CONNECTION {
+    for _ in 0..load.posts_per_connection {
         // xorshift: a reproducible feed per connection.
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let id = format!("record-{}", state % DISTINCT);
+        let id = format!("record-{}", state % load.distinct);
         let (status, body) = client
             .call("POST", &format!("/records/{id}"))
             .await
@@ -185,7 +231,7 @@ async fn drive(
             other => return Err(format!("POST {id}: {other} {body}")),
         }
     }
-    for i in 0..GETS_PER_CONNECTION {
+    for i in 0..load.gets_per_connection {
         let id = format!("never-{connection}-{i}");
         let (status, body) = client
             .call("GET", &format!("/records/{id}"))
@@ -205,14 +251,35 @@ fn installed(program: &str) -> bool {
     std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
 }
 
-async fn serve_and_load(params: String, redis: String, serve_only: bool) -> Result<(), String> {
+/// What a load run found.
+struct Report {
+    /// Records the service answered `201 new` (each once).
+    told_new: usize,
+    /// Records PostgreSQL holds, each answered `seen` afterwards.
+    committed: usize,
+    /// Lookups of records never posted, answered `404 not seen`.
+    not_seen: u64,
+    /// `/metrics` after the load and the check.
+    scrape: String,
+}
+
+/// Serves, and unless `serve_only`, drives `load` through the service, checks that every
+/// committed record is answered seen, and scrapes `/metrics`. The metrics recorder must be
+/// installed first: the wrapper registers its metrics as it opens.
+async fn serve_and_load(
+    params: String,
+    redis: String,
+    prometheus: PrometheusHandle,
+    load: Load,
+    serve_only: bool,
+) -> Result<Report, String> {
     let target = RedisTarget::single(&redis);
     let (seen, opened) = Coalesced::open(
         {
             let params = params.clone();
             move || {
                 let store = PostgresStore::connect(&params).map_err(SharedError::Store)?;
-                SharedFilteredStore::open_or_create(store, target, "records", plan())
+                SharedFilteredStore::open_or_create(store, target, FILTER, plan())
             }
         },
         Options::default(),
@@ -224,19 +291,24 @@ async fn serve_and_load(params: String, redis: String, serve_only: bool) -> Resu
         .await
         .map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let server = tokio::spawn(axum::serve(listener, app(seen.clone())).into_future());
-    println!("serving on http://{address}/records/{{id}}");
+    let service = Service {
+        seen: seen.clone(),
+        prometheus,
+    };
+    let server = tokio::spawn(axum::serve(listener, app(service)).into_future());
+    println!("serving on http://{address}/records/{{id}} and http://{address}/metrics");
     if serve_only {
-        return server
+        server
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())?;
+        return Err("the server stopped".into());
     }
 
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
-    let connections: Vec<_> = (0..CONNECTIONS)
-        .map(|c| tokio::spawn(drive(address, c, Arc::clone(&tally))))
+    let connections: Vec<_> = (0..load.connections)
+        .map(|c| tokio::spawn(drive(address, load, c, Arc::clone(&tally))))
         .collect();
     let mut told_new = HashSet::new();
     for connection in connections {
@@ -247,10 +319,11 @@ async fn serve_and_load(params: String, redis: String, serve_only: bool) -> Resu
         }
     }
     let elapsed = started.elapsed();
-    let requests = CONNECTIONS * (POSTS_PER_CONNECTION + GETS_PER_CONNECTION);
+    let requests = load.connections * (load.posts_per_connection + load.gets_per_connection);
     let t = |n: &AtomicU64| n.load(Ordering::Relaxed);
     println!(
-        "{requests} requests from {CONNECTIONS} connections in {elapsed:.2?}: {:.0} requests/s",
+        "{requests} requests from {} connections in {elapsed:.2?}: {:.0} requests/s",
+        load.connections,
         requests as f64 / elapsed.as_secs_f64()
     );
     println!(
@@ -291,8 +364,55 @@ async fn serve_and_load(params: String, redis: String, serve_only: bool) -> Resu
         committed.len(),
         told_new.len()
     );
+    let (status, scrape) = check
+        .call("GET", "/metrics")
+        .await
+        .map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(format!("GET /metrics: {status} {scrape}"));
+    }
     server.abort();
-    Ok(())
+    Ok(Report {
+        told_new: told_new.len(),
+        committed: committed.len(),
+        not_seen: t(&tally.not_seen),
+        scrape,
+    })
+}
+
+/// Installs the process's metrics recorder (Prometheus) and its event subscriber (to
+/// standard error), before any wrapper opens.
+fn observe() -> Result<PrometheusHandle, String> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+    PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("installing the Prometheus recorder: {e}"))
+}
+
+/// Starts PostgreSQL and Redis, and runs `serve_and_load` on a tokio runtime.
+fn run(load: Load, serve_only: bool) -> Result<Report, String> {
+    let prometheus = observe()?;
+    let pg = TempServer::start().map_err(|e| e.to_string())?;
+    let redis = RedisServer::start();
+    println!(
+        "PostgreSQL on 127.0.0.1:{}, Redis on 127.0.0.1:{}",
+        pg.port(),
+        redis.port
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(serve_and_load(
+        pg.params("postgres"),
+        redis.url(),
+        prometheus,
+        load,
+        serve_only,
+    ))
 }
 
 fn main() -> ExitCode {
@@ -304,42 +424,111 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let servers = TempServer::start()
-        .map_err(|e| e.to_string())
-        .map(|pg| (pg, RedisServer::start()));
-    let (pg, redis) = match servers {
-        Ok(servers) => servers,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+    match run(LOAD, serve_only) {
+        Ok(report) => {
+            let lines = report.scrape.lines().filter(|l| l.starts_with("bloom_"));
+            println!(
+                "scraped /metrics after {} records new, {} committed and {} lookups not seen ({} series):",
+                report.told_new,
+                report.committed,
+                report.not_seen,
+                lines.clone().count()
+            );
+            for line in lines.filter(|l| !l.contains("quantile")) {
+                println!("  {line}");
+            }
+            ExitCode::SUCCESS
         }
-    };
-    println!(
-        "PostgreSQL on 127.0.0.1:{}, Redis on 127.0.0.1:{}",
-        pg.port(),
-        redis.port
-    );
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(serve_and_load(
-        pg.params("postgres"),
-        redis.url(),
-        serve_only,
-    ));
-    drop(runtime);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bloom_store::telemetry::names;
+
+    use super::*;
+
+    /// The value of the series `series` (its name and labels, as Prometheus writes them).
+    fn value(scrape: &str, series: &str) -> f64 {
+        scrape
+            .lines()
+            .find_map(|line| {
+                let (key, value) = line.rsplit_once(' ')?;
+                (key == series).then(|| value.parse().ok()).flatten()
+            })
+            .unwrap_or_else(|| panic!("no {series} in the scrape:\n{scrape}"))
+    }
+
+    #[test]
+    fn a_scrape_after_the_workload_shows_the_documented_metrics_and_its_counts() {
+        let load = Load {
+            connections: 16,
+            posts_per_connection: 30,
+            gets_per_connection: 25,
+            distinct: 200,
+        };
+        let report = run(load, false).unwrap();
+        let scrape = &report.scrape;
+        let of = |name: &str| value(scrape, &format!("{name}{{filter=\"{FILTER}\"}}"));
+        let gets = (load.connections * load.gets_per_connection) as f64;
+        assert_eq!(report.not_seen as f64, gets);
+        // Queries: the load's lookups of records never posted, then one per committed record.
+        assert_eq!(of(names::QUERIES), gets + report.committed as f64);
+        assert_eq!(of(names::INSERTS), report.told_new as f64);
+        assert_eq!(report.told_new, report.committed);
+        // The filter answered every lookup: each one avoided, or asked the store.
+        assert_eq!(
+            of(names::LOOKUPS_AVOIDED) + of(names::STORE_LOOKUPS),
+            of(names::QUERIES)
+        );
+        assert_eq!(
+            of(names::STORE_LOOKUPS),
+            report.committed as f64 + of(names::FALSE_POSITIVES),
+            "a store lookup is a committed record or a false positive"
+        );
+        assert!(of(names::LOOKUPS_AVOIDED) > 0.0);
+        // The shared filter's standing, read from Redis at the scrape.
+        assert_eq!(of(names::TRUSTED), 1.0);
+        assert_eq!(of(names::CAPACITY), 1_000_000.0);
+        assert_eq!(of(names::TARGET_FALSE_POSITIVE_RATE), 0.01);
+        assert!(
+            (report.committed as f64 * 0.9..report.committed as f64 * 1.1)
+                .contains(&of(names::ESTIMATED_ITEMS))
+        );
+        assert!(of(names::FILL_RATIO) > 0.0 && of(names::FILL_RATIO) < 0.01);
+        assert!(of(names::PREDICTED_FALSE_POSITIVE_RATE) < 0.01);
+        assert_eq!(of(names::OBSERVED_OVER_TARGET), 0.0);
+        assert_eq!(of(names::OVER_CAPACITY), 0.0);
+        // The capacity less the keys the filter counted (inserts that changed a bit).
+        let remaining = of(names::REMAINING_CAPACITY);
+        assert!(
+            (1_000_000.0 - report.committed as f64..1_000_000.0).contains(&remaining),
+            "{remaining}"
+        );
+        // Latencies: every Redis round trip and PostgreSQL statement is timed.
+        let count = |series: &str| value(scrape, series);
+        assert!(count(&format!("{}_count", names::REDIS_ROUND_TRIP_SECONDS)) > 0.0);
+        assert!(
+            count(&format!(
+                "{}_count{{operation=\"append\"}}",
+                names::POSTGRES_QUERY_SECONDS
+            )) > 0.0
+        );
+        assert!(count(&format!("{}_count", names::POSTGRES_POOL_WAIT_SECONDS)) > 0.0);
+        // Every series is one bloom documents.
+        for line in scrape.lines().filter(|l| l.starts_with("bloom_")) {
+            let name = line.split(['{', ' ']).next().unwrap_or(line);
+            let known = bloom_store::telemetry::METRICS.iter().any(|m| {
+                name == m.name
+                    || ["_sum", "_count", "_bucket"]
+                        .iter()
+                        .any(|suffix| name.strip_suffix(suffix) == Some(m.name))
+            });
+            assert!(known, "{line} is not a documented metric");
         }
     }
 }

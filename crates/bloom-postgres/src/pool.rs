@@ -113,8 +113,7 @@ impl Pool {
                 drop(state);
                 self.freed.notify_all();
                 waited_for(started, Some("timed_out"));
-                tracing::warn!(
-                    max_connections = self.max,
+                tracing::warn!(target: "bloom", max_connections = self.max,
                     waited_ms = waited.as_millis() as u64,
                     "the PostgreSQL pool stayed exhausted for the pool timeout: a lookup or commit failed; raise max_connections or find what holds them",
                 );

@@ -67,7 +67,8 @@ fn timed<T>(
     q: Q,
     run: impl FnOnce() -> Result<T, postgres::Error>,
 ) -> Result<T, PostgresStoreError> {
-    let _span = tracing::debug_span!("bloom.postgres.query", operation = q.name()).entered();
+    let _span = tracing::debug_span!(target: "bloom", "bloom.postgres.query", operation = q.name())
+        .entered();
     let started = std::time::Instant::now();
     let result = run();
     metrics::histogram!(

@@ -101,7 +101,8 @@ impl LookupCounts {
         }
         add(&self.store_lookups, 1);
         let present = {
-            let _span = tracing::debug_span!("bloom.store.contains", keys = 1).entered();
+            let _span =
+                tracing::debug_span!(target: "bloom", "bloom.store.contains", keys = 1).entered();
             store.contains(key.as_bytes())?
         };
         Ok(self.merge(present, maybe.is_some()))
@@ -175,7 +176,8 @@ fn store_answers<S: PrimaryStore>(store: &S, keys: &[&[u8]]) -> Result<Vec<bool>
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let _span = tracing::debug_span!("bloom.store.contains", keys = keys.len()).entered();
+    let _span =
+        tracing::debug_span!(target: "bloom", "bloom.store.contains", keys = keys.len()).entered();
     let answers = store.contains_each(keys)?;
     if answers.len() == keys.len() {
         return Ok(answers);

@@ -409,13 +409,15 @@ impl From<&Metrics> for crate::telemetry::Standing {
         Self {
             fill_ratio: m.fill_ratio,
             estimated_items: m.estimated_items,
-            capacity: m.capacity,
-            remaining_capacity: m.remaining_capacity,
-            target_false_positive_rate: m.target_false_positive_rate,
             predicted_false_positive_rate: m.predicted_false_positive_rate,
             observed_false_positive_rate: m.observed_false_positive_rate,
-            observed_over_target: m.observed_over_target,
-            over_capacity: m.over_capacity,
+            plan: Some(crate::telemetry::PlanStanding {
+                capacity: m.capacity,
+                remaining_capacity: m.remaining_capacity,
+                target_false_positive_rate: m.target_false_positive_rate,
+                observed_over_target: m.observed_over_target,
+                over_capacity: m.over_capacity,
+            }),
         }
     }
 }

@@ -219,16 +219,25 @@ pub struct Standing {
     pub fill_ratio: f64,
     /// Distinct keys estimated from the fill.
     pub estimated_items: f64,
+    /// The rate predicted from the fill.
+    pub predicted_false_positive_rate: f64,
+    /// The rate measured on absent keys, if any were asked.
+    pub observed_false_positive_rate: Option<f64>,
+    /// How it stands against the plan it records, if it records one (a filter in Redis
+    /// created without a plan records none; its plan's gauges are then left unset).
+    pub plan: Option<PlanStanding>,
+}
+
+/// How a filter stands against its plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PlanStanding {
     /// The keys it was planned for.
     pub capacity: u64,
     /// Keys that still fit the plan.
     pub remaining_capacity: u64,
     /// The planned rate.
     pub target_false_positive_rate: f64,
-    /// The rate predicted from the fill.
-    pub predicted_false_positive_rate: f64,
-    /// The rate measured on absent keys, if any were asked.
-    pub observed_false_positive_rate: Option<f64>,
     /// Whether the measured rate passed the target by more than chance allows.
     pub observed_over_target: bool,
     /// Whether the filter is past its plan.
@@ -315,7 +324,7 @@ impl Telemetry {
     /// rebuild).
     pub fn trusted(&self, how: &dyn Display) {
         self.trusted.set(1.0);
-        tracing::info!(filter = %self.filter, trusted = true, "{how}");
+        tracing::info!(target: "bloom", filter = %self.filter, trusted = true, "{how}");
     }
 
     /// The filter does not answer "absent": every query asks the store. `reason` is a short
@@ -326,25 +335,24 @@ impl Telemetry {
     pub fn bypassed(&self, reason: &'static str, why: &dyn Display, newly: bool) {
         self.trusted.set(0.0);
         if !newly {
-            tracing::info!(filter = %self.filter, trusted = false, reason, "the filter stays bypassed: {why}");
+            tracing::info!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter stays bypassed: {why}");
             return;
         }
         metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
         if reason == "claim_lost" {
-            tracing::error!(filter = %self.filter, trusted = false, reason, "the filter is bypassed for good: {why}");
+            tracing::error!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed for good: {why}");
         } else if reason == "no_snapshot" {
             // Every start without a snapshot: expected, and rebuilt by `open_and_recover`.
-            tracing::info!(filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
+            tracing::info!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
         } else {
-            tracing::warn!(filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
+            tracing::warn!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
         }
     }
 
     /// A rebuild finished.
     pub fn rebuilt(&self, report: &RebuildReport) {
         metrics::counter!(names::REBUILDS, self.with("result", "ok")).increment(1);
-        tracing::info!(
-            filter = %self.filter,
+        tracing::info!(target: "bloom", filter = %self.filter,
             keys_scanned = report.keys_scanned,
             generation = report.generation.get(),
             capacity = report.capacity,
@@ -356,13 +364,13 @@ impl Telemetry {
     /// A rebuild failed: `error` is why.
     pub fn rebuild_failed(&self, error: &dyn Display) {
         metrics::counter!(names::REBUILDS, self.with("result", "failed")).increment(1);
-        tracing::error!(filter = %self.filter, error = %error, "rebuilding the filter failed");
+        tracing::error!(target: "bloom", filter = %self.filter, error = %error, "rebuilding the filter failed");
     }
 
     /// A catch-up took in `keys` keys committed from generation `from` to `to`.
     pub fn caught_up(&self, from: u64, to: u64, keys: u64) {
         self.catch_up_keys.increment(keys);
-        tracing::info!(filter = %self.filter, from, to, keys, "the filter caught up with the store");
+        tracing::info!(target: "bloom", filter = %self.filter, from, to, keys, "the filter caught up with the store");
     }
 
     /// Sets the gauges of the filter's standing; logs once as the measured false positives
@@ -371,25 +379,26 @@ impl Telemetry {
         let g = &self.gauges;
         g.fill_ratio.set(standing.fill_ratio);
         g.estimated_items.set(standing.estimated_items);
-        g.capacity.set(standing.capacity as f64);
-        g.remaining_capacity.set(standing.remaining_capacity as f64);
-        g.target.set(standing.target_false_positive_rate);
         g.predicted.set(standing.predicted_false_positive_rate);
         if let Some(observed) = standing.observed_false_positive_rate {
             g.observed.set(observed);
         }
+        let Some(plan) = standing.plan else {
+            return;
+        };
+        g.capacity.set(plan.capacity as f64);
+        g.remaining_capacity.set(plan.remaining_capacity as f64);
+        g.target.set(plan.target_false_positive_rate);
         g.observed_over_target
-            .set(f64::from(u8::from(standing.observed_over_target)));
-        g.over_capacity
-            .set(f64::from(u8::from(standing.over_capacity)));
+            .set(f64::from(u8::from(plan.observed_over_target)));
+        g.over_capacity.set(f64::from(u8::from(plan.over_capacity)));
         let was = self
             .drifting
-            .swap(standing.observed_over_target, Ordering::Relaxed);
-        if standing.observed_over_target && !was {
-            tracing::warn!(
-                filter = %self.filter,
+            .swap(plan.observed_over_target, Ordering::Relaxed);
+        if plan.observed_over_target && !was {
+            tracing::warn!(target: "bloom", filter = %self.filter,
                 observed = standing.observed_false_positive_rate,
-                target = standing.target_false_positive_rate,
+                target = plan.target_false_positive_rate,
                 predicted = standing.predicted_false_positive_rate,
                 "the measured false-positive rate passed the target by more than chance allows: rebuild the filter",
             );

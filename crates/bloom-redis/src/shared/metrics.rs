@@ -1,7 +1,7 @@
 //! [`SharedMetrics`]: what one [`SharedFilteredStore`] counted, and how the shared filter
 //! stands against the plan it was created with.
 
-use bloom_store::telemetry::{Standing, Telemetry};
+use bloom_store::telemetry::{PlanStanding, Standing, Telemetry};
 use bloom_store::{LookupCounts, PrimaryStore};
 
 use super::SharedFilteredStore;
@@ -122,20 +122,23 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 }
 
 impl SharedMetrics {
-    /// The gauges' figures, when the filter could be read and records a plan.
+    /// The gauges' figures, when the filter could be read.
     fn standing(&self) -> Option<Standing> {
         let info = self.filter.as_ref().ok()?;
-        let capacity = info.capacity?;
         let mut standing = Standing::default();
         standing.fill_ratio = info.set_bits as f64 / info.header.bit_count.max(1) as f64;
         standing.estimated_items = info.estimated_items;
-        standing.capacity = capacity.plan.capacity;
-        standing.remaining_capacity = capacity.remaining();
-        standing.target_false_positive_rate = capacity.plan.false_positive_rate;
         standing.predicted_false_positive_rate = info.estimated_false_positive_rate;
         standing.observed_false_positive_rate = self.observed_false_positive_rate;
-        standing.observed_over_target = self.observed_over_target();
-        standing.over_capacity = capacity.is_over();
+        standing.plan = info.capacity.map(|capacity| {
+            let mut plan = PlanStanding::default();
+            plan.capacity = capacity.plan.capacity;
+            plan.remaining_capacity = capacity.remaining();
+            plan.target_false_positive_rate = capacity.plan.false_positive_rate;
+            plan.observed_over_target = self.observed_over_target();
+            plan.over_capacity = capacity.is_over();
+            plan
+        });
         Some(standing)
     }
 }

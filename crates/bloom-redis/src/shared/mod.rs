@@ -502,7 +502,9 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// touched), or a store error; the wrapper then stays bypassed.
     pub fn rebuild(&self, config: FilterConfig) -> Result<RebuildReport, SharedError<S::Error>> {
         let telemetry = &self.counters.telemetry;
-        let _span = tracing::info_span!("bloom.rebuild", filter = telemetry.filter()).entered();
+        let _span =
+            tracing::info_span!(target: "bloom", "bloom.rebuild", filter = telemetry.filter())
+                .entered();
         let report = self.rebuild_filter(config);
         if let Err(e) = &report {
             telemetry.rebuild_failed(e);

@@ -241,7 +241,7 @@ impl Transport {
         };
         let mut commands = Commands::new();
         commands.push(command);
-        let _span = tracing::debug_span!("bloom.redis.query_on", serial).entered();
+        let _span = tracing::debug_span!(target: "bloom", "bloom.redis.query_on", serial).entered();
         let started = Instant::now();
         let replied = live.node.round_trip(&commands, deadline, timeout);
         measured(started, replied.as_ref().err());
@@ -267,7 +267,7 @@ impl Transport {
     ) -> Result<Replies, RedisFilterError> {
         self.settle();
         let _span =
-            tracing::debug_span!("bloom.redis.pipeline", commands = commands.len()).entered();
+            tracing::debug_span!(target: "bloom", "bloom.redis.pipeline", commands = commands.len()).entered();
         let mut flight = Flight::new(commands, keys, deadline);
         self.send_round(&mut flight);
         self.complete(flight)
@@ -303,7 +303,7 @@ impl Transport {
     /// The replies of a pipeline [`Transport::begin`]: every reply read, redirects and
     /// retries followed.
     pub(crate) fn end(&mut self, id: u64) -> Result<Replies, RedisFilterError> {
-        let _span = tracing::debug_span!("bloom.redis.pipeline", id).entered();
+        let _span = tracing::debug_span!(target: "bloom", "bloom.redis.pipeline", id).entered();
         let at = self
             .flights
             .iter()
@@ -390,6 +390,6 @@ pub(super) fn measured(started: Instant, failed: Option<&RedisFilterError>) {
             "failed"
         };
         metrics::counter!(names::REDIS_ERRORS, "kind" => kind).increment(1);
-        tracing::debug!(kind, error = %e, "a Redis round trip failed");
+        tracing::debug!(target: "bloom", kind, error = %e, "a Redis round trip failed");
     }
 }

@@ -35,7 +35,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// once the store was replaced under the wrapper: it is never trusted again.
     pub fn rebuild(&self) -> Result<RebuildReport, StoreError<S::Error>> {
         let telemetry = &self.counters.telemetry;
-        let _span = tracing::info_span!("bloom.rebuild", filter = telemetry.filter()).entered();
+        let _span =
+            tracing::info_span!(target: "bloom", "bloom.rebuild", filter = telemetry.filter())
+                .entered();
         let report = self.rebuild_filter();
         match &report {
             Ok(report) => telemetry.rebuilt(report),

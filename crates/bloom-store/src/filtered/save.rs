@@ -53,7 +53,8 @@ impl<S: PrimaryStore> FilteredStore<S> {
     ) -> Result<DatasetGeneration, StoreError<S::Error>> {
         let path = path.as_ref();
         let telemetry = &self.counters.telemetry;
-        let _span = tracing::info_span!("bloom.save", filter = telemetry.filter()).entered();
+        let _span = tracing::info_span!(target: "bloom", "bloom.save", filter = telemetry.filter())
+            .entered();
         self.check_claim()?;
         if self.options.counting {
             return self.save_counting(path);
@@ -88,7 +89,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         }
         self.took_in(&filter, head.generation);
         filter.write_snapshot(path, identity, head)?;
-        tracing::debug!(filter = telemetry.filter(), generation = head.generation.get(), path = %path.display(), "snapshot saved");
+        tracing::debug!(target: "bloom", filter = telemetry.filter(), generation = head.generation.get(), path = %path.display(), "snapshot saved");
         Ok(head.generation)
     }
 
