@@ -25,10 +25,12 @@ pub(crate) fn off_runtime<T: Send>(
     if !inside_runtime() {
         return f();
     }
+    // The caller's span goes along, so that the statements' spans and events nest under it.
+    let span = tracing::Span::current();
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("bloom-postgres call".into())
-            .spawn_scoped(scope, f)
+            .spawn_scoped(scope, move || span.in_scope(f))
             .map_err(|e| PostgresStoreError::Thread(e.to_string()))?;
         match thread.join() {
             Ok(result) => result,

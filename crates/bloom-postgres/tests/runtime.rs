@@ -178,20 +178,31 @@ fn a_busy_pool_is_exhausted_not_unreachable() {
             store.insert(b"held")
         });
         taken.recv().unwrap();
-        // The writer has (or is about to have) the one connection: a caller waits, then fails.
-        let mut waited = None;
-        for _ in 0..100 {
-            match store.contains(b"x") {
-                Err(e @ PostgresStoreError::PoolExhausted { .. }) => {
-                    waited = Some(e);
-                    break;
+        // The writer has (or is about to have) the one connection: a caller waits, then fails,
+        // and an operator sees it (an event, and a count).
+        let (waited, scrape, events) = bloom_testing::telemetry::observed(|| {
+            for _ in 0..100 {
+                match store.contains(b"x") {
+                    Err(e @ PostgresStoreError::PoolExhausted { .. }) => return Some(e),
+                    other => assert!(other.is_ok(), "{other:?}"),
                 }
-                other => assert!(other.is_ok(), "{other:?}"),
             }
-        }
+            None
+        });
         let error = waited.expect("the pool was exhausted while the writer waited");
         assert!(!error.is_connection(), "{error}");
         assert!(error.to_string().contains("max_connections"), "{error}");
+        let exhausted = events
+            .iter()
+            .find(|e| e.message.contains("pool stayed exhausted"))
+            .unwrap_or_else(|| panic!("{events:#?}"));
+        assert_eq!(exhausted.level, tracing::Level::WARN);
+        assert_eq!(exhausted.field("max_connections"), Some("1"));
+        let timed_out = scrape.value(
+            bloom_store::telemetry::names::POSTGRES_POOL_EXHAUSTED,
+            &[("outcome", "timed_out")],
+        );
+        assert_eq!(timed_out, Some(1.0), "{}", scrape.0);
         tx.rollback().unwrap();
         assert!(writer.join().unwrap().unwrap().is_some());
     });

@@ -298,8 +298,14 @@ impl Conn {
         deadline: Instant,
         operation: impl FnOnce(&mut Transport, Instant) -> Result<T, RedisFilterError> + Send + 'static,
     ) -> Result<T, RedisFilterError> {
-        let pending = self.start(deadline, operation)?;
-        self.finish(pending)
+        // Measured here, on the caller's thread: its span and the recorder it sees.
+        let _span = tracing::debug_span!(target: "bloom", "bloom.redis.round_trip").entered();
+        let started = Instant::now();
+        let result = self
+            .start(deadline, operation)
+            .and_then(|pending| self.finish(pending));
+        measured(started, result.as_ref().err());
+        result
     }
 
     /// Hands `operation` to the worker and returns at once: the caller prepares its next
@@ -486,5 +492,21 @@ pub(crate) fn server_error(value: Value) -> Result<Value, RedisFilterError> {
             detail: e.details().unwrap_or("").to_owned(),
         }),
         other => Ok(other),
+    }
+}
+
+/// Records an operation begun at `started` (one or more round trips to Redis, redirects and
+/// retries included): its time, and its failure.
+fn measured(started: Instant, failed: Option<&RedisFilterError>) {
+    use bloom_store::telemetry::names;
+    metrics::histogram!(names::REDIS_ROUND_TRIP_SECONDS).record(started.elapsed().as_secs_f64());
+    if let Some(e) = failed {
+        let kind = if matches!(e, RedisFilterError::Timeout { .. }) {
+            "timeout"
+        } else {
+            "failed"
+        };
+        metrics::counter!(names::REDIS_ERRORS, "kind" => kind).increment(1);
+        tracing::debug!(target: "bloom", kind, error = %e, "a Redis operation failed");
     }
 }

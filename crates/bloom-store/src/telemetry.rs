@@ -131,12 +131,12 @@ catalogue! {
     /// Whether the filter is past its plan.
     OVER_CAPACITY = "bloom_over_capacity", Gauge, ["filter"],
         "1 when the filter is past its plan (more keys than its capacity, or a predicted rate over the target by more than noise): rebuild larger.";
-    /// Redis round trips.
+    /// Redis operations, as the caller waited for them.
     REDIS_ROUND_TRIP_SECONDS = "bloom_redis_round_trip_seconds", Histogram, [],
-        "The time of one round trip to a Redis node (a pipeline of commands), in seconds.";
-    /// Redis round trips that failed.
+        "The time a caller waited for one Redis operation (a command or a pipeline, redirects and retries included), in seconds.";
+    /// Redis operations that failed.
     REDIS_ERRORS = "bloom_redis_errors_total", Counter, ["kind"],
-        "Redis round trips that failed, by kind (timeout, failed: a connection refused or lost, a cluster that kept redirecting).";
+        "Redis operations that failed, by kind (timeout, failed: a connection refused or lost, an error reply, a cluster that kept redirecting).";
     /// PostgreSQL statements, by operation.
     POSTGRES_QUERY_SECONDS = "bloom_postgres_query_seconds", Histogram, ["operation"],
         "The time of one PostgreSQL statement, by operation (contains, present_of, append, head, keys_page, ...), in seconds, pool wait excluded.";

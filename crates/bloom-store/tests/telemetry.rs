@@ -2,112 +2,9 @@
 //! wrapper's counts and its filter's standing through the `metrics` facade, scraped as
 //! Prometheus text after a known workload.
 
-use std::sync::{Arc, Mutex};
-
 use bloom_store::telemetry::{METRICS, MetricKind, names};
 use bloom_store::{FilterOptions, FilteredStore, MemoryStore, OpenOutcome, SqliteStore};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
-
-/// One event as a subscriber saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    level: tracing::Level,
-    message: String,
-    fields: Vec<(String, String)>,
-}
-
-impl Seen {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A subscriber layer that keeps every event.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<Seen>>>);
-
-impl Events {
-    fn all(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-struct Fields<'a>(&'a mut Seen);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let value = format!("{value:?}");
-        if field.name() == "message" {
-            self.0.message = value;
-        } else {
-            self.0.fields.push((field.name().to_owned(), value));
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.0.message = value.to_owned();
-        } else {
-            self.0
-                .fields
-                .push((field.name().to_owned(), value.to_owned()));
-        }
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Events {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let mut seen = Seen {
-            level: *event.metadata().level(),
-            message: String::new(),
-            fields: Vec::new(),
-        };
-        event.record(&mut Fields(&mut seen));
-        self.0.lock().unwrap().push(seen);
-    }
-}
-
-/// Runs `work` with a Prometheus recorder and an event-keeping subscriber installed for this
-/// thread; returns what it returned, the scrape, and the events.
-fn observed<T>(work: impl FnOnce() -> T) -> (T, Scrape, Vec<Seen>) {
-    let recorder: PrometheusRecorder = PrometheusBuilder::new().build_recorder();
-    let handle: PrometheusHandle = recorder.handle();
-    let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
-    let out = tracing::subscriber::with_default(subscriber, || {
-        metrics::with_local_recorder(&recorder, work)
-    });
-    (out, Scrape(handle.render()), events.all())
-}
-
-/// A Prometheus text scrape.
-struct Scrape(String);
-
-impl Scrape {
-    /// The value of `name` with exactly the labels `labels` (as `k="v"` pairs, in order).
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        let series = if labels.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{name}{{{}}}", labels.join(","))
-        };
-        self.0.lines().find_map(|line| {
-            let (key, value) = line.rsplit_once(' ')?;
-            (key == series).then(|| value.parse().ok()).flatten()
-        })
-    }
-
-    fn of(&self, name: &str) -> f64 {
-        self.value(name, &[("filter", "orders")])
-            .unwrap_or_else(|| panic!("{name} is not in the scrape:\n{}", self.0))
-    }
-}
+use bloom_testing::telemetry::{Seen, observed};
 
 fn keys(prefix: &str, n: u32) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
@@ -155,23 +52,26 @@ fn a_scrape_after_a_known_workload_shows_every_count_and_the_filters_standing() 
 
     // Counters add up over both wrappers of the process, as the facade keeps them.
     let total = |f: fn(&bloom_store::Metrics) -> u64| (f(&first) + f(&second)) as f64;
-    assert_eq!(scrape.of(names::QUERIES), total(|m| m.queries));
-    assert_eq!(scrape.of(names::QUERIES), 5_500.0);
-    assert_eq!(scrape.of(names::STORE_LOOKUPS), total(|m| m.store_lookups));
+    assert_eq!(scrape.of("orders", names::QUERIES), total(|m| m.queries));
+    assert_eq!(scrape.of("orders", names::QUERIES), 5_500.0);
     assert_eq!(
-        scrape.of(names::LOOKUPS_AVOIDED),
+        scrape.of("orders", names::STORE_LOOKUPS),
+        total(|m| m.store_lookups)
+    );
+    assert_eq!(
+        scrape.of("orders", names::LOOKUPS_AVOIDED),
         total(|m| m.lookups_avoided)
     );
     assert_eq!(
-        scrape.of(names::FALSE_POSITIVES),
+        scrape.of("orders", names::FALSE_POSITIVES),
         total(|m| m.false_positives)
     );
     assert_eq!(
-        scrape.of(names::STORE_LOOKUPS),
-        500.0 + scrape.of(names::FALSE_POSITIVES),
+        scrape.of("orders", names::STORE_LOOKUPS),
+        500.0 + scrape.of("orders", names::FALSE_POSITIVES),
         "every store lookup was a present key or a false positive"
     );
-    assert_eq!(scrape.of(names::INSERTS), 2_000.0);
+    assert_eq!(scrape.of("orders", names::INSERTS), 2_000.0);
     let reason = |r| scrape.value(names::BYPASSES, &[("filter", "orders"), ("reason", r)]);
     assert_eq!(reason("no_snapshot"), Some(1.0));
     assert_eq!(reason("unreadable"), Some(1.0));
@@ -180,26 +80,29 @@ fn a_scrape_after_a_known_workload_shows_every_count_and_the_filters_standing() 
         Some(2.0)
     );
     // The gauges are the second wrapper's standing, as its `metrics()` reported it.
-    assert_eq!(scrape.of(names::TRUSTED), 1.0);
-    assert_eq!(scrape.of(names::FILL_RATIO), second.fill_ratio);
-    assert_eq!(scrape.of(names::ESTIMATED_ITEMS), second.estimated_items);
-    assert_eq!(scrape.of(names::CAPACITY), second.capacity as f64);
+    assert_eq!(scrape.of("orders", names::TRUSTED), 1.0);
+    assert_eq!(scrape.of("orders", names::FILL_RATIO), second.fill_ratio);
+    assert_eq!(
+        scrape.of("orders", names::ESTIMATED_ITEMS),
+        second.estimated_items
+    );
+    assert_eq!(scrape.of("orders", names::CAPACITY), second.capacity as f64);
     assert!(second.capacity >= 10_000);
     assert_eq!(
-        scrape.of(names::REMAINING_CAPACITY),
+        scrape.of("orders", names::REMAINING_CAPACITY),
         second.remaining_capacity as f64
     );
-    assert_eq!(scrape.of(names::TARGET_FALSE_POSITIVE_RATE), 0.01);
+    assert_eq!(scrape.of("orders", names::TARGET_FALSE_POSITIVE_RATE), 0.01);
     assert_eq!(
-        scrape.of(names::PREDICTED_FALSE_POSITIVE_RATE),
+        scrape.of("orders", names::PREDICTED_FALSE_POSITIVE_RATE),
         second.predicted_false_positive_rate
     );
     assert_eq!(
-        Some(scrape.of(names::OBSERVED_FALSE_POSITIVE_RATE)),
+        Some(scrape.of("orders", names::OBSERVED_FALSE_POSITIVE_RATE)),
         second.observed_false_positive_rate
     );
-    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 0.0);
-    assert_eq!(scrape.of(names::OVER_CAPACITY), 0.0);
+    assert_eq!(scrape.of("orders", names::OBSERVED_OVER_TARGET), 0.0);
+    assert_eq!(scrape.of("orders", names::OVER_CAPACITY), 0.0);
     // Described, for the scrape's HELP lines.
     assert!(
         scrape
@@ -257,8 +160,8 @@ fn drift_is_flagged_in_the_gauge_and_logged_once_as_it_starts() {
             assert!(w.metrics().observed_over_target);
         }
     });
-    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 1.0);
-    assert_eq!(scrape.of(names::OVER_CAPACITY), 1.0);
+    assert_eq!(scrape.of("orders", names::OBSERVED_OVER_TARGET), 1.0);
+    assert_eq!(scrape.of("orders", names::OVER_CAPACITY), 1.0);
     let drift: Vec<&Seen> = events
         .iter()
         .filter(|e| {
@@ -280,7 +183,7 @@ fn a_filter_at_its_plan_raises_no_drift() {
         w.contains_each(keys("absent", 2_000)).unwrap();
         assert!(!w.metrics().observed_over_target);
     });
-    assert_eq!(scrape.of(names::OBSERVED_OVER_TARGET), 0.0);
+    assert_eq!(scrape.of("orders", names::OBSERVED_OVER_TARGET), 0.0);
     assert!(
         !events.iter().any(|e| e.level == tracing::Level::WARN),
         "{events:#?}"

@@ -8,6 +8,8 @@
 //! - `keys`: SplitMix64, a deterministic generator, so that probes and examples make the same
 //!   choices in every run.
 //! - `bench`: how the benchmarks print their paired-round ratios.
+//! - `telemetry` (feature `telemetry`): the events and a Prometheus scrape of what a closure
+//!   did, as an operator's subscriber and exporter would see them.
 //!
 //! The throwaway PostgreSQL server is `bloom_postgres::testing` (feature `testing` of
 //! bloom-postgres).
@@ -16,3 +18,5 @@ pub mod bench;
 pub mod keys;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "telemetry")]
+pub mod telemetry;

@@ -409,8 +409,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Installs a filter (or none) and the verdict about it, together, and tells the
     /// telemetry.
     fn install(&self, filter: Option<RedisFilter>, verdict: Verdict) {
-        let was_trusted = {
+        // A bypass counts when it ends trust, or is the first verdict of the wrapper.
+        let newly = {
             let mut state = self.write();
+            let first = state.epoch == 0;
             if let Some(filter) = &filter {
                 state.seen = Some(filter.seen());
             }
@@ -421,12 +423,12 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 _ => String::new(),
             };
             state.epoch += 1;
-            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_)))
+            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_))) || first
         };
         let telemetry = &self.counters.telemetry;
         match verdict {
             Verdict::Trusted(how) => telemetry.trusted(&how),
-            Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, was_trusted),
+            Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, newly),
         }
     }
 

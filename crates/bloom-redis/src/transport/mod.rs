@@ -80,8 +80,6 @@ pub(crate) struct Flight {
     wait: Duration,
     /// Why the pipeline failed (returned when it is ended).
     failed: Option<RedisFilterError>,
-    /// When it was begun: its round trip is measured to its last reply.
-    started: Instant,
 }
 
 /// Commands sent to one node in one write.
@@ -108,7 +106,6 @@ impl Flight {
             attempts: 0,
             wait: Duration::from_millis(10),
             failed: None,
-            started: Instant::now(),
         }
     }
 
@@ -241,11 +238,7 @@ impl Transport {
         };
         let mut commands = Commands::new();
         commands.push(command);
-        let _span = tracing::debug_span!(target: "bloom", "bloom.redis.query_on", serial).entered();
-        let started = Instant::now();
-        let replied = live.node.round_trip(&commands, deadline, timeout);
-        measured(started, replied.as_ref().err());
-        match replied {
+        match live.node.round_trip(&commands, deadline, timeout) {
             Ok(mut values) => Ok(values.pop().unwrap_or(Value::Nil)),
             Err(e) => {
                 let addr = addr.clone();
@@ -303,7 +296,6 @@ impl Transport {
     /// The replies of a pipeline [`Transport::begin`]: every reply read, redirects and
     /// retries followed.
     pub(crate) fn end(&mut self, id: u64) -> Result<Replies, RedisFilterError> {
-        let _span = tracing::debug_span!(target: "bloom", "bloom.redis.pipeline", id).entered();
         let at = self
             .flights
             .iter()
@@ -375,21 +367,5 @@ impl Transport {
     pub(crate) fn cluster_nodes(&mut self, deadline: Instant) -> Result<String, RedisFilterError> {
         let (value, _) = self.query(&[b"CLUSTER", b"NODES"], None, deadline)?;
         text(&value).ok_or_else(|| RedisFilterError::Protocol("CLUSTER NODES gave no text".into()))
-    }
-}
-
-/// Records a round trip begun at `started` (one pipeline, redirects and retries included):
-/// its time, and its failure.
-pub(super) fn measured(started: Instant, failed: Option<&RedisFilterError>) {
-    use bloom_store::telemetry::names;
-    metrics::histogram!(names::REDIS_ROUND_TRIP_SECONDS).record(started.elapsed().as_secs_f64());
-    if let Some(e) = failed {
-        let kind = if matches!(e, RedisFilterError::Timeout { .. }) {
-            "timeout"
-        } else {
-            "failed"
-        };
-        metrics::counter!(names::REDIS_ERRORS, "kind" => kind).increment(1);
-        tracing::debug!(target: "bloom", kind, error = %e, "a Redis round trip failed");
     }
 }

@@ -7,9 +7,7 @@ use crate::error::RedisFilterError;
 use crate::node::{PROBE, remaining};
 
 use super::redirect::{Redirect, redirect};
-use super::{
-    Exchange, Flight, MAX_ATTEMPTS, ROUTE_ATTEMPTS, Replies, Topology, Transport, measured,
-};
+use super::{Exchange, Flight, MAX_ATTEMPTS, ROUTE_ATTEMPTS, Replies, Topology, Transport};
 
 impl Transport {
     /// Reads what a flight has sent, then sends (and reads) whatever must go again, until
@@ -18,7 +16,6 @@ impl Transport {
         loop {
             self.read_round(&mut flight);
             if let Some(e) = flight.failed.take() {
-                measured(flight.started, Some(&e));
                 return Err(e);
             }
             if flight.pending.is_empty() {
@@ -26,7 +23,6 @@ impl Transport {
             }
             self.send_round(&mut flight);
         }
-        measured(flight.started, None);
         Ok(Replies {
             values: flight
                 .values
