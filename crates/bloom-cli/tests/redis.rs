@@ -124,6 +124,45 @@ fn create_add_check_export_import_info_delete() {
     assert_eq!(json["planned_capacity"], 5000);
     assert_eq!(json["remaining_capacity"], 3000);
     assert_eq!(json["over_capacity"], false);
+    // No process measured the new filter yet.
+    assert_eq!(json["observed_absent_queries"], 0);
+    assert_eq!(
+        json["observed_false_positive_rate"],
+        serde_json::Value::Null
+    );
+    assert_eq!(json["observed_over_target"], false);
+    // What the processes sharing it measure (`SharedFilteredStore::metrics` records each
+    // one's), judged against the plan: 120 of 10,000 is chance at 1 %, 900 of 30,000 is not.
+    let filter =
+        bloom_redis::RedisFilter::open(&bloom_redis::RedisTarget::single(&url), "orders-copy")
+            .unwrap();
+    filter.record_observed(120, 10_000).unwrap();
+    let info = |name: &str| -> (serde_json::Value, String) {
+        let json = serde_json::from_str(&stdout(
+            bloom()
+                .args(["redis", "info", "--json"])
+                .args(at(&url, name)),
+        ))
+        .unwrap();
+        (
+            json,
+            stdout(bloom().args(["redis", "info"]).args(at(&url, name))),
+        )
+    };
+    let (json, text) = info("orders-copy");
+    assert_eq!(json["observed_false_positives"], 120);
+    assert_eq!(json["observed_absent_queries"], 10_000);
+    assert_eq!(json["observed_false_positive_rate"], 0.012);
+    assert_eq!(json["observed_over_target"], false);
+    assert!(
+        text.contains("measured false-positive rate: 0.012 (120 false positives of 10000 queries for absent keys, by every process): within chance of the target"),
+        "{text}"
+    );
+    filter.record_observed(780, 20_000).unwrap();
+    let (json, text) = info("orders-copy");
+    assert_eq!(json["observed_false_positives"], 900);
+    assert_eq!(json["observed_over_target"], true);
+    assert!(text.contains("OVER THE TARGET"), "{text}");
     // A snapshot on standard input imports as the file does.
     bloom()
         .args(["redis", "import", "-"])

@@ -503,8 +503,22 @@ fn metrics_count_this_process_and_judge_the_shared_filter_against_its_plan() {
     assert_eq!(capacity.remaining(), 200);
     assert!(!m.over_capacity(), "{m:?}");
     assert!(!m.observed_over_target(), "{m:?}");
-    // A second process sees the same filter past its plan once more keys went in.
+    // What this process measured went into the filter's record, for every process to read.
+    let a_measured = bloom_core::ObservedRate::of_lookups(m.false_positives, m.lookups_avoided);
+    assert_eq!(info.observed, a_measured);
+    assert!(!info.observed_over_target());
+    assert_eq!(
+        a.metrics().filter.unwrap().observed,
+        a_measured,
+        "added once"
+    );
+    // A second process's measurements add to it.
     let (b, _) = open(&db, &server);
+    let others: Vec<String> = (0..500).map(|i| format!("other-{i}")).collect();
+    b.contains_each(&others).unwrap();
+    let fleet = b.metrics().filter.unwrap().observed;
+    assert_eq!(fleet.absent, a_measured.absent + 500);
+    // The same filter is past its plan once more keys went in.
     let more: Vec<String> = (800..3_000).map(|i| format!("record-{i}")).collect();
     b.insert_all(&more).unwrap();
     let m = a.metrics();

@@ -427,11 +427,15 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
             "false_positive_rate_limit": info.capacity.map(|c| number(c.rate_limit)),
             "remaining_capacity": info.capacity.map(|c| c.remaining()),
             "over_capacity": info.capacity.map(|c| c.is_over()),
+            "observed_false_positives": info.observed.false_positives,
+            "observed_absent_queries": info.observed.absent,
+            "observed_false_positive_rate": info.observed.rate().map(number),
+            "observed_over_target": info.capacity.map(|_| info.observed_over_target()),
         });
         out.text(&format!("{value:#}\n"))?;
     } else {
         out.text(&format!(
-            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nunicode tables: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\n{}durability: {}\nshards: intact\n",
+            "name: {}\nbit count (m): {}\npositions per key (k): {}\nposition rule: {}\nlayout: {}\nkey encoding: {} v{}\nsalted: {}\ndataset generation: {}\nitem count: {}\nstore identity: {}\nunicode tables: {}\nset bits: {}\nfill ratio: {}\nestimated items: {}\nestimated false-positive rate: {}\n{}{}durability: {}\nshards: intact\n",
             args.at.name,
             h.bit_count,
             h.hash_count,
@@ -468,10 +472,33 @@ fn info(args: &RedisInfoArgs) -> CmdResult {
                     }
                 )
             ),
+            observed_text(&info),
             durability_text(info.durability),
         ))?;
     }
     out.flush()
+}
+
+/// The `measured false-positive rate` line of `bloom redis info`: what every process
+/// measured (`SharedFilteredStore::metrics` records it), judged against the plan.
+fn observed_text(info: &bloom_redis::Info) -> String {
+    let observed = info.observed;
+    let Some(rate) = observed.rate() else {
+        return "measured false-positive rate: none measured yet (SharedFilteredStore::metrics records each process's)\n".to_owned();
+    };
+    let verdict = match info.capacity {
+        None => "",
+        Some(_) if info.observed_over_target() => {
+            ": OVER THE TARGET by more than chance allows, rebuild it"
+        }
+        Some(_) => ": within chance of the target",
+    };
+    format!(
+        "measured false-positive rate: {} ({} false positives of {} queries for absent keys, by every process){verdict}\n",
+        show(rate),
+        observed.false_positives,
+        observed.absent,
+    )
 }
 
 fn delete(args: &RedisDeleteArgs) -> CmdResult {

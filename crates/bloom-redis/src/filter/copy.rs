@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-use bloom_core::{Capacity, estimate};
+use bloom_core::{Capacity, ObservedRate, estimate};
 use bloom_format::{
     AtomicFile, DecodeOptions, Header, SnapshotReader, SnapshotWriter, WriteOptions,
 };
@@ -43,6 +43,20 @@ pub struct Info {
     /// `target_fpr`), judged as local filters are ([`Capacity::from_estimate`] with the
     /// metadata's `items`); `None` for a filter created without a plan.
     pub capacity: Option<Capacity>,
+    /// The false positives every process measured on the filter since it was created, of
+    /// the queries for absent keys it answered ([`RedisFilter::record_observed`]; each
+    /// `SharedFilteredStore::metrics` call adds its process's).
+    pub observed: ObservedRate,
+}
+
+impl Info {
+    /// Whether the false positives every process measured pass the planned rate by more
+    /// than chance allows ([`ObservedRate::passes`]); `false` for a filter without a plan.
+    #[must_use]
+    pub fn observed_over_target(&self) -> bool {
+        self.capacity
+            .is_some_and(|c| self.observed.passes(c.plan.false_positive_rate))
+    }
 }
 
 impl fmt::Debug for Info {
@@ -61,6 +75,7 @@ impl fmt::Debug for Info {
                 &self.estimated_false_positive_rate,
             )
             .field("capacity", &self.capacity)
+            .field("observed", &self.observed)
             .finish_non_exhaustive()
     }
 }
@@ -244,6 +259,7 @@ impl RedisFilter {
                 per_shard.push(u64::try_from(int(&server_error(value)?)?).unwrap_or(0));
             }
         }
+        let observed = self.observed()?;
         let set_bits: u64 = per_shard.iter().sum();
         let (m, k) = (self.config.bits(), self.config.hashes());
         let rate = estimate::partitioned_false_positive_rate(per_shard, self.shard_bits, k);
@@ -257,6 +273,7 @@ impl RedisFilter {
             set_bits,
             estimated_items: estimate::estimated_items(set_bits, m, k),
             estimated_false_positive_rate: rate,
+            observed,
         })
     }
 

@@ -11,6 +11,7 @@ mod copy;
 mod counters;
 mod coverage;
 mod lifecycle;
+mod observed;
 
 pub use allocator::{fit_to_allocator, plan_for_allocator};
 pub(crate) use counters::Seen;

@@ -2,16 +2,22 @@
 //! stands against the plan it was created with.
 
 use bloom_store::telemetry::{PlanStanding, Standing, Telemetry};
-use bloom_store::{LookupCounts, PrimaryStore};
+use std::sync::{Mutex, PoisonError};
+
+use bloom_store::{LookupCounts, LookupTally, PrimaryStore};
 
 use super::SharedFilteredStore;
 use crate::error::RedisFilterError;
-use crate::filter::Info;
+use crate::filter::{Info, RedisFilter};
 
 /// This process's counts, exported with the events as the filter `name`'s telemetry.
 pub(super) struct Counters {
     pub(super) telemetry: Telemetry,
     pub(super) lookups: LookupCounts,
+    /// The lookups already added to the shared filter's record of what every process
+    /// measured, and the installed filter (its epoch) they were measured on (0 before the
+    /// first record).
+    recorded: Mutex<(LookupTally, u64)>,
 }
 
 impl Counters {
@@ -20,6 +26,35 @@ impl Counters {
         Self {
             lookups: LookupCounts::exported(&telemetry),
             telemetry,
+            recorded: Mutex::new((LookupTally::default(), 0)),
+        }
+    }
+
+    /// Adds what this process measured on `filter` (installed as `epoch`) since the last
+    /// time to the filter's record in Redis. What was measured on a filter installed before
+    /// is dropped: it described other bits. A failure (Redis unreachable, a user allowed no
+    /// writes) keeps the counts for the next call.
+    fn record(&self, filter: &RedisFilter, epoch: u64, now: LookupTally) {
+        let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        let (last, last_epoch) = *recorded;
+        // Epoch 0: nothing recorded yet (no filter is installed as 0).
+        if last_epoch != epoch && last_epoch != 0 {
+            *recorded = (now, epoch);
+            return;
+        }
+        let false_positives = now.false_positives.saturating_sub(last.false_positives);
+        let avoided = now.lookups_avoided.saturating_sub(last.lookups_avoided);
+        if false_positives + avoided == 0 {
+            return;
+        }
+        match filter.record_observed(false_positives, false_positives + avoided) {
+            Ok(()) => *recorded = (now, epoch),
+            Err(e) => tracing::debug!(
+                target: "bloom",
+                filter = filter.name(),
+                error = %e,
+                "the measured false positives could not be added to the shared filter's record",
+            ),
         }
     }
 }
@@ -93,6 +128,9 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         let lookups = c.lookups.tally();
         let (filter, trusted) = {
             let state = self.read();
+            if let Some(filter) = &state.filter {
+                c.record(filter, state.epoch, lookups);
+            }
             let filter = match &state.filter {
                 Some(filter) => filter.info(),
                 // Why no filter is attached (Redis unreachable, the filter lost or absent),
