@@ -403,21 +403,3 @@ pub struct Metrics {
     /// The filter's positions per key.
     pub hashes: u32,
 }
-
-impl From<&Metrics> for crate::telemetry::Standing {
-    fn from(m: &Metrics) -> Self {
-        Self {
-            fill_ratio: m.fill_ratio,
-            estimated_items: m.estimated_items,
-            predicted_false_positive_rate: m.predicted_false_positive_rate,
-            observed_false_positive_rate: m.observed_false_positive_rate,
-            plan: Some(crate::telemetry::PlanStanding {
-                capacity: m.capacity,
-                remaining_capacity: m.remaining_capacity,
-                target_false_positive_rate: m.target_false_positive_rate,
-                observed_over_target: m.observed_over_target,
-                over_capacity: m.over_capacity,
-            }),
-        }
-    }
-}

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use metrics::{Counter, Gauge, Label};
 
-use crate::outcome::RebuildReport;
+use crate::outcome::{Metrics, RebuildReport};
 
 /// What kind of metric a [`MetricInfo`] describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,6 +242,24 @@ pub struct PlanStanding {
     pub observed_over_target: bool,
     /// Whether the filter is past its plan.
     pub over_capacity: bool,
+}
+
+impl From<&Metrics> for Standing {
+    fn from(m: &Metrics) -> Self {
+        Self {
+            fill_ratio: m.fill_ratio,
+            estimated_items: m.estimated_items,
+            predicted_false_positive_rate: m.predicted_false_positive_rate,
+            observed_false_positive_rate: m.observed_false_positive_rate,
+            plan: Some(PlanStanding {
+                capacity: m.capacity,
+                remaining_capacity: m.remaining_capacity,
+                target_false_positive_rate: m.target_false_positive_rate,
+                observed_over_target: m.observed_over_target,
+                over_capacity: m.over_capacity,
+            }),
+        }
+    }
 }
 
 /// The handles one wrapper records through, registered once as it opens, and its events.
