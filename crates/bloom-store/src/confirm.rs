@@ -87,6 +87,7 @@ impl LookupCounts {
     ///
     /// # Errors
     /// The store's, when it is asked and fails.
+    #[inline]
     pub fn lookup<S: PrimaryStore>(
         &self,
         bits: &impl Bits,
@@ -99,13 +100,24 @@ impl LookupCounts {
             add(&self.lookups_avoided, 1);
             return Ok(Lookup::AbsentByFilter);
         }
+        self.ask_store(store, key, maybe.is_some())
+    }
+
+    /// [`LookupCounts::lookup`]'s store lookup, out of line: the path the filter answers
+    /// alone stays small enough to inline.
+    fn ask_store<S: PrimaryStore>(
+        &self,
+        store: &S,
+        key: &EncodedKey<'_>,
+        answered: bool,
+    ) -> Result<Lookup, S::Error> {
         add(&self.store_lookups, 1);
         let present = {
             let _span =
                 tracing::debug_span!(target: "bloom", "bloom.store.contains", keys = 1).entered();
             store.contains(key.as_bytes())?
         };
-        Ok(self.merge(present, maybe.is_some()))
+        Ok(self.merge(present, answered))
     }
 
     /// Whether each key is in `store`: one pass over `bits`, then one
@@ -240,6 +252,7 @@ pub fn commit_absent<E>(
         .collect())
 }
 
+#[inline]
 fn add(count: &Count, n: usize) {
     count.add(n as u64);
 }

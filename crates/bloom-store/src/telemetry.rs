@@ -193,12 +193,14 @@ impl Count {
     }
 
     /// Adds `n`.
+    #[inline]
     pub fn add(&self, n: u64) {
         self.local.fetch_add(n, Ordering::Relaxed);
         self.exported.increment(n);
     }
 
     /// The count so far.
+    #[inline]
     #[must_use]
     pub fn get(&self) -> u64 {
         self.local.load(Ordering::Relaxed)
