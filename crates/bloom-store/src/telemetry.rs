@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use metrics::{Counter, Gauge, Label};
 
 use crate::outcome::{Metrics, RebuildReport};
+use crate::primary::ClaimStatus;
 
 /// What kind of metric a [`MetricInfo`] describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,6 +282,8 @@ pub struct Telemetry {
     /// Whether the last standing was over its target, so that drift is logged once as it
     /// starts.
     drifting: AtomicBool,
+    /// Whether the store's claim held at the last look, so that a change is logged once.
+    claim_held: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -330,6 +333,7 @@ impl Telemetry {
             trusted: gauge(names::TRUSTED),
             gauges,
             drifting: AtomicBool::new(false),
+            claim_held: AtomicBool::new(true),
             labels,
         }
     }
@@ -367,6 +371,49 @@ impl Telemetry {
         } else {
             tracing::warn!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
         }
+    }
+
+    /// Whether the store's claim `held` at a lookup: while it does not, every query asks the
+    /// store (its writes went past the filter behind its back, or it cannot be checked now).
+    /// A change is an event, a bypass counted by its reason (`claim_behind`,
+    /// `claim_unconfirmed`) and the trust gauge; `detail` gives the claim's status and
+    /// whether the filter answers once it holds (its mode), and is asked only on a change. A
+    /// claim lost for good is the mode's own decision
+    /// ([`Telemetry::bypassed`] with `claim_lost`).
+    #[inline]
+    pub fn claim_checked(&self, held: bool, detail: impl FnOnce() -> (ClaimStatus, bool)) {
+        if self.claim_held.load(Ordering::Relaxed) != held {
+            self.claim_changed(held, detail);
+        }
+    }
+
+    #[cold]
+    fn claim_changed(&self, held: bool, detail: impl FnOnce() -> (ClaimStatus, bool)) {
+        if self.claim_held.swap(held, Ordering::Relaxed) == held {
+            return;
+        }
+        let (status, trusted) = detail();
+        if held {
+            self.trusted.set(f64::from(u8::from(trusted)));
+            tracing::info!(target: "bloom", filter = %self.filter, trusted, "the store's claim holds again");
+            return;
+        }
+        let (reason, why) = match status {
+            ClaimStatus::Behind { head } => (
+                "claim_behind",
+                format!(
+                    "the store went past the filter to generation {head} by writes that did not pass through the wrapper; the next save or rebuild takes them in"
+                ),
+            ),
+            ClaimStatus::Lost { .. } => return,
+            _ => (
+                "claim_unconfirmed",
+                "the store cannot be checked now".to_owned(),
+            ),
+        };
+        self.trusted.set(0.0);
+        metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
+        tracing::warn!(target: "bloom", filter = %self.filter, trusted = false, reason, "the store's claim does not hold ({why}): every query asks the store until it does");
     }
 
     /// A rebuild finished.

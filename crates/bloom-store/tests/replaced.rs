@@ -274,6 +274,36 @@ fn a_database_without_the_store_restored_over_it_is_replaced_not_retried() {
 #[test]
 fn writes_behind_the_wrappers_back_are_asked_of_the_store_until_a_save_takes_them_in() {
     let db = Db::new();
+    let ((), scrape, events) = bloom_testing::telemetry::observed(|| behind_the_back(&db));
+    // An operator saw the filter stop answering alone, and why, then start again.
+    let stopped = events
+        .iter()
+        .position(|e| e.message.contains("claim does not hold"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(events[stopped].level, tracing::Level::WARN);
+    let reason = events[stopped].field("reason").unwrap();
+    assert!(
+        ["claim_behind", "claim_unconfirmed"].contains(&reason),
+        "{reason}"
+    );
+    assert!(
+        events[stopped..]
+            .iter()
+            .any(|e| e.message.contains("claim holds again")),
+        "{events:#?}"
+    );
+    let bypasses = scrape.value(
+        bloom_store::telemetry::names::BYPASSES,
+        &[("filter", "default"), ("reason", reason)],
+    );
+    assert_eq!(bypasses, Some(1.0), "{}", scrape.0);
+    assert_eq!(
+        scrape.of("default", bloom_store::telemetry::names::TRUSTED),
+        1.0
+    );
+}
+
+fn behind_the_back(db: &Db) {
     let w = db.wrapper(&keys("mine", 100));
     // Another program writes the store through its own handle, and stays open.
     let other_program = SqliteStore::open(db.db()).unwrap();

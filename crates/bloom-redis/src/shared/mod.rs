@@ -374,7 +374,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// holds (the store is the one opened, and can be checked).
     #[must_use]
     pub fn is_trusted(&self) -> bool {
-        self.claim.is_valid() && self.read().trusted
+        self.claim_holds() && self.read().trusted
     }
 
     /// The store's claim, as the store reports it: a wrapper whose claim does not hold asks
@@ -382,6 +382,15 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     #[must_use]
     pub fn claim_status(&self) -> ClaimStatus {
         self.claim.status()
+    }
+
+    /// Whether the store's claim holds now (a change is told to the telemetry).
+    fn claim_holds(&self) -> bool {
+        let valid = self.claim.is_valid();
+        self.counters
+            .telemetry
+            .claim_checked(valid, || (self.claim.status(), self.read().trusted));
+        valid
     }
 
     /// [`SharedError::ClaimLost`] once the claim is lost for good.
@@ -573,7 +582,7 @@ impl<S: PrimaryStore> Bits for Answering<'_, S> {
         let wrapper = self.0;
         // A claim that does not hold (the store replaced, or unreachable to check): the store
         // answers every key.
-        let claimed = wrapper.claim.is_valid();
+        let claimed = wrapper.claim_holds();
         let (maybe, lost_epoch) = {
             let state = wrapper.read();
             match (&state.filter, state.trusted && claimed) {

@@ -352,7 +352,12 @@ impl<S: PrimaryStore> FilteredStore<S> {
     }
 
     pub(super) fn claim_answers(&self) -> bool {
-        if self.claim.is_valid() {
+        let valid = self.claim.is_valid();
+        // Called with no lock of the state held.
+        self.counters.telemetry.claim_checked(valid, || {
+            (self.claim.status(), self.read().mode.is_trusted())
+        });
+        if valid {
             return true;
         }
         if let ClaimStatus::Lost { why } = self.claim.status() {
