@@ -161,8 +161,8 @@ impl BypassReason {
     /// carry it: `no_snapshot`, `unreadable`, `incompatible`, `not_bound`, `other_store`,
     /// `newer_than_store`, `history_diverged`, `rolled_back`, `claim_lost`,
     /// `catch_up_failed`, `rebuild_failed`, `rebuilding` or `counts_diverged`. (The metric
-    /// also counts `claim_behind` and `claim_unconfirmed`, while the store's claim does not
-    /// hold, and a shared filter's Redis states: see docs/operations.md.)
+    /// also counts `claim_behind`, writes behind the wrapper's back, and a shared filter's
+    /// Redis states: see docs/operations.md.)
     #[must_use]
     pub const fn code(&self) -> &'static str {
         match self {

@@ -414,6 +414,16 @@ impl ClaimWatch {
         self.0.status.load(std::sync::atomic::Ordering::Acquire) == LOST
     }
 
+    /// The newest generation written behind the wrapper's back that its filter may lack, as
+    /// last recorded ([`ClaimStatus::Behind`]): two loads, no probe.
+    #[must_use]
+    pub fn behind(&self) -> Option<DatasetGeneration> {
+        use std::sync::atomic::Ordering;
+        let behind = self.0.behind.load(Ordering::Acquire);
+        (behind != 0 && self.0.status.load(Ordering::Acquire) != LOST)
+            .then(|| DatasetGeneration::new(behind))
+    }
+
     /// The claim's status (a probe that fails makes a held claim unconfirmed).
     #[must_use]
     pub fn status(&self) -> ClaimStatus {
@@ -556,6 +566,13 @@ impl StoreClaim {
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.watches.iter().any(ClaimWatch::is_lost)
+    }
+
+    /// [`ClaimWatch::behind`] of the first watch that is behind: no probe, so cheap enough
+    /// for every lookup.
+    #[must_use]
+    pub fn behind(&self) -> Option<DatasetGeneration> {
+        self.watches.iter().find_map(ClaimWatch::behind)
     }
 
     /// The claim's status: lost if any of its watches is (with the first one's reason),

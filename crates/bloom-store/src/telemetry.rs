@@ -18,12 +18,13 @@
 //! timer. The trust gauge also moves with each trust decision.
 
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+
+use bloom_format::DatasetGeneration;
 
 use metrics::{Counter, Gauge, Label};
 
 use crate::outcome::{Metrics, RebuildReport};
-use crate::primary::ClaimStatus;
 
 /// What kind of metric a [`MetricInfo`] describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +168,11 @@ pub fn describe() {
     });
 }
 
+/// [`Telemetry::claim_checked`]'s states of the store's claim.
+const CLAIM_HELD: u8 = 0;
+const CLAIM_UNCONFIRMED: u8 = 1;
+const CLAIM_BEHIND: u8 = 2;
+
 /// A count one wrapper keeps for its `metrics()` and exports through the facade.
 #[derive(Debug)]
 pub struct Count {
@@ -282,8 +288,8 @@ pub struct Telemetry {
     /// Whether the last standing was over its target, so that drift is logged once as it
     /// starts.
     drifting: AtomicBool,
-    /// Whether the store's claim held at the last look, so that a change is logged once.
-    claim_held: AtomicBool,
+    /// The store's claim at the last look (`CLAIM_*`), so that a change is logged once.
+    claim: AtomicU8,
 }
 
 #[derive(Debug)]
@@ -333,7 +339,7 @@ impl Telemetry {
             trusted: gauge(names::TRUSTED),
             gauges,
             drifting: AtomicBool::new(false),
-            claim_held: AtomicBool::new(true),
+            claim: AtomicU8::new(CLAIM_HELD),
             labels,
         }
     }
@@ -373,47 +379,76 @@ impl Telemetry {
         }
     }
 
-    /// Whether the store's claim `held` at a lookup: while it does not, every query asks the
-    /// store (its writes went past the filter behind its back, or it cannot be checked now).
-    /// A change is an event, a bypass counted by its reason (`claim_behind`,
-    /// `claim_unconfirmed`) and the trust gauge; `detail` gives the claim's status and
-    /// whether the filter answers once it holds (its mode), and is asked only on a change. A
-    /// claim lost for good is the mode's own decision
-    /// ([`Telemetry::bypassed`] with `claim_lost`).
+    /// The store's claim at a lookup: `held`, or not, and then `behind` says whether writes
+    /// went past the filter behind the wrapper's back ([`StoreClaim::behind`]). While they
+    /// did, every query asks the store until a save or a rebuild takes them in: entering
+    /// that is a `WARN` event, a bypass counted as `claim_behind` and the trust gauge at 0;
+    /// leaving it an `INFO` event and the gauge back at `trusted()` (the mode). A claim that
+    /// cannot be confirmed for a moment (a change to the store's file being looked at) is a
+    /// `DEBUG` event only; a claim lost for good is the mode's own decision
+    /// ([`Telemetry::bypassed`] with `claim_lost`). Only a change is reported; `behind` and
+    /// `trusted` are asked only when the claim does not hold or a change is reported.
+    ///
+    /// [`StoreClaim::behind`]: crate::StoreClaim::behind
     #[inline]
-    pub fn claim_checked(&self, held: bool, detail: impl FnOnce() -> (ClaimStatus, bool)) {
-        if self.claim_held.load(Ordering::Relaxed) != held {
-            self.claim_changed(held, detail);
+    pub fn claim_checked(
+        &self,
+        held: bool,
+        behind: impl FnOnce() -> Option<DatasetGeneration>,
+        trusted: impl FnOnce() -> bool,
+    ) {
+        if held && self.claim.load(Ordering::Relaxed) == CLAIM_HELD {
+            return;
         }
+        self.claim_changed(held, behind, trusted);
     }
 
     #[cold]
-    fn claim_changed(&self, held: bool, detail: impl FnOnce() -> (ClaimStatus, bool)) {
-        if self.claim_held.swap(held, Ordering::Relaxed) == held {
-            return;
-        }
-        let (status, trusted) = detail();
-        if held {
-            self.trusted.set(f64::from(u8::from(trusted)));
-            tracing::info!(target: "bloom", filter = %self.filter, trusted, "the store's claim holds again");
-            return;
-        }
-        let (reason, why) = match status {
-            ClaimStatus::Behind { head } => (
-                "claim_behind",
-                format!(
-                    "the store went past the filter to generation {head} by writes that did not pass through the wrapper; the next save or rebuild takes them in"
-                ),
-            ),
-            ClaimStatus::Lost { .. } => return,
-            _ => (
-                "claim_unconfirmed",
-                "the store cannot be checked now".to_owned(),
-            ),
+    fn claim_changed(
+        &self,
+        held: bool,
+        behind: impl FnOnce() -> Option<DatasetGeneration>,
+        trusted: impl FnOnce() -> bool,
+    ) {
+        let behind = if held { None } else { behind() };
+        let now = match (held, behind) {
+            (true, _) => CLAIM_HELD,
+            (false, Some(_)) => CLAIM_BEHIND,
+            (false, None) => CLAIM_UNCONFIRMED,
         };
-        self.trusted.set(0.0);
-        metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
-        tracing::warn!(target: "bloom", filter = %self.filter, trusted = false, reason, "the store's claim does not hold ({why}): every query asks the store until it does");
+        let was = self.claim.swap(now, Ordering::Relaxed);
+        if was == now {
+            return;
+        }
+        if was == CLAIM_BEHIND && now == CLAIM_UNCONFIRMED {
+            // Still not answering: it is behind until the claim holds again.
+            self.claim.store(CLAIM_BEHIND, Ordering::Relaxed);
+            return;
+        }
+        let filter = &self.filter;
+        match (was, behind) {
+            (_, Some(head)) => {
+                self.trusted.set(0.0);
+                metrics::counter!(names::BYPASSES, self.with("reason", "claim_behind"))
+                    .increment(1);
+                tracing::warn!(
+                    target: "bloom",
+                    filter = %filter,
+                    trusted = false,
+                    reason = "claim_behind",
+                    head = head.get(),
+                    "the store's claim does not hold (the store went past the filter to generation {head} by writes that did not pass through the wrapper): every query asks the store until a save or a rebuild takes them in",
+                );
+            }
+            (CLAIM_BEHIND, None) if held => {
+                let trusted = trusted();
+                self.trusted.set(f64::from(u8::from(trusted)));
+                tracing::info!(target: "bloom", filter = %filter, trusted, "the store's claim holds again");
+            }
+            _ => {
+                tracing::debug!(target: "bloom", filter = %filter, held, "the store's claim is {}", if held { "confirmed" } else { "unconfirmed for now" })
+            }
+        }
     }
 
     /// A rebuild finished.

@@ -282,10 +282,8 @@ fn writes_behind_the_wrappers_back_are_asked_of_the_store_until_a_save_takes_the
         .unwrap_or_else(|| panic!("{events:#?}"));
     assert_eq!(events[stopped].level, tracing::Level::WARN);
     let reason = events[stopped].field("reason").unwrap();
-    assert!(
-        ["claim_behind", "claim_unconfirmed"].contains(&reason),
-        "{reason}"
-    );
+    assert_eq!(reason, "claim_behind");
+    assert_eq!(events[stopped].field("head"), Some("400"));
     assert!(
         events[stopped..]
             .iter()

@@ -354,9 +354,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
     pub(super) fn claim_answers(&self) -> bool {
         let valid = self.claim.is_valid();
         // Called with no lock of the state held.
-        self.counters.telemetry.claim_checked(valid, || {
-            (self.claim.status(), self.read().mode.is_trusted())
-        });
+        self.counters.telemetry.claim_checked(
+            valid,
+            || self.claim.behind(),
+            || self.read().mode.is_trusted(),
+        );
         if valid {
             return true;
         }
