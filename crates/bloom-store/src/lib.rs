@@ -161,6 +161,7 @@
 
 #![forbid(unsafe_code)]
 
+mod claim;
 pub mod coalesce;
 mod confirm;
 mod error;
@@ -178,6 +179,7 @@ mod sqlite;
 pub mod telemetry;
 
 pub use bloom_format::{DatasetGeneration, HistoryDigest, StoreIdentity};
+pub use claim::{ClaimKind, ClaimRefused, ClaimStatus, ClaimWatch, StoreClaim};
 pub use coalesce::{Batched, Coalesced, CoalescedError};
 pub use confirm::{Bits, LookupCounts, LookupTally, commit_absent, present_by_probe};
 pub use error::StoreError;
@@ -189,6 +191,6 @@ pub use outcome::{
     BypassReason, Incompatibility, Lookup, Metrics, Mode, OpenOutcome, RebuildReport,
     SnapshotRefresh,
 };
-pub use primary::{ClaimKind, ClaimRefused, ClaimStatus, ClaimWatch, PrimaryStore, StoreClaim};
+pub use primary::PrimaryStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{LegacyKeys, SqliteStore, SqliteStoreError};

@@ -22,7 +22,7 @@ pub struct MemoryStore {
     identity: StoreIdentity,
     inner: Mutex<MemoryInner>,
     failing: AtomicBool,
-    claimed: crate::primary::ClaimFlag,
+    claimed: crate::claim::ClaimFlag,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -72,7 +72,7 @@ impl MemoryStore {
             identity,
             inner: Mutex::new(MemoryInner::default()),
             failing: AtomicBool::new(false),
-            claimed: crate::primary::ClaimFlag::default(),
+            claimed: crate::claim::ClaimFlag::default(),
         }
     }
 
@@ -173,7 +173,7 @@ impl Clone for MemoryStore {
             inner: Mutex::new(self.lock().clone()),
             failing: AtomicBool::new(self.failing.load(Ordering::SeqCst)),
             // An independent copy: not claimed by the original's wrapper.
-            claimed: crate::primary::ClaimFlag::default(),
+            claimed: crate::claim::ClaimFlag::default(),
         }
     }
 }

@@ -5,8 +5,10 @@ mod attach;
 mod create;
 mod insert;
 mod metrics;
+mod verdict;
 
 pub use metrics::SharedMetrics;
+use verdict::{Verdict, reason_code};
 
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -384,16 +386,6 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         self.claim.status()
     }
 
-    /// Whether the store's claim holds now (a change is told to the telemetry).
-    fn claim_holds(&self) -> bool {
-        let valid = self.claim.is_valid();
-        // A shared claim is never behind: every wrapper writes the shared filter.
-        self.counters
-            .telemetry
-            .claim_checked(valid, || None, || self.read().trusted);
-        valid
-    }
-
     /// [`SharedError::ClaimLost`] once the claim is lost for good.
     fn check_claim(&self) -> Result<(), SharedError<S::Error>> {
         match self.claim.status() {
@@ -414,44 +406,6 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
 
     fn write(&self) -> RwLockWriteGuard<'_, Attached> {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Installs a filter (or none) and the verdict about it, together, and tells the
-    /// telemetry.
-    fn install(&self, filter: Option<RedisFilter>, verdict: Verdict) {
-        // A bypass counts when it ends trust, or is the first verdict of the wrapper.
-        let newly = {
-            let mut state = self.write();
-            let first = state.epoch == 0;
-            if let Some(filter) = &filter {
-                state.seen = Some(filter.seen());
-            }
-            let installed = filter.is_some();
-            state.filter = filter;
-            state.unusable = match &verdict {
-                Verdict::Bypassed(_, why) if !installed => why.clone(),
-                _ => String::new(),
-            };
-            state.epoch += 1;
-            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_))) || first
-        };
-        let telemetry = &self.counters.telemetry;
-        match verdict {
-            Verdict::Trusted(how) => telemetry.trusted(&how),
-            Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, newly),
-        }
-    }
-
-    /// Stops trusting the filter of `epoch`, if it is still the one installed: `error` is
-    /// what it answered.
-    fn distrust(&self, epoch: u64, error: &dyn std::fmt::Display, code: &'static str) {
-        let was_trusted = {
-            let mut state = self.write();
-            state.epoch == epoch && std::mem::replace(&mut state.trusted, false)
-        };
-        if was_trusted {
-            self.counters.telemetry.bypassed(code, error, true);
-        }
     }
 
     /// Whether a key (text, bytes or already encoded: see [`Key`]) is in the store.
@@ -610,25 +564,6 @@ fn encode_all<'k, K: Key>(
     encode: impl Fn(&'k K) -> Result<EncodedKey<'k>, bloom_core::KeyError>,
 ) -> Result<Vec<EncodedKey<'k>>, bloom_core::KeyError> {
     keys.iter().map(encode).collect()
-}
-
-/// What an attach or a rebuild decided about the filter it installs.
-enum Verdict {
-    /// Trusted: how.
-    Trusted(String),
-    /// Not trusted: the reason's code (the `reason` label of `bloom_bypasses_total`), and
-    /// why.
-    Bypassed(&'static str, String),
-}
-
-/// The reason code of a filter that failed with `e`.
-fn reason_code(e: &RedisFilterError) -> &'static str {
-    match e {
-        RedisFilterError::NotFound { .. } => "not_found",
-        e if e.is_unverified() => "unverified",
-        e if e.is_lost_state() => "lost",
-        _ => "unreachable",
-    }
 }
 
 enum CatchUp<E> {

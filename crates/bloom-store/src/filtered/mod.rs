@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use bloom_core::{AllocError, BloomFilter, EncodedKey};
 use bloom_format::DatasetGeneration;
 
+use crate::claim::{ClaimKind, ClaimRefused, ClaimStatus, StoreClaim};
 use crate::confirm::{Bits, LookupCounts};
 use crate::error::StoreError;
 use crate::history::HistoryPoint;
@@ -21,7 +22,7 @@ use crate::kind::StoreFilter;
 use crate::load;
 use crate::options::{FilterOptions, OptionsError};
 use crate::outcome::{BypassReason, KeptError, Metrics, Mode, OpenOutcome, SnapshotRefresh};
-use crate::primary::{ClaimKind, ClaimRefused, ClaimStatus, PrimaryStore, StoreClaim};
+use crate::primary::PrimaryStore;
 use crate::telemetry::{Standing, Telemetry};
 
 use applied::{Applied, Flights};

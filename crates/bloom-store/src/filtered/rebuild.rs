@@ -6,11 +6,12 @@ use std::sync::{Arc, PoisonError};
 use bloom_core::EncodedKey;
 use bloom_format::DatasetGeneration;
 
+use crate::claim::ClaimStatus;
 use crate::error::StoreError;
 use crate::history::ChangeKind;
 use crate::kind::StoreFilter;
 use crate::outcome::{BypassReason, Mode, RebuildReport};
-use crate::primary::{ClaimStatus, PrimaryStore};
+use crate::primary::PrimaryStore;
 
 use super::FilteredStore;
 use super::changes::Batcher;

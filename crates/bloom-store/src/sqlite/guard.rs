@@ -12,8 +12,8 @@ use std::time::Duration;
 use bloom_format::{DatasetGeneration, StoreIdentity};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use crate::claim::ClaimWatch;
 use crate::history::HistoryPoint;
-use crate::primary::ClaimWatch;
 
 use super::chain;
 use super::error::SqliteStoreError;

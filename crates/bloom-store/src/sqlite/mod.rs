@@ -89,7 +89,7 @@ pub struct SqliteStore {
     guard: Option<Arc<guard::Guard>>,
     /// The wrapper claim of an in-memory database (a file database is claimed by a lock
     /// beside it).
-    claimed: crate::primary::ClaimFlag,
+    claimed: crate::claim::ClaimFlag,
 }
 
 fn blob16(what: &'static str, bytes: &[u8]) -> Result<[u8; 16], SqliteStoreError> {
@@ -314,7 +314,7 @@ impl SqliteStore {
             readers: Mutex::new(Vec::new()),
             identity,
             guard,
-            claimed: crate::primary::ClaimFlag::default(),
+            claimed: crate::claim::ClaimFlag::default(),
         })
     }
 

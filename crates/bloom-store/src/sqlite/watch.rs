@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::guard::{Guard, Settle};
-use crate::primary::ClaimWatch;
+use crate::claim::ClaimWatch;
 
 /// How often the watcher looks whether its claim was dropped (and, without inotify, at the
 /// file), and how soon a check that could not run is tried again.

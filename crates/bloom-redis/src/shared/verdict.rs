@@ -1,0 +1,79 @@
+//! The verdicts of one process about the shared filter, each told to the telemetry as it is
+//! made: which filter is installed and whether it is trusted, a filter distrusted after it
+//! failed, and whether the store's claim holds.
+
+use bloom_store::PrimaryStore;
+
+use crate::error::RedisFilterError;
+use crate::filter::RedisFilter;
+
+use super::SharedFilteredStore;
+
+/// What an attach or a rebuild decided about the filter it installs.
+pub(super) enum Verdict {
+    /// Trusted: how.
+    Trusted(String),
+    /// Not trusted: the reason's code (the `reason` label of `bloom_bypasses_total`), and
+    /// why.
+    Bypassed(&'static str, String),
+}
+
+/// The reason code of a filter that failed with `e`.
+pub(super) fn reason_code(e: &RedisFilterError) -> &'static str {
+    match e {
+        RedisFilterError::NotFound { .. } => "not_found",
+        e if e.is_unverified() => "unverified",
+        e if e.is_lost_state() => "lost",
+        _ => "unreachable",
+    }
+}
+
+impl<S: PrimaryStore> SharedFilteredStore<S> {
+    /// Installs a filter (or none) and the verdict about it, together, and tells the
+    /// telemetry.
+    pub(super) fn install(&self, filter: Option<RedisFilter>, verdict: Verdict) {
+        // A bypass counts when it ends trust, or is the first verdict of the wrapper.
+        let newly = {
+            let mut state = self.write();
+            let first = state.epoch == 0;
+            if let Some(filter) = &filter {
+                state.seen = Some(filter.seen());
+            }
+            let installed = filter.is_some();
+            state.filter = filter;
+            state.unusable = match &verdict {
+                Verdict::Bypassed(_, why) if !installed => why.clone(),
+                _ => String::new(),
+            };
+            state.epoch += 1;
+            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_))) || first
+        };
+        let telemetry = &self.counters.telemetry;
+        match verdict {
+            Verdict::Trusted(how) => telemetry.trusted(&how),
+            Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, newly),
+        }
+    }
+
+    /// Stops trusting the filter of `epoch`, if it is still the one installed: `error` is
+    /// what it answered.
+    pub(super) fn distrust(&self, epoch: u64, error: &dyn std::fmt::Display, code: &'static str) {
+        let was_trusted = {
+            let mut state = self.write();
+            state.epoch == epoch && std::mem::replace(&mut state.trusted, false)
+        };
+        if was_trusted {
+            self.counters.telemetry.bypassed(code, error, true);
+        }
+    }
+
+    /// Whether the store's claim holds now (a change is told to the telemetry).
+    pub(super) fn claim_holds(&self) -> bool {
+        let valid = self.claim.is_valid();
+        // A shared claim is never behind: every wrapper writes the shared filter.
+        self.counters
+            .telemetry
+            .claim_checked(valid, || None, || self.read().trusted);
+        valid
+    }
+}
