@@ -93,6 +93,10 @@ fn unavailable(e: &Failure) -> (StatusCode, String) {
 struct Service {
     seen: Seen,
     prometheus: PrometheusHandle,
+    /// The last scrape and when it was made: scrapes run one at a time, and one made within
+    /// a second of the last is answered from it, so that `/metrics` (no authentication here)
+    /// cannot be used to load Redis.
+    scraped: Arc<tokio::sync::Mutex<Option<(Instant, String)>>>,
 }
 
 async fn post_record(
@@ -122,13 +126,19 @@ async fn get_record(
 /// Prometheus's scrape: the wrapper's `metrics()` sets the gauges of the shared filter's
 /// standing (one round trip to Redis), then every metric is rendered.
 async fn metrics(State(service): State<Service>) -> axum::response::Response {
-    // A Redis that cannot be read leaves the gauges as they were; the counters are current.
-    let _ = service.seen.run(|s| s.metrics()).await;
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        service.prometheus.render(),
-    )
-        .into_response()
+    let mut scraped = service.scraped.lock().await;
+    let body = match &*scraped {
+        Some((at, body)) if at.elapsed() < std::time::Duration::from_secs(1) => body.clone(),
+        _ => {
+            // A Redis that cannot be read leaves the gauges as they were; the counters are
+            // current.
+            let _ = service.seen.run(|s| s.metrics()).await;
+            let body = service.prometheus.render();
+            *scraped = Some((Instant::now(), body.clone()));
+            body
+        }
+    };
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
 fn app(service: Service) -> Router {
@@ -294,6 +304,7 @@ async fn serve_and_load(
     let service = Service {
         seen: seen.clone(),
         prometheus,
+        scraped: Arc::default(),
     };
     let server = tokio::spawn(axum::serve(listener, app(service)).into_future());
     println!("serving on http://{address}/records/{{id}} and http://{address}/metrics");

@@ -120,8 +120,7 @@ pub(crate) fn begin_holding_head(
         what: "the head of the change log",
         detail: "missing".into(),
     };
-    let row = client
-        .simple_query(begin)?
+    let row = crate::statements::timed("begin_holding_head", || client.simple_query(begin))?
         .into_iter()
         .find_map(|message| match message {
             postgres::SimpleQueryMessage::Row(row) => Some(row),

@@ -23,6 +23,34 @@ pub(crate) struct Pool {
     freed: Condvar,
     max: usize,
     wait: Duration,
+    /// The exhaustion warnings: one every ten seconds at most, however many callers time out.
+    warned: Throttle,
+}
+
+/// At most one event per period: each `due` says how many were held back since the last.
+struct Throttle {
+    last: Mutex<Option<(Instant, u64)>>,
+}
+
+impl Throttle {
+    const PERIOD: Duration = Duration::from_secs(10);
+
+    /// `Some(held back)` when an event is due now, `None` while one was made within the
+    /// period (this one is counted for the next).
+    fn due(&self) -> Option<u64> {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        match &mut *last {
+            Some((at, held)) if at.elapsed() < Self::PERIOD => {
+                *held += 1;
+                None
+            }
+            _ => {
+                let held = last.map_or(0, |(_, held)| held);
+                *last = Some((Instant::now(), 0));
+                Some(held)
+            }
+        }
+    }
 }
 
 struct State {
@@ -67,6 +95,9 @@ impl Pool {
             freed: Condvar::new(),
             max: max.max(1),
             wait,
+            warned: Throttle {
+                last: Mutex::new(None),
+            },
         }
     }
 
@@ -113,10 +144,15 @@ impl Pool {
                 drop(state);
                 self.freed.notify_all();
                 waited_for(started, Some("timed_out"));
-                tracing::warn!(target: "bloom", max_connections = self.max,
-                    waited_ms = waited.as_millis() as u64,
-                    "the PostgreSQL pool stayed exhausted for the pool timeout: a lookup or commit failed; raise max_connections or find what holds them",
-                );
+                if let Some(since_last) = self.warned.due() {
+                    tracing::warn!(
+                        target: "bloom",
+                        max_connections = self.max,
+                        waited_ms = waited.as_millis() as u64,
+                        timed_out_since_last = since_last,
+                        "the PostgreSQL pool stayed exhausted for the pool timeout: a lookup or commit failed; raise max_connections or find what holds them",
+                    );
+                }
                 return Err(PostgresStoreError::PoolExhausted {
                     max: self.max,
                     waited,

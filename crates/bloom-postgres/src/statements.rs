@@ -62,18 +62,18 @@ impl Q {
     }
 }
 
-/// Runs one statement `q` through `run`, in a span, and records its time.
-fn timed<T>(
-    q: Q,
+/// Runs one statement, `operation` ([`Q::name`], or `begin_holding_head`, `commit`),
+/// through `run`, in a span, and records its time.
+pub(crate) fn timed<T>(
+    operation: &'static str,
     run: impl FnOnce() -> Result<T, postgres::Error>,
 ) -> Result<T, PostgresStoreError> {
-    let _span = tracing::debug_span!(target: "bloom", "bloom.postgres.query", operation = q.name())
-        .entered();
+    let _span = tracing::debug_span!(target: "bloom", "bloom.postgres.query", operation).entered();
     let started = std::time::Instant::now();
     let result = run();
     metrics::histogram!(
         bloom_store::telemetry::names::POSTGRES_QUERY_SECONDS,
-        "operation" => q.name()
+        "operation" => operation
     )
     .record(started.elapsed().as_secs_f64());
     Ok(result?)
@@ -164,7 +164,7 @@ impl Conn {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
         let statement = self.statement(sql, q)?;
-        timed(q, || self.client.query(&statement, params))
+        timed(q.name(), || self.client.query(&statement, params))
     }
 }
 
@@ -197,7 +197,7 @@ impl Writing<'_, '_> {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, PostgresStoreError> {
         let statement = prepare(self.client, self.prepared, self.sql, q)?;
-        timed(q, || self.client.query(&statement, params))
+        timed(q.name(), || self.client.query(&statement, params))
     }
 
     pub(crate) fn execute(
@@ -206,6 +206,6 @@ impl Writing<'_, '_> {
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, PostgresStoreError> {
         let statement = prepare(self.client, self.prepared, self.sql, q)?;
-        timed(q, || self.client.execute(&statement, params))
+        timed(q.name(), || self.client.execute(&statement, params))
     }
 }

@@ -400,7 +400,7 @@ impl PostgresStore {
                     // Between the commit and its record, the claim's check must not take the
                     // head it may read for someone else's.
                     let _committing = self.guard.committing();
-                    writing.client.batch_execute("COMMIT")?;
+                    crate::statements::timed("commit", || writing.client.batch_execute("COMMIT"))?;
                     self.guard.saw_after(floor, after)?;
                     Ok(Some(done))
                 }

@@ -518,6 +518,24 @@ fn metrics_count_this_process_and_judge_the_shared_filter_against_its_plan() {
     b.contains_each(&others).unwrap();
     let fleet = b.metrics().filter.unwrap().observed;
     assert_eq!(fleet.absent, a_measured.absent + 500);
+    // A record damaged by hand is no measurement, never an error; the next one starts afresh.
+    for damage in ["abc", "-5", "99999999999999999999999"] {
+        server.cli(&[
+            "HSET",
+            "bloom:{records}:meta",
+            "observed_false_positives",
+            damage,
+        ]);
+        let info = a.metrics().filter.unwrap();
+        assert_eq!(
+            info.observed,
+            bloom_core::ObservedRate::default(),
+            "{damage}"
+        );
+        let more: Vec<String> = (0..100).map(|i| format!("{damage}-{i}")).collect();
+        a.contains_each(&more).unwrap();
+        assert_eq!(a.metrics().filter.unwrap().observed.absent, 100, "{damage}");
+    }
     // The same filter is past its plan once more keys went in.
     let more: Vec<String> = (800..3_000).map(|i| format!("record-{i}")).collect();
     b.insert_all(&more).unwrap();

@@ -54,6 +54,17 @@ pub struct LookupTally {
 }
 
 impl LookupTally {
+    /// What was counted since `earlier` (a tally taken before this one).
+    #[must_use]
+    pub const fn since(&self, earlier: &Self) -> Self {
+        Self {
+            queries: self.queries.saturating_sub(earlier.queries),
+            store_lookups: self.store_lookups.saturating_sub(earlier.store_lookups),
+            lookups_avoided: self.lookups_avoided.saturating_sub(earlier.lookups_avoided),
+            false_positives: self.false_positives.saturating_sub(earlier.false_positives),
+        }
+    }
+
     /// The false positives observed on keys that were absent, while the filter answered.
     #[must_use]
     pub fn observed(&self) -> ObservedRate {

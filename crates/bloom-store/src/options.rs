@@ -62,7 +62,8 @@ pub struct FilterOptions {
     /// [`FilteredStore::open_and_recover`]: crate::FilteredStore::open_and_recover
     pub snapshot: Option<PathBuf>,
     /// The filter's name in its events and metrics (their `filter` label; see
-    /// [`crate::telemetry`]). Default `default`.
+    /// [`crate::telemetry`]): 1 to 64 ASCII letters, digits, `.`, `_` or `-`, one per
+    /// wrapper open in a process (two of one name share their series). Default `default`.
     pub name: String,
 }
 
@@ -118,6 +119,24 @@ pub enum OptionsError {
     /// No random salt could be made.
     #[error(transparent)]
     Salt(#[from] RandomSaltError),
+    /// The filter's name ([`FilterOptions::name`]) is not 1 to 64 ASCII letters, digits,
+    /// `.`, `_` or `-`: it goes into every event and metric label as it is.
+    #[error(
+        "invalid filter name ({length} bytes): use 1 to 64 ASCII letters, digits, '.', '_' or '-'"
+    )]
+    InvalidName {
+        /// Its length in bytes (the name itself is not echoed).
+        length: usize,
+    },
+}
+
+/// Whether `name` may name a filter in events and metrics: 1 to 64 ASCII letters, digits,
+/// `.`, `_` or `-` (a shared filter's Redis name always is).
+fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// A filter configuration planned for a capacity.
@@ -279,6 +298,11 @@ impl FilterOptions {
     /// Checks that the options can be planned and that the filter for `capacity` fits the
     /// snapshot limit.
     pub(crate) fn validate(&self) -> Result<(), OptionsError> {
+        if !is_valid_name(&self.name) {
+            return Err(OptionsError::InvalidName {
+                length: self.name.len(),
+            });
+        }
         if self.capacity == 0 {
             return Err(ParamsError::ZeroItems.into());
         }

@@ -355,8 +355,9 @@ pub struct Metrics {
     /// For a counting filter, counters stuck at 15 (each a position that stays "maybe" for
     /// good); 0 for a plain filter.
     pub saturated_counters: u64,
-    /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
-    /// keys that were absent, while trusted. `None` before any such query.
+    /// The filter's measured rate on keys that were absent, while it answered: the false
+    /// positives over those and the lookups avoided, counted since this filter was built or
+    /// loaded (a rebuild starts afresh). `None` before any such query.
     pub observed_false_positive_rate: Option<f64>,
     /// `(X / m)^k` at the current fill (`X` the set bits, or the counters above zero).
     pub predicted_false_positive_rate: f64,
@@ -381,8 +382,8 @@ pub struct Metrics {
     /// often than planned. Also catches bits the item estimate does not explain (removed
     /// keys a plain filter still holds).
     pub over_target_rate: bool,
-    /// Whether the false positives observed ([`Metrics::false_positives`] of the queries for
-    /// absent keys) pass the target rate by more than chance allows
+    /// Whether the false positives measured since this filter was built or loaded (of the
+    /// queries for absent keys it answered) pass the target rate by more than chance allows
     /// ([`bloom_core::ObservedRate::passes`]: at least 10 of them, and a chance below
     /// `e^-30` at the target). "Maybe" answers, each a store lookup, come more often than
     /// planned: the filter is overfilled, holds removed keys' bits, or one absent key is asked

@@ -1,7 +1,12 @@
 //! What a wrapper tells an operator: each trust decision and repair as a [`tracing`] event,
 //! and its counts and its filter's state through the [`metrics`] facade, for whichever
-//! subscriber and exporter the service installs. Both cost a load and a branch per call site
-//! while none is installed.
+//! subscriber and exporter the service installs. While none is installed, an event costs a
+//! load and a branch at its call site, a count a branch beside the wrapper's own atomic add,
+//! and a timed round trip (Redis, PostgreSQL) two clock reads.
+//!
+//! The exporter must be built on `metrics` 0.24, the version re-exported here as
+//! [`metrics`](crate::telemetry::metrics): a recorder of another major version is another
+//! facade, and sees nothing.
 //!
 //! Every metric is listed in [`METRICS`], with its kind, labels and meaning (docs/operations.md
 //! says what to do when each moves). Each wrapper labels its metrics `filter` with its name
@@ -19,9 +24,11 @@
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use bloom_format::DatasetGeneration;
 
+pub use metrics;
 use metrics::{Counter, Gauge, Label};
 
 use crate::outcome::{Metrics, RebuildReport};
@@ -212,28 +219,26 @@ impl Count {
     pub fn get(&self) -> u64 {
         self.local.load(Ordering::Relaxed)
     }
-
-    /// Sets the kept count (a wrapper's counts replayed at open), exporting the difference.
-    pub fn set(&self, n: u64) {
-        let before = self.local.swap(n, Ordering::Relaxed);
-        self.exported.increment(n.saturating_sub(before));
-    }
 }
 
 /// How a filter stands, for its gauges: what a wrapper's `metrics()` reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Standing {
+    /// Whether the wrapper trusts the filter (its mode), so that the trust gauge agrees
+    /// with it at every `metrics()` whatever happened between.
+    pub trusted: bool,
     /// The share of bits (or counters) set.
     pub fill_ratio: f64,
     /// Distinct keys estimated from the fill.
     pub estimated_items: f64,
     /// The rate predicted from the fill.
     pub predicted_false_positive_rate: f64,
-    /// The rate measured on absent keys, if any were asked.
+    /// The rate measured on absent keys since this filter was built or installed, if any
+    /// were asked (the gauge is not exported before).
     pub observed_false_positive_rate: Option<f64>,
     /// How it stands against the plan it records, if it records one (a filter in Redis
-    /// created without a plan records none; its plan's gauges are then left unset).
+    /// created without a plan records none; its plan's gauges are then not exported).
     pub plan: Option<PlanStanding>,
 }
 
@@ -256,6 +261,7 @@ pub struct PlanStanding {
 impl From<&Metrics> for Standing {
     fn from(m: &Metrics) -> Self {
         Self {
+            trusted: m.mode.is_trusted(),
             fill_ratio: m.fill_ratio,
             estimated_items: m.estimated_items,
             predicted_false_positive_rate: m.predicted_false_positive_rate,
@@ -271,9 +277,13 @@ impl From<&Metrics> for Standing {
     }
 }
 
-/// The handles one wrapper records through, registered once as it opens, and its events.
-/// Wrappers of other crates (bloom-redis's shared filter) report through it too, so that
+/// The handles one wrapper records through, registered once as it opens, and its events:
+/// used by this crate's `FilteredStore` and bloom-redis's `SharedFilteredStore`, so that
 /// every wrapper's events and metrics read alike.
+///
+/// The trust gauge says whether the filter answers "absent" alone: the wrapper trusts it
+/// (its mode), the store's claim holds, and (for a shared filter) Redis answers. Each of the
+/// three is reported here as it changes, and `metrics()` reconciles the mode at every call.
 #[derive(Debug)]
 pub struct Telemetry {
     filter: String,
@@ -285,25 +295,60 @@ pub struct Telemetry {
     catch_up_keys: Counter,
     trusted: Gauge,
     gauges: StandingGauges,
+    /// The wrapper's mode: whether it trusts its filter.
+    mode_trusted: AtomicBool,
+    /// The store's claim at the last look (`CLAIM_*`), so that a change is logged once.
+    claim: AtomicU8,
+    /// Whether the filter's server answered the last query (a shared filter's Redis).
+    answering: AtomicBool,
+    /// The reason of the current bypass, so that a reason repeated is not logged again.
+    reason: Mutex<&'static str>,
     /// Whether the last standing was over its target, so that drift is logged once as it
     /// starts.
     drifting: AtomicBool,
-    /// The store's claim at the last look (`CLAIM_*`), so that a change is logged once.
-    claim: AtomicU8,
 }
 
+/// The gauges of a filter's standing. Those that may have nothing to say (the measured rate
+/// before any query, a plan a filter does not record) are registered at their first value,
+/// so that a scrape never shows a 0 that was not measured.
 #[derive(Debug)]
 struct StandingGauges {
     fill_ratio: Gauge,
     estimated_items: Gauge,
-    capacity: Gauge,
-    remaining_capacity: Gauge,
-    target: Gauge,
     predicted: Gauge,
-    observed: Gauge,
-    observed_over_target: Gauge,
-    over_capacity: Gauge,
+    observed: LazyGauge,
+    capacity: LazyGauge,
+    remaining_capacity: LazyGauge,
+    target: LazyGauge,
+    observed_over_target: LazyGauge,
+    over_capacity: LazyGauge,
 }
+
+/// A gauge registered at its first value.
+#[derive(Debug)]
+struct LazyGauge {
+    name: &'static str,
+    gauge: OnceLock<Gauge>,
+}
+
+impl LazyGauge {
+    const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            gauge: OnceLock::new(),
+        }
+    }
+
+    fn set(&self, labels: &[Label], value: f64) {
+        self.gauge
+            .get_or_init(|| metrics::gauge!(self.name, labels.to_vec()))
+            .set(value);
+    }
+}
+
+/// The names of the wrappers open in this process, with how many of each: two with one name
+/// would share every series.
+static OPEN_NAMES: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 
 impl Default for Telemetry {
     /// Telemetry for a filter named `default`.
@@ -312,24 +357,51 @@ impl Default for Telemetry {
     }
 }
 
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        let mut open = OPEN_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = open.iter().position(|(name, _)| *name == self.filter) {
+            match open.get_mut(at) {
+                Some((_, n)) if *n > 1 => *n -= 1,
+                _ => {
+                    open.swap_remove(at);
+                }
+            }
+        }
+    }
+}
+
 impl Telemetry {
     /// The handles of the filter `filter` (its `filter` label), registered with the recorder
-    /// installed now, which is also given [`METRICS`]' descriptions.
+    /// installed now, which is also given [`METRICS`]' descriptions. A second wrapper of the
+    /// same name open in this process shares every series with the first: it is logged
+    /// (`WARN`), and [`FilterOptions::with_name`](crate::FilterOptions::with_name) tells
+    /// them apart.
     #[must_use]
     pub fn new(filter: &str) -> Self {
         describe();
+        {
+            let mut open = OPEN_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+            match open.iter_mut().find(|(name, _)| name == filter) {
+                Some((_, n)) => {
+                    *n += 1;
+                    tracing::warn!(target: "bloom", filter, open = *n, "another wrapper named {filter:?} is open in this process: their metrics are merged; give each its own name (FilterOptions::with_name, or the shared filter's name)");
+                }
+                None => open.push((filter.to_owned(), 1)),
+            }
+        }
         let labels = vec![Label::new("filter", filter.to_owned())];
         let gauge = |name: &'static str| metrics::gauge!(name, labels.clone());
         let gauges = StandingGauges {
             fill_ratio: gauge(names::FILL_RATIO),
             estimated_items: gauge(names::ESTIMATED_ITEMS),
-            capacity: gauge(names::CAPACITY),
-            remaining_capacity: gauge(names::REMAINING_CAPACITY),
-            target: gauge(names::TARGET_FALSE_POSITIVE_RATE),
             predicted: gauge(names::PREDICTED_FALSE_POSITIVE_RATE),
-            observed: gauge(names::OBSERVED_FALSE_POSITIVE_RATE),
-            observed_over_target: gauge(names::OBSERVED_OVER_TARGET),
-            over_capacity: gauge(names::OVER_CAPACITY),
+            observed: LazyGauge::new(names::OBSERVED_FALSE_POSITIVE_RATE),
+            capacity: LazyGauge::new(names::CAPACITY),
+            remaining_capacity: LazyGauge::new(names::REMAINING_CAPACITY),
+            target: LazyGauge::new(names::TARGET_FALSE_POSITIVE_RATE),
+            observed_over_target: LazyGauge::new(names::OBSERVED_OVER_TARGET),
+            over_capacity: LazyGauge::new(names::OVER_CAPACITY),
         };
         Self {
             filter: filter.to_owned(),
@@ -338,8 +410,11 @@ impl Telemetry {
             catch_up_keys: metrics::counter!(names::CATCH_UP_KEYS, labels.clone()),
             trusted: gauge(names::TRUSTED),
             gauges,
-            drifting: AtomicBool::new(false),
+            mode_trusted: AtomicBool::new(false),
             claim: AtomicU8::new(CLAIM_HELD),
+            answering: AtomicBool::new(true),
+            reason: Mutex::new(""),
+            drifting: AtomicBool::new(false),
             labels,
         }
     }
@@ -350,66 +425,105 @@ impl Telemetry {
         &self.filter
     }
 
-    /// The filter answers "absent" alone from now on; `how` says why (an open outcome, a
+    /// Sets the trust gauge from the three things it depends on.
+    fn sync_trust(&self) {
+        let answers = self.mode_trusted.load(Ordering::Relaxed)
+            && self.claim.load(Ordering::Relaxed) == CLAIM_HELD
+            && self.answering.load(Ordering::Relaxed);
+        self.trusted.set(f64::from(u8::from(answers)));
+    }
+
+    /// The wrapper trusts its filter from now on; `how` says why (an open outcome, a
     /// rebuild).
     pub fn trusted(&self, how: &dyn Display) {
-        self.trusted.set(1.0);
+        self.mode_trusted.store(true, Ordering::Relaxed);
+        *self.reason.lock().unwrap_or_else(PoisonError::into_inner) = "";
+        self.sync_trust();
         tracing::info!(target: "bloom", filter = %self.filter, trusted = true, "{how}");
     }
 
-    /// The filter does not answer "absent": every query asks the store. `reason` is a short
-    /// stable code (the `reason` label; [`BypassReason::code`](crate::BypassReason::code)),
+    /// The wrapper does not trust its filter: every query asks the store. `reason` is a
+    /// short stable code (the `reason` label; [`BypassReason::code`](crate::BypassReason::code)),
     /// `why` the whole reason. `newly` when it was trusted until now (or the wrapper just
-    /// opened): only that is counted in [`names::BYPASSES`]; a bypassed filter's new reason
-    /// (a rebuild starting, failing) is an event only.
+    /// opened): only that is counted in [`names::BYPASSES`]. A bypassed filter's new reason
+    /// (a rebuild starting, failing) is an event only, and the same reason again (a shared
+    /// filter looked at again) nothing.
     pub fn bypassed(&self, reason: &'static str, why: &dyn Display, newly: bool) {
-        self.trusted.set(0.0);
+        self.mode_trusted.store(false, Ordering::Relaxed);
+        self.sync_trust();
+        let repeated = {
+            let mut last = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+            std::mem::replace(&mut *last, reason) == reason
+        };
+        let filter = &self.filter;
         if !newly {
-            tracing::info!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter stays bypassed: {why}");
+            if !repeated {
+                tracing::info!(target: "bloom", filter = %filter, trusted = false, reason, "the filter stays bypassed: {why}");
+            }
             return;
         }
         metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
-        if reason == "claim_lost" {
-            tracing::error!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed for good: {why}");
-        } else if reason == "no_snapshot" {
-            // Every start without a snapshot: expected, and rebuilt by `open_and_recover`.
-            tracing::info!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
-        } else {
-            tracing::warn!(target: "bloom", filter = %self.filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
+        match reason {
+            "claim_lost" => {
+                tracing::error!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed for good: {why}");
+            }
+            // Every start without a snapshot, and a new shared filter's grace period: expected.
+            "no_snapshot" | "not_bound" => {
+                tracing::info!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
+            }
+            _ => {
+                tracing::warn!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
+            }
         }
+    }
+
+    /// Whether the filter's server answered a query (`ok`), for a filter held elsewhere (a
+    /// shared filter's Redis): a query it fails goes to the store, and the filter is not
+    /// distrusted for it. Going from answering to not is a `WARN` event and a bypass counted
+    /// by `why`'s reason; answering again an `INFO` event. `why` is asked only then.
+    #[inline]
+    pub fn answered(&self, ok: bool, why: impl FnOnce() -> (&'static str, String)) {
+        if self.answering.load(Ordering::Relaxed) != ok {
+            self.answered_changed(ok, why);
+        }
+    }
+
+    #[cold]
+    fn answered_changed(&self, ok: bool, why: impl FnOnce() -> (&'static str, String)) {
+        if self.answering.swap(ok, Ordering::Relaxed) == ok {
+            return;
+        }
+        self.sync_trust();
+        let filter = &self.filter;
+        if ok {
+            tracing::info!(target: "bloom", filter = %filter, "the filter's server answers again");
+            return;
+        }
+        let (reason, why) = why();
+        metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
+        tracing::warn!(target: "bloom", filter = %filter, trusted = false, reason, "the filter's server failed a query, which went to the store, as every query does until it answers again: {why}");
     }
 
     /// The store's claim at a lookup: `held`, or not, and then `behind` says whether writes
     /// went past the filter behind the wrapper's back ([`StoreClaim::behind`]). While they
     /// did, every query asks the store until a save or a rebuild takes them in: entering
-    /// that is a `WARN` event, a bypass counted as `claim_behind` and the trust gauge at 0;
-    /// leaving it an `INFO` event and the gauge back at `trusted()` (the mode). A claim that
-    /// cannot be confirmed for a moment (a change to the store's file being looked at) is a
-    /// `DEBUG` event only; a claim lost for good is the mode's own decision
-    /// ([`Telemetry::bypassed`] with `claim_lost`). Only a change is reported; `behind` and
-    /// `trusted` are asked only when the claim does not hold or a change is reported.
+    /// that is a `WARN` event and a bypass counted as `claim_behind`, leaving it an `INFO`
+    /// event. A claim that cannot be confirmed for a moment (a change to the store's file
+    /// being looked at) is a `DEBUG` event only; a claim lost for good is the mode's own
+    /// decision ([`Telemetry::bypassed`] with `claim_lost`). The trust gauge follows all of
+    /// them. Only a change is reported; `behind` is asked only while the claim does not hold.
     ///
     /// [`StoreClaim::behind`]: crate::StoreClaim::behind
     #[inline]
-    pub fn claim_checked(
-        &self,
-        held: bool,
-        behind: impl FnOnce() -> Option<DatasetGeneration>,
-        trusted: impl FnOnce() -> bool,
-    ) {
+    pub fn claim_checked(&self, held: bool, behind: impl FnOnce() -> Option<DatasetGeneration>) {
         if held && self.claim.load(Ordering::Relaxed) == CLAIM_HELD {
             return;
         }
-        self.claim_changed(held, behind, trusted);
+        self.claim_changed(held, behind);
     }
 
     #[cold]
-    fn claim_changed(
-        &self,
-        held: bool,
-        behind: impl FnOnce() -> Option<DatasetGeneration>,
-        trusted: impl FnOnce() -> bool,
-    ) {
+    fn claim_changed(&self, held: bool, behind: impl FnOnce() -> Option<DatasetGeneration>) {
         let behind = if held { None } else { behind() };
         let now = match (held, behind) {
             (true, _) => CLAIM_HELD,
@@ -425,10 +539,10 @@ impl Telemetry {
             self.claim.store(CLAIM_BEHIND, Ordering::Relaxed);
             return;
         }
+        self.sync_trust();
         let filter = &self.filter;
         match (was, behind) {
             (_, Some(head)) => {
-                self.trusted.set(0.0);
                 metrics::counter!(names::BYPASSES, self.with("reason", "claim_behind"))
                     .increment(1);
                 tracing::warn!(
@@ -440,13 +554,12 @@ impl Telemetry {
                     "the store's claim does not hold (the store went past the filter to generation {head} by writes that did not pass through the wrapper): every query asks the store until a save or a rebuild takes them in",
                 );
             }
-            (CLAIM_BEHIND, None) if held => {
-                let trusted = trusted();
-                self.trusted.set(f64::from(u8::from(trusted)));
+            (CLAIM_BEHIND, None) => {
+                let trusted = self.mode_trusted.load(Ordering::Relaxed);
                 tracing::info!(target: "bloom", filter = %filter, trusted, "the store's claim holds again");
             }
             _ => {
-                tracing::debug!(target: "bloom", filter = %filter, held, "the store's claim is {}", if held { "confirmed" } else { "unconfirmed for now" })
+                tracing::debug!(target: "bloom", filter = %filter, held, "the store's claim is {}", if held { "confirmed" } else { "unconfirmed for now" });
             }
         }
     }
@@ -477,23 +590,29 @@ impl Telemetry {
 
     /// Sets the gauges of the filter's standing; logs once as the measured false positives
     /// start to pass the target.
+    /// The wrapper's mode is also taken from it, so that the trust gauge agrees with the
+    /// wrapper at every `metrics()`.
     pub fn standing(&self, standing: &Standing) {
-        let g = &self.gauges;
+        self.mode_trusted.store(standing.trusted, Ordering::Relaxed);
+        self.sync_trust();
+        let (g, labels) = (&self.gauges, self.labels.as_slice());
         g.fill_ratio.set(standing.fill_ratio);
         g.estimated_items.set(standing.estimated_items);
         g.predicted.set(standing.predicted_false_positive_rate);
         if let Some(observed) = standing.observed_false_positive_rate {
-            g.observed.set(observed);
+            g.observed.set(labels, observed);
         }
         let Some(plan) = standing.plan else {
             return;
         };
-        g.capacity.set(plan.capacity as f64);
-        g.remaining_capacity.set(plan.remaining_capacity as f64);
-        g.target.set(plan.target_false_positive_rate);
+        g.capacity.set(labels, plan.capacity as f64);
+        g.remaining_capacity
+            .set(labels, plan.remaining_capacity as f64);
+        g.target.set(labels, plan.target_false_positive_rate);
         g.observed_over_target
-            .set(f64::from(u8::from(plan.observed_over_target)));
-        g.over_capacity.set(f64::from(u8::from(plan.over_capacity)));
+            .set(labels, f64::from(u8::from(plan.observed_over_target)));
+        g.over_capacity
+            .set(labels, f64::from(u8::from(plan.over_capacity)));
         let was = self
             .drifting
             .swap(plan.observed_over_target, Ordering::Relaxed);

@@ -3,7 +3,9 @@
 //! Prometheus text after a known workload.
 
 use bloom_store::telemetry::{METRICS, MetricKind, names};
-use bloom_store::{FilterOptions, FilteredStore, MemoryStore, OpenOutcome, SqliteStore};
+use bloom_store::{
+    FilterOptions, FilteredStore, MemoryStore, OpenOutcome, OptionsError, SqliteStore, StoreError,
+};
 use bloom_testing::telemetry::{Seen, observed};
 
 fn keys(prefix: &str, n: u32) -> Vec<String> {
@@ -149,9 +151,9 @@ fn a_scrape_after_a_known_workload_shows_every_count_and_the_filters_standing() 
 }
 
 #[test]
-fn drift_is_flagged_in_the_gauge_and_logged_once_as_it_starts() {
+fn drift_is_flagged_in_the_gauge_logged_once_as_it_starts_and_cleared_by_a_rebuild() {
     let ((), scrape, events) = observed(|| {
-        let options = FilterOptions::new(2_000, 0.01).with_name("orders");
+        let options = FilterOptions::new(2_000, 0.01).with_name("drifting");
         let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
         // Ten times its plan.
         w.insert_all(keys("key", 20_000)).unwrap();
@@ -160,8 +162,8 @@ fn drift_is_flagged_in_the_gauge_and_logged_once_as_it_starts() {
             assert!(w.metrics().observed_over_target);
         }
     });
-    assert_eq!(scrape.of("orders", names::OBSERVED_OVER_TARGET), 1.0);
-    assert_eq!(scrape.of("orders", names::OVER_CAPACITY), 1.0);
+    assert_eq!(scrape.of("drifting", names::OBSERVED_OVER_TARGET), 1.0);
+    assert_eq!(scrape.of("drifting", names::OVER_CAPACITY), 1.0);
     let drift: Vec<&Seen> = events
         .iter()
         .filter(|e| {
@@ -172,20 +174,100 @@ fn drift_is_flagged_in_the_gauge_and_logged_once_as_it_starts() {
     assert_eq!(drift.len(), 1, "{events:#?}");
     assert_eq!(drift[0].level, tracing::Level::WARN);
     assert_eq!(drift[0].field("target"), Some("0.01"));
+
+    // The remedy: a rebuild grows the filter, and its measurements start afresh.
+    let ((), scrape, _) = observed(|| {
+        let options = FilterOptions::new(2_000, 0.01).with_name("rebuilt");
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
+        w.insert_all(keys("key", 20_000)).unwrap();
+        w.contains_each(keys("absent", 2_000)).unwrap();
+        assert!(w.metrics().observed_over_target);
+        w.rebuild().unwrap();
+        let m = w.metrics();
+        assert!(!m.observed_over_target && !m.over_capacity, "{m:?}");
+        assert_eq!(
+            m.observed_false_positive_rate, None,
+            "nothing measured since"
+        );
+        w.contains_each(keys("later", 2_000)).unwrap();
+        let m = w.metrics();
+        assert!(!m.observed_over_target, "{m:?}");
+        assert!(
+            m.false_positives > 100,
+            "the process's count goes on: {m:?}"
+        );
+    });
+    assert_eq!(scrape.of("rebuilt", names::OBSERVED_OVER_TARGET), 0.0);
+    assert_eq!(scrape.of("rebuilt", names::OVER_CAPACITY), 0.0);
 }
 
 #[test]
 fn a_filter_at_its_plan_raises_no_drift() {
     let ((), scrape, events) = observed(|| {
-        let options = FilterOptions::new(2_000, 0.01).with_name("orders");
+        let options = FilterOptions::new(2_000, 0.01).with_name("at-plan");
         let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
         w.insert_all(keys("key", 2_000)).unwrap();
         w.contains_each(keys("absent", 2_000)).unwrap();
         assert!(!w.metrics().observed_over_target);
     });
-    assert_eq!(scrape.of("orders", names::OBSERVED_OVER_TARGET), 0.0);
+    assert_eq!(scrape.of("at-plan", names::OBSERVED_OVER_TARGET), 0.0);
     assert!(
         !events.iter().any(|e| e.level == tracing::Level::WARN),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_name_that_cannot_label_a_metric_is_refused_and_gauges_with_nothing_to_say_are_absent() {
+    let long = "x".repeat(65);
+    for name in ["", "a\nb", "quote\"", long.as_str(), "caf\u{e9}"] {
+        let options = FilterOptions::new(100, 0.01).with_name(name);
+        let refused = FilteredStore::open(MemoryStore::new(), options).map(|_| ());
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::Options(OptionsError::InvalidName { length })) if length == name.len()
+            ),
+            "{name:?}: {refused:?}"
+        );
+    }
+    let ((), scrape, _) = observed(|| {
+        let options = FilterOptions::new(100, 0.01).with_name("fresh-1.a_b");
+        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
+        assert_eq!(w.metrics().observed_false_positive_rate, None);
+    });
+    // Nothing measured: no series, rather than a 0 that was not measured.
+    assert_eq!(
+        scrape.value(
+            names::OBSERVED_FALSE_POSITIVE_RATE,
+            &[("filter", "fresh-1.a_b")]
+        ),
+        None,
+        "{}",
+        scrape.0
+    );
+    assert_eq!(scrape.of("fresh-1.a_b", names::TRUSTED), 1.0);
+}
+
+#[test]
+fn two_wrappers_of_one_name_are_told_apart_or_warned_about() {
+    let ((), _, events) = observed(|| {
+        let options = FilterOptions::new(100, 0.01).with_name("twice");
+        let (_a, _) = FilteredStore::open(MemoryStore::new(), options.clone()).unwrap();
+        let (_b, _) = FilteredStore::open(MemoryStore::new(), options).unwrap();
+    });
+    let warned = events
+        .iter()
+        .filter(|e| e.message.contains("another wrapper named \"twice\""))
+        .count();
+    assert_eq!(warned, 1, "{events:#?}");
+    // Once both are dropped, the name is free again.
+    let ((), _, events) = observed(|| {
+        let options = FilterOptions::new(100, 0.01).with_name("twice");
+        let (_a, _) = FilteredStore::open(MemoryStore::new(), options).unwrap();
+    });
+    assert!(
+        !events.iter().any(|e| e.message.contains("another wrapper")),
         "{events:#?}"
     );
 }

@@ -15,11 +15,21 @@ use super::RedisFilter;
 const FALSE_POSITIVES: &str = "observed_false_positives";
 const ABSENT_QUERIES: &str = "observed_absent_queries";
 
-/// `HINCRBY` of both fields by `ARGV[2]` and `ARGV[3]`, only if the metadata's `creation` is
-/// `ARGV[1]`; -1 otherwise.
+/// Adds `ARGV[2]` and `ARGV[3]` to the two fields, only if the metadata's `creation` is
+/// `ARGV[1]` (-1 otherwise). Fields that are not two counts, the first within the second,
+/// both below 2^50 (damaged, or written by hand) start again from zero first, so that the
+/// sums can never fail halfway or overflow.
 const GUARDED_OBSERVED: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= ARGV[1] then return -1 end \
-     redis.call('HINCRBY', KEYS[1], 'observed_false_positives', ARGV[2]) \
-     return redis.call('HINCRBY', KEYS[1], 'observed_absent_queries', ARGV[3])";
+     local fp = tonumber(redis.call('HGET', KEYS[1], 'observed_false_positives') or '0') \
+     local ab = tonumber(redis.call('HGET', KEYS[1], 'observed_absent_queries') or '0') \
+     local limit = 1125899906842624 \
+     if fp == nil or ab == nil or fp < 0 or ab < fp or ab >= limit or fp ~= math.floor(fp) or ab ~= math.floor(ab) \
+         or tonumber(ARGV[3]) >= limit then \
+       fp = 0 ab = 0 \
+     end \
+     redis.call('HSET', KEYS[1], 'observed_false_positives', string.format('%d', fp + tonumber(ARGV[2])), \
+       'observed_absent_queries', string.format('%d', ab + tonumber(ARGV[3]))) \
+     return 1";
 
 impl RedisFilter {
     /// Adds `false_positives` of `absent_queries` (queries for keys the store did not have,
@@ -69,25 +79,19 @@ impl RedisFilter {
                 "HMGET did not reply with an array".into(),
             ));
         };
-        // A field never written (no process recorded yet) is nil: 0.
-        let count = |i: usize| -> Result<u64, RedisFilterError> {
-            match fields.get(i) {
-                None | Some(redis::Value::Nil) => Ok(0),
-                Some(value) => text(value)
-                    .and_then(|t| t.parse::<u64>().ok())
-                    .ok_or_else(|| {
-                        RedisFilterError::Protocol(format!(
-                            "the metadata's observed counts are not counts: {value:?}"
-                        ))
-                    }),
-            }
+        // A field never written (no process recorded yet) is nil: 0. Fields that are not
+        // counts, or a total below its part, are damage (the next record starts them again):
+        // no measurement, never an error that would keep the filter's other figures from
+        // being read.
+        let count = |i: usize| match fields.get(i) {
+            None | Some(redis::Value::Nil) => Some(0),
+            Some(value) => text(value).and_then(|t| t.parse::<u64>().ok()),
         };
-        let (false_positives, absent) = (count(0)?, count(1)?);
-        // Written together, so a total below its part is damage: counted as no measurement.
-        Ok(if false_positives > absent {
-            ObservedRate::new(0, 0)
-        } else {
-            ObservedRate::new(false_positives, absent)
+        Ok(match (count(0), count(1)) {
+            (Some(false_positives), Some(absent)) if false_positives <= absent => {
+                ObservedRate::new(false_positives, absent)
+            }
+            _ => ObservedRate::default(),
         })
     }
 }

@@ -1,9 +1,10 @@
 //! [`SharedMetrics`]: what one [`SharedFilteredStore`] counted, and how the shared filter
 //! stands against the plan it was created with.
 
-use bloom_store::telemetry::{PlanStanding, Standing, Telemetry};
 use std::sync::{Mutex, PoisonError};
 
+use bloom_core::ObservedRate;
+use bloom_store::telemetry::{PlanStanding, Standing, Telemetry};
 use bloom_store::{LookupCounts, LookupTally, PrimaryStore};
 
 use super::SharedFilteredStore;
@@ -14,10 +15,19 @@ use crate::filter::{Info, RedisFilter};
 pub(super) struct Counters {
     pub(super) telemetry: Telemetry,
     pub(super) lookups: LookupCounts,
-    /// The lookups already added to the shared filter's record of what every process
-    /// measured, and the installed filter (its epoch) they were measured on (0 before the
-    /// first record).
-    recorded: Mutex<(LookupTally, u64)>,
+    measured: Mutex<Measured>,
+}
+
+/// What this process measured on the shared filter installed now, and how much of it went
+/// into the filter's record in Redis.
+#[derive(Default)]
+struct Measured {
+    /// The creation id of the filter the measurements are of (`None` before one).
+    creation: Option<String>,
+    /// The lookups counted before it was installed.
+    since: LookupTally,
+    /// The lookups counted when its record was last added to.
+    recorded: LookupTally,
 }
 
 impl Counters {
@@ -26,29 +36,51 @@ impl Counters {
         Self {
             lookups: LookupCounts::exported(&telemetry),
             telemetry,
-            recorded: Mutex::new((LookupTally::default(), 0)),
+            measured: Mutex::new(Measured::default()),
         }
     }
 
-    /// Adds what this process measured on `filter` (installed as `epoch`) since the last
-    /// time to the filter's record in Redis. What was measured on a filter installed before
-    /// is dropped: it described other bits. A failure (Redis unreachable, a user allowed no
-    /// writes) keeps the counts for the next call.
-    fn record(&self, filter: &RedisFilter, epoch: u64, now: LookupTally) {
-        let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
-        let (last, last_epoch) = *recorded;
-        // Epoch 0: nothing recorded yet (no filter is installed as 0).
-        if last_epoch != epoch && last_epoch != 0 {
-            *recorded = (now, epoch);
+    fn measured(&self) -> std::sync::MutexGuard<'_, Measured> {
+        self.measured.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A filter was installed: measurements start afresh when it is another filter than
+    /// the one measured so far (what was measured described other bits).
+    pub(super) fn installed(&self, filter: Option<&RedisFilter>) {
+        let Some(creation) = filter.map(|f| f.creation.hex()) else {
+            return;
+        };
+        let mut measured = self.measured();
+        if measured.creation.as_deref() != Some(creation.as_str()) {
+            let now = self.lookups.tally();
+            *measured = Measured {
+                creation: Some(creation),
+                since: now,
+                recorded: now,
+            };
+        }
+    }
+
+    /// The false positives measured on the installed filter, of the lookups `now`.
+    fn observed(&self, now: &LookupTally) -> ObservedRate {
+        now.since(&self.measured().since).observed()
+    }
+
+    /// Adds what this process measured on `filter` since the last time to the filter's
+    /// record in Redis. A failure (Redis unreachable, a user allowed no writes) keeps the
+    /// counts for the next call.
+    fn record(&self, filter: &RedisFilter, now: LookupTally) {
+        let mut measured = self.measured();
+        if measured.creation.as_deref() != Some(filter.creation.hex().as_str()) {
             return;
         }
-        let false_positives = now.false_positives.saturating_sub(last.false_positives);
-        let avoided = now.lookups_avoided.saturating_sub(last.lookups_avoided);
+        let delta = now.since(&measured.recorded);
+        let (false_positives, avoided) = (delta.false_positives, delta.lookups_avoided);
         if false_positives + avoided == 0 {
             return;
         }
         match filter.record_observed(false_positives, false_positives + avoided) {
-            Ok(()) => *recorded = (now, epoch),
+            Ok(()) => measured.recorded = now,
             Err(e) => tracing::debug!(
                 target: "bloom",
                 filter = filter.name(),
@@ -74,8 +106,11 @@ pub struct SharedMetrics {
     pub false_positives: u64,
     /// Keys this process committed that the store did not have.
     pub inserts: u64,
-    /// `false_positives / (false_positives + lookups_avoided)`: the filter's observed rate on
-    /// keys that were absent, while trusted. `None` before any such query.
+    /// The false positives this process measured on the shared filter installed now (since
+    /// it was installed: a filter rebuilt or created again starts afresh), of the queries
+    /// for absent keys it answered.
+    pub observed: ObservedRate,
+    /// `observed`'s rate: `None` before any such query.
     pub observed_false_positive_rate: Option<f64>,
     /// Whether this process answers from the shared filter.
     pub trusted: bool,
@@ -93,13 +128,11 @@ impl SharedMetrics {
     /// `false` when the filter could not be read or records no plan.
     #[must_use]
     pub fn observed_over_target(&self) -> bool {
-        let observed =
-            bloom_core::ObservedRate::of_lookups(self.false_positives, self.lookups_avoided);
         self.filter
             .as_ref()
             .ok()
             .and_then(|info| info.capacity)
-            .is_some_and(|c| observed.passes(c.plan.false_positive_rate))
+            .is_some_and(|c| self.observed.passes(c.plan.false_positive_rate))
     }
 
     /// Whether the shared filter is past the plan it was created with: more items than its
@@ -122,14 +155,18 @@ impl SharedMetrics {
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// This process's counts and the shared filter's state. The filter's part asks Redis
     /// (one `BITCOUNT` per shard, pipelined, and the metadata): call it as a gauge is
-    /// scraped, not on every query.
+    /// scraped, not on every query. It also sets the gauges of the filter's standing in the
+    /// `metrics` recorder (`bloom_store::telemetry`), and adds what this process measured
+    /// since its last call to the filter's record of every process's measurements
+    /// ([`Info::observed`]).
     pub fn metrics(&self) -> SharedMetrics {
         let c = &self.counters;
         let lookups = c.lookups.tally();
+        let observed = c.observed(&lookups);
         let (filter, trusted) = {
             let state = self.read();
             if let Some(filter) = &state.filter {
-                c.record(filter, state.epoch, lookups);
+                c.record(filter, lookups);
             }
             let filter = match &state.filter {
                 Some(filter) => filter.info(),
@@ -148,7 +185,8 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             lookups_avoided: lookups.lookups_avoided,
             false_positives: lookups.false_positives,
             inserts: c.telemetry.inserts.get(),
-            observed_false_positive_rate: lookups.observed_false_positive_rate(),
+            observed,
+            observed_false_positive_rate: observed.rate(),
             trusted,
             filter,
         };
@@ -164,6 +202,7 @@ impl SharedMetrics {
     fn standing(&self) -> Option<Standing> {
         let info = self.filter.as_ref().ok()?;
         let mut standing = Standing::default();
+        standing.trusted = self.trusted;
         standing.fill_ratio = info.set_bits as f64 / info.header.bit_count.max(1) as f64;
         standing.estimated_items = info.estimated_items;
         standing.predicted_false_positive_rate = info.estimated_false_positive_rate;

@@ -279,6 +279,10 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// store's keys and the filter's must agree), and the default grace period of
     /// [`SharedFilteredStore::open_with_grace`] (10 s).
     ///
+    /// Its events and metrics go to the `tracing` subscriber and the `metrics` recorder
+    /// installed when it opens, labelled with `name`: install the recorder first (see
+    /// `bloom_store::telemetry`).
+    ///
     /// The store is claimed first, shared ([`PrimaryStore::claim_wrapper`] with
     /// [`ClaimKind::Shared`]): any number of shared wrappers open together, and none beside a
     /// `FilteredStore`, whose own filter would answer "absent" for their keys.
@@ -542,9 +546,23 @@ impl<S: PrimaryStore> Bits for Answering<'_, S> {
             let state = wrapper.read();
             match (&state.filter, state.trusted && claimed) {
                 (Some(filter), true) => match filter.contains_each(keys) {
-                    Ok(maybe) => (Some(maybe), None),
+                    Ok(maybe) => {
+                        wrapper
+                            .counters
+                            .telemetry
+                            .answered(true, || ("", String::new()));
+                        (Some(maybe), None)
+                    }
                     Err(e) => {
                         let lost = e.is_lost_state() || e.is_unverified();
+                        if !lost {
+                            // Not distrusted: this query goes to the store, and so does every
+                            // one until Redis answers again.
+                            wrapper
+                                .counters
+                                .telemetry
+                                .answered(false, || (reason_code(&e), e.to_string()));
+                        }
                         (None, lost.then_some((state.epoch, e)))
                     }
                 },

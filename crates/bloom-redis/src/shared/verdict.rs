@@ -18,13 +18,23 @@ pub(super) enum Verdict {
     Bypassed(&'static str, String),
 }
 
-/// The reason code of a filter that failed with `e`.
+/// The reason code of a filter that failed with `e`: `not_found`, `unverified`, `lost`,
+/// `unreachable` (no connection, a timeout), `refused` (an error reply: a permission, the
+/// server's memory, a module missing) or `incompatible` (metadata this build cannot use).
 pub(super) fn reason_code(e: &RedisFilterError) -> &'static str {
+    use RedisFilterError as E;
     match e {
-        RedisFilterError::NotFound { .. } => "not_found",
+        E::NotFound { .. } => "not_found",
         e if e.is_unverified() => "unverified",
         e if e.is_lost_state() => "lost",
-        _ => "unreachable",
+        E::Redis(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+            "unreachable"
+        }
+        E::Timeout { .. } | E::Unavailable(_) | E::NodeChanged | E::NotAcknowledged { .. } => {
+            "unreachable"
+        }
+        E::Redis(_) | E::Server { .. } | E::ModuleMissing | E::NotDurable { .. } => "refused",
+        _ => "incompatible",
     }
 }
 
@@ -32,22 +42,23 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Installs a filter (or none) and the verdict about it, together, and tells the
     /// telemetry.
     pub(super) fn install(&self, filter: Option<RedisFilter>, verdict: Verdict) {
+        // Told under the lock, so that the telemetry sees the verdicts in their order.
+        let mut state = self.write();
         // A bypass counts when it ends trust, or is the first verdict of the wrapper.
-        let newly = {
-            let mut state = self.write();
-            let first = state.epoch == 0;
-            if let Some(filter) = &filter {
-                state.seen = Some(filter.seen());
-            }
-            let installed = filter.is_some();
-            state.filter = filter;
-            state.unusable = match &verdict {
-                Verdict::Bypassed(_, why) if !installed => why.clone(),
-                _ => String::new(),
-            };
-            state.epoch += 1;
-            std::mem::replace(&mut state.trusted, matches!(verdict, Verdict::Trusted(_))) || first
+        let first = state.epoch == 0;
+        if let Some(filter) = &filter {
+            state.seen = Some(filter.seen());
+        }
+        self.counters.installed(filter.as_ref());
+        let installed = filter.is_some();
+        state.filter = filter;
+        state.unusable = match &verdict {
+            Verdict::Bypassed(_, why) if !installed => why.clone(),
+            _ => String::new(),
         };
+        state.epoch += 1;
+        let trusted = matches!(verdict, Verdict::Trusted(_));
+        let newly = std::mem::replace(&mut state.trusted, trusted) || first;
         let telemetry = &self.counters.telemetry;
         match verdict {
             Verdict::Trusted(how) => telemetry.trusted(&how),
@@ -58,11 +69,8 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Stops trusting the filter of `epoch`, if it is still the one installed: `error` is
     /// what it answered.
     pub(super) fn distrust(&self, epoch: u64, error: &dyn std::fmt::Display, code: &'static str) {
-        let was_trusted = {
-            let mut state = self.write();
-            state.epoch == epoch && std::mem::replace(&mut state.trusted, false)
-        };
-        if was_trusted {
+        let mut state = self.write();
+        if state.epoch == epoch && std::mem::replace(&mut state.trusted, false) {
             self.counters.telemetry.bypassed(code, error, true);
         }
     }
@@ -71,9 +79,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     pub(super) fn claim_holds(&self) -> bool {
         let valid = self.claim.is_valid();
         // A shared claim is never behind: every wrapper writes the shared filter.
-        self.counters
-            .telemetry
-            .claim_checked(valid, || None, || self.read().trusted);
+        self.counters.telemetry.claim_checked(valid, || None);
         valid
     }
 }

@@ -259,8 +259,6 @@ impl Transport {
         deadline: Instant,
     ) -> Result<Replies, RedisFilterError> {
         self.settle();
-        let _span =
-            tracing::debug_span!(target: "bloom", "bloom.redis.pipeline", commands = commands.len()).entered();
         let mut flight = Flight::new(commands, keys, deadline);
         self.send_round(&mut flight);
         self.complete(flight)

@@ -15,7 +15,7 @@ use bloom_core::{AllocError, BloomFilter, EncodedKey};
 use bloom_format::DatasetGeneration;
 
 use crate::claim::{ClaimKind, ClaimRefused, ClaimStatus, StoreClaim};
-use crate::confirm::{Bits, LookupCounts};
+use crate::confirm::{Bits, LookupCounts, LookupTally};
 use crate::error::StoreError;
 use crate::history::HistoryPoint;
 use crate::kind::StoreFilter;
@@ -68,6 +68,9 @@ struct State {
     building: Option<Arc<StoreFilter>>,
     /// The generation up to which the rebuild replays the store's history into `building`.
     building_start: Option<DatasetGeneration>,
+    /// The lookups counted before `active` was built or loaded: its measured false
+    /// positives are those counted since.
+    measured_since: LookupTally,
 }
 
 impl State {
@@ -184,6 +187,10 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// The snapshot path may be a symbolic link; anything that is not a regular file (a
     /// named pipe, a directory, a device) is refused without being read.
     ///
+    /// Its events and metrics go to the `tracing` subscriber and the `metrics` recorder
+    /// installed when it opens, labelled with [`FilterOptions::name`]: install the recorder
+    /// first (see [`crate::telemetry`]).
+    ///
     /// One wrapper per store: the store is claimed first ([`PrimaryStore::claim_wrapper`];
     /// for [`SqliteStore`](crate::SqliteStore) a lock beside the database file), and a
     /// second wrapper over it, in this process or another, is refused with
@@ -263,6 +270,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 mode,
                 building: None,
                 building_start: None,
+                measured_since: LookupTally::default(),
             }),
             rebuilding: Mutex::new(()),
             removal_gate: RwLock::new(()),
@@ -354,12 +362,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
 
     pub(super) fn claim_answers(&self) -> bool {
         let valid = self.claim.is_valid();
-        // Called with no lock of the state held.
-        self.counters.telemetry.claim_checked(
-            valid,
-            || self.claim.behind(),
-            || self.read().mode.is_trusted(),
-        );
+        self.counters
+            .telemetry
+            .claim_checked(valid, || self.claim.behind());
         if valid {
             return true;
         }
@@ -402,13 +407,17 @@ impl<S: PrimaryStore> FilteredStore<S> {
         self.applied.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A copy of the counters and the filter state.
+    /// A copy of the counters and the filter state. It also sets the gauges of the
+    /// filter's standing in the `metrics` recorder ([`crate::telemetry`]): call it when
+    /// your metrics are scraped, or on a timer. It counts the filter's bits (a pass over
+    /// them): not on every query.
     pub fn metrics(&self) -> Metrics {
         self.claim_answers();
         let state = self.read();
         let filter = &state.active;
         let c = &self.counters;
         let lookups = c.lookups.tally();
+        let observed = lookups.since(&state.measured_since).observed();
         let estimated_items = filter.estimated_items();
         let predicted = filter.estimated_false_positive_rate();
         let config = filter.config();
@@ -437,7 +446,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             failed_automatic_rebuilds: c.failed_automatic_rebuilds.load(Ordering::Relaxed),
             counting: filter.is_counting(),
             saturated_counters: filter.saturated_counters().unwrap_or(0),
-            observed_false_positive_rate: lookups.observed_false_positive_rate(),
+            observed_false_positive_rate: observed.rate(),
             predicted_false_positive_rate: predicted,
             fill_ratio: filter.fill_ratio(),
             estimated_items,
@@ -446,7 +455,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
             false_positive_rate_limit: rate_limit,
             remaining_capacity: standing.map_or(0, |s| s.remaining()),
             over_target_rate,
-            observed_over_target: lookups.observed().passes(target),
+            observed_over_target: observed.passes(target),
             over_capacity: estimated_items > state.capacity as f64 || over_target_rate,
             capacity_limited: state.capacity_limited,
             mode: state.mode.clone(),

@@ -171,6 +171,7 @@ impl<S: PrimaryStore> FilteredStore<S> {
         // Keys committed after the scan started had their bits set directly, so covering the
         // generation at the start is covering the store.
         state.active = new;
+        state.measured_since = self.counters.lookups.tally();
         state.synced = start.min(reached);
         if let Some(point) = start_point {
             state.verified = point;
