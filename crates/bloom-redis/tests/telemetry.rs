@@ -142,3 +142,30 @@ fn trust_decisions_about_a_shared_filter_are_events_and_metrics() {
         .collect();
     assert_eq!(outage.len(), 1, "{events:#?}");
 }
+
+#[test]
+fn a_name_that_cannot_name_a_shared_filter_is_refused_before_anything_is_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    // Nothing listens there: the name is refused before any connection is tried.
+    let target = bloom_redis::RedisTarget::single("redis://127.0.0.1:1/");
+    let (refused, _, events) = observed(|| {
+        SharedFilteredStore::open(
+            SqliteStore::open(&db).unwrap(),
+            target,
+            "records\n{forged}",
+            KeyEncoding::Nfc,
+        )
+        .map(|_| ())
+    });
+    assert!(
+        matches!(
+            refused,
+            Err(bloom_redis::SharedError::Name(
+                bloom_redis::RedisFilterError::InvalidName { .. }
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert!(events.is_empty(), "{events:#?}");
+}

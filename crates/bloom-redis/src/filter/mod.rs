@@ -53,7 +53,7 @@ const WHOLE_SHARD_BYTES: u64 = 8 << 20;
 pub(crate) const SHARDS_PER_PIPELINE: u32 = 256;
 
 /// Checks a filter name by the protocol's rules ([`keys::check_name`]).
-fn check_name(name: &str) -> Result<(), RedisFilterError> {
+pub(crate) fn check_name(name: &str) -> Result<(), RedisFilterError> {
     keys::check_name(name).map_err(|_| RedisFilterError::InvalidName {
         name: name.to_owned(),
     })

@@ -141,6 +141,10 @@ pub enum SharedError<E: std::error::Error + 'static> {
     /// A key could not be encoded.
     #[error(transparent)]
     Key(#[from] bloom_core::KeyError),
+    /// The name cannot name a shared filter ([`RedisFilterError::InvalidName`]): refused
+    /// before anything is opened, or written to an event or a metric.
+    #[error(transparent)]
+    Name(RedisFilterError),
     /// The store's keys are in another encoding than the wrapper's (at `open`) or the
     /// configuration's (at `rebuild`): they could not be compared.
     #[error(
@@ -329,6 +333,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         encoding: KeyEncoding,
         grace: Duration,
     ) -> Result<Self, SharedError<S::Error>> {
+        crate::filter::check_name(name).map_err(SharedError::Name)?;
         let claim = match StoreClaim::for_wrapper(&store, ClaimKind::Shared, encoding)
             .map_err(SharedError::Store)?
         {
