@@ -171,7 +171,7 @@ pub trait PrimaryStore: Send + Sync {
     /// wrapper then asks the store for every lookup), lost for good once it was replaced
     /// (another database or file under the same name, its identity or history changed) or
     /// another wrapper took it. A store that can be replaced under a running process makes
-    /// its claim with [`StoreClaim::holding_while`] and reports through the [`ClaimWatch`].
+    /// its claim with [`StoreClaim::holding_while`] and reports through the [`ClaimWatch`](crate::ClaimWatch).
     ///
     /// Implement it for any store more than one process can open: [`SqliteStore`] locks a
     /// file beside the database (exclusively or shared) and watches the database file,

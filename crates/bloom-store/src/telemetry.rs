@@ -5,7 +5,7 @@
 //! and a timed round trip (Redis, PostgreSQL) two clock reads.
 //!
 //! The exporter must be built on `metrics` 0.24, the version re-exported here as
-//! [`metrics`](crate::telemetry::metrics): a recorder of another major version is another
+//! [`metrics`]: a recorder of another major version is another
 //! facade, and sees nothing.
 //!
 //! Every metric is listed in [`METRICS`], with its kind, labels and meaning (docs/operations.md
