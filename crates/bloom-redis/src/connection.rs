@@ -367,10 +367,12 @@ impl Conn {
         deadline: Instant,
     ) -> Result<PendingPipeline, RedisFilterError> {
         let (id_tx, id) = mpsc::sync_channel(1);
-        let started = self.start(deadline, move |transport, deadline| {
-            let _ = id_tx.send(transport.begin(commands, keys, deadline));
-            Ok(())
-        })?;
+        let started = self
+            .start(deadline, move |transport, deadline| {
+                let _ = id_tx.send(transport.begin(commands, keys, deadline));
+                Ok(())
+            })
+            .inspect_err(|e| measured(Instant::now(), Some(e)))?;
         let (jobs, generation) = self
             .worker
             .as_ref()
@@ -398,9 +400,11 @@ impl Conn {
             .as_ref()
             .is_some_and(|worker| worker.generation == pending.generation);
         if !same_worker {
-            return Err(RedisFilterError::Timeout {
+            let timed_out = RedisFilterError::Timeout {
                 timeout: self.target.timeout,
-            });
+            };
+            measured(Instant::now(), Some(&timed_out));
+            return Err(timed_out);
         }
         self.run(deadline, move |transport, _| {
             let id = id

@@ -169,3 +169,40 @@ fn a_name_that_cannot_name_a_shared_filter_is_refused_before_anything_is_logged(
     );
     assert!(events.is_empty(), "{events:#?}");
 }
+
+#[test]
+fn a_scrape_alone_sees_redis_go() {
+    let mut server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let (down, scrape_down, events) = observed(|| {
+        let (w, _) = SharedFilteredStore::open_with_grace(
+            SqliteStore::open(&db).unwrap(),
+            server.target(),
+            "scraped",
+            KeyEncoding::Nfc,
+            Duration::from_millis(50),
+        )
+        .unwrap();
+        w.rebuild(config()).unwrap();
+        assert!(w.metrics().filter.is_ok());
+        // No query: the scrape alone finds Redis gone.
+        server.kill();
+        let down = w.metrics();
+        assert!(down.filter.is_err());
+        down
+    });
+    assert!(
+        down.trusted,
+        "the wrapper still trusts the filter for when Redis is back"
+    );
+    assert_eq!(scrape_down.of("scraped", names::TRUSTED), 0.0);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.message.contains("server failed"))
+            .count(),
+        1,
+        "{events:#?}"
+    );
+}

@@ -18,9 +18,10 @@
 //! handle registered while no recorder is installed stays a no-op.
 //!
 //! Counters move as the events happen. The gauges of the filter's state (its fill, estimated
-//! items, predicted and observed false-positive rates) are set at open, after a rebuild, and
-//! at each call of the wrapper's `metrics()`: call it when the endpoint is scraped, or on a
-//! timer. The trust gauge also moves with each trust decision.
+//! items, predicted and observed false-positive rates) are set by each call of the wrapper's
+//! `metrics()` (a `FilteredStore` also calls it at open and after each rebuild): call it when
+//! the endpoint is scraped, or on a timer. The trust gauge also moves with each trust
+//! decision.
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -303,19 +304,25 @@ pub struct Telemetry {
     answering: AtomicBool,
     /// The reason of the current bypass, so that a reason repeated is not logged again.
     reason: Mutex<&'static str>,
+    /// The reason the filter's server failed with, while it does (`answering` false): a
+    /// bypass for that reason meanwhile is the same outage, counted once.
+    failing: Mutex<&'static str>,
+    /// Held while the trust gauge is set from the three flags, so that two changes at once
+    /// cannot leave it at the older one.
+    syncing: Mutex<()>,
     /// Whether the last standing was over its target, so that drift is logged once as it
     /// starts.
     drifting: AtomicBool,
 }
 
-/// The gauges of a filter's standing. Those that may have nothing to say (the measured rate
-/// before any query, a plan a filter does not record) are registered at their first value,
-/// so that a scrape never shows a 0 that was not measured.
+/// The gauges of a filter's standing, each registered at its first value (a filter read at
+/// least once; the measured rate after a query; a plan the filter records), so that a scrape
+/// never shows a 0 that was not measured.
 #[derive(Debug)]
 struct StandingGauges {
-    fill_ratio: Gauge,
-    estimated_items: Gauge,
-    predicted: Gauge,
+    fill_ratio: LazyGauge,
+    estimated_items: LazyGauge,
+    predicted: LazyGauge,
     observed: LazyGauge,
     capacity: LazyGauge,
     remaining_capacity: LazyGauge,
@@ -343,6 +350,13 @@ impl LazyGauge {
         self.gauge
             .get_or_init(|| metrics::gauge!(self.name, labels.to_vec()))
             .set(value);
+    }
+
+    /// NaN (no value) if the gauge exists; nothing otherwise.
+    fn clear(&self) {
+        if let Some(gauge) = self.gauge.get() {
+            gauge.set(f64::NAN);
+        }
     }
 }
 
@@ -393,9 +407,9 @@ impl Telemetry {
         let labels = vec![Label::new("filter", filter.to_owned())];
         let gauge = |name: &'static str| metrics::gauge!(name, labels.clone());
         let gauges = StandingGauges {
-            fill_ratio: gauge(names::FILL_RATIO),
-            estimated_items: gauge(names::ESTIMATED_ITEMS),
-            predicted: gauge(names::PREDICTED_FALSE_POSITIVE_RATE),
+            fill_ratio: LazyGauge::new(names::FILL_RATIO),
+            estimated_items: LazyGauge::new(names::ESTIMATED_ITEMS),
+            predicted: LazyGauge::new(names::PREDICTED_FALSE_POSITIVE_RATE),
             observed: LazyGauge::new(names::OBSERVED_FALSE_POSITIVE_RATE),
             capacity: LazyGauge::new(names::CAPACITY),
             remaining_capacity: LazyGauge::new(names::REMAINING_CAPACITY),
@@ -414,6 +428,8 @@ impl Telemetry {
             claim: AtomicU8::new(CLAIM_HELD),
             answering: AtomicBool::new(true),
             reason: Mutex::new(""),
+            failing: Mutex::new(""),
+            syncing: Mutex::new(()),
             drifting: AtomicBool::new(false),
             labels,
         }
@@ -427,6 +443,7 @@ impl Telemetry {
 
     /// Sets the trust gauge from the three things it depends on.
     fn sync_trust(&self) {
+        let _one = self.syncing.lock().unwrap_or_else(PoisonError::into_inner);
         let answers = self.mode_trusted.load(Ordering::Relaxed)
             && self.claim.load(Ordering::Relaxed) == CLAIM_HELD
             && self.answering.load(Ordering::Relaxed);
@@ -455,8 +472,20 @@ impl Telemetry {
             let mut last = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
             std::mem::replace(&mut *last, reason) == reason
         };
+        // The outage a failed query reported already (`answered`): the same bypass.
+        let same_outage = !self.answering.load(Ordering::Relaxed)
+            && *self.failing.lock().unwrap_or_else(PoisonError::into_inner) == reason;
         let filter = &self.filter;
-        if !newly {
+        if reason == "claim_lost" {
+            if newly {
+                metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
+            }
+            if !repeated {
+                tracing::error!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed for good: {why}");
+            }
+            return;
+        }
+        if !newly || same_outage {
             if !repeated {
                 tracing::info!(target: "bloom", filter = %filter, trusted = false, reason, "the filter stays bypassed: {why}");
             }
@@ -464,9 +493,6 @@ impl Telemetry {
         }
         metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
         match reason {
-            "claim_lost" => {
-                tracing::error!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed for good: {why}");
-            }
             // Every start without a snapshot, and a new shared filter's grace period: expected.
             "no_snapshot" | "not_bound" => {
                 tracing::info!(target: "bloom", filter = %filter, trusted = false, reason, "the filter is bypassed, every query asks the store: {why}");
@@ -500,6 +526,7 @@ impl Telemetry {
             return;
         }
         let (reason, why) = why();
+        *self.failing.lock().unwrap_or_else(PoisonError::into_inner) = reason;
         metrics::counter!(names::BYPASSES, self.with("reason", reason)).increment(1);
         tracing::warn!(target: "bloom", filter = %filter, trusted = false, reason, "the filter's server failed a query, which went to the store, as every query does until it answers again: {why}");
     }
@@ -542,7 +569,7 @@ impl Telemetry {
         self.sync_trust();
         let filter = &self.filter;
         match (was, behind) {
-            (_, Some(head)) => {
+            (_, Some(head)) if self.mode_trusted.load(Ordering::Relaxed) => {
                 metrics::counter!(names::BYPASSES, self.with("reason", "claim_behind"))
                     .increment(1);
                 tracing::warn!(
@@ -553,6 +580,9 @@ impl Telemetry {
                     head = head.get(),
                     "the store's claim does not hold (the store went past the filter to generation {head} by writes that did not pass through the wrapper): every query asks the store until a save or a rebuild takes them in",
                 );
+            }
+            (_, Some(head)) => {
+                tracing::info!(target: "bloom", filter = %filter, trusted = false, reason = "claim_behind", head = head.get(), "the store went past the bypassed filter by writes that did not pass through the wrapper");
             }
             (CLAIM_BEHIND, None) => {
                 let trusted = self.mode_trusted.load(Ordering::Relaxed);
@@ -596,11 +626,15 @@ impl Telemetry {
         self.mode_trusted.store(standing.trusted, Ordering::Relaxed);
         self.sync_trust();
         let (g, labels) = (&self.gauges, self.labels.as_slice());
-        g.fill_ratio.set(standing.fill_ratio);
-        g.estimated_items.set(standing.estimated_items);
-        g.predicted.set(standing.predicted_false_positive_rate);
-        if let Some(observed) = standing.observed_false_positive_rate {
-            g.observed.set(labels, observed);
+        g.fill_ratio.set(labels, standing.fill_ratio);
+        g.estimated_items.set(labels, standing.estimated_items);
+        g.predicted
+            .set(labels, standing.predicted_false_positive_rate);
+        match standing.observed_false_positive_rate {
+            Some(observed) => g.observed.set(labels, observed),
+            // Nothing measured on this filter yet (a rebuild starts afresh): NaN rather than
+            // the last filter's rate, once the gauge exists.
+            None => g.observed.clear(),
         }
         let Some(plan) = standing.plan else {
             return;

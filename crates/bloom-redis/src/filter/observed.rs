@@ -33,7 +33,8 @@ const GUARDED_OBSERVED: &str = "if redis.call('HGET', KEYS[1], 'creation') ~= AR
 
 impl RedisFilter {
     /// Adds `false_positives` of `absent_queries` (queries for keys the store did not have,
-    /// answered by this filter) to what every process measured on it.
+    /// answered by this filter; at least `false_positives`) to what every process measured
+    /// on it.
     ///
     /// # Errors
     /// A Redis error, or [`RedisFilterError::LostState`] when the filter was deleted or
@@ -45,6 +46,8 @@ impl RedisFilter {
     ) -> Result<(), RedisFilterError> {
         let key = self.meta_key();
         let creation = self.creation.hex();
+        // A total below its part would read as damage, and wipe every process's record.
+        let absent_queries = absent_queries.max(false_positives);
         let (fps, absent) = (false_positives.to_string(), absent_queries.to_string());
         self.guarded(&[
             b"EVAL",

@@ -5,7 +5,7 @@
 use bloom_core::{EncodedKey, Key};
 use bloom_store::{PrimaryStore, commit_absent, present_by_probe};
 
-use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all};
+use super::{Answering, SharedError, SharedFilteredStore, Unset, encode_all, reason_code};
 
 impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// Sets the keys' bits in the installed filter; returns the epoch they were set under.
@@ -115,23 +115,28 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         keys: &[EncodedKey<'_>],
         epoch: u64,
     ) -> Result<(), SharedError<S::Error>> {
-        let held = {
+        // Why the bits are not known to be held: the reason's code, and the reason.
+        let missing = {
             let state = self.read();
-            state.epoch == epoch
-                && state.filter.as_ref().is_some_and(|f| {
-                    f.contains_each(keys).is_ok_and(|answers| {
-                        answers.len() == keys.len() && !answers.contains(&false)
-                    })
-                })
+            match state.filter.as_ref().filter(|_| state.epoch == epoch) {
+                None => Some(("lost", "the shared filter was replaced".to_owned())),
+                Some(f) => match f.contains_each(keys) {
+                    Ok(answers) if answers.len() == keys.len() && !answers.contains(&false) => {
+                        None
+                    }
+                    Ok(_) => Some((
+                        "lost",
+                        "the shared filter lost a committed key's bits (lost, recreated or replaced)"
+                            .to_owned(),
+                    )),
+                    Err(e) => Some((reason_code(&e), e.to_string())),
+                },
+            }
         };
-        if held {
+        let Some((code, why)) = missing else {
             return Ok(());
-        }
-        self.distrust(
-            epoch,
-            &"the shared filter lost a committed key's bits (lost, recreated or replaced)",
-            "lost",
-        );
+        };
+        self.distrust(epoch, &why, code);
         // After a commit, correctness before latency: wait for an attach another thread is
         // running (it may be repairing the filter from a head read before this commit), then
         // set the bits in what is installed. Whatever fails from here on, the key is

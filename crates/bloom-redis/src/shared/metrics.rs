@@ -7,7 +7,7 @@ use bloom_core::ObservedRate;
 use bloom_store::telemetry::{PlanStanding, Standing, Telemetry};
 use bloom_store::{LookupCounts, LookupTally, PrimaryStore};
 
-use super::SharedFilteredStore;
+use super::{SharedFilteredStore, reason_code};
 use crate::error::RedisFilterError;
 use crate::filter::{Info, RedisFilter};
 
@@ -45,13 +45,14 @@ impl Counters {
     }
 
     /// A filter was installed: measurements start afresh when it is another filter than
-    /// the one measured so far (what was measured described other bits).
-    pub(super) fn installed(&self, filter: Option<&RedisFilter>) {
+    /// the one measured so far (what was measured described other bits), or after a
+    /// rebuild (`rebuilt`: new bits in the same filter).
+    pub(super) fn installed(&self, filter: Option<&RedisFilter>, rebuilt: bool) {
         let Some(creation) = filter.map(|f| f.creation.hex()) else {
             return;
         };
         let mut measured = self.measured();
-        if measured.creation.as_deref() != Some(creation.as_str()) {
+        if rebuilt || measured.creation.as_deref() != Some(creation.as_str()) {
             let now = self.lookups.tally();
             *measured = Measured {
                 creation: Some(creation),
@@ -161,23 +162,36 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// ([`Info::observed`]).
     pub fn metrics(&self) -> SharedMetrics {
         let c = &self.counters;
+        // The store's claim, as a lookup would find it (a change is told to the telemetry).
+        self.claim_holds();
         let lookups = c.lookups.tally();
         let observed = c.observed(&lookups);
-        let (filter, trusted) = {
-            let state = self.read();
-            if let Some(filter) = &state.filter {
-                c.record(filter, lookups);
+        // Under the state's lock until the gauges are set, so that no verdict made meanwhile
+        // is overwritten by this one's view of the mode.
+        let state = self.read();
+        if let Some(filter) = &state.filter {
+            c.record(filter, lookups);
+        }
+        let filter = match &state.filter {
+            Some(filter) => {
+                let info = filter.info();
+                // Whether Redis answers, as a query would find it: a scrape with no queries
+                // still sees an outage, and its end.
+                match &info {
+                    Err(e) if !(e.is_lost_state() || e.is_unverified()) => c
+                        .telemetry
+                        .answered(false, || (reason_code(e), e.to_string())),
+                    Err(_) => {}
+                    Ok(_) => c.telemetry.answered(true, || ("", String::new())),
+                }
+                info
             }
-            let filter = match &state.filter {
-                Some(filter) => filter.info(),
-                // Why no filter is attached (Redis unreachable, the filter lost or absent),
-                // as `SharedError::NoFilter` says it.
-                None => Err(RedisFilterError::Unavailable(format!(
-                    "no shared filter is attached: {}",
-                    state.unusable
-                ))),
-            };
-            (filter, state.trusted)
+            // Why no filter is attached (Redis unreachable, the filter lost or absent),
+            // as `SharedError::NoFilter` says it.
+            None => Err(RedisFilterError::Unavailable(format!(
+                "no shared filter is attached: {}",
+                state.unusable
+            ))),
         };
         let metrics = SharedMetrics {
             queries: lookups.queries,
@@ -187,12 +201,13 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             inserts: c.telemetry.inserts.get(),
             observed,
             observed_false_positive_rate: observed.rate(),
-            trusted,
+            trusted: state.trusted,
             filter,
         };
         if let Some(standing) = metrics.standing() {
             c.telemetry.standing(&standing);
         }
+        drop(state);
         metrics
     }
 }

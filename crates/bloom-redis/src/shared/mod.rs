@@ -283,15 +283,16 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
     /// store's keys and the filter's must agree), and the default grace period of
     /// [`SharedFilteredStore::open_with_grace`] (10 s).
     ///
-    /// Its events and metrics go to the `tracing` subscriber and the `metrics` recorder
-    /// installed when it opens, labelled with `name`: install the recorder first (see
-    /// `bloom_store::telemetry`).
+    /// Its events go to the `tracing` subscriber current where each call runs, and its
+    /// metrics to the `metrics` recorder installed when it opens, labelled with `name`:
+    /// install the recorder first (see `bloom_store::telemetry`).
     ///
     /// The store is claimed first, shared ([`PrimaryStore::claim_wrapper`] with
     /// [`ClaimKind::Shared`]): any number of shared wrappers open together, and none beside a
     /// `FilteredStore`, whose own filter would answer "absent" for their keys.
     ///
     /// # Errors
+    /// [`SharedError::Name`] for a name Redis filters cannot have (before anything else),
     /// [`SharedError::Store`], [`SharedError::InUse`] or [`SharedError::EncodingMismatch`].
     /// Redis being unreachable or the filter being lost is not an error: the wrapper opens
     /// bypassed.
@@ -527,7 +528,7 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
                 let how = format!(
                     "the shared filter was rebuilt from the store and is trusted at generation {generation}"
                 );
-                self.install(Some(filter), Verdict::Trusted(how));
+                self.install(Some(filter), Verdict::Rebuilt(how));
                 Ok(report)
             }
             Err(CatchUp::Store(e)) => Err(SharedError::Store(e)),

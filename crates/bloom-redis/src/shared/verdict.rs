@@ -13,13 +13,15 @@ use super::SharedFilteredStore;
 pub(super) enum Verdict {
     /// Trusted: how.
     Trusted(String),
+    /// Rebuilt from the store, and trusted: how. Its measurements start afresh.
+    Rebuilt(String),
     /// Not trusted: the reason's code (the `reason` label of `bloom_bypasses_total`), and
     /// why.
     Bypassed(&'static str, String),
 }
 
 /// The reason code of a filter that failed with `e`: `not_found`, `unverified`, `lost`,
-/// `unreachable` (no connection, a timeout), `refused` (an error reply: a permission, the
+/// `unreachable` (no connection, a timeout, a connection that ended), `refused` (an error reply: a permission, the
 /// server's memory, a module missing) or `incompatible` (metadata this build cannot use).
 pub(super) fn reason_code(e: &RedisFilterError) -> &'static str {
     use RedisFilterError as E;
@@ -30,9 +32,13 @@ pub(super) fn reason_code(e: &RedisFilterError) -> &'static str {
         E::Redis(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
             "unreachable"
         }
-        E::Timeout { .. } | E::Unavailable(_) | E::NodeChanged | E::NotAcknowledged { .. } => {
-            "unreachable"
-        }
+        // Protocol: a connection that ended, a pipeline lost with it, a cluster's map that
+        // could not be read.
+        E::Timeout { .. }
+        | E::Unavailable(_)
+        | E::NodeChanged
+        | E::NotAcknowledged { .. }
+        | E::Protocol(_) => "unreachable",
         E::Redis(_) | E::Server { .. } | E::ModuleMissing | E::NotDurable { .. } => "refused",
         _ => "incompatible",
     }
@@ -49,7 +55,8 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
         if let Some(filter) = &filter {
             state.seen = Some(filter.seen());
         }
-        self.counters.installed(filter.as_ref());
+        self.counters
+            .installed(filter.as_ref(), matches!(verdict, Verdict::Rebuilt(_)));
         let installed = filter.is_some();
         state.filter = filter;
         state.unusable = match &verdict {
@@ -57,11 +64,11 @@ impl<S: PrimaryStore> SharedFilteredStore<S> {
             _ => String::new(),
         };
         state.epoch += 1;
-        let trusted = matches!(verdict, Verdict::Trusted(_));
+        let trusted = matches!(verdict, Verdict::Trusted(_) | Verdict::Rebuilt(_));
         let newly = std::mem::replace(&mut state.trusted, trusted) || first;
         let telemetry = &self.counters.telemetry;
         match verdict {
-            Verdict::Trusted(how) => telemetry.trusted(&how),
+            Verdict::Trusted(how) | Verdict::Rebuilt(how) => telemetry.trusted(&how),
             Verdict::Bypassed(code, why) => telemetry.bypassed(code, &why, newly),
         }
     }

@@ -187,9 +187,9 @@ impl<S: PrimaryStore> FilteredStore<S> {
     /// The snapshot path may be a symbolic link; anything that is not a regular file (a
     /// named pipe, a directory, a device) is refused without being read.
     ///
-    /// Its events and metrics go to the `tracing` subscriber and the `metrics` recorder
-    /// installed when it opens, labelled with [`FilterOptions::name`]: install the recorder
-    /// first (see [`crate::telemetry`]).
+    /// Its events go to the `tracing` subscriber current where each call runs, and its
+    /// metrics to the `metrics` recorder installed when it opens, labelled with
+    /// [`FilterOptions::name`]: install the recorder first (see [`crate::telemetry`]).
     ///
     /// One wrapper per store: the store is claimed first ([`PrimaryStore::claim_wrapper`];
     /// for [`SqliteStore`](crate::SqliteStore) a lock beside the database file), and a

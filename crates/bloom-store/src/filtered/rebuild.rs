@@ -41,7 +41,11 @@ impl<S: PrimaryStore> FilteredStore<S> {
                 .entered();
         let report = self.rebuild_filter();
         match &report {
-            Ok(report) => telemetry.rebuilt(report),
+            Ok(report) => {
+                telemetry.rebuilt(report);
+                // The gauges of the new filter's standing (the drift flag cleared), now.
+                self.metrics();
+            }
             Err(e) => telemetry.rebuild_failed(e),
         }
         report
