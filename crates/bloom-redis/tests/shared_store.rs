@@ -68,6 +68,18 @@ fn no_committed_key_is_reported_absent_through_redis_faults() {
         committed.push(key);
     }
     assert_committed_present(&[&a, &b], &committed);
+    // B's writes changed the database under A: A's claim answers once its watcher has looked
+    // at them (on a busy machine, a while). Wait for that verdict; the deadline only bounds a
+    // hang.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while a.claim_status() != bloom_store::ClaimStatus::Held {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            a.claim_status()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let avoided_before = a.lookups_avoided();
     for i in 0..1000 {
         assert_ne!(a.contains(&format!("never-{i}")).unwrap(), Lookup::Present);
