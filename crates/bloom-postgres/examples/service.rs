@@ -460,19 +460,9 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use bloom_store::telemetry::names;
+    use bloom_testing::telemetry::Scrape;
 
     use super::*;
-
-    /// The value of the series `series` (its name and labels, as Prometheus writes them).
-    fn value(scrape: &str, series: &str) -> f64 {
-        scrape
-            .lines()
-            .find_map(|line| {
-                let (key, value) = line.rsplit_once(' ')?;
-                (key == series).then(|| value.parse().ok()).flatten()
-            })
-            .unwrap_or_else(|| panic!("no {series} in the scrape:\n{scrape}"))
-    }
 
     #[test]
     fn a_scrape_after_the_workload_shows_the_documented_metrics_and_its_counts() {
@@ -483,8 +473,8 @@ mod tests {
             distinct: 200,
         };
         let report = run(load, false).unwrap();
-        let scrape = &report.scrape;
-        let of = |name: &str| value(scrape, &format!("{name}{{filter=\"{FILTER}\"}}"));
+        let scrape = Scrape(report.scrape.clone());
+        let of = |name: &str| scrape.of(FILTER, name);
         let gets = (load.connections * load.gets_per_connection) as f64;
         assert_eq!(report.not_seen as f64, gets);
         // Queries: the load's lookups of records never posted, then one per committed record.
@@ -521,17 +511,17 @@ mod tests {
             "{remaining}"
         );
         // Latencies: every Redis round trip and PostgreSQL statement is timed.
-        let count = |series: &str| value(scrape, series);
-        assert!(count(&format!("{}_count", names::REDIS_ROUND_TRIP_SECONDS)) > 0.0);
-        assert!(
-            count(&format!(
-                "{}_count{{operation=\"append\"}}",
-                names::POSTGRES_QUERY_SECONDS
-            )) > 0.0
-        );
-        assert!(count(&format!("{}_count", names::POSTGRES_POOL_WAIT_SECONDS)) > 0.0);
+        let count = |name: &str, labels: &[(&str, &str)]| {
+            let series = format!("{name}_count");
+            scrape
+                .value(&series, labels)
+                .unwrap_or_else(|| panic!("no {series} in the scrape:\n{}", scrape.0))
+        };
+        assert!(count(names::REDIS_ROUND_TRIP_SECONDS, &[]) > 0.0);
+        assert!(count(names::POSTGRES_QUERY_SECONDS, &[("operation", "append")]) > 0.0);
+        assert!(count(names::POSTGRES_POOL_WAIT_SECONDS, &[]) > 0.0);
         // Every series is one bloom documents.
-        for line in scrape.lines().filter(|l| l.starts_with("bloom_")) {
+        for line in scrape.0.lines().filter(|l| l.starts_with("bloom_")) {
             let name = line.split(['{', ' ']).next().unwrap_or(line);
             let known = bloom_store::telemetry::METRICS.iter().any(|m| {
                 name == m.name

@@ -17,20 +17,29 @@ fn config() -> FilterConfig {
     FilterConfig::new(params).with_plan(Plan::new(20_000, 0.01))
 }
 
+/// A wrapper named `name` over the SQLite store at `db`, with a short grace period.
+fn open(
+    db: &std::path::Path,
+    server: &RedisServer,
+    name: &str,
+) -> (SharedFilteredStore<SqliteStore>, SharedOpen) {
+    SharedFilteredStore::open_with_grace(
+        SqliteStore::open(db).unwrap(),
+        server.target(),
+        name,
+        KeyEncoding::Nfc,
+        Duration::from_millis(50),
+    )
+    .unwrap()
+}
+
 #[test]
 fn trust_decisions_about_a_shared_filter_are_events_and_metrics() {
     let mut server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("records.sqlite");
     let (counts, scrape, events) = observed(|| {
-        let (w, outcome) = SharedFilteredStore::open_with_grace(
-            SqliteStore::open(&db).unwrap(),
-            server.target(),
-            "records",
-            KeyEncoding::Nfc,
-            Duration::from_millis(50),
-        )
-        .unwrap();
+        let (w, outcome) = open(&db, &server, "records");
         let w = w.with_reattach_every(Duration::ZERO);
         // No filter in Redis yet.
         assert!(matches!(outcome, SharedOpen::Bypassed(_)), "{outcome:?}");
@@ -176,14 +185,7 @@ fn a_scrape_alone_sees_redis_go() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("records.sqlite");
     let (down, scrape_down, events) = observed(|| {
-        let (w, _) = SharedFilteredStore::open_with_grace(
-            SqliteStore::open(&db).unwrap(),
-            server.target(),
-            "scraped",
-            KeyEncoding::Nfc,
-            Duration::from_millis(50),
-        )
-        .unwrap();
+        let (w, _) = open(&db, &server, "scraped");
         w.rebuild(config()).unwrap();
         assert!(w.metrics().filter.is_ok());
         // No query: the scrape alone finds Redis gone.

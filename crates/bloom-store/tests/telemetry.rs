@@ -150,14 +150,21 @@ fn a_scrape_after_a_known_workload_shows_every_count_and_the_filters_standing() 
     );
 }
 
+/// A wrapper named `name`, planned for 2,000 keys at 1 %, holding `inserted` keys, after 2,000
+/// queries for keys it never held.
+fn filled(name: &str, inserted: u32) -> FilteredStore<MemoryStore> {
+    let options = FilterOptions::new(2_000, 0.01).with_name(name);
+    let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
+    w.insert_all(keys("key", inserted)).unwrap();
+    w.contains_each(keys("absent", 2_000)).unwrap();
+    w
+}
+
 #[test]
 fn drift_is_flagged_in_the_gauge_logged_once_as_it_starts_and_cleared_by_a_rebuild() {
     let ((), scrape, events) = observed(|| {
-        let options = FilterOptions::new(2_000, 0.01).with_name("drifting");
-        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
         // Ten times its plan.
-        w.insert_all(keys("key", 20_000)).unwrap();
-        w.contains_each(keys("absent", 2_000)).unwrap();
+        let w = filled("drifting", 20_000);
         for _ in 0..3 {
             assert!(w.metrics().observed_over_target);
         }
@@ -177,10 +184,7 @@ fn drift_is_flagged_in_the_gauge_logged_once_as_it_starts_and_cleared_by_a_rebui
 
     // The remedy: a rebuild grows the filter, and its measurements start afresh.
     let ((), scrape, _) = observed(|| {
-        let options = FilterOptions::new(2_000, 0.01).with_name("rebuilt");
-        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
-        w.insert_all(keys("key", 20_000)).unwrap();
-        w.contains_each(keys("absent", 2_000)).unwrap();
+        let w = filled("rebuilt", 20_000);
         assert!(w.metrics().observed_over_target);
         w.rebuild().unwrap();
         let m = w.metrics();
@@ -204,10 +208,7 @@ fn drift_is_flagged_in_the_gauge_logged_once_as_it_starts_and_cleared_by_a_rebui
 #[test]
 fn a_filter_at_its_plan_raises_no_drift() {
     let ((), scrape, events) = observed(|| {
-        let options = FilterOptions::new(2_000, 0.01).with_name("at-plan");
-        let (w, _) = FilteredStore::open_and_recover(MemoryStore::new(), options).unwrap();
-        w.insert_all(keys("key", 2_000)).unwrap();
-        w.contains_each(keys("absent", 2_000)).unwrap();
+        let w = filled("at-plan", 2_000);
         assert!(!w.metrics().observed_over_target);
     });
     assert_eq!(scrape.of("at-plan", names::OBSERVED_OVER_TARGET), 0.0);

@@ -75,12 +75,11 @@ impl Counters {
         if measured.creation.as_deref() != Some(filter.creation.hex().as_str()) {
             return;
         }
-        let delta = now.since(&measured.recorded);
-        let (false_positives, avoided) = (delta.false_positives, delta.lookups_avoided);
-        if false_positives + avoided == 0 {
+        let delta = now.since(&measured.recorded).observed();
+        if delta.absent == 0 {
             return;
         }
-        match filter.record_observed(false_positives, false_positives + avoided) {
+        match filter.record_observed(delta.false_positives, delta.absent) {
             Ok(()) => measured.recorded = now,
             Err(e) => tracing::debug!(
                 target: "bloom",

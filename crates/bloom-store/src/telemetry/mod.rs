@@ -132,13 +132,6 @@ impl LazyGauge {
 /// would share every series.
 static OPEN_NAMES: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 
-impl Default for Telemetry {
-    /// Telemetry for a filter named `default`.
-    fn default() -> Self {
-        Self::new("default")
-    }
-}
-
 impl Drop for Telemetry {
     fn drop(&mut self) {
         let mut open = OPEN_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
@@ -173,7 +166,6 @@ impl Telemetry {
             }
         }
         let labels = vec![Label::new("filter", filter.to_owned())];
-        let gauge = |name: &'static str| metrics::gauge!(name, labels.clone());
         let gauges = StandingGauges {
             fill_ratio: LazyGauge::new(names::FILL_RATIO),
             estimated_items: LazyGauge::new(names::ESTIMATED_ITEMS),
@@ -190,7 +182,7 @@ impl Telemetry {
             inserts: Count::registered(names::INSERTS, &labels),
             removals: Count::registered(names::REMOVALS, &labels),
             catch_up_keys: metrics::counter!(names::CATCH_UP_KEYS, labels.clone()),
-            trusted: gauge(names::TRUSTED),
+            trusted: metrics::gauge!(names::TRUSTED, labels.clone()),
             gauges,
             mode_trusted: AtomicBool::new(false),
             claim: AtomicU8::new(CLAIM_HELD),
