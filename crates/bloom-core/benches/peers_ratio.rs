@@ -155,6 +155,27 @@ fn main() {
                         .for_each(|k| _ = black_box(fast.contains(k.as_str())))
                 },
             );
+            // A copy answers one at a time: the pair's second run would find the first's
+            // lines in cache.
+            let single = default.clone();
+            paired(
+                &format!("{op}: default batched / default one at a time"),
+                keys,
+                rounds,
+                |b| {
+                    _ = black_box(
+                        default
+                            .contains_each(b.iter().map(String::as_str))
+                            .filter(|&m| m)
+                            .count(),
+                    )
+                },
+                |b| {
+                    b.iter()
+                        .for_each(|k| _ = black_box(single.contains(k.as_str())))
+                },
+            );
+            drop(single);
             if n >= 10_000_000 {
                 paired(
                     &format!("{op}: default batched / sbbf-rs-safe one at a time"),
@@ -175,6 +196,18 @@ fn main() {
                 );
             }
         }
+        let mut single = default.clone();
+        paired(
+            "insert: default batched / default one at a time",
+            &present,
+            rounds,
+            |b| _ = black_box(default.insert_all(b.iter().map(String::as_str))),
+            |b| {
+                b.iter()
+                    .for_each(|k| _ = black_box(single.insert(k.as_str())))
+            },
+        );
+        drop(single);
         if n >= 10_000_000 {
             paired(
                 "insert: default batched / sbbf-rs-safe one at a time",

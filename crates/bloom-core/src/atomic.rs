@@ -11,6 +11,7 @@ use crate::encoding::EncodedKey;
 use crate::encoding::UnicodeTables;
 use crate::estimate;
 use crate::filter::Filter;
+use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
@@ -64,11 +65,17 @@ impl AtomicBloomFilter {
         }
     }
 
+    /// Many-key calls have no kernel: atomic words are probed and set by the general code.
+    fn batch_kernel(&self) -> Option<Kernel> {
+        None
+    }
+
     fn hashing(&self) -> KeyHashing<'_> {
         KeyHashing {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
+            kernel: None,
         }
     }
 
@@ -82,19 +89,20 @@ impl AtomicBloomFilter {
     /// set any bit. A byte key is answered with a `Result`, as in [`BloomFilter::insert`].
     #[inline]
     pub fn insert<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-        K::answer(
-            key::prepare(key, self.config.encoding(), self.foreign_tables).map(
-                |(encoded, sensitive)| {
-                    self.note_table_sensitive(sensitive);
-                    let changed =
-                        (&*self.words).insert_key(&self.hasher, self.hasher.hash(&encoded));
-                    if changed {
-                        self.count_items(1);
-                    }
-                    changed
-                },
-            ),
-        )
+        K::answer(key::with_bytes(
+            key,
+            self.config.encoding(),
+            self.foreign_tables,
+            |encoded, sensitive| {
+                self.note_table_sensitive(sensitive);
+                let hash = self.hasher.hash(&EncodedKey::from_encoded(encoded));
+                let changed = (&*self.words).insert_key(&self.hasher, hash);
+                if changed {
+                    self.count_items(1);
+                }
+                changed
+            },
+        ))
     }
 
     // Each position of a batch is set with one locked write, without a probe first: the
@@ -110,8 +118,9 @@ impl AtomicBloomFilter {
 
     /// The one-key probe of `contains`.
     #[inline]
-    fn probe_key(&self, encoded: &EncodedKey<'_>) -> bool {
-        BitsRef::Atomic(&self.words).contains(&self.hasher, self.hasher.hash(encoded))
+    fn probe_key(&self, encoded: &[u8]) -> bool {
+        let hash = self.hasher.hash(&EncodedKey::from_encoded(encoded));
+        BitsRef::Atomic(&self.words).contains(&self.hasher, hash)
     }
 
     /// A copy of the bits as a [`BloomFilter`], taken word by word while inserts may continue.

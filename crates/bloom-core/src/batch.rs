@@ -15,7 +15,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
-use crate::encoding::KeyEncoding;
+use crate::encoding::{EncodedKey, KeyEncoding};
+use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::position::{Block, KeyHash, PositionHasher, Split, split};
 
@@ -40,6 +41,8 @@ pub(crate) struct KeyHashing<'a> {
     pub(crate) hasher: &'a PositionHasher,
     pub(crate) encoding: KeyEncoding,
     pub(crate) foreign_tables: bool,
+    /// A plain filter's kernel: its batches are probed and set by it, a batch per call.
+    pub(crate) kernel: Option<Kernel>,
 }
 
 /// The hashes of up to [`BATCH_KEYS`] keys, in key order, and which of them this build
@@ -56,8 +59,18 @@ impl KeyHashing<'_> {
     /// exactly.
     #[inline(always)]
     pub(crate) fn prepare<K: Key + ?Sized>(&self, key: &K) -> Result<(KeyHash, bool), K::Error> {
-        let (encoded, sensitive) = key::prepare(key, self.encoding, self.foreign_tables)?;
-        Ok((self.hasher.hash(&encoded), sensitive))
+        key::with_bytes(
+            key,
+            self.encoding,
+            self.foreign_tables,
+            |encoded, sensitive| {
+                let hash = match self.kernel {
+                    Some(kernel) => kernel.hash(self.hasher, encoded),
+                    None => self.hasher.hash(&EncodedKey::from_encoded(encoded)),
+                };
+                (hash, sensitive)
+            },
+        )
     }
 }
 
@@ -285,6 +298,11 @@ pub(crate) trait BitsMut {
     /// Sets every position of a hashed key; returns whether any of them was unset.
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool;
 
+    /// A plain filter's words, which a [`Kernel`] can set.
+    fn plain_mut(&mut self) -> Option<&mut [u64]> {
+        None
+    }
+
     /// Inserts a hashed key; returns whether any bit changed.
     ///
     /// The bits are probed first and written only when one is missing: the probes overlap,
@@ -326,6 +344,9 @@ pub(crate) trait BitsMut {
     ) -> Result<(), K::Error> {
         let hasher = hashing.hasher;
         let mut keys = keys;
+        if let (Some(kernel), Some(words)) = (hashing.kernel, self.plain_mut()) {
+            return insert_compiled(words, kernel, hashing, keys, inserted);
+        }
         if fits_in_cache(self.bits().len()) {
             for key in keys {
                 let (hash, sensitive) = hashing.prepare(&key)?;
@@ -364,9 +385,53 @@ pub(crate) trait BitsMut {
     }
 }
 
+/// [`BitsMut::insert_each`] of a plain filter with a kernel: in cache, one key at a time as
+/// `insert` does; otherwise a batch of keys hashed, their lines touched, then set by the
+/// kernel in one call. A single owner sets and notes what was clear in one pass, so nothing is probed
+/// first.
+fn insert_compiled<K: Key>(
+    words: &mut [u64],
+    kernel: Kernel,
+    hashing: KeyHashing<'_>,
+    mut keys: impl Iterator<Item = K>,
+    inserted: &mut Inserted,
+) -> Result<(), K::Error> {
+    if fits_in_cache(words.len()) {
+        // One key at a time, as `insert` does.
+        for key in keys {
+            let (changed, sensitive) = key::with_bytes(
+                &key,
+                hashing.encoding,
+                hashing.foreign_tables,
+                |encoded, sensitive| (kernel.insert(hashing.hasher, words, encoded), sensitive),
+            )?;
+            inserted.table_sensitive |= sensitive;
+            inserted.changed += u64::from(changed);
+        }
+        return Ok(());
+    }
+    let mut batch = HashBatch::default();
+    loop {
+        let (taken, refused) = batch.fill(hashing, &mut keys);
+        if taken == 0 && refused.is_none() {
+            return Ok(());
+        }
+        inserted.table_sensitive |= batch.table_sensitive().contains(&true);
+        BitsRef::Plain(words).touch(hashing.hasher, batch.hashes());
+        inserted.changed += kernel.insert_hashes(hashing.hasher, words, batch.hashes());
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+    }
+}
+
 impl BitsMut for [u64] {
     fn bits(&self) -> BitsRef<'_> {
         BitsRef::Plain(self)
+    }
+
+    fn plain_mut(&mut self) -> Option<&mut [u64]> {
+        Some(self)
     }
 
     /// A single owner's words are written without a lock: setting the bits and noting which
@@ -469,6 +534,8 @@ where
     refused: Option<<I::Item as Key>::Error>,
     /// The bits fit in cache: one key at a time, nothing buffered.
     direct: bool,
+    /// The bits are larger than the caches: each batch's lines are touched first.
+    touch: bool,
 }
 
 impl<'a, I: Iterator> ContainsEach<'a, I>
@@ -476,8 +543,10 @@ where
     I::Item: Key,
 {
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
+        let cached = fits_in_cache(bits.len());
         Self {
-            direct: fits_in_cache(bits.len()),
+            direct: cached,
+            touch: !cached,
             bits,
             hashing,
             keys,
@@ -504,6 +573,7 @@ where
             next: self.next,
             refused: self.refused.clone(),
             direct: self.direct,
+            touch: self.touch,
         }
     }
 }
@@ -522,6 +592,34 @@ where
     }
 }
 
+impl<I: Iterator> ContainsEach<'_, I>
+where
+    I::Item: Key,
+{
+    /// Answers the keys of the batch just filled: their lines touched first when the bits
+    /// are larger than the caches, then probed, by the kernel in one call when there is one.
+    fn answer_batch(&mut self) {
+        let (hasher, hashes) = (self.hashing.hasher, self.batch.hashes());
+        if self.touch {
+            self.bits.touch(hasher, hashes);
+        }
+        let answers = self.answers.get_mut(..hashes.len()).unwrap_or_default();
+        match (self.bits, self.hashing.kernel) {
+            (BitsRef::Plain(words), Some(kernel)) => {
+                kernel.contains_hashes(hasher, words, hashes, answers);
+            }
+            (bits, _) => {
+                for (answer, &hash) in answers.iter_mut().zip(hashes) {
+                    *answer = bits.contains(hasher, hash);
+                }
+            }
+        }
+        for (answer, &sensitive) in answers.iter_mut().zip(self.batch.table_sensitive()) {
+            *answer |= sensitive;
+        }
+    }
+}
+
 impl<I: Iterator> Iterator for ContainsEach<'_, I>
 where
     I::Item: Key,
@@ -533,10 +631,22 @@ where
         type Of<I> = <I as Iterator>::Item;
         if self.direct {
             let key = self.keys.next()?;
-            let answer = self.hashing.prepare(&key).map(|(hash, sensitive)| {
-                self.bits.contains(self.hashing.hasher, hash) || sensitive
+            let KeyHashing {
+                hasher,
+                encoding,
+                foreign_tables,
+                kernel,
+            } = self.hashing;
+            return Some(match (self.bits, kernel) {
+                (BitsRef::Plain(words), Some(kernel)) => {
+                    key::probe(&key, encoding, foreign_tables, |encoded| {
+                        kernel.contains(hasher, words, encoded)
+                    })
+                }
+                (bits, _) => key::probe(&key, encoding, foreign_tables, |encoded| {
+                    bits.contains(hasher, hasher.hash(&EncodedKey::from_encoded(encoded)))
+                }),
             });
-            return Some(<Of<I> as Key>::answer(answer));
         }
         if self.next == self.batch.hashes().len() {
             if let Some(refused) = self.refused.take() {
@@ -548,15 +658,7 @@ where
                 return refused.map(|refused| <Of<I> as Key>::answer(Err(refused)));
             }
             self.refused = refused;
-            self.bits.touch(self.hashing.hasher, self.batch.hashes());
-            for ((answer, &hash), &sensitive) in self
-                .answers
-                .iter_mut()
-                .zip(self.batch.hashes())
-                .zip(self.batch.table_sensitive())
-            {
-                *answer = self.bits.contains(self.hashing.hasher, hash) || sensitive;
-            }
+            self.answer_batch();
         }
         let answer = self
             .answers

@@ -313,24 +313,21 @@ impl KeyEncoding {
 pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
+    let pair = |w: &[u8; 16]| u128::from_le_bytes(*w);
+    // The usual key length first: two overlapping 16-byte words cover 16 to 32 bytes.
+    if let (16..=32, Some(first), Some(last)) = (
+        bytes.len(),
+        bytes.first_chunk::<16>(),
+        bytes.last_chunk::<16>(),
+    ) {
+        return (pair(first) | pair(last)) & (u128::from(HIGH) * ((1 << 64) + 1)) == 0;
+    }
     let (Some(first), Some(last)) = (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) else {
         // Shorter than a word: byte by byte.
         return bytes.iter().fold(0u8, |acc, b| acc | b) < 0x80;
     };
-    // Straight-line code for keys up to 32 bytes: overlapping words cover every byte.
     let high = match bytes.len() {
-        ..=16 => word(first) | word(last),
-        17..=32 => {
-            let (Some(head), Some(tail)) = (bytes.first_chunk::<16>(), bytes.last_chunk::<16>())
-            else {
-                return false;
-            };
-            let (a, b) = head.split_at(8);
-            let (c, d) = tail.split_at(8);
-            [a, b, c, d].iter().fold(0, |acc, w| {
-                acc | u64::from_le_bytes((*w).try_into().unwrap_or([0x80; 8]))
-            })
-        }
+        ..16 => word(first) | word(last),
         _ => {
             let (words, _) = bytes.as_chunks::<8>();
             words.iter().fold(word(last), |acc, w| acc | word(w))

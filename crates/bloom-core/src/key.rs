@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 
-use crate::encoding::{EncodedKey, KeyEncoding, KeyError};
+use crate::encoding::{self, EncodedKey, KeyEncoding, KeyError};
 
 mod sealed {
     pub trait Sealed {}
@@ -53,6 +53,11 @@ pub trait Key: sealed::Sealed {
     /// type `T`: `T` itself when the key cannot be refused, `Result<T, KeyError>` when it
     /// can.
     type Answer<T>;
+
+    /// The key's bytes as given, and their form: what lets a filter hash a key its encoding
+    /// keeps as it is without encoding it (`as_is`).
+    #[doc(hidden)]
+    fn raw(&self) -> (&[u8], KeyForm);
 
     /// The key as the filter hashes it.
     #[doc(hidden)]
@@ -106,6 +111,10 @@ macro_rules! text_key {
             type Error = Infallible;
             type Answer<T> = T;
             #[inline(always)]
+            fn raw(&self) -> (&[u8], KeyForm) {
+                (self.as_bytes(), KeyForm::Text)
+            }
+            #[inline(always)]
             fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, Infallible> {
                 Ok(encoding.encode_str(self))
             }
@@ -135,6 +144,10 @@ macro_rules! byte_key {
             type Error = KeyError;
             type Answer<T> = Result<T, KeyError>;
             #[inline(always)]
+            fn raw(&self) -> (&[u8], KeyForm) {
+                (&self[..], KeyForm::Bytes)
+            }
+            #[inline(always)]
             fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, KeyError> {
                 encoding.encode_bytes(self)
             }
@@ -161,6 +174,10 @@ impl Key for EncodedKey<'_> {
     type Error = Infallible;
     type Answer<T> = T;
     #[inline(always)]
+    fn raw(&self) -> (&[u8], KeyForm) {
+        (self.as_bytes(), KeyForm::Encoded)
+    }
+    #[inline(always)]
     fn encode(&self, _: KeyEncoding) -> Result<EncodedKey<'_>, Infallible> {
         Ok(EncodedKey::from_encoded(self.as_bytes()))
     }
@@ -186,6 +203,10 @@ impl<K: Key + ?Sized> Key for &K {
     type Error = K::Error;
     type Answer<T> = K::Answer<T>;
     #[inline(always)]
+    fn raw(&self) -> (&[u8], KeyForm) {
+        (**self).raw()
+    }
+    #[inline(always)]
     fn encode(&self, encoding: KeyEncoding) -> Result<EncodedKey<'_>, K::Error> {
         (**self).encode(encoding)
     }
@@ -205,10 +226,77 @@ impl<K: Key + ?Sized> Key for &K {
     }
 }
 
+/// The form a key comes in ([`Key::raw`]): text, bytes, or already encoded.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyForm {
+    /// Text: valid UTF-8.
+    Text,
+    /// Bytes, which a text encoding must find to be UTF-8.
+    Bytes,
+    /// Already encoded: hashed as it is.
+    Encoded,
+}
+
 impl From<Infallible> for KeyError {
     fn from(never: Infallible) -> Self {
         match never {}
     }
+}
+
+/// The bytes a filter hashes for `key` when its encoding keeps them as they are, found
+/// without building the encoded key; `None` sends the key through [`Key::encode`], which
+/// gives the same bytes wherever both apply (`tests::as_is_bytes_are_the_encoded_bytes`).
+///
+/// Kept as they are: every text or byte key under `bytes`, and text under `utf-8`; ASCII
+/// text and bytes under `nfc` (ASCII is in NFC already) and ASCII bytes under `utf-8`
+/// (ASCII is valid UTF-8); already-encoded keys under every encoding. With foreign Unicode
+/// tables only keys found to be ASCII are, since the others are answered *maybe*. The
+/// ASCII test is the one a text key needs anyway (`encode_str`), so a key that fails it
+/// costs nothing more on the general path than before.
+#[inline(always)]
+pub(crate) fn as_is<K: Key + ?Sized>(
+    key: &K,
+    encoding: KeyEncoding,
+    foreign_tables: bool,
+) -> Option<&[u8]> {
+    let (bytes, form) = key.raw();
+    let check_ascii = match (form, encoding) {
+        (KeyForm::Encoded, _) if foreign_tables => return None,
+        (KeyForm::Encoded, _) => false,
+        (_, KeyEncoding::Bytes) | (KeyForm::Text, KeyEncoding::Utf8) => foreign_tables,
+        (_, KeyEncoding::Utf8 | KeyEncoding::Nfc) => true,
+        _ => return None,
+    };
+    (!check_ascii || encoding::is_ascii(bytes)).then_some(bytes)
+}
+
+/// Runs `f` on the bytes a filter hashes for `key` and whether a filter with foreign Unicode
+/// tables cannot answer for it exactly; the key's refusal otherwise. Keys the encoding keeps
+/// as they are ([`as_is`]) take a few instructions; the others are encoded out of line.
+#[inline(always)]
+pub(crate) fn with_bytes<K: Key + ?Sized, T>(
+    key: &K,
+    encoding: KeyEncoding,
+    foreign_tables: bool,
+    f: impl FnOnce(&[u8], bool) -> T,
+) -> Result<T, K::Error> {
+    match as_is(key, encoding, foreign_tables) {
+        Some(bytes) => Ok(f(bytes, false)),
+        None => with_encoded(key, encoding, foreign_tables, f),
+    }
+}
+
+/// [`with_bytes`] for a key that must be encoded.
+#[inline(never)]
+fn with_encoded<K: Key + ?Sized, T>(
+    key: &K,
+    encoding: KeyEncoding,
+    foreign_tables: bool,
+    f: impl FnOnce(&[u8], bool) -> T,
+) -> Result<T, K::Error> {
+    let (encoded, sensitive) = prepare(key, encoding, foreign_tables)?;
+    Ok(f(encoded.as_bytes(), sensitive))
 }
 
 /// A key encoded for a filter, with whether a filter with foreign Unicode tables cannot
@@ -223,17 +311,98 @@ pub(crate) fn prepare<K: Key + ?Sized>(
     Ok((encoded, foreign_tables && key.depends_on_tables()))
 }
 
-/// The answer of `contains` for `key`: `probe` of its encoded form, or *maybe* for a key a
-/// filter with foreign Unicode tables cannot answer for exactly.
+/// The answer of `contains` for `key`: `probe` of its encoded bytes, or *maybe* for a key
+/// a filter with foreign Unicode tables cannot answer for exactly.
 #[inline(always)]
 pub(crate) fn probe<K: Key + ?Sized>(
     key: &K,
     encoding: KeyEncoding,
     foreign_tables: bool,
-    probe: impl FnOnce(&EncodedKey<'_>) -> bool,
+    probe: impl Fn(&[u8]) -> bool,
 ) -> K::Answer<bool> {
-    K::answer(
-        prepare(key, encoding, foreign_tables)
-            .map(|(encoded, sensitive)| sensitive || probe(&encoded)),
-    )
+    match as_is(key, encoding, foreign_tables) {
+        Some(bytes) => K::answer(Ok(probe(bytes))),
+        None => K::answer(with_encoded(
+            key,
+            encoding,
+            foreign_tables,
+            |bytes, sensitive| sensitive || probe(bytes),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys in every form, ASCII or not, valid UTF-8 or not, of every length the ASCII test
+    /// branches on.
+    fn samples() -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"a".to_vec(),
+            "café".into(),
+            "Cafe\u{301}".into(),
+            " Key ".into(),
+            b"\xff\xfe".to_vec(),
+            "ﬁ".into(),
+        ];
+        for len in [7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64, 200] {
+            let ascii: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            for at in [0, len / 2, len - 1] {
+                let mut high = ascii.clone();
+                high[at] = 0xc3;
+                keys.push(high.clone());
+                if at + 1 < len {
+                    high[at + 1] = 0xa9;
+                    keys.push(high);
+                }
+            }
+            keys.push(ascii);
+        }
+        keys
+    }
+
+    #[test]
+    fn as_is_bytes_are_the_encoded_bytes() {
+        let encodings = [
+            KeyEncoding::Bytes,
+            KeyEncoding::Utf8,
+            KeyEncoding::Nfc,
+            KeyEncoding::NfcTrimLowercase,
+            KeyEncoding::Utf16Le,
+        ];
+        let mut taken = 0;
+        for bytes in samples() {
+            for encoding in encodings {
+                for foreign in [false, true] {
+                    let as_bytes = as_is(&bytes[..], encoding, foreign);
+                    let general = prepare(&bytes[..], encoding, foreign);
+                    if let Some(fast) = as_bytes {
+                        taken += 1;
+                        let (encoded, sensitive) = general.as_ref().expect("as-is keys encode");
+                        assert_eq!(fast, encoded.as_bytes(), "{encoding:?} {bytes:?}");
+                        assert!(!sensitive, "{encoding:?} {bytes:?}");
+                    }
+                    let encoded = EncodedKey::from_encoded(&bytes);
+                    if let Some(fast) = as_is(&encoded, encoding, foreign) {
+                        assert_eq!(fast, &bytes[..]);
+                        assert!(!foreign, "encoded keys are maybe under foreign tables");
+                    }
+                    if let Ok(text) = std::str::from_utf8(&bytes) {
+                        let general = prepare(text, encoding, foreign).expect("text is valid");
+                        if let Some(fast) = as_is(text, encoding, foreign) {
+                            assert_eq!(fast, general.0.as_bytes(), "{encoding:?} {text:?}");
+                            assert!(!general.1);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(taken > 100, "the fast path was taken {taken} times");
+        // The common case takes it: ASCII text under NFC.
+        assert_eq!(as_is("key-0001", KeyEncoding::Nfc, false), Some(&b"key-0001"[..]));
+        assert_eq!(as_is("café", KeyEncoding::Nfc, false), None);
+        assert_eq!(as_is(&b"\xff"[..], KeyEncoding::Utf8, false), None);
+    }
 }

@@ -59,7 +59,7 @@
 //! [`Filter::from_payload`] refuse any snapshot whose rules this build does not implement. This crate does no file or network
 //! I/O; files are the business of `bloom-format` and `bloom-store`.
 
-// No unsafe code but the call of a plain filter's kernel, which may be the split-block
+// No unsafe code but the calls of a plain filter's kernel, which may be the split-block
 // kernel compiled for AVX2, stored only after the CPU was found to have it
 // (`kernel::Kernel::contains` and `insert`).
 #![deny(unsafe_code)]

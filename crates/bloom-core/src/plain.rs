@@ -80,11 +80,17 @@ impl BloomFilter {
         }
     }
 
+    /// The kernel many-key calls probe and set with.
+    fn batch_kernel(&self) -> Option<Kernel> {
+        Some(self.kernel)
+    }
+
     fn hashing(&self) -> KeyHashing<'_> {
         KeyHashing {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
+            kernel: Some(self.kernel),
         }
     }
 
@@ -106,15 +112,26 @@ impl BloomFilter {
 
     #[inline]
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
-        let (encoded, sensitive) = key::prepare(key, self.config.encoding(), self.foreign_tables)?;
-        if sensitive {
-            self.mark_tables_mixed();
-        }
-        let changed = self.kernel.insert(&self.hasher, &mut self.words, &encoded);
+        let changed = match key::as_is(key, self.config.encoding(), self.foreign_tables) {
+            Some(bytes) => self.kernel.insert(&self.hasher, &mut self.words, bytes),
+            None => self.insert_encoded(key)?,
+        };
         if changed {
             self.items = self.items.saturating_add(1);
         }
         Ok(changed)
+    }
+
+    /// [`BloomFilter::insert_key`] for a key that must be encoded first.
+    #[inline(never)]
+    fn insert_encoded<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        let (encoded, sensitive) = key::prepare(key, self.config.encoding(), self.foreign_tables)?;
+        if sensitive {
+            self.mark_tables_mixed();
+        }
+        Ok(self
+            .kernel
+            .insert(&self.hasher, &mut self.words, encoded.as_bytes()))
     }
 
     /// The key's hash under this filter's rule and salt. It depends on nothing else (not
@@ -177,9 +194,10 @@ impl BloomFilter {
         self.items = self.items.saturating_add(inserted.changed);
     }
 
-    /// The one-key probe of `contains`: the kernel compiled for this configuration.
+    /// The one-key probe of `contains`, given the key's encoded bytes: the kernel compiled
+    /// for this configuration.
     #[inline]
-    fn probe_key(&self, encoded: &EncodedKey<'_>) -> bool {
+    fn probe_key(&self, encoded: &[u8]) -> bool {
         self.kernel.contains(&self.hasher, &self.words, encoded)
     }
 

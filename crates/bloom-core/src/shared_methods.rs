@@ -6,8 +6,8 @@
 /// written once: `$($mut)?` is the receiver's mutability (and the words'), `$variant` the
 /// [`BitsRef`](crate::batch::BitsRef) the words are read as, and `$each` the batch insert used
 /// ([`BitsMut::insert_each`](crate::batch::BitsMut::insert_each) probes first, [`BitsMut::set_each`](crate::batch::BitsMut::set_each) does not). The filter type
-/// has `self.hasher`, `self.config`, `self.foreign_tables`, `hashing()`, `took(&Inserted)`,
-/// which records what a batch changed, and `probe_key(&EncodedKey)`, its one-key probe.
+/// has `self.hasher`, `self.config`, `self.foreign_tables`, `hashing()`, `batch_kernel()`, `took(&Inserted)`,
+/// which records what a batch changed, and `probe_key(&[u8])`, its one-key probe of an encoded key.
 macro_rules! batch_methods {
     ($($mut:ident)?; $variant:ident; $each:ident) => {
         /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been
@@ -44,6 +44,7 @@ macro_rules! batch_methods {
                 hasher: &self.hasher,
                 encoding: self.config.encoding(),
                 foreign_tables: self.foreign_tables,
+                kernel: self.batch_kernel(),
             };
             let outcome = (& $($mut)? *self.words).$each(hashing, keys.into_iter(), &mut inserted);
             self.took(&inserted);

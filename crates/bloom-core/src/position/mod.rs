@@ -114,13 +114,10 @@ impl PositionHasher {
             PositionRule::Sha256Split4 => self.sha256_hash(key, true),
             PositionRule::Sha256Double => self.sha256_hash(key, false),
             PositionRule::GuavaMitz64 | PositionRule::GuavaMitz32 => murmur3_hash(key),
-            PositionRule::Xxh64 => KeyHash([xxhash_rust::xxh64::xxh64(key, self.seed), 0, 0, 0]),
-            PositionRule::Xxh3_64 => KeyHash([
-                xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed),
-                0,
-                0,
-                0,
-            ]),
+            PositionRule::Xxh64 => KeyHash::of_u64(xxhash_rust::xxh64::xxh64(key, self.seed)),
+            PositionRule::Xxh3_64 => {
+                KeyHash::of_u64(xxhash_rust::xxh3::xxh3_64_with_seed(key, self.seed))
+            }
         }
     }
 
@@ -376,10 +373,16 @@ impl Block {
 
 /// The 8-byte words of one key's hash, as the key's rule reads them (four for
 /// `sha256-split4`, two for the others): everything its positions are computed from.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct KeyHash([u64; 4]);
 
 impl KeyHash {
+    /// The hash of a 64-bit rule (`xxh64`, `xxh3-64`), as [`PositionHasher::hash`] gives it.
+    #[inline(always)]
+    pub(crate) const fn of_u64(h: u64) -> Self {
+        Self([h, 0, 0, 0])
+    }
+
     /// The first 8-byte word: the whole hash of the 64-bit rules, the low half of
     /// `xxh3-128`'s.
     #[inline(always)]

@@ -1,0 +1,68 @@
+//! The split-block kernels compiled for AVX2: the same code as the portable ones
+//! (`compiled.rs`), in functions the compiler may vectorize with AVX2 (`vpmuludq`,
+//! `vpsllvq`: the eight lanes of a key's masks at once). Only a [`Kernel`](super::Kernel)
+//! made after detecting AVX2 calls them.
+
+use super::compiled::{self, SplitHash};
+use crate::position::{KeyHash, PositionHasher};
+
+/// [`compiled::split_contains`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_contains<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    key: &[u8],
+) -> bool {
+    compiled::split_contains::<H, WIDE>(hasher, words, key)
+}
+
+/// [`compiled::split_insert`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    key: &[u8],
+) -> bool {
+    compiled::split_insert::<H, WIDE>(hasher, words, key)
+}
+
+/// [`compiled::split_contains_hash`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hash: KeyHash,
+) -> bool {
+    compiled::split_contains_hash::<H, WIDE>(hasher, words, hash)
+}
+
+/// [`compiled::split_insert_hash`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hash: KeyHash,
+) -> bool {
+    compiled::split_insert_hash::<H, WIDE>(hasher, words, hash)
+}
+
+/// [`compiled::split_contains_hashes`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hashes: &[KeyHash],
+    answers: &mut [bool],
+) {
+    compiled::split_contains_hashes::<H, WIDE>(hasher, words, hashes, answers);
+}
+
+/// [`compiled::split_insert_hashes`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hashes: &[KeyHash],
+) -> u64 {
+    compiled::split_insert_hashes::<H, WIDE>(hasher, words, hashes)
+}

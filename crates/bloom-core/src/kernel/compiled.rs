@@ -1,0 +1,202 @@
+//! The probes and inserts a [`Kernel`](super::Kernel) runs, written once as generic code for
+//! each configuration it compiles: the portable kernels are these functions, and the AVX2
+//! ones (`avx2.rs`) are the same functions compiled for AVX2.
+
+use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, test_bit};
+use crate::encoding::EncodedKey;
+use crate::position::{KeyHash, PositionHasher, Split, split};
+
+/// An unsalted 64-bit hash a split-block kernel is compiled for.
+pub(super) trait SplitHash {
+    /// The 64-bit hash whose upper half picks the block and lower half the bits.
+    fn hash(key: &[u8]) -> u64;
+}
+
+/// `xxh64`, seed 0.
+pub(super) struct Xxh64;
+
+impl SplitHash for Xxh64 {
+    #[inline(always)]
+    fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh64::xxh64(key, 0)
+    }
+}
+
+/// `xxh3-64`, seed 0 (the default secret).
+pub(super) struct Xxh3_64;
+
+impl SplitHash for Xxh3_64 {
+    #[inline(always)]
+    fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(key)
+    }
+}
+
+/// `xxh3-128`, seed 0: its low 64 bits (`h1`).
+pub(super) struct Xxh3_128Low;
+
+impl SplitHash for Xxh3_128Low {
+    #[inline(always)]
+    fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_128(key) as u64
+    }
+}
+
+/// Whether every bit of the encoded key `key` is set: the split-block probe, hash included.
+#[inline(always)]
+pub(super) fn split_contains<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    key: &[u8],
+) -> bool {
+    split::contains(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
+}
+
+/// Sets the bits of `key`; returns whether one was clear.
+#[inline(always)]
+pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    key: &[u8],
+) -> bool {
+    split::insert(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
+}
+
+/// [`split_contains`] for a key already hashed: its hash's first word is the 64-bit hash
+/// the unsalted split-block rules place it with (`H` is the kernel's, unused here).
+#[inline(always)]
+pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hash: KeyHash,
+) -> bool {
+    split::contains(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+}
+
+/// [`split_insert`] for a key already hashed.
+#[inline(always)]
+pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hash: KeyHash,
+) -> bool {
+    split::insert(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+}
+
+/// [`split_contains_hash`] of each of a batch of hashed keys, into `answers` (as many).
+#[inline(always)]
+pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hashes: &[KeyHash],
+    answers: &mut [bool],
+) {
+    for (answer, &hash) in answers.iter_mut().zip(hashes) {
+        *answer = split_contains_hash::<H, WIDE>(hasher, words, hash);
+    }
+}
+
+/// [`split_insert_hash`] of each of a batch of hashed keys, in order; returns how many
+/// changed a bit.
+#[inline(always)]
+pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hashes: &[KeyHash],
+) -> u64 {
+    let mut changed = 0;
+    for &hash in hashes {
+        changed += u64::from(split_insert_hash::<H, WIDE>(hasher, words, hash));
+    }
+    changed
+}
+
+/// The blocked probe of an unsalted `xxh3-128` filter of `K` bits per key.
+#[inline]
+pub(super) fn blocked_contains<const K: usize>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    key: &[u8],
+) -> bool {
+    let block = hasher.unsalted_xxh3_block(key);
+    let Some(line) = line(words, block) else {
+        return false;
+    };
+    let mut all = true;
+    block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
+    all
+}
+
+/// [`blocked_contains`], setting the bits; returns whether one was clear.
+#[inline]
+pub(super) fn blocked_insert<const K: usize>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    key: &[u8],
+) -> bool {
+    let block = hasher.unsalted_xxh3_block(key);
+    let mut changed = false;
+    if let Some(line) = line_mut(words, block) {
+        block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
+    }
+    changed
+}
+
+/// [`blocked_contains`] for a key already hashed.
+#[inline]
+pub(super) fn blocked_contains_hash<const K: usize>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hash: KeyHash,
+) -> bool {
+    let block = hasher.blocked_at(hash);
+    let Some(line) = line(words, block) else {
+        return false;
+    };
+    let mut all = true;
+    block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
+    all
+}
+
+/// [`blocked_insert`] for a key already hashed.
+#[inline]
+pub(super) fn blocked_insert_hash<const K: usize>(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hash: KeyHash,
+) -> bool {
+    let block = hasher.blocked_at(hash);
+    let mut changed = false;
+    if let Some(line) = line_mut(words, block) {
+        block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
+    }
+    changed
+}
+
+/// Every other configuration: the rule's hash, then the layout's probe.
+#[inline(never)]
+pub(super) fn general_contains(hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
+    BitsRef::Plain(words).contains(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
+}
+
+/// [`general_contains`], setting the bits.
+#[inline(never)]
+pub(super) fn general_insert(hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+    words.insert_key(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
+}
+
+/// [`general_contains`] for a key already hashed.
+#[inline(never)]
+pub(super) fn general_contains_hash(hasher: &PositionHasher, words: &[u64], hash: KeyHash) -> bool {
+    BitsRef::Plain(words).contains(hasher, hash)
+}
+
+/// [`general_insert`] for a key already hashed.
+#[inline(never)]
+pub(super) fn general_insert_hash(
+    hasher: &PositionHasher,
+    words: &mut [u64],
+    hash: KeyHash,
+) -> bool {
+    words.insert_key(hasher, hash)
+}

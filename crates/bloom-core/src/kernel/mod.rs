@@ -1,0 +1,458 @@
+//! The one-key probe and insert of a plain filter, compiled once per configuration.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod compiled;
+
+use self::compiled::{Xxh3_64, Xxh3_128Low, Xxh64};
+use crate::encoding::EncodedKey;
+use crate::layout::Layout;
+use crate::position::{KeyHash, PositionHasher, PositionRule};
+
+/// The unsalted 64-bit hash of a split-block kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SplitHashId {
+    /// `xxh64`, seed 0.
+    Xxh64,
+    /// `xxh3-64`, seed 0: the default rule's.
+    Xxh3_64,
+    /// The low 64 bits of `xxh3-128`, seed 0.
+    Xxh3_128Low,
+}
+
+/// The bits per key of a blocked kernel: the planner's usual k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockedK {
+    /// 6 bits.
+    K6,
+    /// 7 bits.
+    K7,
+    /// 8 bits.
+    K8,
+    /// 10 bits.
+    K10,
+}
+
+/// A plain filter's one-key probe and insert, chosen once, when the filter is made, and
+/// matched on in each call: a few well-predicted branches, then straight-line code.
+///
+/// For an unsalted split-block filter of `xxh64`, `xxh3-64` (the default) or `xxh3-128`, and
+/// for an unsalted `xxh3-128` filter with the blocked layout and one of the planner's usual
+/// k, the code is compiled for that configuration: a call hashes with the seed folded in,
+/// finds the block and tests or sets its bits in straight-line code, with no rule, layout or
+/// k to dispatch on. The portable kernels are inlined into their callers; the split-block
+/// ones compiled for AVX2, when the CPU has it, are one direct call each (a function built
+/// for AVX2 cannot be inlined into one that is not). Every other configuration takes the
+/// general code. All place every key exactly where [`PositionHasher::each_position`] does
+/// (`tests/insert_law.rs`, `compiled_probes_test_and_set_exactly_the_specified_positions`).
+///
+/// Keys come as their encoded bytes. Each operation also comes in a form that takes the
+/// key's hash ([`PositionHasher::hash`]) instead, compiled alike: the stages of a scalable
+/// filter share rule and salt, so a chain hashes a key once and probes each stage with its
+/// own kernel, and a batch hashes its keys before it probes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Kernel {
+    /// `kind` is the default configuration's kernel compiled for AVX2
+    /// ([`Kind::DEFAULT_AVX2`]): the one case tested before the match.
+    default_avx2: bool,
+    kind: Kind,
+}
+
+/// The configurations a [`Kernel`] is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A split-block layout (512-bit blocks when `wide`) of an unsalted 64-bit hash. `avx2`
+    /// is set only after the CPU was found to have AVX2: the one `unsafe` of the crate rests
+    /// on it.
+    Split {
+        hash: SplitHashId,
+        wide: bool,
+        avx2: bool,
+    },
+    /// The blocked layout of unsalted `xxh3-128`.
+    Blocked(BlockedK),
+    /// Any other configuration.
+    General,
+}
+
+/// Runs the split-block kernel function `$f` of `$hash` and `$wide` with `$args`: the
+/// AVX2 build when `$avx2`, the portable one otherwise.
+macro_rules! split {
+    ($hash:expr, $wide:expr, $avx2:expr, $f:ident($($arg:expr),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        if $avx2 {
+            // SAFETY: `Kernel::Split` has `avx2` set only when `Kernel::new` found the CPU to
+            // have AVX2 (`is_x86_feature_detected!`), and the field is never set elsewhere.
+            // The functions are safe code with no other precondition.
+            #[allow(unsafe_code)]
+            return unsafe {
+                match ($hash, $wide) {
+                    (SplitHashId::Xxh3_64, true) => avx2::$f::<Xxh3_64, true>($($arg),*),
+                    (SplitHashId::Xxh3_64, false) => avx2::$f::<Xxh3_64, false>($($arg),*),
+                    (SplitHashId::Xxh64, true) => avx2::$f::<Xxh64, true>($($arg),*),
+                    (SplitHashId::Xxh64, false) => avx2::$f::<Xxh64, false>($($arg),*),
+                    (SplitHashId::Xxh3_128Low, true) => avx2::$f::<Xxh3_128Low, true>($($arg),*),
+                    (SplitHashId::Xxh3_128Low, false) => {
+                        avx2::$f::<Xxh3_128Low, false>($($arg),*)
+                    }
+                }
+            };
+        }
+        match ($hash, $wide) {
+            (SplitHashId::Xxh3_64, true) => compiled::$f::<Xxh3_64, true>($($arg),*),
+            (SplitHashId::Xxh3_64, false) => compiled::$f::<Xxh3_64, false>($($arg),*),
+            (SplitHashId::Xxh64, true) => compiled::$f::<Xxh64, true>($($arg),*),
+            (SplitHashId::Xxh64, false) => compiled::$f::<Xxh64, false>($($arg),*),
+            (SplitHashId::Xxh3_128Low, true) => compiled::$f::<Xxh3_128Low, true>($($arg),*),
+            (SplitHashId::Xxh3_128Low, false) => compiled::$f::<Xxh3_128Low, false>($($arg),*),
+        }
+    }};
+}
+
+/// Runs the blocked kernel function `$f` of `$k` with `$args`.
+macro_rules! blocked {
+    ($k:expr, $f:ident($($arg:expr),*)) => {
+        match $k {
+            BlockedK::K6 => compiled::$f::<6>($($arg),*),
+            BlockedK::K7 => compiled::$f::<7>($($arg),*),
+            BlockedK::K8 => compiled::$f::<8>($($arg),*),
+            BlockedK::K10 => compiled::$f::<10>($($arg),*),
+        }
+    };
+}
+
+impl Kernel {
+    /// The kernel of a filter placing keys with `hasher`, compiled for AVX2 when the CPU has
+    /// it.
+    pub(crate) fn new(hasher: &PositionHasher) -> Self {
+        Self::with_simd(hasher, avx2_detected())
+    }
+
+    /// [`Kernel::new`], with AVX2 only if `avx2` (which must be false unless the CPU has it).
+    fn with_simd(hasher: &PositionHasher, avx2: bool) -> Self {
+        let kind = Kind::new(hasher, avx2);
+        Self {
+            default_avx2: kind == Kind::DEFAULT_AVX2,
+            kind,
+        }
+    }
+
+    /// Whether every bit of the key of encoded bytes `key` is set in `words`.
+    ///
+    /// The default configuration on a CPU with AVX2 is one test and a direct call; on
+    /// other targets it is inlined code; the other kernels are matched out of line.
+    #[inline]
+    pub(crate) fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.default_avx2 {
+            // SAFETY: `default_avx2` is set only for `Kind::DEFAULT_AVX2`, whose `avx2` is set
+            // only on a CPU with AVX2 (see `split!`).
+            #[allow(unsafe_code)]
+            return unsafe { avx2::split_contains::<Xxh3_64, true>(hasher, words, key) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        if self.kind == Kind::DEFAULT_PORTABLE {
+            return compiled::split_contains::<Xxh3_64, true>(hasher, words, key);
+        }
+        self.kind.contains(hasher, words, key)
+    }
+
+    /// Sets the bits of the key of encoded bytes `key`; returns whether one was clear.
+    #[inline]
+    pub(crate) fn insert(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.default_avx2 {
+            // SAFETY: as in `contains`.
+            #[allow(unsafe_code)]
+            return unsafe { avx2::split_insert::<Xxh3_64, true>(hasher, words, key) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        if self.kind == Kind::DEFAULT_PORTABLE {
+            return compiled::split_insert::<Xxh3_64, true>(hasher, words, key);
+        }
+        self.kind.insert(hasher, words, key)
+    }
+
+    /// Whether every bit of the key of hash `hash` is set in `words`: as
+    /// [`Kernel::contains`] for the key.
+    #[inline]
+    pub(crate) fn contains_hash(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        hash: KeyHash,
+    ) -> bool {
+        self.kind.contains_hash(hasher, words, hash)
+    }
+
+    /// Sets the bits of the key of hash `hash`; returns whether one was clear: as
+    /// [`Kernel::insert`] for the key.
+    #[inline]
+    pub(crate) fn insert_hash(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        hash: KeyHash,
+    ) -> bool {
+        self.kind.insert_hash(hasher, words, hash)
+    }
+}
+
+impl Kernel {
+    /// [`PositionHasher::hash`] of the key of encoded bytes `key`, with the seed folded in
+    /// for the default rule.
+    #[inline(always)]
+    pub(crate) fn hash(self, hasher: &PositionHasher, key: &[u8]) -> KeyHash {
+        match self.kind {
+            Kind::Split {
+                hash: SplitHashId::Xxh3_64,
+                ..
+            } => KeyHash::of_u64(xxhash_rust::xxh3::xxh3_64(key)),
+            _ => hasher.hash(&EncodedKey::from_encoded(key)),
+        }
+    }
+
+    /// [`Kernel::contains_hash`] of each of a batch of hashed keys, into `answers` (as
+    /// many): one dispatch for the batch.
+    #[inline]
+    pub(crate) fn contains_hashes(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        hashes: &[KeyHash],
+        answers: &mut [bool],
+    ) {
+        match self.kind {
+            Kind::Split { hash, wide, avx2 } => {
+                split!(
+                    hash,
+                    wide,
+                    avx2,
+                    split_contains_hashes(hasher, words, hashes, answers)
+                );
+            }
+            kind => {
+                for (answer, &hash) in answers.iter_mut().zip(hashes) {
+                    *answer = kind.contains_hash(hasher, words, hash);
+                }
+            }
+        }
+    }
+
+    /// [`Kernel::insert_hash`] of each of a batch of hashed keys, in order: one dispatch for
+    /// the batch. Returns how many changed a bit.
+    #[inline]
+    pub(crate) fn insert_hashes(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        hashes: &[KeyHash],
+    ) -> u64 {
+        match self.kind {
+            Kind::Split { hash, wide, avx2 } => {
+                split!(hash, wide, avx2, split_insert_hashes(hasher, words, hashes))
+            }
+            kind => hashes
+                .iter()
+                .map(|&hash| u64::from(kind.insert_hash(hasher, words, hash)))
+                .sum(),
+        }
+    }
+}
+
+impl Kind {
+    /// The default configuration's kernel (`xxh3-64`, 512-bit split blocks) compiled for
+    /// AVX2.
+    const DEFAULT_AVX2: Self = Self::Split {
+        hash: SplitHashId::Xxh3_64,
+        wide: true,
+        avx2: true,
+    };
+
+    /// [`Kind::DEFAULT_AVX2`] for the baseline CPU.
+    #[cfg(not(target_arch = "x86_64"))]
+    const DEFAULT_PORTABLE: Self = Self::Split {
+        hash: SplitHashId::Xxh3_64,
+        wide: true,
+        avx2: false,
+    };
+
+    fn new(hasher: &PositionHasher, avx2: bool) -> Self {
+        if let Some((rule, layout)) = hasher.unsalted_split() {
+            let hash = match rule {
+                PositionRule::Xxh64 => SplitHashId::Xxh64,
+                PositionRule::Xxh3_64 => SplitHashId::Xxh3_64,
+                _ => SplitHashId::Xxh3_128Low,
+            };
+            let wide = layout != Layout::SplitBlock256;
+            return Self::Split { hash, wide, avx2 };
+        }
+        match hasher.unsalted_xxh3_blocked_k() {
+            Some(6) => Self::Blocked(BlockedK::K6),
+            Some(7) => Self::Blocked(BlockedK::K7),
+            Some(8) => Self::Blocked(BlockedK::K8),
+            Some(10) => Self::Blocked(BlockedK::K10),
+            _ => Self::General,
+        }
+    }
+
+    /// [`Kernel::contains`] of every kind.
+    #[inline(never)]
+    fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
+        match self {
+            Self::Split { hash, wide, avx2 } => {
+                split!(hash, wide, avx2, split_contains(hasher, words, key))
+            }
+            Self::Blocked(k) => blocked!(k, blocked_contains(hasher, words, key)),
+            Self::General => compiled::general_contains(hasher, words, key),
+        }
+    }
+
+    /// [`Kernel::insert`] of every kind.
+    #[inline(never)]
+    fn insert(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+        match self {
+            Self::Split { hash, wide, avx2 } => {
+                split!(hash, wide, avx2, split_insert(hasher, words, key))
+            }
+            Self::Blocked(k) => blocked!(k, blocked_insert(hasher, words, key)),
+            Self::General => compiled::general_insert(hasher, words, key),
+        }
+    }
+
+    /// [`Kernel::contains_hash`] of every kind.
+    #[inline(never)]
+    fn contains_hash(self, hasher: &PositionHasher, words: &[u64], hash: KeyHash) -> bool {
+        match self {
+            Self::Split {
+                hash: id,
+                wide,
+                avx2,
+            } => {
+                split!(id, wide, avx2, split_contains_hash(hasher, words, hash))
+            }
+            Self::Blocked(k) => blocked!(k, blocked_contains_hash(hasher, words, hash)),
+            Self::General => compiled::general_contains_hash(hasher, words, hash),
+        }
+    }
+
+    /// [`Kernel::insert_hash`] of every kind.
+    #[inline(never)]
+    fn insert_hash(self, hasher: &PositionHasher, words: &mut [u64], hash: KeyHash) -> bool {
+        match self {
+            Self::Split {
+                hash: id,
+                wide,
+                avx2,
+            } => {
+                split!(id, wide, avx2, split_insert_hash(hasher, words, hash))
+            }
+            Self::Blocked(k) => blocked!(k, blocked_insert_hash(hasher, words, hash)),
+            Self::General => compiled::general_insert_hash(hasher, words, hash),
+        }
+    }
+}
+
+/// Whether this CPU has AVX2 (detected once by the standard library, then a load).
+fn avx2_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FilterParams, Salt};
+
+    #[test]
+    fn the_hash_forms_place_keys_as_the_key_forms_do() {
+        let configs = [
+            (PositionRule::Xxh3_128, Layout::Blocked512, 7),
+            (PositionRule::Xxh3_128, Layout::Blocked512, 9),
+            (PositionRule::Xxh3_128, Layout::Standard, 7),
+            (PositionRule::Xxh3_128, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh3_128, Layout::SplitBlock256, 8),
+            (PositionRule::Xxh3_64, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh64, Layout::SplitBlock256, 8),
+            (PositionRule::Sha256Double, Layout::Blocked512, 6),
+            (PositionRule::Sha256Split4, Layout::Standard, 4),
+        ];
+        for (rule, layout, k) in configs {
+            for salt in [Salt::default(), Salt::new(b"s").unwrap()] {
+                if !salt.is_empty()
+                    && !matches!(rule, PositionRule::Xxh3_128 | PositionRule::Sha256Double)
+                {
+                    continue;
+                }
+                let params = FilterParams::with_layout(layout, 512 * 13, k).unwrap();
+                let hasher = PositionHasher::new(rule, layout, params.bits(), k, &salt);
+                let kernel = Kernel::new(&hasher);
+                let words = (params.bits() / 64) as usize;
+                let (mut by_key, mut by_hash) = (vec![0u64; words], vec![0u64; words]);
+                for i in 0..3000u32 {
+                    let key = i.to_le_bytes();
+                    let hash = hasher.hash(&EncodedKey::from_encoded(&key));
+                    assert!(kernel.hash(&hasher, &key) == hash);
+                    assert_eq!(
+                        kernel.contains(&hasher, &by_key, &key),
+                        kernel.contains_hash(&hasher, &by_hash, hash),
+                        "{rule} {layout} k {k}"
+                    );
+                    assert_eq!(
+                        kernel.insert(&hasher, &mut by_key, &key),
+                        kernel.insert_hash(&hasher, &mut by_hash, hash)
+                    );
+                    assert_eq!(by_key, by_hash, "{rule} {layout} k {k}, key {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_split_kernels_place_keys_alike() {
+        for layout in [Layout::SplitBlock256, Layout::SplitBlock512] {
+            let params = FilterParams::with_layout(layout, 512 * 61, 8).unwrap();
+            let hasher = PositionHasher::new(
+                PositionRule::Xxh3_64,
+                layout,
+                params.bits(),
+                8,
+                &Salt::default(),
+            );
+            let portable = Kernel::with_simd(&hasher, false);
+            let selected = Kernel::new(&hasher);
+            assert!(matches!(
+                portable.kind,
+                Kind::Split {
+                    hash: SplitHashId::Xxh3_64,
+                    avx2: false,
+                    ..
+                }
+            ));
+            assert!(!portable.default_avx2);
+            let words = (params.bits() / 64) as usize;
+            let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
+            for i in 0..5000u32 {
+                let key = i.to_le_bytes();
+                assert_eq!(
+                    portable.contains(&hasher, &a, &key),
+                    selected.contains(&hasher, &b, &key)
+                );
+                assert_eq!(
+                    portable.insert(&hasher, &mut a, &key),
+                    selected.insert(&hasher, &mut b, &key)
+                );
+                assert_eq!(a, b, "{layout}, key {i}");
+            }
+            assert!(a.iter().any(|&w| w != 0));
+            #[cfg(target_arch = "x86_64")]
+            println!("{layout}: AVX2 {}", std::is_x86_feature_detected!("avx2"));
+        }
+    }
+}
