@@ -618,36 +618,12 @@ where
             *answer |= sensitive;
         }
     }
-}
 
-impl<I: Iterator> Iterator for ContainsEach<'_, I>
-where
-    I::Item: Key,
-{
-    type Item = <I::Item as Key>::Answer<bool>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The next answer past the caches: from the batch, filled and answered a batch at a
+    /// time (out of line, so that `next` stays small enough to inline in cache).
+    #[inline(never)]
+    fn next_batched(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
         type Of<I> = <I as Iterator>::Item;
-        if self.direct {
-            let key = self.keys.next()?;
-            let KeyHashing {
-                hasher,
-                encoding,
-                foreign_tables,
-                kernel,
-            } = self.hashing;
-            return Some(match (self.bits, kernel) {
-                (BitsRef::Plain(words), Some(kernel)) => {
-                    key::probe(&key, encoding, foreign_tables, |encoded| {
-                        kernel.contains(hasher, words, encoded)
-                    })
-                }
-                (bits, _) => key::probe(&key, encoding, foreign_tables, |encoded| {
-                    bits.contains(hasher, hasher.hash(&EncodedKey::from_encoded(encoded)))
-                }),
-            });
-        }
         if self.next == self.batch.hashes().len() {
             if let Some(refused) = self.refused.take() {
                 return Some(<Of<I> as Key>::answer(Err(refused)));
@@ -667,6 +643,81 @@ where
             .copied()?;
         self.next += 1;
         Some(<Of<I> as Key>::answer(Ok(answer)))
+    }
+}
+
+/// One key's answer, one key at a time: a plain filter's through its kernel, as
+/// `contains` gives it, an atomic filter's through the general probe.
+#[inline(always)]
+fn answer_one<K: Key>(bits: BitsRef<'_>, hashing: KeyHashing<'_>, key: &K) -> K::Answer<bool> {
+    let KeyHashing {
+        hasher,
+        encoding,
+        foreign_tables,
+        kernel,
+    } = hashing;
+    match (bits, kernel) {
+        (BitsRef::Plain(words), Some(kernel)) => {
+            key::probe(key, encoding, foreign_tables, |encoded| {
+                kernel.contains(hasher, words, encoded)
+            })
+        }
+        (bits, _) => key::probe(key, encoding, foreign_tables, |encoded| {
+            bits.contains(hasher, hasher.hash(&EncodedKey::from_encoded(encoded)))
+        }),
+    }
+}
+
+impl<I: Iterator> Iterator for ContainsEach<'_, I>
+where
+    I::Item: Key,
+{
+    type Item = <I::Item as Key>::Answer<bool>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.direct {
+            let key = self.keys.next()?;
+            return Some(answer_one(self.bits, self.hashing, &key));
+        }
+        self.next_batched()
+    }
+
+    /// In cache, the keys answered one at a time in a loop of their own (what `count`,
+    /// `for_each` and the other consuming adapters run), with nothing kept in the iterator.
+    fn fold<B, F>(mut self, init: B, mut f: F) -> B
+    where
+        F: FnMut(B, Self::Item) -> B,
+    {
+        if self.direct {
+            let (bits, hashing) = (self.bits, self.hashing);
+            let KeyHashing {
+                hasher,
+                encoding,
+                foreign_tables,
+                kernel,
+            } = hashing;
+            let f = &mut f;
+            // The filter's kind matched once, outside the loop, and what the loop reads
+            // copied into it.
+            return match (bits, kernel) {
+                (BitsRef::Plain(words), Some(kernel)) => self.keys.fold(init, move |acc, key| {
+                    let answer = key::probe(&key, encoding, foreign_tables, move |encoded| {
+                        kernel.contains(hasher, words, encoded)
+                    });
+                    f(acc, answer)
+                }),
+                _ => self
+                    .keys
+                    .fold(init, |acc, key| f(acc, answer_one(bits, hashing, &key))),
+            };
+        }
+        let mut acc = init;
+        // `next`, never this `fold` again.
+        for answer in self.by_ref() {
+            acc = f(acc, answer);
+        }
+        acc
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -401,7 +401,10 @@ mod tests {
         }
         assert!(taken > 100, "the fast path was taken {taken} times");
         // The common case takes it: ASCII text under NFC.
-        assert_eq!(as_is("key-0001", KeyEncoding::Nfc, false), Some(&b"key-0001"[..]));
+        assert_eq!(
+            as_is("key-0001", KeyEncoding::Nfc, false),
+            Some(&b"key-0001"[..])
+        );
         assert_eq!(as_is("café", KeyEncoding::Nfc, false), None);
         assert_eq!(as_is(&b"\xff"[..], KeyEncoding::Utf8, false), None);
     }
