@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bloom_format::{DatasetGeneration, Header};
 
-use crate::batch::{BitsMut, BitsRef, Inserted, KeyHashing};
+use crate::batch::{BitsMut, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::FilterConfig;
 use crate::encoding::EncodedKey;
@@ -15,6 +15,7 @@ use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
+use crate::probe::BitsRef;
 use crate::snapshot::SnapshotError;
 
 /// A Bloom filter that many threads can insert into and query at once.

@@ -83,6 +83,7 @@ mod observed;
 mod params;
 mod plain;
 mod position;
+mod probe;
 mod rates;
 mod scalable;
 mod shared_methods;

@@ -4,7 +4,7 @@
 
 /// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or atomic),
 /// written once: `$($mut)?` is the receiver's mutability (and the words'), `$variant` the
-/// [`BitsRef`](crate::batch::BitsRef) the words are read as, and `$each` the batch insert used
+/// [`BitsRef`](crate::probe::BitsRef) the words are read as, and `$each` the batch insert used
 /// ([`BitsMut::insert_each`](crate::batch::BitsMut::insert_each) probes first, [`BitsMut::set_each`](crate::batch::BitsMut::set_each) does not). The filter type
 /// has `self.hasher`, `self.config`, `self.foreign_tables`, `hashing()`, `batch_kernel()`, `took(&Inserted)`,
 /// which records what a batch changed, and `probe_key(&[u8])`, its one-key probe of an encoded key.
@@ -74,7 +74,7 @@ macro_rules! batch_methods {
             I::Item: Key,
         {
             $crate::ContainsEach::new(
-                $crate::batch::BitsRef::$variant(&self.words),
+                $crate::probe::BitsRef::$variant(&self.words),
                 self.hashing(),
                 keys.into_iter(),
             )

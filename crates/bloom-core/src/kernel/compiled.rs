@@ -2,9 +2,9 @@
 //! each configuration it compiles: the portable kernels are these functions, and the AVX2
 //! ones (`avx2.rs`) are the same functions compiled for AVX2.
 
-use crate::batch::{BitsMut, BitsRef, line, line_mut, set_bit, test_bit};
 use crate::encoding::EncodedKey;
 use crate::position::{KeyHash, PositionHasher, Split, split};
+use crate::probe::{self, BitsRef, line, line_mut, set_bit, test_bit};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
 pub(super) trait SplitHash {
@@ -182,7 +182,7 @@ pub(super) fn general_contains(hasher: &PositionHasher, words: &[u64], key: &[u8
 /// [`general_contains`], setting the bits.
 #[inline(never)]
 pub(super) fn general_insert(hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
-    words.insert_key(hasher, hasher.hash(&EncodedKey::from_encoded(key)))
+    probe::set_plain(words, hasher, hasher.hash(&EncodedKey::from_encoded(key)))
 }
 
 /// [`general_contains`] for a key already hashed.
@@ -198,5 +198,5 @@ pub(super) fn general_insert_hash(
     words: &mut [u64],
     hash: KeyHash,
 ) -> bool {
-    words.insert_key(hasher, hash)
+    probe::set_plain(words, hasher, hash)
 }
