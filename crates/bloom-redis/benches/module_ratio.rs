@@ -9,8 +9,8 @@
 //!   are planned for the false-positive rate RedisBloom reaches, measured here first, so that
 //!   both are compared at the same rate.
 //! - The module path: `RedisFilter::insert_all` / `contains_each` with
-//!   `ModuleUse::Required` (16 to 32 shards, as `plan_for_allocator` picks; a batch of
-//!   16,384 keys is one `BLOOM.MADD` per shard).
+//!   `ModuleUse::Required` (16 to 32 shards, as `plan_for_allocator` picks; a batch of about
+//!   1,000 keys per shard is one `BLOOM.MADD` per shard).
 //! - The plain path: the same with `ModuleUse::Never` (`BITFIELD`s).
 //! - Per path: keys per second, Redis CPU per key (`INFO cpu` around each run), the measured
 //!   false-positive rate over 10^6 absent keys, and the memory the filter takes

@@ -387,11 +387,13 @@ impl Conn {
         })
     }
 
-    /// The replies of a pipeline [`Conn::start_pipeline`]ed, by its deadline.
+    /// The replies of a pipeline [`Conn::start_pipeline`]ed, by its deadline, with the live
+    /// connections and who their nodes are once they were read (as [`Conn::live`] would say
+    /// then, without a round trip of its own to the worker).
     pub(crate) fn finish_pipeline(
         &mut self,
         mut pending: PendingPipeline,
-    ) -> Result<Replies, RedisFilterError> {
+    ) -> Result<(Replies, Vec<(u64, NodeIdentity)>), RedisFilterError> {
         let id = pending.id.take();
         let deadline = pending.deadline;
         // Not on the worker that began it (it was dropped after a timeout): nothing to read.
@@ -410,7 +412,8 @@ impl Conn {
             let id = id
                 .and_then(|id| id.try_recv().ok())
                 .ok_or_else(|| RedisFilterError::Protocol("a pipeline was lost".into()))?;
-            transport.end(id)
+            let replies = transport.end(id)?;
+            Ok((replies, transport.live()))
         })
     }
 

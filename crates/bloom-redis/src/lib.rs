@@ -14,6 +14,10 @@
 //! the same bits; elsewhere, and for a node or user that refuses the module's commands, the
 //! plain `BITFIELD`s are sent ([`ModuleUse`], [`RedisTarget::with_module`]).
 //!
+//! Keys that come as a stream (a key file, a socket) go through [`RedisFilter::lookups`] and
+//! [`RedisFilter::inserts`]: batch after batch, up to three pipelines on the wire while the
+//! caller reads the next, with no pause between one call's keys and the next.
+//!
 //! [`RedisFilter::export`] writes the snapshot a local `bloom_core::BloomFilter` with the
 //! same configuration and keys would write, and [`RedisFilter::import`] loads one back.
 //! [`SharedFilteredStore`] is check-then-confirm over a primary store with the filter in
@@ -61,7 +65,9 @@ pub use bloom_redis_protocol::keys::{meta_key, shard_key};
 pub use bloom_redis_protocol::meta::Durability;
 pub use connection::{DEFAULT_TIMEOUT, RedisTarget};
 pub use error::RedisFilterError;
-pub use filter::{Info, RedisFilter, Restore, fit_to_allocator, plan_for_allocator};
+pub use filter::{
+    Info, Inserts, Lookups, RedisFilter, Restore, fit_to_allocator, plan_for_allocator,
+};
 pub use module::ModuleUse;
 /// The Redis client whose errors [`RedisFilterError::Redis`] carries, re-exported so that
 /// callers can match them without depending on it themselves.

@@ -14,6 +14,14 @@ impl Commands {
         Self::default()
     }
 
+    /// A buffer with room for `commands` commands of `bytes` bytes in all.
+    pub(crate) fn with_capacity(commands: usize, bytes: usize) -> Self {
+        Self {
+            bytes: Vec::with_capacity(bytes),
+            starts: Vec::with_capacity(commands),
+        }
+    }
+
     /// Begins a command of `args` arguments (the command name counts as one).
     pub(crate) fn begin(&mut self, args: usize) -> &mut Self {
         self.starts.push(self.bytes.len());
@@ -25,9 +33,23 @@ impl Commands {
 
     /// One argument.
     pub(crate) fn arg(&mut self, arg: &[u8]) -> &mut Self {
-        self.bytes.push(b'$');
-        push_decimal(&mut self.bytes, arg.len() as u64);
-        self.bytes.extend_from_slice(b"\r\n");
+        let len = arg.len();
+        self.bytes.reserve(len + 26);
+        if len < 100 {
+            // A key's usual length: its digits without a division loop.
+            let (tens, ones) = ((len / 10) as u8, (len % 10) as u8);
+            if tens > 0 {
+                self.bytes
+                    .extend_from_slice(&[b'$', b'0' + tens, b'0' + ones, b'\r', b'\n']);
+            } else {
+                self.bytes
+                    .extend_from_slice(&[b'$', b'0' + ones, b'\r', b'\n']);
+            }
+        } else {
+            self.bytes.push(b'$');
+            push_decimal(&mut self.bytes, len as u64);
+            self.bytes.extend_from_slice(b"\r\n");
+        }
         self.bytes.extend_from_slice(arg);
         self.bytes.extend_from_slice(b"\r\n");
         self
@@ -125,6 +147,20 @@ mod tests {
         );
         assert_eq!(commands.get(1), b"*1\r\n$4\r\nPING\r\n");
         assert_eq!(commands.get(2), b"");
+        let mut lengths = Commands::new();
+        lengths
+            .begin(4)
+            .arg(b"")
+            .arg(&[b'x'; 9])
+            .arg(&[b'y'; 10])
+            .arg(&[b'z'; 100]);
+        let expected = format!(
+            "*4\r\n$0\r\n\r\n$9\r\n{}\r\n$10\r\n{}\r\n$100\r\n{}\r\n",
+            "x".repeat(9),
+            "y".repeat(10),
+            "z".repeat(100)
+        );
+        assert_eq!(lengths.get(0), expected.as_bytes());
         let mut zero = Commands::new();
         zero.begin(1).num(0);
         assert_eq!(zero.get(0), b"*1\r\n$1\r\n0\r\n");

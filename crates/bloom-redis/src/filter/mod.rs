@@ -16,8 +16,8 @@ mod observed;
 pub use allocator::{fit_to_allocator, plan_for_allocator};
 pub(crate) use counters::Seen;
 
-pub use bits::Restore;
 pub(crate) use bits::ints;
+pub use bits::{Inserts, Lookups, Restore};
 pub use copy::Info;
 
 use std::collections::HashSet;

@@ -11,6 +11,7 @@ use bloom_redis_protocol::shard::WRITE_COUNT;
 
 use crate::error::RedisFilterError;
 use crate::filter::{RedisFilter, counters};
+use crate::node::NodeIdentity;
 use crate::wire::Commands;
 
 impl RedisFilter {
@@ -82,11 +83,11 @@ impl RedisFilter {
     /// After a judged write to `shard` whose count before it was `count`, on `node`: the
     /// last of its keys (`indexes` into `keys`) that changed a bit is the shard's witness
     /// from now on.
-    pub(crate) fn witness_write<K: AsRef<[u8]>>(
+    pub(crate) fn witness_write(
         &self,
         shard: u32,
         indexes: &[usize],
-        keys: &[K],
+        keys: &super::KeyBuf,
         all_set: &[bool],
         (write, judge): (bool, bool),
         (node, count): (Option<&u64>, i64),
@@ -102,7 +103,6 @@ impl RedisFilter {
         else {
             return;
         };
-        let key = key.as_ref();
         let offsets = self
             .config
             .positions(&bloom_core::EncodedKey::from_encoded(key))
@@ -148,11 +148,13 @@ impl RedisFilter {
         &self,
         deadline: Instant,
     ) -> Result<HashMap<u64, u64>, RedisFilterError> {
-        Ok(self
-            .conn()
-            .live(deadline)?
-            .into_iter()
-            .map(|(serial, node)| (serial, counters::node_key(&node.run_id, &node.replid)))
-            .collect())
+        Ok(node_keys_of(self.conn().live(deadline)?))
     }
+}
+
+/// The node key (`counters::node_key`) of each of `live`, by serial.
+pub(crate) fn node_keys_of(live: Vec<(u64, NodeIdentity)>) -> HashMap<u64, u64> {
+    live.into_iter()
+        .map(|(serial, node)| (serial, counters::node_key(&node.run_id, &node.replid)))
+        .collect()
 }

@@ -4,11 +4,19 @@
 //! acknowledged; then the writes are made durable as the filter asks.
 
 mod counted;
+mod divisor;
+mod inserts;
+mod lookups;
 mod operations;
 mod restore;
+mod stream;
 mod verify;
 
+pub use inserts::Inserts;
+pub use lookups::Lookups;
 pub use restore::Restore;
+
+use stream::KeyBuf;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -28,9 +36,12 @@ use crate::wire::Commands;
 
 /// Keys per pipeline: each batch is one `BITFIELD` per shard it touches.
 const BATCH: usize = 4096;
-/// Keys per pipeline with the module: one `BLOOM.MADD` per shard of about 1,000 keys over 16
-/// shards (a command's cost in Redis, before its keys, is paid once per shard).
-const MODULE_BATCH: usize = 16_384;
+/// Keys per pipeline with the module: one `BLOOM.MADD` per shard of about
+/// `MODULE_KEYS_PER_COMMAND` keys (a command's cost in Redis, before its keys, is paid once per
+/// shard), within these bounds.
+const MODULE_BATCH: std::ops::RangeInclusive<usize> = 16_384..=65_536;
+/// Keys per `BLOOM.MADD` / `BLOOM.MEXISTS` that a batch is sized for.
+const MODULE_KEYS_PER_COMMAND: usize = 1_000;
 /// Batches sent before the oldest one's replies are read: the server always has one queued
 /// while the client reads and hashes.
 const IN_FLIGHT: usize = 3;
@@ -79,27 +90,45 @@ struct InFlight {
 impl RedisFilter {
     /// The keys grouped by shard; with `offsets`, each key's bit offsets too (what the plain
     /// commands need: the module hashes the keys itself).
-    fn batch_of<K: AsRef<[u8]>>(&self, keys: &[K], offsets: bool) -> Batch {
+    fn batch_of(&self, keys: &KeyBuf, offsets: bool) -> Batch {
         let k = self.config.hashes() as usize;
         let wanted = offsets;
         let mut offsets = Vec::with_capacity(if wanted { keys.len() * k } else { 0 });
-        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        // The keys of each shard, in order: a list per shard when shards are few beside the
+        // keys, a map of those touched otherwise (and for a shard past the last, which no
+        // position makes, rather than dropping its key).
+        let mut lists: Vec<Vec<usize>> = if (self.shards as usize) <= keys.len() {
+            vec![Vec::new(); self.shards as usize]
+        } else {
+            Vec::new()
+        };
+        let mut others: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let shard_bits = divisor::Divisor::new(self.shard_bits);
         for (i, key) in keys.iter().enumerate() {
-            let positions = self
-                .config
-                .positions(&EncodedKey::from_encoded(key.as_ref()));
+            let positions = self.config.positions(&EncodedKey::from_encoded(key));
             let positions = positions.as_slice();
-            let shard = positions.first().map_or(0, |p| p / self.shard_bits);
-            by_shard
-                .entry(u32::try_from(shard).unwrap_or(u32::MAX))
-                .or_default()
-                .push(i);
+            let shard = positions.first().map_or(0, |&p| shard_bits.div_rem(p).0);
+            let shard = u32::try_from(shard).unwrap_or(u32::MAX);
+            match lists.get_mut(shard as usize) {
+                Some(list) => list.push(i),
+                None => others.entry(shard).or_default().push(i),
+            }
             if wanted {
-                offsets.extend(positions.iter().map(|p| MARKER_BITS + p % self.shard_bits));
+                offsets.extend(
+                    positions
+                        .iter()
+                        .map(|&p| MARKER_BITS + shard_bits.div_rem(p).1),
+                );
             }
         }
+        others.extend(
+            (0..self.shards)
+                .zip(lists)
+                .filter(|(_, list)| !list.is_empty()),
+        );
+        let shards = others.into_iter().collect();
         Batch {
-            shards: by_shard.into_iter().collect(),
+            shards,
             offsets,
             keys: keys.len(),
         }
@@ -108,10 +137,10 @@ impl RedisFilter {
     /// The batch as commands: per shard, `BITFIELD` (or `BITFIELD_RO`) reading both markers,
     /// then setting (or reading) every bit of its keys; then, with `count`, the guarded
     /// `HINCRBY` of the metadata's item count.
-    fn commands<K: AsRef<[u8]>>(
+    fn commands(
         &self,
         batch: &Batch,
-        keys: &[K],
+        keys: &KeyBuf,
         write: bool,
         count: u64,
         module: bool,
@@ -119,7 +148,13 @@ impl RedisFilter {
     ) -> (Commands, Vec<Vec<u8>>) {
         let k = self.config.hashes() as usize;
         let tail = self.layout().tail_marker_offset();
-        let mut commands = Commands::new();
+        // Room for the module's commands: each key with its length and line ends, and each
+        // shard's words (the configuration the longest); plain commands grow past it.
+        let words = batch.shards.len() * (self.config_text.len() + 256);
+        let mut commands = Commands::with_capacity(
+            batch.shards.len() + 1,
+            keys.byte_len() + 16 * keys.len() + words,
+        );
         let mut routes = Vec::with_capacity(batch.shards.len() + 1);
         let creation = self.creation.hex();
         for (j, (shard, indexes)) in batch.shards.iter().enumerate() {
@@ -143,7 +178,7 @@ impl RedisFilter {
                     commands.arg(&witness.key);
                 }
                 for &i in indexes {
-                    commands.arg(keys.get(i).map_or(&[][..], AsRef::as_ref));
+                    commands.arg(keys.get(i).unwrap_or_default());
                 }
                 routes.push(key.into_bytes());
                 continue;
@@ -211,10 +246,10 @@ impl RedisFilter {
     }
 
     /// Sends a batch (and the count of an earlier one's new keys) without waiting.
-    fn send_batch<K: AsRef<[u8]>>(
+    fn send_batch(
         &self,
         mut batch: Batch,
-        keys: &[K],
+        keys: &KeyBuf,
         write: bool,
         judge: bool,
         count: u64,
@@ -291,10 +326,10 @@ impl RedisFilter {
     /// Reads a batch's replies, markers checked; returns, per key in batch order, whether
     /// all its bits were set (before an insert), and the connections that answered each
     /// shard. A shard whose node refused the module's command is sent the plain one.
-    fn read_batch<K: AsRef<[u8]>>(
+    fn read_batch(
         &self,
         sent: InFlight,
-        keys: &[K],
+        keys: &KeyBuf,
         deadline: Instant,
     ) -> Result<BatchReplies, RedisFilterError> {
         let k = self.config.hashes() as usize;
@@ -308,9 +343,9 @@ impl RedisFilter {
             judge,
             witnesses,
         } = sent;
-        let replies = self.conn().finish_pipeline(replies)?;
+        let (replies, live) = self.conn().finish_pipeline(replies)?;
         let nodes = if self.counted {
-            self.node_keys(deadline)?
+            counted::node_keys_of(live)
         } else {
             HashMap::new()
         };
@@ -495,69 +530,6 @@ impl RedisFilter {
         // A count found unverified is no count to compare records with.
         counts.retain(|&(_, count)| count >= 0);
         Ok((all_set, answered, counts, deferred))
-    }
-
-    /// Runs `keys` a batch per pipeline, up to three batches in flight (the next one is hashed and
-    /// sent while the last one's replies are on their way); `each` gets every batch's
-    /// answers in order, and returns how many keys it counts as new, which the next pipeline
-    /// adds to the metadata's item count (the last one's count goes alone, at the end).
-    fn batches<K: AsRef<[u8]>>(
-        &self,
-        keys: &[K],
-        write: bool,
-        judge: bool,
-        deadline: Instant,
-        mut each: impl FnMut(&[bool], &[(u64, u32)], &[(u32, i64)]) -> Result<u64, RedisFilterError>,
-    ) -> Result<(), RedisFilterError> {
-        let size = if self.module.load(Ordering::Acquire) {
-            MODULE_BATCH
-        } else {
-            BATCH
-        };
-        let mut chunks = keys.chunks(size);
-        let mut in_flight: std::collections::VecDeque<(InFlight, &[K])> =
-            std::collections::VecDeque::with_capacity(IN_FLIGHT);
-        let mut uncounted = 0u64;
-        loop {
-            let next = chunks.next();
-            let more = next.is_some();
-            if let Some(chunk) = next {
-                let sent = self.send_batch(
-                    self.batch_of(chunk, !self.module.load(Ordering::Acquire)),
-                    chunk,
-                    write,
-                    judge,
-                    std::mem::take(&mut uncounted),
-                    deadline,
-                )?;
-                in_flight.push_back((sent, chunk));
-            }
-            if in_flight.len() >= IN_FLIGHT || !more {
-                let Some((oldest, chunk)) = in_flight.pop_front() else {
-                    break;
-                };
-                let (all_set, answered, counts, deferred) =
-                    self.read_batch(oldest, chunk, deadline)?;
-                uncounted += each(&all_set, &answered, &counts)?;
-                // The nodes were judged by `each`: a counter's verdict comes after theirs.
-                if let Some(e) = deferred {
-                    return Err(e);
-                }
-            }
-        }
-        if uncounted > 0 {
-            let key = self.meta_key();
-            let creation = self.creation.hex();
-            self.guarded(&[
-                b"EVAL",
-                GUARDED_HINCRBY.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                creation.as_bytes(),
-                uncounted.to_string().as_bytes(),
-            ])?;
-        }
-        Ok(())
     }
 }
 

@@ -1,11 +1,10 @@
 //! What callers ask of a [`RedisFilter`]: keys inserted and looked up (encoded, their Unicode
 //! tables noted in the metadata first), through the batches of `bits`.
 
-use std::collections::HashSet;
-
 use bloom_core::{EncodedKey, Key};
 use bloom_redis_protocol::meta;
 
+use super::{Inserts, Lookups};
 use crate::error::RedisFilterError;
 use crate::filter::RedisFilter;
 
@@ -62,9 +61,18 @@ impl RedisFilter {
     /// The keys are those given (text, bytes, or encoded: an encoded key may come from any
     /// text, and counts as outside ASCII), as a local filter judges them.
     pub(crate) fn note_mixed_tables<K: Key>(&self, keys: &[K]) -> Result<(), RedisFilterError> {
+        self.note_mixed_tables_when(|| keys.iter().any(Key::depends_on_tables))
+    }
+
+    /// [`RedisFilter::note_mixed_tables`] when `depends` says that a key's encoding depends on
+    /// the Unicode tables.
+    pub(crate) fn note_mixed_tables_when(
+        &self,
+        depends: impl FnOnce() -> bool,
+    ) -> Result<(), RedisFilterError> {
         if self.tables_mixed.load(std::sync::atomic::Ordering::Acquire)
             || !self.config.has_foreign_tables()
-            || !keys.iter().any(Key::depends_on_tables)
+            || !depends()
         {
             return Ok(());
         }
@@ -82,23 +90,11 @@ impl RedisFilter {
         keys: &[K],
         verify: bool,
     ) -> Result<(u64, Vec<(u64, u32)>), RedisFilterError> {
-        let deadline = self.deadline();
-        let mut changed = 0u64;
-        let mut written: HashSet<(u64, u32)> = HashSet::new();
-        self.batches(keys, true, verify, deadline, |all_set, answered, counts| {
-            if verify {
-                self.verify_shards(answered, counts, deadline)?;
-            }
-            let new = all_set.iter().filter(|&&set| !set).count() as u64;
-            changed += new;
-            written.extend(answered.iter().copied());
-            Ok(new)
-        })?;
-        let mut written: Vec<(u64, u32)> = written.into_iter().collect();
-        written.sort_unstable();
-        let serials: Vec<u64> = written.iter().map(|&(serial, _)| serial).collect();
-        self.make_durable(&serials, deadline)?;
-        Ok((changed, written))
+        let mut inserts = Inserts::new(self, verify, Some(self.deadline()));
+        for batch in keys.chunks(inserts.batch_len()) {
+            inserts.send_slice(batch)?;
+        }
+        inserts.finish_writes()
     }
 
     /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been inserted
@@ -123,27 +119,15 @@ impl RedisFilter {
         I: IntoIterator,
         I::Item: Key,
     {
-        let deadline = self.deadline();
-        let foreign = self.config.has_foreign_tables();
         let keys: Vec<I::Item> = keys.into_iter().collect();
-        let encoded = self.encode_keys(&keys)?;
-        let mut sensitive = keys.iter().map(|k| foreign && k.depends_on_tables());
+        let mut lookups = Lookups::new(self, Some(self.deadline()));
         let mut answers = Vec::with_capacity(keys.len());
-        self.batches(
-            &encoded,
-            false,
-            true,
-            deadline,
-            |all_set, answered, counts| {
-                self.verify_shards(answered, counts, deadline)?;
-                answers.extend(
-                    all_set
-                        .iter()
-                        .map(|&set| set || sensitive.next().unwrap_or(true)),
-                );
-                Ok(0)
-            },
-        )?;
+        for batch in keys.chunks(lookups.batch_len()) {
+            answers.extend(lookups.send(batch)?.unwrap_or_default());
+        }
+        while let Some(answered) = lookups.next_answers()? {
+            answers.extend(answered);
+        }
         Ok(answers)
     }
 }

@@ -1,8 +1,6 @@
 //! [`Restore`]: every key added again, to declare a filter whole after its nodes may have
 //! lost writes.
 
-use std::collections::HashSet;
-
 use bloom_core::Key;
 use bloom_redis_protocol::keys::shard_key;
 use bloom_redis_protocol::meta;
@@ -13,7 +11,7 @@ use crate::error::RedisFilterError;
 use crate::filter::RedisFilter;
 use crate::wire::Commands;
 
-use super::ints;
+use super::{Inserts, ints};
 
 impl RedisFilter {
     /// Adds every key the filter should hold, from the keys' source, and declares the filter
@@ -51,8 +49,7 @@ impl RedisFilter {
     pub fn restore(&self) -> Restore<'_> {
         Restore {
             filter: self,
-            written: HashSet::new(),
-            changed: 0,
+            inserts: Inserts::new(self, false, None),
         }
     }
 
@@ -150,24 +147,25 @@ impl RedisFilter {
 #[must_use = "a restore declares nothing until it is finished"]
 pub struct Restore<'f> {
     filter: &'f RedisFilter,
-    /// The connection that took each shard's keys (a shard over two connections is never
+    /// The adds (each shard's node not judged: the filter is being made whole), and the
+    /// connection that took each shard's keys (a shard over two connections is never
     /// declared whole).
-    written: HashSet<(u64, u32)>,
-    changed: u64,
+    inserts: Inserts<'f>,
 }
 
 impl std::fmt::Debug for Restore<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Restore")
             .field("filter", &self.filter.name())
-            .field("changed", &self.changed)
+            .field("changed", &self.inserts.changed())
             .finish_non_exhaustive()
     }
 }
 
-impl Restore<'_> {
+impl<'f> Restore<'f> {
     /// Adds keys (any form [`RedisFilter::insert`] takes; each shard's node is not judged:
-    /// the filter is being made whole); returns how many changed a bit.
+    /// the filter is being made whole), every key encoded before any is sent, within one
+    /// deadline; returns how many changed a bit.
     ///
     /// # Errors
     /// As [`RedisFilter::insert`], [`RedisFilterError::Unverified`] aside.
@@ -179,10 +177,27 @@ impl Restore<'_> {
         let keys: Vec<I::Item> = keys.into_iter().collect();
         let encoded = self.filter.encode_keys(&keys)?;
         self.filter.note_mixed_tables(&keys)?;
-        let (changed, written) = self.filter.insert_keys(&encoded, false)?;
-        self.written.extend(written);
-        self.changed += changed;
-        Ok(changed)
+        let before = self.inserts.changed();
+        self.inserts.set_deadline(Some(self.filter.deadline()));
+        let added = (|| {
+            for batch in encoded.chunks(self.inserts.batch_len()) {
+                self.inserts.send_slice(batch)?;
+            }
+            self.inserts.flush()
+        })();
+        self.inserts.set_deadline(None);
+        if added.is_err() {
+            // Each call is an operation of its own: a failed one can be made again.
+            self.inserts.resume();
+        }
+        added?;
+        Ok(self.inserts.changed() - before)
+    }
+
+    /// The stream the keys go through, for keys that come as a stream: its batches are
+    /// added as by [`Restore::add`], each with its own deadline.
+    pub fn inserts(&mut self) -> &mut Inserts<'f> {
+        &mut self.inserts
     }
 
     /// Declares the filter whole: each shard's epoch record names the node that took its
@@ -199,8 +214,8 @@ impl Restore<'_> {
             Option<bloom_format::StoreBinding>,
         )>,
     ) -> Result<u64, RedisFilterError> {
-        let written: Vec<(u64, u32)> = self.written.into_iter().collect();
+        let (changed, written) = self.inserts.finish_writes()?;
         self.filter.restored(coverage, &written)?;
-        Ok(self.changed)
+        Ok(changed)
     }
 }
