@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -18,9 +18,16 @@ use crate::progress::{self, Counted};
 /// endless line is refused quickly.
 pub(crate) const DEFAULT_MAX_KEY_BYTES: usize = 64 << 10;
 
-/// An opened key source: the buffered reader, the count of bytes read through it, and the
-/// source's size when known.
-type Opened = (Box<dyn BufRead>, Rc<Cell<u64>>, Option<u64>);
+/// Bytes read from a key source at a time.
+const READ_BYTES: usize = 1 << 18;
+
+/// An opened key source: the buffered reader (only its reads go through a `dyn`: lines are
+/// split in its buffer), the count of bytes read through it, and the source's size when known.
+type Opened = (
+    BufReader<Counted<Box<dyn Read>>>,
+    Rc<Cell<u64>>,
+    Option<u64>,
+);
 
 /// Where keys come from.
 #[derive(Clone, Debug)]
@@ -41,12 +48,8 @@ impl KeySource {
     /// size when known (a regular file).
     fn open(&self) -> CmdResult<Opened> {
         if crate::files::is_stdio(&self.path) {
-            let (counted, read) = Counted::new(io::stdin());
-            return Ok((
-                Box::new(BufReader::with_capacity(1 << 16, counted)),
-                read,
-                None,
-            ));
+            let (counted, read) = Counted::new(Box::new(io::stdin()) as Box<dyn Read>);
+            return Ok((BufReader::with_capacity(READ_BYTES, counted), read, None));
         }
         let file = File::open(&self.path).map_err(|e| {
             Failure::environment(format!("cannot open key file {}: {e}", self.path.display()))
@@ -56,12 +59,8 @@ impl KeySource {
             .ok()
             .filter(std::fs::Metadata::is_file)
             .map(|m| m.len());
-        let (counted, read) = Counted::new(file);
-        Ok((
-            Box::new(BufReader::with_capacity(1 << 16, counted)),
-            read,
-            size,
-        ))
+        let (counted, read) = Counted::new(Box::new(file) as Box<dyn Read>);
+        Ok((BufReader::with_capacity(READ_BYTES, counted), read, size))
     }
 
     /// Calls `each` with every key (as bytes) and its 1-based line number, in order, with
@@ -72,23 +71,21 @@ impl KeySource {
         let bar = progress::keys_bar(size.map_or(progress::Total::Unknown, progress::Total::Bytes));
         let mut reader = KeyReader::new(input, self.format, self.max_key_bytes);
         let mut keys = 0u64;
-        let outcome = loop {
-            match reader.next_key() {
-                Ok(Some((key, line))) => {
-                    if let Err(e) = each(key, line) {
-                        break Err(e);
-                    }
-                }
-                Ok(None) => break Ok(keys),
-                Err(KeyFileError::Io(e)) => {
-                    break Err(Failure::environment(format!("cannot read {source}: {e}")));
-                }
-                Err(e) => break Err(Failure::input(format!("{source} {e}"))),
-            }
+        let walked = reader.for_each_key(|key, line| {
+            each(key, line)?;
             keys += 1;
             if keys.is_multiple_of(4096) {
                 progress::advance(&bar, size.is_some(), keys, read.get());
             }
+            Ok(())
+        });
+        let outcome = match walked {
+            Ok(Ok(())) => Ok(keys),
+            Ok(Err(failed)) => Err(failed),
+            Err(KeyFileError::Io(e)) => {
+                Err(Failure::environment(format!("cannot read {source}: {e}")))
+            }
+            Err(e) => Err(Failure::input(format!("{source} {e}"))),
         };
         bar.finish_and_clear();
         outcome

@@ -34,29 +34,19 @@ fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> 
     }
     // With foreign Unicode tables the answer depends on the raw key, not its encoding here.
     let foreign = filter.config().has_foreign_tables();
-    key_batches(
-        filter.config(),
-        &args.keys,
-        &args.input,
-        |originals, encoded| {
-            if foreign {
-                for key in originals.keys() {
-                    let maybe = filter
-                        .contains(key)
-                        .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
-                    answers.answer(key, maybe)?;
-                }
-            } else {
-                for (key, maybe) in originals
-                    .keys()
-                    .zip(filter.contains_each(encoded.encoded()))
-                {
-                    answers.answer(key, maybe)?;
-                }
+    key_batches(filter.config(), &args.keys, &args.input, |keys| {
+        if foreign {
+            for key in keys.given() {
+                let maybe = filter
+                    .contains(key)
+                    .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
+                answers.answer(key, maybe)?;
             }
-            Ok(())
-        },
-    )
+        } else {
+            answers.answer_all(keys.given(), filter.contains_each(keys.encoded()))?;
+        }
+        Ok(())
+    })
 }
 
 /// Answers from a scalable chain: maybe when any stage says maybe.
@@ -68,22 +58,17 @@ fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Ans
         .stages()
         .iter()
         .any(|s| s.config().has_foreign_tables());
-    key_batches(
-        chain.config(),
-        &args.keys,
-        &args.input,
-        |originals, encoded| {
-            for (key, encoded) in originals.keys().zip(encoded.encoded()) {
-                let maybe = if foreign {
-                    chain
-                        .contains(key)
-                        .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?
-                } else {
-                    chain.contains(&encoded)
-                };
-                answers.answer(key, maybe)?;
-            }
-            Ok(())
-        },
-    )
+    key_batches(chain.config(), &args.keys, &args.input, |keys| {
+        for (key, encoded) in keys.given().zip(keys.encoded()) {
+            let maybe = if foreign {
+                chain
+                    .contains(key)
+                    .map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?
+            } else {
+                chain.contains(&encoded)
+            };
+            answers.answer(key, maybe)?;
+        }
+        Ok(())
+    })
 }

@@ -37,13 +37,14 @@ pub(crate) fn require_keys(keys: &[String], input: &KeyInput) -> CmdResult {
 }
 
 /// Calls `each` with batches of keys from the command line and `--keys`, as given and encoded
-/// by `config`. A bad key is reported with its line after the batches before it were handled,
-/// so that output stays complete up to the line the error names.
+/// by `config` (`each` may take the batch, leaving an empty one in its place; the last batch
+/// may be empty). A bad key is reported with its line after the batches before it were
+/// handled, so that output stays complete up to the line the error names.
 pub(crate) fn key_batches(
     config: &FilterConfig,
     keys: &[String],
     input: &KeyInput,
-    each: impl FnMut(&Batch, &Batch) -> CmdResult,
+    each: impl FnMut(&mut KeyBatch) -> CmdResult,
 ) -> CmdResult {
     key_batches_of(Batch::KEYS, config, keys, input, each)
 }
@@ -54,25 +55,23 @@ pub(crate) fn key_batches_of(
     config: &FilterConfig,
     keys: &[String],
     input: &KeyInput,
-    mut each: impl FnMut(&Batch, &Batch) -> CmdResult,
+    mut each: impl FnMut(&mut KeyBatch) -> CmdResult,
 ) -> CmdResult {
-    let (mut originals, mut encoded) = (Batch::with_size(size), Batch::with_size(size));
+    let mut batch = KeyBatch::with_size(size);
     let source = input.source().map(|s| s.name()).unwrap_or_default();
     let mut push =
-        |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&Batch, &Batch) -> CmdResult| {
-            let bytes = config
+        |key: &[u8], line: Option<u64>, each: &mut dyn FnMut(&mut KeyBatch) -> CmdResult| {
+            let encoded = config
                 .encoding()
                 .encode_bytes(key)
                 .map_err(|e| match line {
                     Some(n) => Failure::input(format!("{source} line {n}: {e}")),
                     None => Failure::input(format!("key {}: {e}", escape_key(key))),
                 })?;
-            originals.push(key);
-            encoded.push(bytes.as_bytes());
-            if encoded.is_full() {
-                each(&originals, &encoded)?;
-                originals.clear();
-                encoded.clear();
+            batch.push(key, encoded.as_bytes());
+            if batch.is_full() {
+                each(&mut batch)?;
+                batch.clear();
             }
             Ok::<(), Failure>(())
         };
@@ -86,9 +85,77 @@ pub(crate) fn key_batches_of(
         Ok(())
     })();
     // What was read before a failure is handled first.
-    let last = each(&originals, &encoded);
+    let last = each(&mut batch);
     read?;
     last
+}
+
+/// A batch of keys as given and as encoded. The encoded keys are held apart only once one of
+/// them differs from its key as given: most keys are their own encoding (ASCII under NFC,
+/// every key under `bytes`), and are then copied once.
+pub(crate) struct KeyBatch {
+    given: Batch,
+    /// The encoded keys, when `apart`.
+    encoded: Batch,
+    apart: bool,
+}
+
+impl KeyBatch {
+    /// A batch of `size` keys.
+    pub(crate) fn with_size(size: usize) -> Self {
+        Self {
+            given: Batch::with_size(size),
+            encoded: Batch::with_size(size),
+            apart: false,
+        }
+    }
+
+    fn push(&mut self, given: &[u8], encoded: &[u8]) {
+        let same = std::ptr::eq(given, encoded) || given == encoded;
+        if !same && !self.apart {
+            self.apart = true;
+            self.encoded.bytes.clone_from(&self.given.bytes);
+            self.encoded.ends.clone_from(&self.given.ends);
+        }
+        self.given.push(given);
+        if self.apart {
+            self.encoded.push(encoded);
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.given.is_full() || (self.apart && self.encoded.is_full())
+    }
+
+    fn clear(&mut self) {
+        self.given.clear();
+        self.encoded.clear();
+        self.apart = false;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.given.is_empty()
+    }
+
+    /// How many keys it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.given.ends.len()
+    }
+
+    /// The keys as given, in order.
+    pub(crate) fn given(&self) -> impl Iterator<Item = &[u8]> {
+        self.given.keys()
+    }
+
+    /// The keys as encoded, in order.
+    pub(crate) fn encoded(&self) -> impl Iterator<Item = EncodedKey<'_>> {
+        if self.apart {
+            &self.encoded
+        } else {
+            &self.given
+        }
+        .encoded()
+    }
 }
 
 /// Keys encoded and waiting to go into a filter a batch at a time (hashed together, so that
@@ -145,6 +212,10 @@ impl Batch {
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ends.is_empty()
     }
 }
 
@@ -203,4 +274,43 @@ pub(crate) fn foreign_tables_warning(
             config.encoding().build_tables()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys that are their own encoding are held once; the first that is not puts every
+    /// encoded key apart, and a cleared batch starts over.
+    #[test]
+    fn a_key_batch_holds_encoded_keys_apart_only_when_one_differs() {
+        let encoding = bloom_core::KeyEncoding::Nfc;
+        let mut batch = KeyBatch::with_size(8);
+        let encoded = |batch: &KeyBatch| -> Vec<Vec<u8>> {
+            batch.encoded().map(|k| k.as_bytes().to_vec()).collect()
+        };
+        for round in 0..2 {
+            for key in ["plain", "caf\u{e9}"] {
+                let bytes = encoding.encode_bytes(key.as_bytes()).unwrap();
+                batch.push(key.as_bytes(), bytes.as_bytes());
+            }
+            assert!(!batch.apart, "round {round}");
+            let decomposed = "cafe\u{301}";
+            let bytes = encoding.encode_bytes(decomposed.as_bytes()).unwrap();
+            batch.push(decomposed.as_bytes(), bytes.as_bytes());
+            assert!(batch.apart);
+            let given: Vec<&[u8]> = batch.given().collect();
+            assert_eq!(
+                given,
+                [&b"plain"[..], "caf\u{e9}".as_bytes(), decomposed.as_bytes()]
+            );
+            assert_eq!(
+                encoded(&batch),
+                [b"plain".to_vec(), "caf\u{e9}".into(), "caf\u{e9}".into()]
+            );
+            assert_eq!(batch.len(), 3);
+            batch.clear();
+            assert!(batch.is_empty() && encoded(&batch).is_empty());
+        }
+    }
 }

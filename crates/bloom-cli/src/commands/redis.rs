@@ -3,6 +3,7 @@
 //! refusing or too slow is exit 3, a filter Redis may have lost writes of is exit 5 (with
 //! the way out in the message).
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,15 +16,13 @@ use crate::cli::{
     RedisDeleteArgs, RedisExportArgs, RedisImportArgs, RedisInfoArgs, Size,
 };
 use crate::commands::redis_at::{self, failure, open, target};
-use crate::commands::{key_batches_of, require_keys};
+use crate::commands::{KeyBatch, key_batches_of, require_keys};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::output::{Answers, Out, encoding_json, layout_of, number, rule_json, show};
 
 /// Shards when none are asked for: 16, or enough to keep each under 256 MiB.
 const DEFAULT_SHARDS: u32 = 16;
 const PREFERRED_SHARD_BYTES: u64 = 256 << 20;
-/// Keys per call to the filter: it pipelines them 4096 to a batch, up to three batches in flight.
-const KEYS_PER_CALL: usize = 1 << 16;
 
 pub(crate) fn run(command: &RedisCommand) -> CmdResult<u8> {
     redis_at::started();
@@ -173,52 +172,67 @@ fn add(args: &RedisAddArgs) -> CmdResult {
             )));
         }
     }
-    let (mut added, mut changed) = (0u64, 0u64);
     // `--complete` adds every key again through a restore, which then declares the filter
-    // whole; otherwise the keys are inserted.
+    // whole; otherwise the keys are inserted. Either way the batches stream: each is sent as
+    // it is read, up to three on the wire.
     let mut restore = args.complete.then(|| filter.restore());
-    key_batches_of(
-        KEYS_PER_CALL,
+    let mut inserted = filter.inserts();
+    let inserts = match &mut restore {
+        Some(restore) => restore.inserts(),
+        None => &mut inserted,
+    };
+    let mut added = 0u64;
+    let read = key_batches_of(
+        inserts.batch_len(),
         filter.config(),
         &keys.keys,
         &keys.input,
-        |_, encoded| {
-            let total = encoded.encoded().count();
-            // With --strict, no more keys than the plan has room for.
+        |batch| {
+            let total = batch.len();
+            // With --strict, no more keys than the plan has room for: known once every batch
+            // before was read back.
             let room = match plan {
-                Some((plan, items)) if args.full.strict => {
-                    usize::try_from(plan.capacity.saturating_sub(items + changed))
+                Some((plan, items)) if args.full.strict && total > 0 => {
+                    inserts.flush().map_err(|e| failure(at, &e))?;
+                    usize::try_from(plan.capacity.saturating_sub(items + inserts.changed()))
                         .unwrap_or(usize::MAX)
                 }
                 _ => usize::MAX,
             };
             let take = total.min(room);
             if take > 0 {
-                changed += match &mut restore {
-                    Some(restore) => restore.add(encoded.encoded().take(take)),
-                    None => filter.insert_all(encoded.encoded().take(take)),
-                }
-                .map_err(|e| failure(at, &e))?;
+                inserts
+                    .send(batch.encoded().take(take))
+                    .map_err(|e| failure(at, &e))?;
                 added += take as u64;
             }
             if let (true, Some((plan, _))) = (take < total, plan) {
+                inserts.flush().map_err(|e| failure(at, &e))?;
                 return Err(Failure::input(format!(
-                    "{name} reached its plan of {} items after {added} keys ({changed} new); --strict: the keys after those were not added (create a larger filter and add every key to it, or leave out --strict)",
-                    plan.capacity
+                    "{name} reached its plan of {} items after {added} keys ({} new); --strict: the keys after those were not added (create a larger filter and add every key to it, or leave out --strict)",
+                    plan.capacity,
+                    inserts.changed()
                 )));
             }
             Ok(())
         },
-    )?;
+    );
+    // The keys sent before a failure (a bad line, the plan reached) are in, counted and
+    // durable before it is reported; a restore that failed declares nothing.
+    let finished = match restore {
+        Some(restore) if read.is_ok() => restore.finish(None),
+        Some(mut restore) => restore.inserts().flush().map(|()| 0),
+        None => inserted.finish(),
+    };
+    read?;
+    let changed = finished.map_err(|e| failure(at, &e))?;
     let s = if added == 1 { "" } else { "s" };
-    match restore {
-        Some(restore) => {
-            restore.finish(None).map_err(|e| failure(at, &e))?;
-            crate::warn(&format!(
-                "added {added} key{s} ({changed} new) to {name}; it is declared whole"
-            ));
-        }
-        None => crate::warn(&format!("added {added} key{s} ({changed} new) to {name}")),
+    if args.complete {
+        crate::warn(&format!(
+            "added {added} key{s} ({changed} new) to {name}; it is declared whole"
+        ));
+    } else {
+        crate::warn(&format!("added {added} key{s} ({changed} new) to {name}"));
     }
     // Past its plan: judged as `bloom redis info` (and a local filter) judges it.
     if let Some((plan, _)) = plan
@@ -276,26 +290,50 @@ fn check(args: &RedisCheckArgs) -> CmdResult<u8> {
     let filter = open(&keys.at)?;
     let at = &keys.at;
     let mut answers = Answers::new(args.json).every_key(args.exit_status);
-    key_batches_of(
-        KEYS_PER_CALL,
-        filter.config(),
-        &keys.keys,
-        &keys.input,
-        |originals, encoded| {
-            // With other Unicode tables the answer depends on the raw key (ASCII keys are
-            // exact), as for a local filter; otherwise the encoded batch is asked.
-            let maybe = if filter.config().has_foreign_tables() {
-                filter.contains_each(originals.keys())
-            } else {
-                filter.contains_each(encoded.encoded())
-            }
-            .map_err(|e| failure(at, &e))?;
-            for (key, maybe) in originals.keys().zip(maybe) {
-                answers.answer(key, maybe)?;
-            }
-            Ok(())
-        },
-    )?;
+    let mut lookups = filter.lookups();
+    let size = lookups.batch_len();
+    // The keys as given of the batches on the wire, oldest first, and emptied ones to reuse.
+    let mut sent: VecDeque<KeyBatch> = VecDeque::new();
+    let mut spare: Vec<KeyBatch> = Vec::new();
+    let answer = |maybe: Vec<bool>,
+                  sent: &mut VecDeque<KeyBatch>,
+                  spare: &mut Vec<KeyBatch>,
+                  answers: &mut Answers| {
+        let batch = sent
+            .pop_front()
+            .ok_or_else(|| Failure::environment("answers came back for no batch sent"))?;
+        answers.answer_all(batch.given(), maybe)?;
+        spare.push(batch);
+        Ok::<(), Failure>(())
+    };
+    let read = key_batches_of(size, filter.config(), &keys.keys, &keys.input, |batch| {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // With other Unicode tables the answer depends on the raw key (ASCII keys are
+        // exact), as for a local filter; otherwise the encoded batch is asked.
+        let answered = if filter.config().has_foreign_tables() {
+            lookups.send(batch.given())
+        } else {
+            lookups.send(batch.encoded())
+        }
+        .map_err(|e| failure(at, &e))?;
+        let empty = spare.pop().unwrap_or_else(|| KeyBatch::with_size(size));
+        sent.push_back(std::mem::replace(batch, empty));
+        if let Some(maybe) = answered {
+            answer(maybe, &mut sent, &mut spare, &mut answers)?;
+        }
+        Ok(())
+    });
+    // The keys read before a bad line are answered before it is reported.
+    let drained = (|| {
+        while let Some(maybe) = lookups.next_answers().map_err(|e| failure(at, &e))? {
+            answer(maybe, &mut sent, &mut spare, &mut answers)?;
+        }
+        Ok::<(), Failure>(())
+    })();
+    read?;
+    drained?;
     let any_absent = answers.finish()?;
     Ok(if args.exit_status && any_absent {
         Exit::Absent as u8

@@ -1,6 +1,6 @@
 //! `bloom remove`: keys out of a counting snapshot, under the writers' lock.
 
-use bloom_core::{EncodedKey, Filter, RemoveError};
+use bloom_core::{Filter, RemoveError};
 
 use crate::cli::RemoveArgs;
 use crate::commands::{key_batches, require_keys};
@@ -54,12 +54,12 @@ pub(crate) fn run(args: &RemoveArgs, signals: &Signals) -> CmdResult<u8> {
     // With foreign Unicode tables a key's fate depends on its raw text (ASCII keys are
     // located, the others cannot be), as in `check`; otherwise the encoded batch is used.
     let foreign_tables = config.has_foreign_tables();
-    key_batches(&config, &args.keys, &args.input, |originals, encoded| {
-        for (key, encoded) in originals.keys().zip(encoded.keys()) {
+    key_batches(&config, &args.keys, &args.input, |keys| {
+        for (key, encoded) in keys.given().zip(keys.encoded()) {
             let removal = if foreign_tables {
                 filter.remove(key)
             } else {
-                filter.remove(&EncodedKey::from_encoded(encoded))
+                filter.remove(&encoded)
             };
             match removal {
                 Ok(()) => removed += 1,
