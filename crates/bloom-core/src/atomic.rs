@@ -11,7 +11,6 @@ use crate::encoding::EncodedKey;
 use crate::encoding::UnicodeTables;
 use crate::estimate;
 use crate::filter::Filter;
-use crate::kernel::Kernel;
 use crate::key::{self, Key};
 use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
@@ -66,11 +65,6 @@ impl AtomicBloomFilter {
         }
     }
 
-    /// Many-key calls have no kernel: atomic words are probed and set by the general code.
-    fn batch_kernel(&self) -> Option<Kernel> {
-        None
-    }
-
     fn hashing(&self) -> KeyHashing<'_> {
         KeyHashing {
             hasher: &self.hasher,
@@ -109,7 +103,17 @@ impl AtomicBloomFilter {
     // Each position of a batch is set with one locked write, without a probe first: the
     // fastest way for keys that are mostly new (a probe of a new key finds a bit missing and
     // is wasted), such as the keys a store commits.
-    crate::shared_methods::batch_methods!(; Atomic; set_each);
+    crate::shared_methods::batch_methods!(; Atomic);
+
+    /// `insert_all`'s keys: each set with `fetch_or`, without a probe first (a key that is
+    /// new gains nothing from one).
+    fn insert_many<K: Key>(
+        &self,
+        keys: impl Iterator<Item = K>,
+        inserted: &mut Inserted,
+    ) -> Result<(), K::Error> {
+        (&*self.words).set_each(self.hashing(), keys, inserted)
+    }
 
     /// Records what a batch of inserts changed.
     fn took(&self, inserted: &Inserted) {

@@ -1,5 +1,6 @@
-//! The many-key operations of both filters, which hash a batch of keys before touching any
-//! of their bits, and probe-before-write inserts (the probes themselves are `probe.rs`).
+//! The many-key operations of both filters, which past the caches hash a batch of keys
+//! before touching any of their bits, and the one-key inserts they share with `insert` (the
+//! probes and writes themselves are `probe.rs`).
 //!
 //! A filter sized for real data is larger than the CPU's caches, so each of a key's `k` probes
 //! is a cache miss. One key at a time, the CPU overlaps a key's own probes but then waits for
@@ -108,7 +109,7 @@ impl HashBatch {
     }
 }
 
-/// What [`BitsMut::insert_each`] did.
+/// What a many-key insert did.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Inserted {
     /// Keys that changed a bit.
@@ -117,19 +118,14 @@ pub(crate) struct Inserted {
     pub(crate) table_sensitive: bool,
 }
 
-/// A bit array that keys are inserted into: a [`BloomFilter`](crate::BloomFilter)'s words
-/// through `&mut`, an [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s through `&`.
+/// An [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s words, inserted into through `&`
+/// (a plain filter's are set by its kernel: [`insert_one`], [`insert_many`]).
 pub(crate) trait BitsMut {
     /// Read access for probes.
     fn bits(&self) -> BitsRef<'_>;
 
     /// Sets every position of a hashed key; returns whether any of them was unset.
     fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool;
-
-    /// A plain filter's words, which a [`Kernel`] can set.
-    fn plain_mut(&mut self) -> Option<&mut [u64]> {
-        None
-    }
 
     /// Inserts a hashed key; returns whether any bit changed.
     ///
@@ -160,64 +156,47 @@ pub(crate) trait BitsMut {
         }
         Ok(())
     }
+}
 
-    /// Inserts every key, a batch at a time, up to the first key the encoding refuses; counts
-    /// in `inserted` the keys that changed a bit, exactly as many as single inserts in the
-    /// same order would have. Every key before a refused one is inserted.
-    fn insert_each<K: Key>(
-        &mut self,
-        hashing: KeyHashing<'_>,
-        keys: impl Iterator<Item = K>,
-        inserted: &mut Inserted,
-    ) -> Result<(), K::Error> {
-        let hasher = hashing.hasher;
-        let mut keys = keys;
-        if let (Some(kernel), Some(words)) = (hashing.kernel, self.plain_mut()) {
-            return insert_compiled(words, kernel, hashing, keys, inserted);
-        }
-        if fits_in_cache(self.bits().len()) {
-            for key in keys {
-                let (hash, sensitive) = hashing.prepare(&key)?;
-                inserted.table_sensitive |= sensitive;
-                if self.insert_key(hasher, hash) {
-                    inserted.changed += 1;
-                }
-            }
-            return Ok(());
-        }
-        let mut batch = HashBatch::default();
-        let mut present = [false; BATCH_KEYS];
-        loop {
-            let (taken, refused) = batch.fill(hashing, &mut keys);
-            if taken == 0 && refused.is_none() {
-                return Ok(());
-            }
-            inserted.table_sensitive |= batch.table_sensitive().contains(&true);
-            self.bits().touch(hasher, batch.hashes());
-            // Every probe of the batch first, as overlapping loads...
-            for (present, &hash) in present.iter_mut().zip(batch.hashes()) {
-                *present = self.bits().contains(hasher, hash);
-            }
-            // ...then, key by key, the bits of the keys that lacked one. A key whose bits were
-            // all set before the batch changes nothing; for the others the words are now in
-            // cache, and setting them in key order gives each key the answer `insert` would.
-            for (&present, &hash) in present.iter().zip(batch.hashes()) {
-                if !present && self.set(hasher, hash) {
-                    inserted.changed += 1;
-                }
-            }
-            if let Some(refused) = refused {
-                return Err(refused);
-            }
-        }
+/// One key's insert into a plain filter's words, as `insert` makes it: whether a bit
+/// changed, and whether the key depends on Unicode tables a filter with foreign ones lacks.
+/// A key the encoding keeps as it is goes straight to the kernel; any other is encoded first,
+/// out of line.
+#[inline(always)]
+pub(crate) fn insert_one<K: Key + ?Sized>(
+    words: &mut [u64],
+    kernel: Kernel,
+    hashing: &KeyHashing<'_>,
+    key: &K,
+) -> Result<(bool, bool), K::Error> {
+    match key::as_is(key, hashing.encoding, hashing.foreign_tables) {
+        Some(encoded) => Ok((kernel.insert(hashing.hasher, words, encoded), false)),
+        None => insert_encoded(words, kernel, hashing, key),
     }
 }
 
-/// [`BitsMut::insert_each`] of a plain filter with a kernel: in cache, one key at a time as
-/// `insert` does; otherwise a batch of keys hashed, their lines touched, then set by the
-/// kernel in one call. A single owner sets and notes what was clear in one pass, so nothing is probed
-/// first.
-fn insert_compiled<K: Key>(
+/// [`insert_one`] for a key that must be encoded first.
+#[inline(never)]
+fn insert_encoded<K: Key + ?Sized>(
+    words: &mut [u64],
+    kernel: Kernel,
+    hashing: &KeyHashing<'_>,
+    key: &K,
+) -> Result<(bool, bool), K::Error> {
+    let (encoded, sensitive) = key::prepare(key, hashing.encoding, hashing.foreign_tables)?;
+    Ok((
+        kernel.insert(hashing.hasher, words, encoded.as_bytes()),
+        sensitive,
+    ))
+}
+
+/// `insert_all` of a plain filter, up to the first key the encoding refuses; counts in
+/// `inserted` the keys that changed a bit, exactly as many as single inserts in the same order
+/// would have, and every key before a refused one is inserted. In cache, one key at a time as
+/// `insert` does; past the caches, a batch of keys hashed, their lines touched, then set by
+/// the kernel in one call. A single owner sets and notes what was clear in one pass, so
+/// nothing is probed first.
+pub(crate) fn insert_many<K: Key>(
     words: &mut [u64],
     kernel: Kernel,
     hashing: KeyHashing<'_>,
@@ -225,14 +204,8 @@ fn insert_compiled<K: Key>(
     inserted: &mut Inserted,
 ) -> Result<(), K::Error> {
     if fits_in_cache(words.len()) {
-        // One key at a time, as `insert` does.
         for key in keys {
-            let (changed, sensitive) = key::with_bytes(
-                &key,
-                hashing.encoding,
-                hashing.foreign_tables,
-                |encoded, sensitive| (kernel.insert(hashing.hasher, words, encoded), sensitive),
-            )?;
+            let (changed, sensitive) = insert_one(words, kernel, &hashing, &key)?;
             inserted.table_sensitive |= sensitive;
             inserted.changed += u64::from(changed);
         }
@@ -250,28 +223,6 @@ fn insert_compiled<K: Key>(
         if let Some(refused) = refused {
             return Err(refused);
         }
-    }
-}
-
-impl BitsMut for [u64] {
-    fn bits(&self) -> BitsRef<'_> {
-        BitsRef::Plain(self)
-    }
-
-    fn plain_mut(&mut self) -> Option<&mut [u64]> {
-        Some(self)
-    }
-
-    /// A single owner's words are written without a lock: setting the bits and noting which
-    /// were clear is one pass, cheaper than a probe first.
-    #[inline]
-    fn insert_key(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
-        self.set(hasher, hash)
-    }
-
-    #[inline]
-    fn set(&mut self, hasher: &PositionHasher, hash: KeyHash) -> bool {
-        probe::set_plain(self, hasher, hash)
     }
 }
 
@@ -311,8 +262,6 @@ where
     refused: Option<<I::Item as Key>::Error>,
     /// The bits fit in cache: one key at a time, nothing buffered.
     direct: bool,
-    /// The bits are larger than the caches: each batch's lines are touched first.
-    touch: bool,
 }
 
 impl<'a, I: Iterator> ContainsEach<'a, I>
@@ -320,10 +269,8 @@ where
     I::Item: Key,
 {
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
-        let cached = fits_in_cache(bits.len());
         Self {
-            direct: cached,
-            touch: !cached,
+            direct: fits_in_cache(bits.len()),
             bits,
             hashing,
             keys,
@@ -350,7 +297,6 @@ where
             next: self.next,
             refused: self.refused.clone(),
             direct: self.direct,
-            touch: self.touch,
         }
     }
 }
@@ -373,13 +319,11 @@ impl<I: Iterator> ContainsEach<'_, I>
 where
     I::Item: Key,
 {
-    /// Answers the keys of the batch just filled: their lines touched first when the bits
-    /// are larger than the caches, then probed, by the kernel in one call when there is one.
+    /// Answers the keys of the batch just filled (the bits are larger than the caches):
+    /// their lines touched first, then probed, by the kernel in one call when there is one.
     fn answer_batch(&mut self) {
         let (hasher, hashes) = (self.hashing.hasher, self.batch.hashes());
-        if self.touch {
-            self.bits.touch(hasher, hashes);
-        }
+        self.bits.touch(hasher, hashes);
         let answers = self.answers.get_mut(..hashes.len()).unwrap_or_default();
         match (self.bits, self.hashing.kernel) {
             (BitsRef::Plain(words), Some(kernel)) => {

@@ -59,9 +59,8 @@
 //! [`Filter::from_payload`] refuse any snapshot whose rules this build does not implement. This crate does no file or network
 //! I/O; files are the business of `bloom-format` and `bloom-store`.
 
-// No unsafe code but the calls of a plain filter's kernel, which may be the split-block
-// kernel compiled for AVX2, stored only after the CPU was found to have it
-// (`kernel::Kernel::contains` and `insert`).
+// No unsafe code but the calls of a plain filter's kernel functions compiled for AVX2, which a
+// `Kernel` names only after the CPU was found to have it (`kernel/mod.rs`).
 #![deny(unsafe_code)]
 
 mod any;

@@ -2,7 +2,7 @@
 
 use bloom_format::{DatasetGeneration, Header};
 
-use crate::batch::{BitsMut, Inserted, KeyHashing};
+use crate::batch::{self, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
 use crate::encoding::EncodedKey;
@@ -11,7 +11,7 @@ use crate::encoding::KeyError;
 use crate::estimate;
 use crate::filter::Filter;
 use crate::kernel::Kernel;
-use crate::key::{self, Key};
+use crate::key::Key;
 use crate::position::{KeyHash, PositionHasher};
 use crate::snapshot::SnapshotError;
 
@@ -80,11 +80,6 @@ impl BloomFilter {
         }
     }
 
-    /// The kernel many-key calls probe and set with.
-    fn batch_kernel(&self) -> Option<Kernel> {
-        Some(self.kernel)
-    }
-
     fn hashing(&self) -> KeyHashing<'_> {
         KeyHashing {
             hasher: &self.hasher,
@@ -112,26 +107,20 @@ impl BloomFilter {
 
     #[inline]
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
-        let changed = match key::as_is(key, self.config.encoding(), self.foreign_tables) {
-            Some(bytes) => self.kernel.insert(&self.hasher, &mut self.words, bytes),
-            None => self.insert_encoded(key)?,
+        let hashing = KeyHashing {
+            hasher: &self.hasher,
+            encoding: self.config.encoding(),
+            foreign_tables: self.foreign_tables,
+            kernel: Some(self.kernel),
         };
+        let (changed, sensitive) = batch::insert_one(&mut self.words, self.kernel, &hashing, key)?;
+        if sensitive {
+            self.mark_tables_mixed();
+        }
         if changed {
             self.items = self.items.saturating_add(1);
         }
         Ok(changed)
-    }
-
-    /// [`BloomFilter::insert_key`] for a key that must be encoded first.
-    #[inline(never)]
-    fn insert_encoded<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
-        let (encoded, sensitive) = key::prepare(key, self.config.encoding(), self.foreign_tables)?;
-        if sensitive {
-            self.mark_tables_mixed();
-        }
-        Ok(self
-            .kernel
-            .insert(&self.hasher, &mut self.words, encoded.as_bytes()))
     }
 
     /// The key's hash under this filter's rule and salt. It depends on nothing else (not
@@ -184,7 +173,22 @@ impl BloomFilter {
         self.foreign_tables
     }
 
-    crate::shared_methods::batch_methods!(mut; Plain; insert_each);
+    crate::shared_methods::batch_methods!(mut; Plain);
+
+    /// `insert_all`'s keys, set by the kernel ([`batch::insert_many`]).
+    fn insert_many<K: Key>(
+        &mut self,
+        keys: impl Iterator<Item = K>,
+        inserted: &mut Inserted,
+    ) -> Result<(), K::Error> {
+        let hashing = KeyHashing {
+            hasher: &self.hasher,
+            encoding: self.config.encoding(),
+            foreign_tables: self.foreign_tables,
+            kernel: Some(self.kernel),
+        };
+        batch::insert_many(&mut self.words, self.kernel, hashing, keys, inserted)
+    }
 
     /// Records what a batch of inserts changed.
     fn took(&mut self, inserted: &Inserted) {

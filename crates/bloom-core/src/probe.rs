@@ -15,7 +15,7 @@ pub(crate) fn line<W>(words: &[W], block: Block) -> Option<&[W; 8]> {
         .and_then(|w| w.try_into().ok())
 }
 
-/// [`line`], to write.
+/// [`line()`], to write.
 #[inline(always)]
 pub(crate) fn line_mut(words: &mut [u64], block: Block) -> Option<&mut [u64; 8]> {
     words

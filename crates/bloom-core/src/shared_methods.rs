@@ -2,14 +2,14 @@
 //! `contains_each`), written once as a macro each filter type expands with its own receiver,
 //! word type and batch insert.
 
-/// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or atomic),
-/// written once: `$($mut)?` is the receiver's mutability (and the words'), `$variant` the
-/// [`BitsRef`](crate::probe::BitsRef) the words are read as, and `$each` the batch insert used
-/// ([`BitsMut::insert_each`](crate::batch::BitsMut::insert_each) probes first, [`BitsMut::set_each`](crate::batch::BitsMut::set_each) does not). The filter type
-/// has `self.hasher`, `self.config`, `self.foreign_tables`, `hashing()`, `batch_kernel()`, `took(&Inserted)`,
-/// which records what a batch changed, and `probe_key(&[u8])`, its one-key probe of an encoded key.
+/// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or
+/// atomic), written once: `$($mut)?` is the receiver's mutability and `$variant` the
+/// [`BitsRef`](crate::probe::BitsRef) the words are read as. The filter type has
+/// `self.config`, `self.words`, `hashing()`, `contains_key`, its one-key answer,
+/// `insert_many`, its many-key insert, and `took(&Inserted)`, which records what a batch
+/// changed.
 macro_rules! batch_methods {
-    ($($mut:ident)?; $variant:ident; $each:ident) => {
+    ($($mut:ident)?; $variant:ident) => {
         /// Whether a key (text, bytes or already encoded: see [`Key`]) may have been
         /// inserted (Guava's `mightContain`). `false` is definite (for an atomic filter, for
         /// every insert that finished before this call started).
@@ -40,13 +40,7 @@ macro_rules! batch_methods {
             I::Item: Key,
         {
             let mut inserted = $crate::batch::Inserted::default();
-            let hashing = $crate::batch::KeyHashing {
-                hasher: &self.hasher,
-                encoding: self.config.encoding(),
-                foreign_tables: self.foreign_tables,
-                kernel: self.batch_kernel(),
-            };
-            let outcome = (& $($mut)? *self.words).$each(hashing, keys.into_iter(), &mut inserted);
+            let outcome = self.insert_many(keys.into_iter(), &mut inserted);
             self.took(&inserted);
             <I::Item as Key>::answer(outcome.map(|()| inserted.changed))
         }

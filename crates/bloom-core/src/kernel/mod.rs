@@ -1,4 +1,5 @@
-//! The one-key probe and insert of a plain filter, compiled once per configuration.
+//! A plain filter's probe and insert, one key or a batch of hashed keys, compiled once per
+//! configuration.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -33,17 +34,18 @@ pub(crate) enum BlockedK {
     K10,
 }
 
-/// A plain filter's one-key probe and insert, chosen once, when the filter is made, and
-/// matched on in each call: a few well-predicted branches, then straight-line code.
+/// A plain filter's probe and insert, chosen once, when the filter is made, and matched on
+/// in each call: a few well-predicted branches, then straight-line code.
 ///
 /// For an unsalted split-block filter of `xxh64`, `xxh3-64` (the default) or `xxh3-128`, and
 /// for an unsalted `xxh3-128` filter with the blocked layout and one of the planner's usual
 /// k, the code is compiled for that configuration: a call hashes with the seed folded in,
 /// finds the block and tests or sets its bits in straight-line code, with no rule, layout or
-/// k to dispatch on. The portable kernels are inlined into their callers; the split-block
-/// ones compiled for AVX2, when the CPU has it, are one direct call each (a function built
-/// for AVX2 cannot be inlined into one that is not). Every other configuration takes the
-/// general code. All place every key exactly where [`PositionHasher::each_position`] does
+/// k to dispatch on. The default configuration (`xxh3-64`, 512-bit split blocks) is tested
+/// first: one direct call of its kernel compiled for AVX2 when the CPU has it (a function
+/// built for AVX2 cannot be inlined into one that is not), its portable kernel inlined
+/// elsewhere off x86-64. The other kinds are matched out of line, the split-block ones also
+/// compiled for AVX2. Every other configuration takes the general code. All place every key exactly where [`PositionHasher::each_position`] does
 /// (`tests/insert_law.rs`, `compiled_probes_test_and_set_exactly_the_specified_positions`).
 ///
 /// Keys come as their encoded bytes. Each operation also comes in a form that takes the
@@ -79,11 +81,16 @@ enum Kind {
 /// AVX2 build when `$avx2`, the portable one otherwise.
 macro_rules! split {
     ($hash:expr, $wide:expr, $avx2:expr, $f:ident($($arg:expr),*)) => {{
+        // Off x86-64 no kernel is built for AVX2.
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = $avx2;
         #[cfg(target_arch = "x86_64")]
         if $avx2 {
-            // SAFETY: `Kernel::Split` has `avx2` set only when `Kernel::new` found the CPU to
-            // have AVX2 (`is_x86_feature_detected!`), and the field is never set elsewhere.
-            // The functions are safe code with no other precondition.
+            // SAFETY: a `Kind::Split` with `avx2` set is built only by `Kernel::with_simd`, and
+            // only with the `avx2` that `Kernel::new` had from `is_x86_feature_detected!` (the
+            // fields are private to this module; `Kind::DEFAULT_AVX2` is only compared with,
+            // never used to build a `Kernel`). The functions are safe code with no other
+            // precondition.
             #[allow(unsafe_code)]
             return unsafe {
                 match ($hash, $wide) {
@@ -145,8 +152,8 @@ impl Kernel {
     pub(crate) fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self.default_avx2 {
-            // SAFETY: `default_avx2` is set only for `Kind::DEFAULT_AVX2`, whose `avx2` is set
-            // only on a CPU with AVX2 (see `split!`).
+            // SAFETY: `default_avx2` is set only when `kind` equals `Kind::DEFAULT_AVX2`, whose
+            // `avx2` a `Kernel` has only on a CPU with AVX2 (see `split!`).
             #[allow(unsafe_code)]
             return unsafe { avx2::split_contains::<Xxh3_64, true>(hasher, words, key) };
         }
