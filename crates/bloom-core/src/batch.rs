@@ -166,12 +166,13 @@ pub(crate) trait BitsMut {
 pub(crate) fn insert_one<K: Key + ?Sized>(
     words: &mut [u64],
     kernel: Kernel,
-    hashing: &KeyHashing<'_>,
+    hasher: &PositionHasher,
+    (encoding, foreign_tables): (KeyEncoding, bool),
     key: &K,
 ) -> Result<(bool, bool), K::Error> {
-    match key::as_is(key, hashing.encoding, hashing.foreign_tables) {
-        Some(encoded) => Ok((kernel.insert(hashing.hasher, words, encoded), false)),
-        None => insert_encoded(words, kernel, hashing, key),
+    match key::as_is(key, encoding, foreign_tables) {
+        Some(encoded) => Ok((kernel.insert(hasher, words, encoded), false)),
+        None => insert_encoded(words, kernel, hasher, (encoding, foreign_tables), key),
     }
 }
 
@@ -180,14 +181,12 @@ pub(crate) fn insert_one<K: Key + ?Sized>(
 fn insert_encoded<K: Key + ?Sized>(
     words: &mut [u64],
     kernel: Kernel,
-    hashing: &KeyHashing<'_>,
+    hasher: &PositionHasher,
+    (encoding, foreign_tables): (KeyEncoding, bool),
     key: &K,
 ) -> Result<(bool, bool), K::Error> {
-    let (encoded, sensitive) = key::prepare(key, hashing.encoding, hashing.foreign_tables)?;
-    Ok((
-        kernel.insert(hashing.hasher, words, encoded.as_bytes()),
-        sensitive,
-    ))
+    let (encoded, sensitive) = key::prepare(key, encoding, foreign_tables)?;
+    Ok((kernel.insert(hasher, words, encoded.as_bytes()), sensitive))
 }
 
 /// `insert_all` of a plain filter, up to the first key the encoding refuses; counts in
@@ -205,7 +204,8 @@ pub(crate) fn insert_many<K: Key>(
 ) -> Result<(), K::Error> {
     if fits_in_cache(words.len()) {
         for key in keys {
-            let (changed, sensitive) = insert_one(words, kernel, &hashing, &key)?;
+            let encoding = (hashing.encoding, hashing.foreign_tables);
+            let (changed, sensitive) = insert_one(words, kernel, hashing.hasher, encoding, &key)?;
             inserted.table_sensitive |= sensitive;
             inserted.changed += u64::from(changed);
         }
