@@ -304,6 +304,28 @@ impl FilterConfig {
         self.hasher().positions(key)
     }
 
+    /// Where this configuration puts keys, prepared once: the positions of many keys without
+    /// preparing the rule and salt again for each (what a caller placing keys itself, such as
+    /// a filter held in Redis, needs).
+    ///
+    /// ```
+    /// use bloom_core::FilterConfig;
+    ///
+    /// let config = FilterConfig::planned(1_000, 0.01)?;
+    /// let placer = config.placer();
+    /// let key = config.encoding().encode_str("café");
+    /// let mut seen = Vec::new();
+    /// placer.for_each_position(&key, |position| seen.push(position));
+    /// assert_eq!(seen, config.positions(&key).as_slice());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn placer(&self) -> KeyPlacer {
+        KeyPlacer {
+            hasher: self.hasher(),
+        }
+    }
+
     pub(crate) fn hasher(&self) -> PositionHasher {
         PositionHasher::new(
             self.rule,
@@ -395,4 +417,31 @@ pub enum CountingError {
     /// The counters cannot be allocated.
     #[error(transparent)]
     Alloc(#[from] AllocError),
+}
+
+/// Where a [`FilterConfig`] puts keys, prepared once ([`FilterConfig::placer`]). Its `Debug`
+/// shows nothing derived from the salt.
+#[derive(Clone)]
+pub struct KeyPlacer {
+    hasher: PositionHasher,
+}
+
+impl KeyPlacer {
+    /// Calls `visit` with each of the encoded key's `k` bit positions, in the order
+    /// [`FilterConfig::positions`] lists them, with no buffer in between.
+    pub fn for_each_position(&self, key: &EncodedKey<'_>, visit: impl FnMut(u64)) {
+        self.hasher.each_position(self.hasher.hash(key), visit);
+    }
+
+    /// The encoded key's bit positions: [`FilterConfig::positions`].
+    #[must_use]
+    pub fn positions(&self, key: &EncodedKey<'_>) -> Positions {
+        self.hasher.positions(key)
+    }
+}
+
+impl std::fmt::Debug for KeyPlacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyPlacer(..)")
+    }
 }

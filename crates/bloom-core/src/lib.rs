@@ -95,7 +95,9 @@ pub use bits::{AllocError, BitsError};
 pub use bloom_format::{DatasetGeneration, Plan, UnicodeVersion};
 pub use builder::{BuildError, DEFAULT_FALSE_POSITIVE_RATE, FilterBuilder};
 pub use capacity::{CHANCE_SIGMAS, Capacity};
-pub use config::{ConfigError, CountingError, FilterConfig, IncompatibleFilters, Mismatch};
+pub use config::{
+    ConfigError, CountingError, FilterConfig, IncompatibleFilters, KeyPlacer, Mismatch,
+};
 pub use counting::{COUNTER_MAX, CountingBloomFilter, RemoveError};
 pub use defaults::{DEFAULT_LAYOUT_OVERHEAD, default_rule_and_layout};
 pub use encoding::{EncodedKey, KeyEncoding, KeyError, UnicodeTables, UnknownNameError};

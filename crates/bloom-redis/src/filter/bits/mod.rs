@@ -104,21 +104,23 @@ impl RedisFilter {
         };
         let mut others: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         let shard_bits = divisor::Divisor::new(self.shard_bits);
+        // The rule and salt prepared once for the batch, and each key's positions visited
+        // with no buffer: the first names the key's shard (all of a key's positions are in one
+        // shard), and with `offsets` each is kept as its offset in the shard.
+        let placer = self.config.placer();
         for (i, key) in keys.iter().enumerate() {
-            let positions = self.config.positions(&EncodedKey::from_encoded(key));
-            let positions = positions.as_slice();
-            let shard = positions.first().map_or(0, |&p| shard_bits.div_rem(p).0);
-            let shard = u32::try_from(shard).unwrap_or(u32::MAX);
+            let mut first = None;
+            placer.for_each_position(&EncodedKey::from_encoded(key), |p| {
+                let (shard, offset) = shard_bits.div_rem(p);
+                first.get_or_insert(shard);
+                if wanted {
+                    offsets.push(MARKER_BITS + offset);
+                }
+            });
+            let shard = u32::try_from(first.unwrap_or(0)).unwrap_or(u32::MAX);
             match lists.get_mut(shard as usize) {
                 Some(list) => list.push(i),
                 None => others.entry(shard).or_default().push(i),
-            }
-            if wanted {
-                offsets.extend(
-                    positions
-                        .iter()
-                        .map(|&p| MARKER_BITS + shard_bits.div_rem(p).1),
-                );
             }
         }
         others.extend(
