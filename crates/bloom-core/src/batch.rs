@@ -9,9 +9,11 @@
 //! batch is in flight at once; a whole probe per key is too long for the CPU to run ahead
 //! across the batch), then probing, overlaps the misses of the whole batch, which is
 //! what makes [`BloomFilter::insert_all`](crate::BloomFilter::insert_all) and
-//! [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) faster per key than
-//! `insert` and `contains` in a loop. The answers are exactly the same. A filter small enough
-//! to stay in cache has no miss to overlap; its many-key calls go one key at a time.
+//! [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each) faster per
+//! key than `insert` and `contains` in a loop. The answers are exactly the same. A filter
+//! small enough to stay in cache has no miss to overlap; its many-key calls go one key at a
+//! time. So do a plain filter's lookups at every size: its kernel's loop is short enough for
+//! the CPU to keep as many misses in flight as a batch would.
 
 use std::sync::atomic::AtomicU64;
 
@@ -239,13 +241,14 @@ impl BitsMut for &[AtomicU64] {
 
 /// The answers of [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) and
 /// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one answer
-/// per key, in order, computed a batch of keys at a time. An answer is a `bool` for text and
+/// per key, in order (for an atomic filter past the CPU's caches, computed a batch of keys at
+/// a time). An answer is a `bool` for text and
 /// encoded keys and a `Result<bool, KeyError>` for byte keys ([`Key::Answer`]); a refused
 /// byte key is answered with its error and the keys after it are answered as usual.
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
-/// only as answers are needed, a batch at a time, so a stream of any length is answered in
-/// constant memory.
+/// only as answers are needed, at most a batch at a time, so a stream of any length is
+/// answered in constant memory.
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
 where
@@ -260,7 +263,7 @@ where
     next: usize,
     /// The key that stopped the batch, answered after the batch's keys.
     refused: Option<<I::Item as Key>::Error>,
-    /// The bits fit in cache: one key at a time, nothing buffered.
+    /// One key at a time, nothing buffered: a plain filter's, and any in cache.
     direct: bool,
 }
 
@@ -270,7 +273,10 @@ where
 {
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
         Self {
-            direct: fits_in_cache(bits.len()),
+            // A plain filter's kernel answers one key at a time at every size: its loop keeps
+            // as many misses in flight as a batch would, with less around them (measured at
+            // 10^7 keys, 12 MB: 12.5 ns a key one at a time, 16.7 batched).
+            direct: hashing.kernel.is_some() || fits_in_cache(bits.len()),
             bits,
             hashing,
             keys,
@@ -319,21 +325,14 @@ impl<I: Iterator> ContainsEach<'_, I>
 where
     I::Item: Key,
 {
-    /// Answers the keys of the batch just filled (the bits are larger than the caches):
-    /// their lines touched first, then probed, by the kernel in one call when there is one.
+    /// Answers the keys of the batch just filled (an atomic filter's bits, larger than the
+    /// caches): their lines touched first, then probed.
     fn answer_batch(&mut self) {
         let (hasher, hashes) = (self.hashing.hasher, self.batch.hashes());
         self.bits.touch(hasher, hashes);
         let answers = self.answers.get_mut(..hashes.len()).unwrap_or_default();
-        match (self.bits, self.hashing.kernel) {
-            (BitsRef::Plain(words), Some(kernel)) => {
-                kernel.contains_hashes(hasher, words, hashes, answers);
-            }
-            (bits, _) => {
-                for (answer, &hash) in answers.iter_mut().zip(hashes) {
-                    *answer = bits.contains(hasher, hash);
-                }
-            }
+        for (answer, &hash) in answers.iter_mut().zip(hashes) {
+            *answer = self.bits.contains(hasher, hash);
         }
         for (answer, &sensitive) in answers.iter_mut().zip(self.batch.table_sensitive()) {
             *answer |= sensitive;

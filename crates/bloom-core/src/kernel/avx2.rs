@@ -46,17 +46,6 @@ pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
     compiled::split_insert_hash::<H, WIDE>(hasher, words, hash)
 }
 
-/// [`compiled::split_contains_hashes`] compiled for AVX2.
-#[target_feature(enable = "avx2")]
-pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &[u64],
-    hashes: &[KeyHash],
-    answers: &mut [bool],
-) {
-    compiled::split_contains_hashes::<H, WIDE>(hasher, words, hashes, answers);
-}
-
 /// [`compiled::split_insert_hashes`] compiled for AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(

@@ -83,19 +83,6 @@ pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
     split::insert(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
 }
 
-/// [`split_contains_hash`] of each of a batch of hashed keys, into `answers` (as many).
-#[inline(always)]
-pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &[u64],
-    hashes: &[KeyHash],
-    answers: &mut [bool],
-) {
-    for (answer, &hash) in answers.iter_mut().zip(hashes) {
-        *answer = split_contains_hash::<H, WIDE>(hasher, words, hash);
-    }
-}
-
 /// [`split_insert_hash`] of each of a batch of hashed keys, in order; returns how many
 /// changed a bit.
 #[inline(always)]

@@ -219,33 +219,6 @@ impl Kernel {
         }
     }
 
-    /// [`Kernel::contains_hash`] of each of a batch of hashed keys, into `answers` (as
-    /// many): one dispatch for the batch.
-    #[inline]
-    pub(crate) fn contains_hashes(
-        self,
-        hasher: &PositionHasher,
-        words: &[u64],
-        hashes: &[KeyHash],
-        answers: &mut [bool],
-    ) {
-        match self.kind {
-            Kind::Split { hash, wide, avx2 } => {
-                split!(
-                    hash,
-                    wide,
-                    avx2,
-                    split_contains_hashes(hasher, words, hashes, answers)
-                );
-            }
-            kind => {
-                for (answer, &hash) in answers.iter_mut().zip(hashes) {
-                    *answer = kind.contains_hash(hasher, words, hash);
-                }
-            }
-        }
-    }
-
     /// [`Kernel::insert_hash`] of each of a batch of hashed keys, in order: one dispatch for
     /// the batch. Returns how many changed a bit.
     #[inline]
