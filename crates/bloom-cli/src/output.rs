@@ -141,7 +141,19 @@ impl Answers {
     ) -> CmdResult {
         let mut lines = std::mem::take(&mut self.lines);
         lines.clear();
-        for (key, maybe) in keys.into_iter().zip(maybe) {
+        let (mut keys, mut maybe) = (keys.into_iter(), maybe.into_iter());
+        loop {
+            let (key, maybe) = match (keys.next(), maybe.next()) {
+                (Some(key), Some(maybe)) => (key, maybe),
+                (None, None) => break,
+                // Never a key without its line: a count that differs is a fault, reported.
+                _ => {
+                    self.lines = lines;
+                    return Err(Failure::environment(
+                        "internal error: a batch came back with a different number of answers than keys; no answer was printed for it",
+                    ));
+                }
+            };
             self.any_absent |= !maybe;
             if !self.closed {
                 if self.json {

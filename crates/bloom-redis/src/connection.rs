@@ -259,7 +259,6 @@ pub(crate) struct PendingPipeline {
     jobs: mpsc::Sender<Job>,
     /// The worker that began it.
     generation: u64,
-    deadline: Instant,
 }
 
 impl Drop for PendingPipeline {
@@ -383,19 +382,18 @@ impl Conn {
             id: Some(id),
             jobs,
             generation,
-            deadline,
         })
     }
 
-    /// The replies of a pipeline [`Conn::start_pipeline`]ed, by its deadline, with the live
+    /// The replies of a pipeline [`Conn::start_pipeline`]ed, by `deadline`, with the live
     /// connections and who their nodes are once they were read (as [`Conn::live`] would say
     /// then, without a round trip of its own to the worker).
     pub(crate) fn finish_pipeline(
         &mut self,
         mut pending: PendingPipeline,
+        deadline: Instant,
     ) -> Result<(Replies, Vec<(u64, NodeIdentity)>), RedisFilterError> {
         let id = pending.id.take();
-        let deadline = pending.deadline;
         // Not on the worker that began it (it was dropped after a timeout): nothing to read.
         let same_worker = self
             .worker
@@ -408,11 +406,11 @@ impl Conn {
             measured(Instant::now(), Some(&timed_out));
             return Err(timed_out);
         }
-        self.run(deadline, move |transport, _| {
+        self.run(deadline, move |transport, deadline| {
             let id = id
                 .and_then(|id| id.try_recv().ok())
                 .ok_or_else(|| RedisFilterError::Protocol("a pipeline was lost".into()))?;
-            let replies = transport.end(id)?;
+            let replies = transport.end(id, deadline)?;
             Ok((replies, transport.live()))
         })
     }

@@ -136,3 +136,56 @@ fn a_stream_that_failed_answers_nothing_more() {
     let sent = (0..3).try_for_each(|_| inserts.send(["k-1"]));
     assert!(sent.and_then(|()| inserts.finish()).is_err());
 }
+
+/// Keys that arrive slowly between batches (a pipe, `tail -f`) do not use up the time of the
+/// batches already on the wire: a batch's replies are waited for from when they are read, so
+/// a pause longer than the timeout between two batches is no failure.
+#[test]
+fn a_pause_longer_than_the_timeout_between_batches_is_no_failure() {
+    let server = RedisServer::start();
+    let timeout = std::time::Duration::from_secs(1);
+    let target = server.target().with_timeout(timeout);
+    let paused = RedisFilter::create(&target, "paused", config()).unwrap();
+    let called = RedisFilter::create(&target, "called", config()).unwrap();
+
+    let mut inserts = paused.inserts();
+    inserts.send(keys(0..1_000)).unwrap();
+    // The next keys are slow to come: the first batch's replies wait on the socket.
+    std::thread::sleep(timeout * 5 / 2);
+    inserts.send(keys(1_000..2_000)).unwrap();
+    let changed = inserts.finish().unwrap();
+    assert_eq!(changed, called.insert_all(keys(0..2_000)).unwrap());
+
+    let mut lookups = paused.lookups();
+    let landed = lookups.send(keys(0..1_000)).unwrap();
+    assert!(
+        landed.is_none(),
+        "nothing is read before the stream is full"
+    );
+    std::thread::sleep(timeout * 5 / 2);
+    let answers = lookups.next_answers().unwrap().unwrap();
+    assert_eq!(answers.len(), 1_000);
+    assert!(
+        answers.iter().all(|&maybe| maybe),
+        "every inserted key is found"
+    );
+    assert!(lookups.next_answers().unwrap().is_none());
+}
+
+/// A restore stopped before it is finished (a caller that met a bad key) still counts what it
+/// sent: the item count grows by the keys that changed a bit, as after `insert_all`.
+#[test]
+fn a_stopped_restore_counts_the_keys_it_sent() {
+    let server = RedisServer::start();
+    let target = server.target();
+    let stopped = RedisFilter::create(&target, "stopped", config()).unwrap();
+    let called = RedisFilter::create(&target, "called", config()).unwrap();
+    let before = stopped.info().unwrap().header.item_count;
+    let mut restore = stopped.restore();
+    for batch in keys(0..5_000).chunks(2_000) {
+        restore.inserts().send(batch).unwrap();
+    }
+    let changed = restore.stop().unwrap();
+    assert_eq!(changed, called.insert_all(keys(0..5_000)).unwrap());
+    assert_eq!(stopped.info().unwrap().header.item_count, before + changed);
+}

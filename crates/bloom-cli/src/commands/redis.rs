@@ -221,7 +221,7 @@ fn add(args: &RedisAddArgs) -> CmdResult {
     // durable before it is reported; a restore that failed declares nothing.
     let finished = match restore {
         Some(restore) if read.is_ok() => restore.finish(None),
-        Some(mut restore) => restore.inserts().flush().map(|()| 0),
+        Some(restore) => restore.stop(),
         None => inserted.finish(),
     };
     read?;

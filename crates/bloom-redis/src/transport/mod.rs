@@ -227,7 +227,7 @@ impl Transport {
         command: &[&[u8]],
         deadline: Instant,
     ) -> Result<Value, RedisFilterError> {
-        self.settle();
+        self.settle(deadline);
         let timeout = self.timeout;
         let Some((addr, live)) = self
             .nodes
@@ -258,7 +258,7 @@ impl Transport {
         keys: Vec<Vec<u8>>,
         deadline: Instant,
     ) -> Result<Replies, RedisFilterError> {
-        self.settle();
+        self.settle(deadline);
         let mut flight = Flight::new(commands, keys, deadline);
         self.send_round(&mut flight);
         self.complete(flight)
@@ -282,7 +282,7 @@ impl Transport {
             .iter()
             .all(|&(i, _)| self.cached_route(flight.key(i)).is_some());
         if !cached {
-            self.settle();
+            self.settle(deadline);
         }
         self.send_round(&mut flight);
         let id = self.next_flight;
@@ -292,8 +292,10 @@ impl Transport {
     }
 
     /// The replies of a pipeline [`Transport::begin`]: every reply read, redirects and
-    /// retries followed.
-    pub(crate) fn end(&mut self, id: u64) -> Result<Replies, RedisFilterError> {
+    /// retries followed, by `deadline` at the latest (a pipeline's own deadline is extended
+    /// to it: its replies are waited for from when they are asked for, not from when it was
+    /// sent).
+    pub(crate) fn end(&mut self, id: u64, deadline: Instant) -> Result<Replies, RedisFilterError> {
         let at = self
             .flights
             .iter()
@@ -303,13 +305,14 @@ impl Transport {
         // are still being worked on.
         let mut flights = std::mem::take(&mut self.flights);
         for (_, flight) in flights.iter_mut().take(at + 1) {
+            flight.deadline = flight.deadline.max(deadline);
             self.read_round(flight);
         }
         let (_, flight) = flights.remove(at);
         self.flights = flights;
         if !flight.pending.is_empty() && flight.failed.is_none() {
             // Commands to send again: no connection may have replies waiting then.
-            self.settle();
+            self.settle(deadline);
         }
         self.complete(flight)
     }
@@ -317,15 +320,20 @@ impl Transport {
     /// Forgets a pipeline begun and never ended (its caller gave up): its replies are read
     /// and dropped.
     pub(crate) fn abandon(&mut self, id: u64) {
-        self.settle();
+        // Each by its own deadline: nobody waits for these.
+        self.settle(Instant::now());
         self.flights.retain(|(own, _)| *own != id);
     }
 
     /// Reads the replies of every pipeline begun and not read yet, in the order they began:
     /// afterwards no connection has a reply waiting.
-    fn settle(&mut self) {
+    ///
+    /// Each is read by `deadline` at least (the deadline of what needs the connection now):
+    /// replies are waited for from when they are asked for, not from when they were sent.
+    fn settle(&mut self, deadline: Instant) {
         let mut flights = std::mem::take(&mut self.flights);
         for (_, flight) in &mut flights {
+            flight.deadline = flight.deadline.max(deadline);
             self.read_round(flight);
         }
         self.flights = flights;

@@ -345,7 +345,7 @@ impl RedisFilter {
             judge,
             witnesses,
         } = sent;
-        let (replies, live) = self.conn().finish_pipeline(replies)?;
+        let (replies, live) = self.conn().finish_pipeline(replies, deadline)?;
         let nodes = if self.counted {
             counted::node_keys_of(live)
         } else {

@@ -200,6 +200,17 @@ impl<'f> Restore<'f> {
         &mut self.inserts
     }
 
+    /// Stops the restore without declaring the filter whole: the keys sent so far are read
+    /// back, counted in the metadata and made as durable as a finished restore's (what a
+    /// caller stopping on a bad key does, so that nothing it sent goes uncounted); returns
+    /// how many changed a bit. The filter stays unverified until a restore is finished.
+    ///
+    /// # Errors
+    /// As [`RedisFilter::insert_all`].
+    pub fn stop(self) -> Result<u64, RedisFilterError> {
+        self.inserts.finish()
+    }
+
     /// Declares the filter whole: each shard's epoch record names the node that took its
     /// keys, with `coverage` (the point of a primary store the keys cover) when given; returns
     /// how many keys changed a bit in all.

@@ -77,7 +77,6 @@ struct Sent<T> {
     flight: Option<InFlight>,
     keys: KeyBuf,
     tag: T,
-    deadline: Instant,
 }
 
 /// Batches on one filter, in order: sent without waiting, read back oldest first. Each
@@ -89,7 +88,8 @@ pub(crate) struct Stream<'f, T> {
     write: bool,
     /// Whether the shards' counters are judged (all but a restore's adds).
     judge: bool,
-    /// One deadline for every batch (a call's), or none: each batch's from when it is sent.
+    /// One deadline for every batch (a call's), or none: each batch's from when it is sent,
+    /// and for its replies from when they are read.
     deadline: Option<Instant>,
     in_flight: VecDeque<Sent<T>>,
     uncounted: u64,
@@ -194,12 +194,7 @@ impl<'f, T> Stream<'f, T> {
                 .send_batch(batch, &keys, self.write, self.judge, count, deadline);
             Some(self.checked(sent)?)
         };
-        self.in_flight.push_back(Sent {
-            flight,
-            keys,
-            tag,
-            deadline,
-        });
+        self.in_flight.push_back(Sent { flight, keys, tag });
         Ok(())
     }
 
@@ -219,12 +214,11 @@ impl<'f, T> Stream<'f, T> {
         let Some(sent) = self.in_flight.pop_front() else {
             return Ok(None);
         };
-        let Sent {
-            flight,
-            keys,
-            tag,
-            deadline,
-        } = sent;
+        let Sent { flight, keys, tag } = sent;
+        // The replies are waited for from now, not from when the batch was sent: keys that
+        // arrive slowly between batches (a pipe, `tail -f`) must not use up the time of the
+        // batches already on the wire. A call's one deadline stays that deadline.
+        let deadline = self.deadline();
         let read = match flight {
             Some(flight) => self.filter.read_batch(flight, &keys, deadline),
             None => Ok((Vec::new(), Vec::new(), Vec::new(), None)),
