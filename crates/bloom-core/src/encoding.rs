@@ -313,14 +313,17 @@ impl KeyEncoding {
 pub(crate) fn is_ascii(bytes: &[u8]) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let word = |w: &[u8; 8]| u64::from_le_bytes(*w);
-    let pair = |w: &[u8; 16]| u128::from_le_bytes(*w);
-    // The usual key length first: two overlapping 16-byte words cover 16 to 32 bytes.
-    if let (16..=32, Some(first), Some(last)) = (
-        bytes.len(),
-        bytes.first_chunk::<16>(),
-        bytes.last_chunk::<16>(),
-    ) {
-        return (pair(first) | pair(last)) & (u128::from(HIGH) * ((1 << 64) + 1)) == 0;
+    // The usual key length first: four overlapping words cover 16 to 32 bytes (one
+    // comparison for the range, then four loads ORed together).
+    if bytes.len().wrapping_sub(16) <= 16
+        && let (Some((a, b)), Some((c, d))) = (
+            bytes.first_chunk::<16>().map(|w| w.split_at(8)),
+            bytes.last_chunk::<16>().map(|w| w.split_at(8)),
+        )
+        && let (Ok(a), Ok(b), Ok(c), Ok(d)) =
+            (a.try_into(), b.try_into(), c.try_into(), d.try_into())
+    {
+        return (word(a) | word(b) | word(c) | word(d)) & HIGH == 0;
     }
     let (Some(first), Some(last)) = (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) else {
         // Shorter than a word: byte by byte.

@@ -31,9 +31,9 @@ pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
 pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
     hasher: &PositionHasher,
     words: &[u64],
-    hash: KeyHash,
+    h: u64,
 ) -> bool {
-    compiled::split_contains_hash::<H, WIDE>(hasher, words, hash)
+    compiled::split_contains_hash::<H, WIDE>(hasher, words, h)
 }
 
 /// [`compiled::split_insert_hash`] compiled for AVX2.
@@ -41,9 +41,9 @@ pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
 pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
     hasher: &PositionHasher,
     words: &mut [u64],
-    hash: KeyHash,
+    h: u64,
 ) -> bool {
-    compiled::split_insert_hash::<H, WIDE>(hasher, words, hash)
+    compiled::split_insert_hash::<H, WIDE>(hasher, words, h)
 }
 
 /// [`compiled::split_insert_hashes`] compiled for AVX2.
@@ -54,4 +54,15 @@ pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
     hashes: &[KeyHash],
 ) -> u64 {
     compiled::split_insert_hashes::<H, WIDE>(hasher, words, hashes)
+}
+
+/// [`compiled::split_contains_hashes`] compiled for AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hashes: &[KeyHash],
+    answers: &mut [bool],
+) {
+    compiled::split_contains_hashes::<H, WIDE>(hasher, words, hashes, answers);
 }

@@ -62,15 +62,16 @@ pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
     split::insert(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
 }
 
-/// [`split_contains`] for a key already hashed: its hash's first word is the 64-bit hash
-/// the unsalted split-block rules place it with (`H` is the kernel's, unused here).
+/// [`split_contains`] for a key already hashed: `h` is the 64-bit hash the unsalted
+/// split-block rules place it with, its [`KeyHash`]'s first word (`H` is the kernel's, unused
+/// here).
 #[inline(always)]
 pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
     hasher: &PositionHasher,
     words: &[u64],
-    hash: KeyHash,
+    h: u64,
 ) -> bool {
-    split::contains(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+    split::contains(words, WIDE, Split::of(h, hasher.blocks(), WIDE))
 }
 
 /// [`split_insert`] for a key already hashed.
@@ -78,9 +79,9 @@ pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
 pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
     hasher: &PositionHasher,
     words: &mut [u64],
-    hash: KeyHash,
+    h: u64,
 ) -> bool {
-    split::insert(words, WIDE, Split::of(hash.first(), hasher.blocks(), WIDE))
+    split::insert(words, WIDE, Split::of(h, hasher.blocks(), WIDE))
 }
 
 /// [`split_insert_hash`] of each of a batch of hashed keys, in order; returns how many
@@ -93,9 +94,23 @@ pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
 ) -> u64 {
     let mut changed = 0;
     for &hash in hashes {
-        changed += u64::from(split_insert_hash::<H, WIDE>(hasher, words, hash));
+        changed += u64::from(split_insert_hash::<H, WIDE>(hasher, words, hash.first()));
     }
     changed
+}
+
+/// [`split_contains_hash`] of each of a batch of hashed keys, answered in order into
+/// `answers` (as many as there are hashes).
+#[inline(always)]
+pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hashes: &[KeyHash],
+    answers: &mut [bool],
+) {
+    for (answer, &hash) in answers.iter_mut().zip(hashes) {
+        *answer = split_contains_hash::<H, WIDE>(hasher, words, hash.first());
+    }
 }
 
 /// The blocked probe of an unsalted `xxh3-128` filter of `K` bits per key.

@@ -5,7 +5,7 @@
 mod avx2;
 mod compiled;
 
-use self::compiled::{Xxh3_64, Xxh3_128Low, Xxh64};
+use self::compiled::{SplitHash, Xxh3_64, Xxh3_128Low, Xxh64};
 use crate::encoding::EncodedKey;
 use crate::layout::Layout;
 use crate::position::{KeyHash, PositionHasher, PositionRule};
@@ -155,7 +155,9 @@ impl Kernel {
             // SAFETY: `default_avx2` is set only when `kind` equals `Kind::DEFAULT_AVX2`, whose
             // `avx2` a `Kernel` has only on a CPU with AVX2 (see `split!`).
             #[allow(unsafe_code)]
-            return unsafe { avx2::split_contains::<Xxh3_64, true>(hasher, words, key) };
+            return unsafe {
+                avx2::split_contains_hash::<Xxh3_64, true>(hasher, words, Xxh3_64::hash(key))
+            };
         }
         #[cfg(not(target_arch = "x86_64"))]
         if self.kind == Kind::DEFAULT_PORTABLE {
@@ -171,7 +173,9 @@ impl Kernel {
         if self.default_avx2 {
             // SAFETY: as in `contains`.
             #[allow(unsafe_code)]
-            return unsafe { avx2::split_insert::<Xxh3_64, true>(hasher, words, key) };
+            return unsafe {
+                avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, Xxh3_64::hash(key))
+            };
         }
         #[cfg(not(target_arch = "x86_64"))]
         if self.kind == Kind::DEFAULT_PORTABLE {
@@ -216,6 +220,33 @@ impl Kernel {
                 ..
             } => KeyHash::of_u64(xxhash_rust::xxh3::xxh3_64(key)),
             _ => hasher.hash(&EncodedKey::from_encoded(key)),
+        }
+    }
+
+    /// [`Kernel::contains_hash`] of each of a batch of hashed keys, answered in order into
+    /// `answers`: one dispatch for the batch.
+    #[inline]
+    pub(crate) fn contains_hashes(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        hashes: &[KeyHash],
+        answers: &mut [bool],
+    ) {
+        match self.kind {
+            Kind::Split { hash, wide, avx2 } => {
+                split!(
+                    hash,
+                    wide,
+                    avx2,
+                    split_contains_hashes(hasher, words, hashes, answers)
+                )
+            }
+            kind => {
+                for (answer, &hash) in answers.iter_mut().zip(hashes) {
+                    *answer = kind.contains_hash(hasher, words, hash);
+                }
+            }
         }
     }
 
@@ -309,7 +340,12 @@ impl Kind {
                 wide,
                 avx2,
             } => {
-                split!(id, wide, avx2, split_contains_hash(hasher, words, hash))
+                split!(
+                    id,
+                    wide,
+                    avx2,
+                    split_contains_hash(hasher, words, hash.first())
+                )
             }
             Self::Blocked(k) => blocked!(k, blocked_contains_hash(hasher, words, hash)),
             Self::General => compiled::general_contains_hash(hasher, words, hash),
@@ -325,7 +361,12 @@ impl Kind {
                 wide,
                 avx2,
             } => {
-                split!(id, wide, avx2, split_insert_hash(hasher, words, hash))
+                split!(
+                    id,
+                    wide,
+                    avx2,
+                    split_insert_hash(hasher, words, hash.first())
+                )
             }
             Self::Blocked(k) => blocked!(k, blocked_insert_hash(hasher, words, hash)),
             Self::General => compiled::general_insert_hash(hasher, words, hash),
