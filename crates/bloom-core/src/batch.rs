@@ -3,17 +3,14 @@
 //! probes and writes themselves are `probe.rs`).
 //!
 //! A filter sized for real data is larger than the CPU's caches, so each of a key's `k` probes
-//! is a cache miss. One key at a time, the CPU overlaps a key's own probes but then waits for
-//! them before it can hash the next key. Hashing [`BATCH_KEYS`] keys first, then reading one
-//! word of each line they will probe (a few instructions per line, so that every miss of the
-//! batch is in flight at once; a whole probe per key is too long for the CPU to run ahead
-//! across the batch), then probing, overlaps the misses of the whole batch, which is
-//! what makes [`BloomFilter::insert_all`](crate::BloomFilter::insert_all) and
-//! [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each) faster per
-//! key than `insert` and `contains` in a loop. The answers are exactly the same. A filter
-//! small enough to stay in cache has no miss to overlap; its many-key calls go one key at a
-//! time. So do a plain filter's lookups at every size: its kernel's loop is short enough for
-//! the CPU to keep as many misses in flight as a batch would.
+//! is a cache miss. One key at a time, the CPU overlaps the misses of the few keys its
+//! window holds. Past the caches, the many-key calls work on two batches of [`BATCH_KEYS`]
+//! keys in turn: the next batch is hashed and one word of each line it will probe is read (a
+//! few instructions per line, so that every miss of the batch is in flight at once), then
+//! the batch before it, whose lines have arrived meanwhile, is probed or set from the cache.
+//! That is what makes `insert_all` and `contains_each` faster per key than `insert` and
+//! `contains` in a loop; the answers are exactly the same. A filter small enough to stay in
+//! cache has no miss to overlap; its many-key calls go one key at a time.
 
 use std::sync::atomic::AtomicU64;
 
@@ -213,17 +210,18 @@ pub(crate) fn insert_many<K: Key>(
         }
         return Ok(());
     }
-    let mut batch = HashBatch::default();
+    // Two batches in turn: while one batch's lines are on their way, the batch before it,
+    // touched a whole batch of hashing earlier, is set from the cache.
+    let (mut touched, mut next) = (HashBatch::default(), HashBatch::default());
     loop {
-        let (taken, refused) = batch.fill(hashing, &mut keys);
-        if taken == 0 && refused.is_none() {
-            return Ok(());
-        }
-        inserted.table_sensitive |= batch.table_sensitive().contains(&true);
-        BitsRef::Plain(words).touch(hashing.hasher, batch.hashes());
-        inserted.changed += kernel.insert_hashes(hashing.hasher, words, batch.hashes());
-        if let Some(refused) = refused {
-            return Err(refused);
+        let (taken, refused) = next.fill(hashing, &mut keys);
+        inserted.table_sensitive |= next.table_sensitive().contains(&true);
+        BitsRef::Plain(words).touch(hashing.hasher, next.hashes());
+        inserted.changed += kernel.insert_hashes(hashing.hasher, words, touched.hashes());
+        std::mem::swap(&mut touched, &mut next);
+        if taken == 0 || refused.is_some() {
+            inserted.changed += kernel.insert_hashes(hashing.hasher, words, touched.hashes());
+            return refused.map_or(Ok(()), Err);
         }
     }
 }
@@ -241,14 +239,14 @@ impl BitsMut for &[AtomicU64] {
 
 /// The answers of [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) and
 /// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one answer
-/// per key, in order (for an atomic filter past the CPU's caches, computed a batch of keys at
-/// a time). An answer is a `bool` for text and
+/// per key, in order (for a filter past the CPU's caches, computed a batch of keys at a
+/// time). An answer is a `bool` for text and
 /// encoded keys and a `Result<bool, KeyError>` for byte keys ([`Key::Answer`]); a refused
 /// byte key is answered with its error and the keys after it are answered as usual.
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
-/// only as answers are needed, at most a batch at a time, so a stream of any length is
-/// answered in constant memory.
+/// only as answers are needed, at most two batches ahead of the answers read, so a stream of
+/// any length is answered in constant memory.
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
 where
@@ -257,13 +255,19 @@ where
     bits: BitsRef<'a>,
     hashing: KeyHashing<'a>,
     keys: I,
+    /// The batch whose answers are being returned.
     batch: HashBatch,
     /// The answers for the keys of `batch`; those before `next` were returned.
     answers: [bool; BATCH_KEYS],
     next: usize,
-    /// The key that stopped the batch, answered after the batch's keys.
+    /// The key that stopped `batch`, answered after the batch's keys.
     refused: Option<<I::Item as Key>::Error>,
-    /// One key at a time, nothing buffered: a plain filter's, and any in cache.
+    /// The batch after `batch`: hashed, its lines touched, and the key that stopped it.
+    ahead: HashBatch,
+    ahead_refused: Option<<I::Item as Key>::Error>,
+    /// Whether `ahead` was filled (from the first call on).
+    started: bool,
+    /// One key at a time, nothing buffered: a filter that fits in the caches.
     direct: bool,
 }
 
@@ -273,10 +277,7 @@ where
 {
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
         Self {
-            // A plain filter's kernel answers one key at a time at every size: its loop keeps
-            // as many misses in flight as a batch would, with less around them (measured at
-            // 10^7 keys, 12 MB: 12.5 ns a key one at a time, 16.7 batched).
-            direct: hashing.kernel.is_some() || fits_in_cache(bits.len()),
+            direct: fits_in_cache(bits.len()),
             bits,
             hashing,
             keys,
@@ -284,6 +285,9 @@ where
             answers: [false; BATCH_KEYS],
             next: 0,
             refused: None,
+            ahead: HashBatch::default(),
+            ahead_refused: None,
+            started: false,
         }
     }
 }
@@ -302,6 +306,9 @@ where
             answers: self.answers,
             next: self.next,
             refused: self.refused.clone(),
+            ahead: self.ahead.clone(),
+            ahead_refused: self.ahead_refused.clone(),
+            started: self.started,
             direct: self.direct,
         }
     }
@@ -316,7 +323,7 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
             .field("one_at_a_time", &self.direct)
-            .field("buffered", &(self.batch.hashes().len() - self.next))
+            .field("buffered", &self.buffered())
             .finish_non_exhaustive()
     }
 }
@@ -325,22 +332,42 @@ impl<I: Iterator> ContainsEach<'_, I>
 where
     I::Item: Key,
 {
-    /// Answers the keys of the batch just filled (an atomic filter's bits, larger than the
-    /// caches): their lines touched first, then probed.
+    /// Answers taken from the keys but not yet returned.
+    fn buffered(&self) -> usize {
+        let pending = self.batch.hashes().len() - self.next + self.ahead.hashes().len();
+        pending + usize::from(self.refused.is_some()) + usize::from(self.ahead_refused.is_some())
+    }
+
+    /// Hashes the next batch of keys into `ahead` and touches their lines, so that they are
+    /// on their way while the current batch is answered and returned.
+    fn fill_ahead(&mut self) {
+        let (_, refused) = self.ahead.fill(self.hashing, &mut self.keys);
+        self.ahead_refused = refused;
+        self.bits.touch(self.hashing.hasher, self.ahead.hashes());
+    }
+
+    /// Answers the keys of `batch`, whose lines were touched a batch earlier.
     fn answer_batch(&mut self) {
         let (hasher, hashes) = (self.hashing.hasher, self.batch.hashes());
-        self.bits.touch(hasher, hashes);
         let answers = self.answers.get_mut(..hashes.len()).unwrap_or_default();
-        for (answer, &hash) in answers.iter_mut().zip(hashes) {
-            *answer = self.bits.contains(hasher, hash);
+        match (self.bits, self.hashing.kernel) {
+            (BitsRef::Plain(words), Some(kernel)) => {
+                kernel.contains_hashes(hasher, words, hashes, answers);
+            }
+            (bits, _) => {
+                for (answer, &hash) in answers.iter_mut().zip(hashes) {
+                    *answer = bits.contains(hasher, hash);
+                }
+            }
         }
         for (answer, &sensitive) in answers.iter_mut().zip(self.batch.table_sensitive()) {
             *answer |= sensitive;
         }
     }
 
-    /// The next answer past the caches: from the batch, filled and answered a batch at a
-    /// time (out of line, so that `next` stays small enough to inline in cache).
+    /// The next answer past the caches: from the batch, answered a batch at a time while
+    /// the batch after it is on its way (out of line, so that `next` stays small enough to
+    /// inline in cache).
     #[inline(never)]
     fn next_batched(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
         type Of<I> = <I as Iterator>::Item;
@@ -348,12 +375,25 @@ where
             if let Some(refused) = self.refused.take() {
                 return Some(<Of<I> as Key>::answer(Err(refused)));
             }
-            let (taken, refused) = self.batch.fill(self.hashing, &mut self.keys);
-            self.next = 0;
-            if taken == 0 {
-                return refused.map(|refused| <Of<I> as Key>::answer(Err(refused)));
+            if !self.started {
+                self.started = true;
+                self.fill_ahead();
             }
-            self.refused = refused;
+            std::mem::swap(&mut self.batch, &mut self.ahead);
+            self.refused = self.ahead_refused.take();
+            self.next = 0;
+            if self.batch.hashes().is_empty() {
+                // The keys ran out, or the batch stopped at its first key: the next call
+                // starts over from the keys after it. `ahead` now holds the batch just
+                // returned: emptied, it is never answered again.
+                self.ahead.len = 0;
+                self.started = false;
+                return self
+                    .refused
+                    .take()
+                    .map(|refused| <Of<I> as Key>::answer(Err(refused)));
+            }
+            self.fill_ahead();
             self.answer_batch();
         }
         let answer = self
@@ -441,7 +481,7 @@ where
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.batch.hashes().len() - self.next + usize::from(self.refused.is_some());
+        let buffered = self.buffered();
         let (low, high) = self.keys.size_hint();
         (
             low.saturating_add(buffered),

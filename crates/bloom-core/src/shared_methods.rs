@@ -48,11 +48,12 @@ macro_rules! batch_methods {
         /// Whether each key may have been inserted: one answer per key, in order, exactly
         /// those of `contains`.
         ///
-        /// At least as fast per key as `contains` in a loop. A plain filter answers the keys
-        /// one at a time in a loop of its own; an atomic filter larger than the CPU's caches
-        /// hashes them a batch at a time before probing their bits, so that the cache misses
-        /// of a whole batch overlap. Keys are taken lazily, at most a batch at a time, so a
-        /// stream of any length is answered in constant memory.
+        /// At least as fast per key as `contains` in a loop. A filter that fits in the CPU's
+        /// caches answers the keys one at a time in a loop of its own; a larger one hashes
+        /// them a batch at a time and requests the lines of the next batch while it answers
+        /// this one, so that the cache misses of a whole batch overlap the work. Keys are
+        /// taken lazily, at most two batches ahead of the answers read, so a stream of any
+        /// length is answered in constant memory.
         ///
         /// ```
         /// use bloom_core::BloomFilter;
