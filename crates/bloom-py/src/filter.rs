@@ -79,6 +79,7 @@ impl PyBloomFilter {
 fn insert_batch(handle: &mut Handle, batch: &Batch<'_>) -> Result<u64, Error> {
     match batch {
         Batch::Text(keys) => handle.insert_all(keys.iter().copied()),
+        Batch::Copied(keys) => handle.insert_all(keys.keys()),
         Batch::Bytes(keys) => handle.insert_all(keys.iter().copied()),
         Batch::Mixed(keys) => {
             let mut added = 0;
@@ -98,6 +99,7 @@ fn insert_batch(handle: &mut Handle, batch: &Batch<'_>) -> Result<u64, Error> {
 fn contains_batch(handle: &Handle, batch: &Batch<'_>, out: &mut Vec<bool>) -> Result<(), Error> {
     match batch {
         Batch::Text(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
+        Batch::Copied(keys) => handle.contains_each(keys.keys(), |m| out.push(m)),
         Batch::Bytes(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
         Batch::Mixed(keys) => {
             for (i, key) in keys.iter().enumerate() {
@@ -123,7 +125,7 @@ fn for_each_batch(
     keys::many(keys)?;
     let mut offset = 0usize;
     keys::for_each_chunk(keys, |chunk| {
-        let (batch, refused) = Batch::of(chunk);
+        let (batch, refused) = chunk.batch();
         py.detach(|| each(&batch))
             .map_err(|e| to_py(py, &e.shifted(offset)))?;
         if let Some((i, e)) = refused {

@@ -1,7 +1,9 @@
 //! Keys from Python: `str` (encoded by the filter's encoding) or `bytes`, one at a time or
 //! from any iterable, taken a chunk at a time so that a stream of any length is handled in
-//! bounded memory, and borrowed (never copied) while the GIL is released: each chunk's
-//! objects are held by a tuple or vector of references no other thread can change.
+//! bounded memory. While the GIL is released a chunk's keys are either borrowed from objects
+//! held by a tuple or vector of references no other thread can change, or, for a list of
+//! `str`, copied into one buffer of our own (a list can change under us; its strings, copied,
+//! cannot).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -59,8 +61,84 @@ pub(crate) fn at_index(py: Python<'_>, error: PyErr, index: usize) -> PyErr {
 /// A chunk of keys, in the form the filter takes fastest: all text, all bytes, or mixed.
 pub(crate) enum Batch<'a> {
     Text(Vec<&'a str>),
+    Copied(&'a CopiedText),
     Bytes(Vec<&'a [u8]>),
     Mixed(Vec<OneKey<'a>>),
+}
+
+/// Most bytes of text copied out of a list for one chunk; a longer key is taken the general
+/// way, by reference, not copied.
+const COPIED_BYTES: usize = 1 << 20;
+
+/// The `str` keys of part of a list, copied into one buffer while the GIL is held: reading a
+/// list's objects in place with the GIL released would need a reference to each (a copy of
+/// the list); copying their text is cheaper, and holds nothing of Python's.
+#[derive(Default)]
+pub(crate) struct CopiedText {
+    text: String,
+    /// Where each key ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl CopiedText {
+    /// Copies the keys of `list[start..end]` (as the list is now) while each is a `str` with a
+    /// UTF-8 form and the buffer has room; returns how many were copied, 0 when the first is
+    /// anything else (to be taken the general way, which also refuses it).
+    fn fill(&mut self, list: &Bound<'_, PyList>, start: usize, end: usize) -> usize {
+        self.text.clear();
+        self.ends.clear();
+        for item in list.iter().skip(start).take(end.saturating_sub(start)) {
+            let Ok(text) = item.cast::<PyString>() else {
+                break;
+            };
+            let Ok(text) = text.to_str() else {
+                break;
+            };
+            if self.text.len().saturating_add(text.len()) > COPIED_BYTES {
+                break;
+            }
+            self.text.push_str(text);
+            self.ends.push(self.text.len());
+        }
+        self.ends.len()
+    }
+
+    /// The keys, in order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> + Clone {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let key = self.text.get(start..end).unwrap_or_default();
+            start = end;
+            key
+        })
+    }
+}
+
+/// A chunk of keys as [`for_each_chunk`] hands it over.
+pub(crate) enum Chunk<'a, 'py> {
+    /// Python objects, each referenced while the chunk is handled.
+    Objects(&'a [Bound<'py, PyAny>]),
+    /// `str` keys copied out of a list.
+    Copied(&'a CopiedText),
+}
+
+impl Chunk<'_, '_> {
+    /// How many keys the chunk holds.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Objects(objects) => objects.len(),
+            Self::Copied(copied) => copied.ends.len(),
+        }
+    }
+
+    /// The chunk's keys, up to the first refused, and the refusal with its index in the
+    /// chunk.
+    pub(crate) fn batch(&self) -> (Batch<'_>, Option<(usize, PyErr)>) {
+        match self {
+            Self::Objects(objects) => Batch::of(objects),
+            Self::Copied(copied) => (Batch::Copied(copied), None),
+        }
+    }
 }
 
 impl<'a> Batch<'a> {
@@ -124,26 +202,37 @@ pub(crate) fn many(keys: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] objects at a time,
-/// each object referenced (so alive) while `each` reads it. A list is copied a chunk at a
-/// time (in C) into a tuple of its own, which no other thread can change while the GIL is
-/// released; a tuple is read in place.
+/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] keys at a time. A
+/// tuple is read in place. A list's `str` keys are copied ([`CopiedText`]); a part of a list
+/// that holds anything else is copied (in C) into a tuple of its own, which no other thread
+/// can change while the GIL is released. Any other iterable's objects are referenced from a
+/// vector.
 pub(crate) fn for_each_chunk<'py>(
     iterable: &Bound<'py, PyAny>,
-    mut each: impl FnMut(&[Bound<'py, PyAny>]) -> PyResult<()>,
+    mut each: impl FnMut(Chunk<'_, 'py>) -> PyResult<()>,
 ) -> PyResult<()> {
     if let Ok(tuple) = iterable.cast::<PyTuple>() {
         for chunk in tuple.as_slice().chunks(CHUNK) {
-            each(chunk)?;
+            each(Chunk::Objects(chunk))?;
         }
         return Ok(());
     }
     if let Ok(list) = iterable.cast::<PyList>() {
-        // A list changed by `each`'s own code between chunks is read as it is then.
-        let mut items = list.iter();
-        while items.len() > 0 {
-            let chunk = PyTuple::new(list.py(), items.by_ref().take(CHUNK))?;
-            each(chunk.as_slice())?;
+        // The list is read as it is at each chunk: another thread may change it while the GIL
+        // is released, and its length is asked again each time.
+        let mut copied = CopiedText::default();
+        let mut start = 0;
+        while start < list.len() {
+            let end = start.saturating_add(CHUNK).min(list.len());
+            let taken = copied.fill(list, start, end);
+            if taken > 0 {
+                each(Chunk::Copied(&copied))?;
+                start += taken;
+                continue;
+            }
+            let chunk = list.get_slice(start, end).to_tuple();
+            each(Chunk::Objects(chunk.as_slice()))?;
+            start = end;
         }
         return Ok(());
     }
@@ -155,19 +244,19 @@ pub(crate) fn for_each_chunk<'py>(
             // key, then its exception is raised.
             Err(e) => {
                 if !chunk.is_empty() {
-                    each(&chunk)?;
+                    each(Chunk::Objects(&chunk))?;
                 }
                 return Err(e);
             }
         }
         if chunk.len() == CHUNK {
-            each(&chunk)?;
+            each(Chunk::Objects(&chunk))?;
             chunk.clear();
         }
     }
     if chunk.is_empty() {
         Ok(())
     } else {
-        each(&chunk)
+        each(Chunk::Objects(&chunk))
     }
 }
