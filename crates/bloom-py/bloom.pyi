@@ -26,7 +26,8 @@ class BloomFilter:
 
     Safe to share between threads: queries run side by side, inserts one at a time. The
     many-key forms (`insert_all`, `contains_all`) and all file work release the GIL. Pickles
-    as its snapshot, verified again when unpickled.
+    as its snapshot, verified again when unpickled; an unpickled scalable filter grows as a
+    loaded one does (see `load`).
     """
 
     def __new__(
@@ -49,7 +50,8 @@ class BloomFilter:
         default: the fastest for the rate, or `sha256-double` when salted); `layout` a
         layout's name (`standard`, `blocked-512`, `split-block-512`, ...); `salt` a secret
         for keys an adversary picks; `max_bytes` the most payload bytes a scalable filter
-        may grow to (`None` or 0: 1 GiB, what `load` reads by default).
+        may grow to (`None` or 0: 1 GiB, what `load` reads by default). That limit is not
+        recorded in the snapshot: a loaded filter grows as `load` says.
 
         Raises `InvalidArgumentError` for a plan or options that cannot be built, and
         `OutOfMemoryError` when its bits cannot be allocated.
@@ -104,10 +106,15 @@ class BloomFilter:
 
 def load(path: Union[str, os.PathLike], max_bytes: Optional[int] = None) -> BloomFilter:
     """Loads the filter a snapshot file holds, every byte checked first; a payload over
-    `max_bytes` (`None` or 0: 1 GiB) is refused before anything is allocated."""
+    `max_bytes` (`None` or 0: 1 GiB) is refused before anything is allocated, with
+    `SnapshotTooLargeError` (pass a larger `max_bytes` for a file you trust).
+
+    `max_bytes` limits only what is read, not how far a loaded scalable filter grows: it may
+    grow to 1 GiB (what a new one may by default), or to `max_bytes` when that is larger (so
+    that what it saves loads again with the same limit), and never less than it holds."""
 
 def loads(data: Union[bytes, bytearray], max_bytes: Optional[int] = None) -> BloomFilter:
-    """`load` for a snapshot's bytes (a `bytearray` is copied first)."""
+    """`load` for a snapshot's bytes (a `bytearray` is copied first), with the same limits."""
 
 def inspect(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
     """A snapshot's header (its checksum checked; the payload is not read): `format_version`,

@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::fmt;
 
-use bloom_core::{BitsError, BuildError, KeyError, ScalableError, SnapshotError};
+use bloom_core::{BitsError, BuildError, CountingError, KeyError, ScalableError, SnapshotError};
 use bloom_format::{DecodeError, ReadError, StreamWriteError, WriteError};
 
 /// What went wrong, in a form every language can branch on. The codes are part of the C ABI
@@ -203,7 +203,12 @@ impl Error {
             _ => ErrorKind::Corrupt,
         };
         let mut message = e.to_string();
-        if kind == ErrorKind::Corrupt {
+        if let DecodeError::OverLimit { payload_len, .. } = e {
+            message.push_str(&format!(
+                "; if the snapshot is trusted, pass a limit of at least {payload_len} bytes to read it \
+                 (max_bytes={payload_len} in Python, max_payload_bytes in C)"
+            ));
+        } else if kind == ErrorKind::Corrupt {
             message.push_str("; do not trust this file: rebuild the filter from the primary data");
         }
         Self::new(kind, message)
@@ -213,11 +218,10 @@ impl Error {
     #[must_use]
     pub fn load(e: &ScalableError) -> Self {
         let kind = match e {
+            _ if is_alloc(e) => ErrorKind::OutOfMemory,
             ScalableError::Snapshot(
                 SnapshotError::Unsupported { .. } | SnapshotError::Config(_),
             ) => ErrorKind::Unsupported,
-            ScalableError::Snapshot(SnapshotError::Bits(BitsError::Alloc(_)))
-            | ScalableError::Build(BuildError::Alloc(_)) => ErrorKind::OutOfMemory,
             _ => ErrorKind::Corrupt,
         };
         Self::new(kind, e.to_string())
@@ -226,9 +230,10 @@ impl Error {
     /// A filter that cannot be built as asked, classified.
     #[must_use]
     pub fn build(e: &ScalableError) -> Self {
-        let kind = match e {
-            ScalableError::Build(BuildError::Alloc(_)) => ErrorKind::OutOfMemory,
-            _ => ErrorKind::InvalidArgument,
+        let kind = if is_alloc(e) {
+            ErrorKind::OutOfMemory
+        } else {
+            ErrorKind::InvalidArgument
         };
         Self::new(kind, format!("cannot build the filter: {e}"))
     }
@@ -248,6 +253,20 @@ impl Error {
         };
         Self::new(kind, e.to_string())
     }
+}
+
+/// Whether `e` is the system refusing memory (a plain filter's bits, a counting filter's
+/// counters, a chain's stage, a snapshot's payload), wherever the library wraps it: the one
+/// place that tells `OutOfMemory` from a bad plan or a bad snapshot.
+fn is_alloc(e: &ScalableError) -> bool {
+    matches!(
+        e,
+        ScalableError::Build(BuildError::Alloc(_) | BuildError::Counting(CountingError::Alloc(_)))
+            | ScalableError::Snapshot(
+                SnapshotError::Bits(BitsError::Alloc(_))
+                    | SnapshotError::Counting(CountingError::Alloc(_))
+            )
+    )
 }
 
 impl From<KeyError> for Error {
@@ -278,5 +297,40 @@ mod tests {
         }
         assert_eq!(ErrorKind::from_code(0), None);
         assert_eq!(ErrorKind::from_code(10), None);
+    }
+
+    #[test]
+    fn every_allocation_failure_is_out_of_memory_and_nothing_else_is() {
+        let alloc = bloom_core::AllocError { bytes: 1 << 40 };
+        let refusals = [
+            ScalableError::Build(BuildError::Alloc(alloc)),
+            ScalableError::Build(BuildError::Counting(CountingError::Alloc(alloc))),
+            ScalableError::Snapshot(SnapshotError::Bits(BitsError::Alloc(alloc))),
+            ScalableError::Snapshot(SnapshotError::Counting(CountingError::Alloc(alloc))),
+        ];
+        for e in &refusals {
+            assert_eq!(
+                Error::build(e).kind(),
+                ErrorKind::OutOfMemory,
+                "build: {e:?}"
+            );
+            assert_eq!(Error::load(e).kind(), ErrorKind::OutOfMemory, "load: {e:?}");
+        }
+        let not_memory = ScalableError::Build(BuildError::Counting(CountingError::Layout(
+            bloom_core::Layout::Blocked512,
+        )));
+        assert_eq!(Error::build(&not_memory).kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn a_payload_over_the_limit_says_which_limit_to_raise() {
+        let e = Error::decode(&DecodeError::OverLimit {
+            payload_len: 5_000,
+            limit: 16,
+        });
+        assert_eq!(e.kind(), ErrorKind::TooLarge);
+        assert!(e.message().contains("max_bytes=5000"), "{e}");
+        assert!(e.message().contains("max_payload_bytes"), "{e}");
+        assert!(!e.message().contains("do not trust"), "{e}");
     }
 }

@@ -102,10 +102,27 @@ pub struct Loaded {
     pub header: Header,
 }
 
+/// How far a chain loaded with the read limit `max_payload_bytes` may grow, its payload being
+/// `payload_len` bytes. The limit a chain was made with is not recorded in its snapshot, so a
+/// loaded chain gets what a new one gets by default ([`DEFAULT_MAX_PAYLOAD_BYTES`]), raised
+/// to the read limit when that is larger (so that what is saved can be read back with the
+/// limit it was read with), and never less than what was loaded. A read limit below the
+/// default never lowers it: a reader that allows only the bytes it holds (a pickle, a tight
+/// `bloom_filter_load_buffer`) would otherwise get a chain that cannot grow at all, whose
+/// newest stage takes every key past its plan. The CLI differs on purpose: `bloom add
+/// --max-bytes N` writes back a file that its next run reads with the same `N`, so there the
+/// read limit is also the growth limit (`crates/bloom-cli/src/files.rs`, `load`).
+fn growth_limit_after_load(max_payload_bytes: u64, payload_len: u64) -> u64 {
+    max_payload_bytes
+        .max(DEFAULT_MAX_PAYLOAD_BYTES)
+        .max(payload_len)
+}
+
 /// Loads the filter a snapshot holds (plain, counting or scalable), refusing a payload over
-/// `max_payload_bytes` (0: the default, 1 GiB) before anything is allocated. The filter answers exactly as the
-/// filter that wrote it; a chain may grow up to `max_payload_bytes`, so that what is saved
-/// can be read back with the same limit.
+/// `max_payload_bytes` (0: the default, 1 GiB) before anything is allocated. The filter
+/// answers exactly as the filter that wrote it. The read limit limits what is read, not how
+/// far a chain grows afterwards: a loaded chain may grow to 1 GiB (what a new one may, by
+/// default), or to `max_payload_bytes` when that is larger, and never less than its payload.
 ///
 /// # Errors
 /// Every [`ErrorKind`](crate::ErrorKind) a read can have: `Io`, `NotASnapshot`, `Corrupt`,
@@ -127,7 +144,8 @@ pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error>
     })?;
     let filter = match filter {
         AnyFilter::Scalable(mut chain) => {
-            chain.set_growth_limit(Some(payload_limit(max_payload_bytes)));
+            let limit = growth_limit_after_load(max_payload_bytes, chain.payload_len());
+            chain.set_growth_limit(Some(limit));
             AnyFilter::Scalable(chain)
         }
         other => other,
@@ -258,5 +276,22 @@ impl HeaderInfo {
             store_bound: header.store.is_some(),
             plan: header.plan.map(|p| (p.capacity, p.false_positive_rate)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_limit_raises_growth_but_never_lowers_it() {
+        const DEFAULT: u64 = DEFAULT_MAX_PAYLOAD_BYTES;
+        // A tight limit (a pickle's, a buffer's own length) or none: the default.
+        assert_eq!(growth_limit_after_load(4_096, 4_000), DEFAULT);
+        assert_eq!(growth_limit_after_load(0, 4_000), DEFAULT);
+        // A larger limit: that limit, so that what is saved reads back with it.
+        assert_eq!(growth_limit_after_load(4 * DEFAULT, 4_000), 4 * DEFAULT);
+        // Never less than what was loaded.
+        assert_eq!(growth_limit_after_load(0, DEFAULT + 1), DEFAULT + 1);
     }
 }

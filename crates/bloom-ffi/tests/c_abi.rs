@@ -2,13 +2,14 @@
 //! and `include/bloom.h`, run under valgrind (leaks and invalid accesses fail it). Every
 //! golden fixture of every format version must answer its keys (listed, removed, absent and
 //! refused) exactly as the Rust reader does, save a snapshot `bloom verify` accepts, and
-//! damaged files must get their error codes.
+//! damaged files must get their error codes (a payload over the limit names the argument to
+//! raise), and a filter the system cannot allocate gets `out-of-memory`. Each test compiles
+//! the program into its own temporary directory, removed when the test ends.
 
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use bloom_core::{AnyFilter, Filter};
 use bloom_format::{DecodeOptions, Snapshot};
@@ -35,42 +36,40 @@ fn static_library() -> PathBuf {
     exe.with_file_name("libbloom_ffi.a")
 }
 
-/// The agreement program, compiled once per test run.
-fn program() -> &'static Path {
-    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-    PROGRAM.get_or_init(|| {
-        let library = static_library();
-        assert!(
-            library.exists(),
-            "{} is missing: cargo builds it with this crate's tests (`cargo test -p bloom-ffi`)",
-            library.display()
-        );
-        let out = std::env::temp_dir().join(format!("bloom-ffi-agreement-{}", std::process::id()));
-        let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
-            .args([
-                "-std=gnu11",
-                "-g",
-                "-O1",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                "-I",
-            ])
-            .arg(crate_dir().join("include"))
-            .arg(crate_dir().join("tests/c/agreement.c"))
-            .arg(&library)
-            .args(["-lpthread", "-ldl", "-lm", "-o"])
-            .arg(&out)
-            .status()
-            .expect("a C compiler `cc` (Debian's gcc; `cargo xtask test` installs it)");
-        assert!(status.success(), "the C program did not compile ({status})");
-        out
-    })
+/// The agreement program, compiled into `dir` (a test's temporary directory, removed when
+/// the test ends, passed or failed: a program of tens of megabytes is never left behind).
+fn program(dir: &Path) -> PathBuf {
+    let library = static_library();
+    assert!(
+        library.exists(),
+        "{} is missing: cargo builds it with this crate's tests (`cargo test -p bloom-ffi`)",
+        library.display()
+    );
+    let out = dir.join("agreement");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
+        .args([
+            "-std=gnu11",
+            "-g",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+        ])
+        .arg(crate_dir().join("include"))
+        .arg(crate_dir().join("tests/c/agreement.c"))
+        .arg(&library)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&out)
+        .status()
+        .expect("a C compiler `cc` (Debian's gcc; `cargo xtask test` installs it)");
+    assert!(status.success(), "the C program did not compile ({status})");
+    out
 }
 
-/// Runs the program under valgrind, which fails the run (exit 99) on any invalid access or
+/// Runs `program` under valgrind, which fails the run (exit 99) on any invalid access or
 /// leak.
-fn run(args: &[&Path]) -> Output {
+fn run(program: &Path, args: &[&Path]) -> Output {
     let output = Command::new("valgrind")
         .args([
             "--quiet",
@@ -79,7 +78,7 @@ fn run(args: &[&Path]) -> Output {
             "--errors-for-leak-kinds=definite,indirect",
             "--show-leak-kinds=definite,indirect",
         ])
-        .arg(program())
+        .arg(program)
         .args(args)
         .output()
         .expect("valgrind (Debian's package; `cargo xtask test` installs it)");
@@ -222,7 +221,7 @@ fn every_fixture_answers_through_c_as_the_rust_reader_does() {
         .write_all(manifest.as_bytes())
         .unwrap();
 
-    let output = run(&[Path::new("read"), &manifest_path]);
+    let output = run(&program(dir.path()), &[Path::new("read"), &manifest_path]);
     assert!(
         output.status.success(),
         "the C program failed:\n{}",
@@ -286,7 +285,10 @@ fn a_filter_built_through_c_is_the_one_the_cli_builds() {
     let keys_path = dir.path().join("keys");
     write_keys(&keys_path, &keys);
     let from_c = dir.path().join("c.bloom");
-    let output = run(&[Path::new("build"), &keys_path, &from_c, Path::new("nfc")]);
+    let output = run(
+        &program(dir.path()),
+        &[Path::new("build"), &keys_path, &from_c, Path::new("nfc")],
+    );
     assert!(
         output.status.success(),
         "{}",
@@ -328,15 +330,15 @@ fn a_filter_built_through_c_is_the_one_the_cli_builds() {
     );
 }
 
-/// Writes `bytes` to a new file and runs the `damaged` mode on it.
-fn damaged(dir: &Path, name: &str, bytes: &[u8], max: &str) -> String {
+/// Writes `bytes` to a new file in `dir` and runs `program`'s `damaged` mode on it.
+fn damaged(program: &Path, dir: &Path, name: &str, bytes: &[u8], max: &str) -> String {
     let path = dir.join(name);
     fs::write(&path, bytes).unwrap();
-    damaged_path(&path, max)
+    damaged_path(program, &path, max)
 }
 
-fn damaged_path(path: &Path, max: &str) -> String {
-    let output = run(&[Path::new("damaged"), path, Path::new(max)]);
+fn damaged_path(program: &Path, path: &Path, max: &str) -> String {
+    let output = run(program, &[Path::new("damaged"), path, Path::new(max)]);
     assert!(
         output.status.success(),
         "{}",
@@ -364,6 +366,7 @@ fn assert_all(report: &str, status: &str, forms: &[&str]) {
 #[test]
 fn damaged_files_get_their_error_codes() {
     let dir = tempfile::tempdir().unwrap();
+    let program = program(dir.path());
     let good = fs::read(crate_dir().join("../../fixtures/v3/xxh3-blocked.bloom")).unwrap();
     let all = ["load", "verify", "inspect", "load-buffer"];
     let payload = ["load", "verify", "load-buffer"];
@@ -372,45 +375,74 @@ fn damaged_files_get_their_error_codes() {
     let mut flipped = good.clone();
     let last = flipped.len() - 1;
     flipped[last - 10] ^= 0x10;
-    let report = damaged(dir.path(), "flipped.bloom", &flipped, "0");
+    let report = damaged(&program, dir.path(), "flipped.bloom", &flipped, "0");
     assert_all(&report, "corrupt", &payload);
     assert_all(&report, "ok", &["inspect"]);
 
     // Cut short.
-    let report = damaged(dir.path(), "truncated.bloom", &good[..good.len() / 2], "0");
+    let report = damaged(
+        &program,
+        dir.path(),
+        "truncated.bloom",
+        &good[..good.len() / 2],
+        "0",
+    );
     assert_all(&report, "corrupt", &payload);
 
     // A flipped header byte: the header checksum fails.
     let mut header = good.clone();
     header[20] ^= 0x01;
     assert_all(
-        &damaged(dir.path(), "header.bloom", &header, "0"),
+        &damaged(&program, dir.path(), "header.bloom", &header, "0"),
         "corrupt",
         &all,
     );
 
     // Not a snapshot at all, and empty.
-    let report = damaged(dir.path(), "text.bloom", b"SQLite format 3\0 and more", "0");
+    let report = damaged(
+        &program,
+        dir.path(),
+        "text.bloom",
+        b"SQLite format 3\0 and more",
+        "0",
+    );
     assert_all(&report, "not-a-snapshot", &all);
     assert_all(
-        &damaged(dir.path(), "empty.bloom", b"", "0"),
+        &damaged(&program, dir.path(), "empty.bloom", b"", "0"),
         "not-a-snapshot",
         &all,
     );
 
-    // A payload over the limit it is read with.
-    assert_all(
-        &damaged(dir.path(), "big.bloom", &good, "16"),
-        "too-large",
-        &all,
-    );
+    // A payload over the limit it is read with: the message names the argument to raise.
+    let report = damaged(&program, dir.path(), "big.bloom", &good, "16");
+    assert_all(&report, "too-large", &all);
+    for line in report.lines() {
+        assert!(line.contains("max_payload_bytes"), "{line}");
+    }
 
     // A directory and a missing file: the system's errors. (No buffer to read.)
     let forms = ["load", "verify", "inspect"];
-    assert_all(&damaged_path(dir.path(), "0"), "io", &forms);
+    assert_all(&damaged_path(&program, dir.path(), "0"), "io", &forms);
     assert_all(
-        &damaged_path(&dir.path().join("missing.bloom"), "0"),
+        &damaged_path(&program, &dir.path().join("missing.bloom"), "0"),
         "io",
         &forms,
     );
+}
+
+#[test]
+fn a_filter_that_cannot_be_allocated_is_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not under valgrind, which keeps its own address space: the program limits its own.
+    let output = Command::new(program(dir.path()))
+        .arg("oom")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.starts_with("new out-of-memory "), "{stdout}");
 }

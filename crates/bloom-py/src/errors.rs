@@ -45,7 +45,7 @@ const CLASSES: [(ErrorKind, &str, &str, &str); 9] = [
         ErrorKind::TooLarge,
         "SnapshotTooLargeError",
         "ValueError",
-        "The snapshot's payload is over the size limit it was read with.",
+        "The snapshot's payload is over the size limit it was read with: pass a larger `max_bytes` to read a file you trust.",
     ),
     (
         ErrorKind::Key,

@@ -100,6 +100,11 @@ fn generation(given: u64) -> Option<u64> {
 /// `max_payload_bytes` (0: the default, 1 GiB) is refused before anything is allocated. On
 /// success `*out` is the new handle, which answers exactly as the filter that wrote the file.
 ///
+/// `max_payload_bytes` limits only what is read. It does not limit how far a loaded
+/// scalable filter grows: that limit is not recorded in a snapshot, so a loaded one may grow
+/// to 1 GiB (what a new one may by default), or to `max_payload_bytes` when that is larger
+/// (so that what is saved loads again with the same limit), and never less than it holds.
+///
 /// Thread safety: safe from any thread.
 ///
 /// # Safety
@@ -119,7 +124,9 @@ pub unsafe extern "C" fn bloom_filter_load(
 }
 
 /// Loads a snapshot from the `len` bytes at `data`, as [`bloom_filter_load`] does. The
-/// bytes are copied: the buffer may be freed after the call.
+/// bytes are copied: the buffer may be freed after the call. A limit as tight as `len`
+/// refuses nothing this buffer holds, and a scalable filter loaded with it still grows (see
+/// [`bloom_filter_load`]).
 ///
 /// Thread safety: safe from any thread.
 ///

@@ -13,12 +13,17 @@
  *     batch), saved to SAVED.
  *   agreement damaged SNAPSHOT MAX_PAYLOAD_BYTES
  *     Prints the status name of loading, verifying and inspecting SNAPSHOT, with its message.
+ *   agreement oom
+ *     With its address space limited to 1 GiB (so that no overcommit setting lets it
+ *     through), asks for a counting filter of 2e10 keys (about 90 GiB of counters) and prints
+ *     the status name, with its message. Not for valgrind, which keeps its own address space.
  *
  * Exits 0 when every call went as expected, 1 otherwise (saying why on stderr).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bloom.h"
 
@@ -295,10 +300,27 @@ static int run_damaged(const char *snapshot, const char *max) {
     return 0;
 }
 
+static int run_oom(void) {
+    struct rlimit limit = {1UL << 30, 1UL << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) { perror("setrlimit"); return 1; }
+    BloomOptions options = bloom_options_default(20000000000ULL, 0.01);
+    options.kind = "counting";
+    BloomFilter *filter = NULL;
+    BloomStatus s = bloom_filter_new_with(&options, &filter);
+    printf("new %s %s\n", bloom_status_name(s), bloom_last_error_message());
+    if ((s == BLOOM_OK) != (filter != NULL)) {
+        fprintf(stderr, "the out-parameter was written on failure, or not on success\n");
+        return 1;
+    }
+    bloom_filter_free(filter);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "read") == 0) return run_read(argv[2]);
     if (argc == 5 && strcmp(argv[1], "build") == 0) return run_build(argv[2], argv[3], argv[4]);
     if (argc == 4 && strcmp(argv[1], "damaged") == 0) return run_damaged(argv[2], argv[3]);
-    fprintf(stderr, "usage: agreement read MANIFEST | build KEYS SAVED ENCODING | damaged SNAPSHOT MAX\n");
+    if (argc == 2 && strcmp(argv[1], "oom") == 0) return run_oom();
+    fprintf(stderr, "usage: agreement read MANIFEST | build KEYS SAVED ENCODING | damaged SNAPSHOT MAX | oom\n");
     return 2;
 }
