@@ -12,7 +12,7 @@ Key = Union[str, bytes]
 """A key: `str` (encoded by the filter's encoding, NFC by default) or `bytes` (which a text
 encoding takes as UTF-8, refusing other bytes with `KeyEncodingError`)."""
 
-Source = Union[str, os.PathLike, bytes]
+Source = Union[str, os.PathLike, bytes, bytearray]
 """A snapshot: a path, or its bytes."""
 
 DEFAULT_MAX_BYTES: int

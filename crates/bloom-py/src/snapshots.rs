@@ -1,6 +1,6 @@
 //! The module's functions over snapshots: `load`, `loads`, `inspect`, `verify`, and the
 //! imports `from_guava`, `from_parquet` and `from_parquet_blob`. File work releases the GIL;
-//! a source is a path (`str` or `os.PathLike`) or `bytes`.
+//! a source is a path (`str` or `os.PathLike`), `bytes` or a `bytearray`.
 
 use std::path::PathBuf;
 
@@ -8,27 +8,27 @@ use bloom_ffi::{Handle, HeaderInfo, Source};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 
 use crate::header::header_dict;
 
 use crate::errors::py_err;
 use crate::filter::PyBloomFilter;
 
-/// A snapshot's source as given from Python: bytes, or a path.
-enum Given<'a> {
-    Bytes(&'a [u8]),
+/// A snapshot's source as given from Python: `bytes` (or a `bytearray`, copied), or a path.
+enum Given {
+    Bytes(PyBackedBytes),
     Path(PathBuf),
 }
 
-impl<'a> Given<'a> {
-    fn of(source: &'a Bound<'_, PyAny>) -> PyResult<Self> {
-        if let Ok(bytes) = source.cast::<PyBytes>() {
-            return Ok(Self::Bytes(bytes.as_bytes()));
+impl Given {
+    fn of(source: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = source.extract::<PyBackedBytes>() {
+            return Ok(Self::Bytes(bytes));
         }
         source.extract::<PathBuf>().map(Self::Path).map_err(|_| {
             PyTypeError::new_err(format!(
-                "a snapshot source is a path (str or os.PathLike) or bytes, not {}",
+                "a snapshot source is a path (str or os.PathLike), bytes or bytearray, not {}",
                 source
                     .get_type()
                     .name()

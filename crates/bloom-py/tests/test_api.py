@@ -213,3 +213,15 @@ def test_threads_never_deadlock_on_errors_under_the_lock(tmp_path):
     for t in threads:
         t.join(timeout=60)
         assert not t.is_alive(), "a thread is stuck"
+
+
+def test_every_snapshot_source_takes_a_bytearray():
+    f = bloom.BloomFilter(1000)
+    f.insert("k")
+    data = f.to_bytes(generation=3)
+    for read in (bloom.inspect, bloom.verify):
+        assert read(bytearray(data)) == read(data)
+        assert read(bytearray(data))["dataset_generation"] == 3
+    assert "k" in bloom.loads(bytearray(data))
+    with pytest.raises(TypeError):
+        bloom.inspect(memoryview(data))
