@@ -136,7 +136,7 @@ proptest! {
     }
 }
 
-/// Configurations over the 4 MiB below which many-key calls go one key at a time, so that
+/// Configurations over the 10 MiB below which many-key calls go one key at a time, so that
 /// the batched path itself is checked against single calls.
 fn large_config() -> impl Strategy<Value = FilterConfig> {
     (
@@ -155,7 +155,7 @@ fn large_config() -> impl Strategy<Value = FilterConfig> {
         1u32..12,
     )
         .prop_map(|(layout, rule, hashes)| {
-            let bits = 40_000_000 / 512 * 512;
+            let bits = 100_000_000 / 512 * 512;
             // The split-block layouts take k = 8 and every rule computing an h1; the others
             // not the 64-bit rules.
             let (layout, hashes) = match (layout.split_block_bits(), rule.is_64_bit()) {

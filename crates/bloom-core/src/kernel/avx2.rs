@@ -4,7 +4,7 @@
 //! made after detecting AVX2 calls them.
 
 use super::compiled::{self, SplitHash};
-use crate::position::{KeyHash, PositionHasher};
+use crate::position::{KeyHash, PositionHasher, Split};
 
 /// [`compiled::split_contains`] compiled for AVX2.
 #[target_feature(enable = "avx2")]
@@ -54,6 +54,24 @@ pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
     hashes: &[KeyHash],
 ) -> u64 {
     compiled::split_insert_hashes::<H, WIDE>(hasher, words, hashes)
+}
+
+/// [`compiled::split_prefetch_hashes`] with a prefetch instruction for each key's line
+/// (`prefetcht0`): unlike a load, it does not hold up the instructions after it until the
+/// line arrives, so the work on the batch before overlaps the misses of this one.
+#[target_feature(enable = "avx2")]
+pub(super) fn split_prefetch_hashes<H: SplitHash, const WIDE: bool>(
+    hasher: &PositionHasher,
+    words: &[u64],
+    hashes: &[KeyHash],
+) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    for &hash in hashes {
+        let place = Split::of(hash.first(), hasher.blocks(), WIDE);
+        // A prefetch reads nothing; a block past the words (a hash of another
+        // configuration) is never probed, and its address is never dereferenced.
+        _mm_prefetch::<_MM_HINT_T0>(words.as_ptr().wrapping_add(place.first_word).cast::<i8>());
+    }
 }
 
 /// [`compiled::split_contains_hashes`] compiled for AVX2.

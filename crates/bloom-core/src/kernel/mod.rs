@@ -5,10 +5,11 @@
 mod avx2;
 mod compiled;
 
-use self::compiled::{SplitHash, Xxh3_64, Xxh3_128Low, Xxh64};
+use self::compiled::{Xxh3_64, Xxh3_128Low, Xxh64};
 use crate::encoding::EncodedKey;
 use crate::layout::Layout;
 use crate::position::{KeyHash, PositionHasher, PositionRule};
+use crate::probe::BitsRef;
 
 /// The unsalted 64-bit hash of a split-block kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +157,11 @@ impl Kernel {
             // `avx2` a `Kernel` has only on a CPU with AVX2 (see `split!`).
             #[allow(unsafe_code)]
             return unsafe {
-                avx2::split_contains_hash::<Xxh3_64, true>(hasher, words, Xxh3_64::hash(key))
+                avx2::split_contains_hash::<Xxh3_64, true>(
+                    hasher,
+                    words,
+                    <Xxh3_64 as compiled::SplitHash>::hash(key),
+                )
             };
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -174,7 +179,11 @@ impl Kernel {
             // SAFETY: as in `contains`.
             #[allow(unsafe_code)]
             return unsafe {
-                avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, Xxh3_64::hash(key))
+                avx2::split_insert_hash::<Xxh3_64, true>(
+                    hasher,
+                    words,
+                    <Xxh3_64 as compiled::SplitHash>::hash(key),
+                )
             };
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -220,6 +229,29 @@ impl Kernel {
                 ..
             } => KeyHash::of_u64(xxhash_rust::xxh3::xxh3_64(key)),
             _ => hasher.hash(&EncodedKey::from_encoded(key)),
+        }
+    }
+
+    /// Asks for the lines a batch of hashed keys will probe or set, so that they are on
+    /// their way while other work runs: a prefetch of each key's block with the split-block
+    /// kernels on AVX2, a read of one word of each line otherwise.
+    #[inline]
+    pub(crate) fn prefetch_hashes(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        hashes: &[KeyHash],
+    ) {
+        match self.kind {
+            Kind::Split { hash, wide, avx2 } => {
+                split!(
+                    hash,
+                    wide,
+                    avx2,
+                    split_prefetch_hashes(hasher, words, hashes)
+                )
+            }
+            _ => BitsRef::Plain(words).touch(hasher, hashes),
         }
     }
 
