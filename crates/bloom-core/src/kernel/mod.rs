@@ -508,4 +508,55 @@ mod tests {
             println!("{layout}: AVX2 {}", std::is_x86_feature_detected!("avx2"));
         }
     }
+
+    /// The batch forms (prefetch, then probe or set a batch of hashes) of both split-block
+    /// kernels answer and set exactly as one key at a time, for every configuration kind.
+    #[test]
+    fn batch_forms_answer_and_set_as_one_key_at_a_time() {
+        let configs = [
+            (PositionRule::Xxh3_64, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh3_64, Layout::SplitBlock256, 8),
+            (PositionRule::Xxh64, Layout::SplitBlock256, 8),
+            (PositionRule::Xxh3_128, Layout::SplitBlock512, 8),
+            (PositionRule::Xxh3_128, Layout::Blocked512, 7),
+            (PositionRule::Sha256Double, Layout::Standard, 5),
+        ];
+        for (rule, layout, k) in configs {
+            let params = FilterParams::with_layout(layout, 512 * 37, k).unwrap();
+            let hasher = PositionHasher::new(rule, layout, params.bits(), k, &Salt::default());
+            let words = (params.bits() / 64) as usize;
+            for kernel in [Kernel::with_simd(&hasher, false), Kernel::new(&hasher)] {
+                let (mut one, mut batched) = (vec![0u64; words], vec![0u64; words]);
+                let hashes: Vec<KeyHash> = (0..600u32)
+                    .map(|i| hasher.hash(&EncodedKey::from_encoded(&i.to_le_bytes())))
+                    .collect();
+                let (inserted, queried) = hashes.split_at(300);
+                let mut changed = 0;
+                for &hash in inserted {
+                    changed += u64::from(kernel.insert_hash(&hasher, &mut one, hash));
+                }
+                let mut batch_changed = 0;
+                for batch in inserted.chunks(16) {
+                    kernel.prefetch_hashes(&hasher, &batched, batch);
+                    batch_changed += kernel.insert_hashes(&hasher, &mut batched, batch);
+                }
+                assert_eq!(one, batched, "{rule} {layout}");
+                assert_eq!(changed, batch_changed, "{rule} {layout}");
+                for batch in hashes.chunks(16) {
+                    let mut answers = [false; 16];
+                    kernel.prefetch_hashes(&hasher, &batched, batch);
+                    kernel.contains_hashes(&hasher, &batched, batch, &mut answers);
+                    for (&hash, &answer) in batch.iter().zip(&answers) {
+                        assert_eq!(answer, kernel.contains_hash(&hasher, &one, hash));
+                    }
+                }
+                assert!(
+                    queried
+                        .iter()
+                        .any(|&h| !kernel.contains_hash(&hasher, &one, h)),
+                    "{rule} {layout}: some keys never inserted read absent"
+                );
+            }
+        }
+    }
 }
