@@ -193,8 +193,8 @@ fn insert_encoded<K: Key + ?Sized>(
 /// `insert_all` of a plain filter, up to the first key the encoding refuses; counts in
 /// `inserted` the keys that changed a bit, exactly as many as single inserts in the same order
 /// would have, and every key before a refused one is inserted. In cache, one key at a time as
-/// `insert` does; past the caches, a batch of keys hashed, their lines touched, then set by
-/// the kernel in one call. A single owner sets and notes what was clear in one pass, so
+/// `insert` does; past the caches, two batches in turn, each hashed and its lines prefetched
+/// while the one before it is set by the kernel in one call. A single owner sets and notes what was clear in one pass, so
 /// nothing is probed first.
 pub(crate) fn insert_many<K: Key>(
     words: &mut [u64],

@@ -3,7 +3,7 @@
 //! ones (`avx2.rs`) are the same functions compiled for AVX2.
 
 use crate::encoding::EncodedKey;
-use crate::position::{KeyHash, PositionHasher, Split, split};
+use crate::position::{Block, KeyHash, PositionHasher, Split, split};
 use crate::probe::{self, BitsRef, line, line_mut, set_bit, test_bit};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
@@ -49,7 +49,7 @@ pub(super) fn split_contains<H: SplitHash, const WIDE: bool>(
     words: &[u64],
     key: &[u8],
 ) -> bool {
-    split::contains(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
+    split_contains_hash::<H, WIDE>(hasher, words, H::hash(key))
 }
 
 /// Sets the bits of `key`; returns whether one was clear.
@@ -59,7 +59,7 @@ pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
     words: &mut [u64],
     key: &[u8],
 ) -> bool {
-    split::insert(words, WIDE, Split::of(H::hash(key), hasher.blocks(), WIDE))
+    split_insert_hash::<H, WIDE>(hasher, words, H::hash(key))
 }
 
 /// [`split_contains`] for a key already hashed: `h` is the 64-bit hash the unsalted
@@ -138,13 +138,7 @@ pub(super) fn blocked_contains<const K: usize>(
     words: &[u64],
     key: &[u8],
 ) -> bool {
-    let block = hasher.unsalted_xxh3_block(key);
-    let Some(line) = line(words, block) else {
-        return false;
-    };
-    let mut all = true;
-    block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
-    all
+    blocked_contains_at::<K>(words, hasher.unsalted_xxh3_block(key))
 }
 
 /// [`blocked_contains`], setting the bits; returns whether one was clear.
@@ -154,12 +148,7 @@ pub(super) fn blocked_insert<const K: usize>(
     words: &mut [u64],
     key: &[u8],
 ) -> bool {
-    let block = hasher.unsalted_xxh3_block(key);
-    let mut changed = false;
-    if let Some(line) = line_mut(words, block) {
-        block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
-    }
-    changed
+    blocked_insert_at::<K>(words, hasher.unsalted_xxh3_block(key))
 }
 
 /// [`blocked_contains`] for a key already hashed.
@@ -169,13 +158,7 @@ pub(super) fn blocked_contains_hash<const K: usize>(
     words: &[u64],
     hash: KeyHash,
 ) -> bool {
-    let block = hasher.blocked_at(hash);
-    let Some(line) = line(words, block) else {
-        return false;
-    };
-    let mut all = true;
-    block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
-    all
+    blocked_contains_at::<K>(words, hasher.blocked_at(hash))
 }
 
 /// [`blocked_insert`] for a key already hashed.
@@ -185,7 +168,23 @@ pub(super) fn blocked_insert_hash<const K: usize>(
     words: &mut [u64],
     hash: KeyHash,
 ) -> bool {
-    let block = hasher.blocked_at(hash);
+    blocked_insert_at::<K>(words, hasher.blocked_at(hash))
+}
+
+/// Whether the `K` bits of a key's place `block` are all set.
+#[inline(always)]
+fn blocked_contains_at<const K: usize>(words: &[u64], block: Block) -> bool {
+    let Some(line) = line(words, block) else {
+        return false;
+    };
+    let mut all = true;
+    block.each_bit_unrolled::<K>(|word, bit| all &= test_bit(line, word, bit));
+    all
+}
+
+/// Sets the `K` bits of a key's place `block`; returns whether one was clear.
+#[inline(always)]
+fn blocked_insert_at<const K: usize>(words: &mut [u64], block: Block) -> bool {
     let mut changed = false;
     if let Some(line) = line_mut(words, block) {
         block.each_bit_unrolled::<K>(|word, bit| changed |= set_bit(line, word, bit));
