@@ -84,19 +84,9 @@ impl<'f> Inserts<'f> {
         I: IntoIterator,
         I::Item: Key,
     {
-        let filter = self.stream.filter();
-        let encoding = filter.config.encoding();
-        let foreign = filter.config.has_foreign_tables();
-        let mut buffer = self.stream.buffer();
-        let mut depends = false;
-        for key in keys {
-            let encoded = key
-                .encode(encoding)
-                .map_err(|e| RedisFilterError::Key(e.into()))?;
-            buffer.push(encoded.as_bytes());
-            depends |= foreign && key.depends_on_tables();
-        }
-        filter.note_mixed_tables_when(|| depends)?;
+        let (buffer, sensitive) = self.stream.encode(keys)?;
+        let depends = sensitive.is_some_and(|sensitive| sensitive.contains(&true));
+        self.stream.filter().note_mixed_tables_when(|| depends)?;
         self.send_encoded(buffer)
     }
 

@@ -69,21 +69,8 @@ impl<'f> Lookups<'f> {
         I: IntoIterator,
         I::Item: Key,
     {
-        let filter = self.stream.filter();
-        let encoding = filter.config.encoding();
-        let foreign = filter.config.has_foreign_tables();
-        let mut buffer = self.stream.buffer();
-        let mut sensitive = Vec::new();
-        for key in keys {
-            let encoded = key
-                .encode(encoding)
-                .map_err(|e| RedisFilterError::Key(e.into()))?;
-            buffer.push(encoded.as_bytes());
-            if foreign {
-                sensitive.push(key.depends_on_tables());
-            }
-        }
-        self.stream.send(buffer, foreign.then_some(sensitive))?;
+        let (buffer, sensitive) = self.stream.encode(keys)?;
+        self.stream.send(buffer, sensitive)?;
         if self.stream.is_full() {
             return self.next_answers();
         }

@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use bloom_core::Key;
+
 use super::{BATCH, IN_FLIGHT, InFlight, MODULE_BATCH, MODULE_KEYS_PER_COMMAND};
 use crate::error::RedisFilterError;
 use crate::filter::{GUARDED_HINCRBY, RedisFilter};
@@ -152,6 +154,35 @@ impl<'f, T> Stream<'f, T> {
         let mut keys = self.spare.pop().unwrap_or_default();
         keys.clear();
         keys
+    }
+
+    /// A batch's keys in a buffer, each in the filter's encoding, and, when the filter has
+    /// Unicode tables other than this build's, whether each key depends on them.
+    ///
+    /// # Errors
+    /// [`RedisFilterError::Key`] for a byte key a text encoding refuses.
+    pub(crate) fn encode<I>(
+        &mut self,
+        keys: I,
+    ) -> Result<(KeyBuf, Option<Vec<bool>>), RedisFilterError>
+    where
+        I: IntoIterator,
+        I::Item: Key,
+    {
+        let encoding = self.filter.config.encoding();
+        let foreign = self.filter.config.has_foreign_tables();
+        let mut buffer = self.buffer();
+        let mut sensitive = Vec::new();
+        for key in keys {
+            let encoded = key
+                .encode(encoding)
+                .map_err(|e| RedisFilterError::Key(e.into()))?;
+            buffer.push(encoded.as_bytes());
+            if foreign {
+                sensitive.push(key.depends_on_tables());
+            }
+        }
+        Ok((buffer, foreign.then_some(sensitive)))
     }
 
     fn usable(&self) -> Result<(), RedisFilterError> {
