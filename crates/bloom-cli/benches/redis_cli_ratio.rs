@@ -76,18 +76,7 @@ struct Shards {
 }
 
 fn main() {
-    let module = std::env::var_os("BLOOM_REDIS_MODULE").map_or_else(
-        || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/release/libbloom_redis_module.so")
-        },
-        PathBuf::from,
-    );
-    assert!(
-        module.is_file(),
-        "build the module first: cargo build --release -p bloom-redis-module ({} is missing)",
-        module.display()
-    );
+    let module = bloom_testing::redis::release_module_path();
     let redisbloom = std::env::var_os("REDISBLOOM_MODULE").map(PathBuf::from);
     let extra: Vec<String> = redisbloom
         .iter()

@@ -146,18 +146,7 @@ fn main() {
         );
         std::process::exit(2);
     };
-    let module = std::env::var_os("BLOOM_REDIS_MODULE").map_or_else(
-        || {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/release/libbloom_redis_module.so")
-        },
-        PathBuf::from,
-    );
-    assert!(
-        module.is_file(),
-        "build the module first: cargo build --release -p bloom-redis-module ({} is missing)",
-        module.display()
-    );
+    let module = bloom_testing::redis::release_module_path();
     let server = RedisServer::start_with_module_file(
         module,
         &["--loadmodule", redisbloom_so.to_str().unwrap()],

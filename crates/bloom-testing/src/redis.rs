@@ -62,6 +62,24 @@ fn redis_cli_as(port: u16, password: Option<&str>, args: &[&str]) -> Option<Stri
 /// The `bloom` Redis module's shared object: `$BLOOM_REDIS_MODULE`, or the workspace's debug
 /// build (`cargo xtask test` builds it before the tests).
 pub fn module_path() -> PathBuf {
+    module_build("debug")
+}
+
+/// The module the benches load: `$BLOOM_REDIS_MODULE`, or the workspace's release build,
+/// which must exist (`cargo build --release -p bloom-redis-module`).
+pub fn release_module_path() -> PathBuf {
+    let module = module_build("release");
+    assert!(
+        module.is_file(),
+        "build the module first: cargo build --release -p bloom-redis-module ({} is missing)",
+        module.display()
+    );
+    module
+}
+
+/// `$BLOOM_REDIS_MODULE`, or the module built with `profile` in the workspace's target
+/// directory.
+fn module_build(profile: &str) -> PathBuf {
     if let Some(path) = std::env::var_os("BLOOM_REDIS_MODULE") {
         return path.into();
     }
@@ -70,7 +88,8 @@ pub fn module_path() -> PathBuf {
             || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
             PathBuf::from,
         )
-        .join("debug/libbloom_redis_module.so")
+        .join(profile)
+        .join("libbloom_redis_module.so")
 }
 
 /// Whether the servers the suite starts load the module (`BLOOM_REDIS_TEST_PATH=module`):
