@@ -14,13 +14,16 @@ use bloom_store::{
     HistoryPoint, Incompatibility, Lookup, MemoryStore, MemoryStoreError, OpenOutcome,
     PrimaryStore, Removal, StoreIdentity,
 };
-use support::{Harness, assert_every_committed_key_present, insert_all, named};
+use support::{Harness, assert_every_committed_key_present, claim_held, insert_all, named};
 
 fn counting() -> FilterOptions {
     FilterOptions::new(2_000, 0.01).with_counting(true)
 }
 
+/// How many of `keys` the filter answers absent, once the store's claim holds again after
+/// the wrapper's own commits (until the claim watcher has seen them, lookups go to the store).
 fn forgotten<S: PrimaryStore>(w: &FilteredStore<S>, keys: &[String]) -> usize {
+    claim_held(w);
     keys.iter()
         .filter(|k| w.contains(k).unwrap() == Lookup::AbsentByFilter)
         .count()
@@ -133,6 +136,7 @@ fn a_removal_of_a_key_the_filter_never_counted_waits_for_the_next_save<H: Harnes
     let options = FilterOptions::new(40, 0.2).with_counting(true);
     let (w, _) = FilteredStore::open_and_recover(h.open(), options.clone()).unwrap();
     insert_all(&w, &named("a", 0..40));
+    claim_held(&w);
     let direct = (0..10_000)
         .map(|i| format!("x{i}"))
         .find(|k| w.contains(k).unwrap() == Lookup::FalsePositive)
@@ -227,7 +231,9 @@ fn a_plain_filter_counts_stale_removals_and_rebuilds_past_the_target<H: Harness>
     let metrics = w.metrics();
     assert_eq!((metrics.removals, metrics.stale_removals), (500, 500));
     assert!(!metrics.counting);
-    // The removed keys still read "maybe"; the store refutes them.
+    // The removed keys still read "maybe"; the store refutes them (once the claim watcher
+    // has seen the wrapper's own commits: until then lookups go to the store).
+    claim_held(&w);
     assert_eq!(w.contains(&first[0]).unwrap(), Lookup::FalsePositive);
     // More keys: 400 live + 500 stale + new ones push the rate past 1%; a remove notices
     // and rebuilds from the 400 + new live keys.
