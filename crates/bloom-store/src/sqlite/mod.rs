@@ -351,21 +351,28 @@ impl SqliteStore {
         self.guard.as_ref().map_or(Ok(()), |g| g.check())
     }
 
-    /// Marks a commit in flight until its head is recorded (see `Guard::committing`), and
-    /// reads the wal-index's change counter (with the write lock held: see
-    /// [`SqliteStore::committed`]).
-    fn committing(&self) -> Option<(guard::Committing<'_>, wal_index::Reading)> {
-        self.guard
-            .as_deref()
-            .map(|g| (g.committing(), g.wal.read()))
-    }
-
-    /// After a commit marked by [`SqliteStore::committing`]: the change it made to the
-    /// wal-index's counter is this store's own, and needs no judging by the watcher.
-    fn committed(&self, committing: Option<(guard::Committing<'_>, wal_index::Reading)>) {
-        if let (Some(guard), Some((_, before))) = (&self.guard, &committing) {
-            guard.wal.committed(*before, guard.wal.read());
-        }
+    /// Commits `tx`, a write of this store whose new head is `head` (read once `floor` had
+    /// been seen), and records that head. The commit is marked in flight (see
+    /// `Guard::committing`) from before `COMMIT` until its head is recorded: a watcher that
+    /// reads the new head meanwhile tries again rather than take this store's own commit for
+    /// a write behind the wrapper's back. The change it makes to the wal-index's counter
+    /// (read with the write lock held) is this store's own, and needs no judging.
+    fn commit_and_record(
+        &self,
+        tx: rusqlite::Transaction<'_>,
+        floor: DatasetGeneration,
+        head: HistoryPoint,
+    ) -> Result<(), SqliteStoreError> {
+        let Some(guard) = self.guard.as_deref() else {
+            return Ok(tx.commit()?);
+        };
+        let in_flight = guard.committing();
+        let before = guard.wal.read();
+        tx.commit()?;
+        guard.wal.committed(before, guard.wal.read());
+        let recorded = guard.saw_after(floor, head);
+        drop(in_flight);
+        recorded
     }
 
     /// The newest generation this handle has seen, before a read that may return a head:

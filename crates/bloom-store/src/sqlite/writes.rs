@@ -62,10 +62,7 @@ impl SqliteStore {
             }
             head
         };
-        let committing = self.committing();
-        tx.commit()?;
-        self.committed(committing);
-        self.saw(floor, head)?;
+        self.commit_and_record(tx, floor, head)?;
         Ok(done)
     }
 
@@ -98,10 +95,7 @@ impl SqliteStore {
         ])?;
         tx.prepare_cached("UPDATE main.bloom_changes SET removed_at = ?1 WHERE seq = ?2")?
             .execute(params![seq, inserted_at])?;
-        let committing = self.committing();
-        tx.commit()?;
-        self.committed(committing);
-        self.saw(floor, HistoryPoint { generation, digest })?;
+        self.commit_and_record(tx, floor, HistoryPoint { generation, digest })?;
         Ok(Some(Removal {
             generation,
             inserted_at: from_seq(inserted_at),
