@@ -26,7 +26,7 @@ pub(crate) enum OneKey<'a> {
 /// with lone surrogates (which has no UTF-8 form) a `KeyEncodingError`.
 pub(crate) fn one<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<OneKey<'a>> {
     if let Ok(text) = key.cast::<PyString>() {
-        return text.to_str().map(OneKey::Text).map_err(|_| {
+        return crate::text::utf8(text).map(OneKey::Text).ok_or_else(|| {
             crate::errors::to_py(
                 key.py(),
                 &bloom_ffi::Error::new(
@@ -91,7 +91,7 @@ impl CopiedText {
             let Ok(text) = item.cast::<PyString>() else {
                 break;
             };
-            let Ok(text) = text.to_str() else {
+            let Some(text) = crate::text::utf8(text) else {
                 break;
             };
             if self.text.len().saturating_add(text.len()) > COPIED_BYTES {
@@ -157,7 +157,7 @@ impl<'a> Batch<'a> {
                     let Ok(text) = object.cast::<PyString>() else {
                         return Self::mixed(objects);
                     };
-                    let Ok(text) = text.to_str() else {
+                    let Some(text) = crate::text::utf8(text) else {
                         return Self::mixed(objects);
                     };
                     texts.push(text);

@@ -11,6 +11,7 @@ mod filter;
 mod header;
 mod keys;
 mod snapshots;
+mod text;
 
 use pyo3::prelude::*;
 

@@ -21,6 +21,9 @@ def test_lists_of_every_kind_answer_as_single_calls():
         [f"k{i}" if i % 7 else f"k{i}".encode() for i in range(10_000)],
         ["a", huge, "b", huge + "x", "c"],
         [Text("sub"), "plain", composed, decomposed, "\u00e9t\u00e9", ""],
+        # Every storage kind of str: ASCII (read in place), Latin-1, two and four bytes a
+        # character, and a subclass's (which CPython stores apart from the object).
+        ["ascii", "\u00e9t\u00e9", "\u65e5\u672c\u8a9e", "\U0001f600 smile", Text("ascii"), Text("\u00e9")] * 500,
         [b"only", b"bytes"] * 3000,
     ]
     for keys in kinds:
