@@ -5,12 +5,16 @@ key exactly as the Rust reader, the `bloom` CLI and the C ABI answer it. "maybe"
 "yes": confirm a `True` against your primary store before treating a key as seen.
 """
 
+import array
 import os
 from typing import Iterable, Literal, Optional, Union, final
 
 Key = Union[str, bytes]
 """A key: `str` (encoded by the filter's encoding, NFC by default) or `bytes` (which a text
 encoding takes as UTF-8, refusing other bytes with `KeyEncodingError`)."""
+
+Buffer = Union[bytes, bytearray, memoryview, "array.array[int]"]
+"""An object with the buffer protocol (a NumPy array is one too)."""
 
 Source = Union[str, os.PathLike, bytes, bytearray]
 """A snapshot: a path, or its bytes."""
@@ -77,6 +81,21 @@ class BloomFilter:
 
     def contains_all(self, keys: Iterable[Key]) -> list[bool]:
         """Whether each key may have been inserted, in order: the answers of `contains`."""
+
+    def insert_packed(self, data: bytes, offsets: Buffer) -> int:
+        """Inserts keys packed in one `bytes` object, as an Arrow string or binary column
+        holds them: key `i` is `data[offsets[i]:offsets[i + 1]]`, taken as a `bytes` key.
+        `offsets` is any one-dimensional buffer of `n + 1` 32- or 64-bit integers for `n`
+        keys (`array.array('q')`, a NumPy int64 or int32 array, an Arrow array's offsets
+        viewed as integers), never decreasing, within `data`; it need not start at 0.
+        No Python object per key: the fastest way in. Offsets that do not cut `data` raise
+        `InvalidArgumentError` before any key is inserted; a buffer of anything else,
+        `TypeError`; a key refused by the encoding stops the call as in `insert_all`.
+        Returns how many keys changed the filter."""
+
+    def contains_packed(self, data: bytes, offsets: Buffer) -> list[bool]:
+        """Whether each key packed as `insert_packed` takes them may have been inserted, in
+        order."""
 
     def save(self, path: Union[str, os.PathLike], generation: Optional[int] = None) -> None:
         """Writes a snapshot atomically (the old file or the new one, never a mix),

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::errors::{py_err, to_py};
 use crate::keys::{self, Batch, OneKey};
+use crate::packed::{self, Offsets};
 
 /// A Bloom filter. See the module's documentation and `bloom.pyi`.
 #[pyclass(frozen, module = "bloom", name = "BloomFilter")]
@@ -81,6 +82,7 @@ fn insert_batch(handle: &mut Handle, batch: &Batch<'_>) -> Result<u64, Error> {
         Batch::Text(keys) => handle.insert_all(keys.iter().copied()),
         Batch::Copied(keys) => handle.insert_all(keys.keys()),
         Batch::Bytes(keys) => handle.insert_all(keys.iter().copied()),
+        Batch::Packed(data, ends) => handle.insert_all(packed::slices(data, ends)),
         Batch::Mixed(keys) => {
             let mut added = 0;
             for (i, key) in keys.iter().enumerate() {
@@ -101,6 +103,9 @@ fn contains_batch(handle: &Handle, batch: &Batch<'_>, out: &mut Vec<bool>) -> Re
         Batch::Text(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
         Batch::Copied(keys) => handle.contains_each(keys.keys(), |m| out.push(m)),
         Batch::Bytes(keys) => handle.contains_each(keys.iter().copied(), |m| out.push(m)),
+        Batch::Packed(data, ends) => {
+            handle.contains_each(packed::slices(data, ends), |m| out.push(m))
+        }
         Batch::Mixed(keys) => {
             for (i, key) in keys.iter().enumerate() {
                 let maybe = match *key {
@@ -126,14 +131,45 @@ fn for_each_batch(
     let mut offset = 0usize;
     keys::for_each_chunk(keys, |chunk| {
         let (batch, refused) = chunk.batch();
-        py.detach(|| each(&batch))
-            .map_err(|e| to_py(py, &e.shifted(offset)))?;
+        run(py, &batch, offset, &mut each)?;
         if let Some((i, e)) = refused {
             return Err(keys::at_index(py, e, offset + i));
         }
         offset += chunk.len();
         Ok(())
     })
+}
+
+/// Runs `each` on `batch` with the GIL released; its errors' key indexes are moved by
+/// `offset`, the batch's first key's index among all the keys.
+fn run(
+    py: Python<'_>,
+    batch: &Batch<'_>,
+    offset: usize,
+    each: &mut (impl FnMut(&Batch<'_>) -> Result<(), Error> + Send),
+) -> PyResult<()> {
+    py.detach(|| each(batch))
+        .map_err(|e| to_py(py, &e.shifted(offset)))
+}
+
+/// Runs `each` (with the GIL released) on every chunk of the keys packed in `data` and cut
+/// by `offsets` (`packed.rs`); nothing runs when the offsets are refused.
+fn for_each_packed_batch(
+    py: Python<'_>,
+    data: &Bound<'_, PyBytes>,
+    offsets: &Bound<'_, PyAny>,
+    mut each: impl FnMut(&Batch<'_>) -> Result<(), Error> + Send,
+) -> PyResult<()> {
+    let data = data.as_bytes();
+    let offsets = Offsets::read(py, offsets, data.len())?;
+    let mut start = 0;
+    while start < offsets.keys() {
+        let count = keys::CHUNK.min(offsets.keys() - start);
+        let batch = Batch::Packed(data, offsets.ends(start, count));
+        run(py, &batch, start, &mut each)?;
+        start += count;
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -229,6 +265,40 @@ impl PyBloomFilter {
     fn contains_all(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         let mut answers = Vec::new();
         for_each_batch(py, keys, |batch| {
+            let handle = self.handle.read().map_err(|_| poisoned())?;
+            contains_batch(&handle, batch, &mut answers)
+        })?;
+        Ok(answers)
+    }
+
+    /// Inserts the keys packed in `data`, cut by `offsets` (key `i` is
+    /// `data[offsets[i]:offsets[i + 1]]`, as in an Arrow array); how many changed the filter.
+    /// The GIL is released while keys are hashed, a chunk at a time.
+    fn insert_packed(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyBytes>,
+        offsets: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let mut added = 0u64;
+        for_each_packed_batch(py, data, offsets, |batch| {
+            let mut handle = self.handle.write().map_err(|_| poisoned())?;
+            added += insert_batch(&mut handle, batch)?;
+            Ok(())
+        })?;
+        Ok(added)
+    }
+
+    /// Whether each key packed in `data` and cut by `offsets` may have been inserted, in
+    /// order. The GIL is released while keys are hashed, a chunk at a time.
+    fn contains_packed(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyBytes>,
+        offsets: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<bool>> {
+        let mut answers = Vec::new();
+        for_each_packed_batch(py, data, offsets, |batch| {
             let handle = self.handle.read().map_err(|_| poisoned())?;
             contains_batch(&handle, batch, &mut answers)
         })?;

@@ -63,6 +63,8 @@ pub(crate) enum Batch<'a> {
     Text(Vec<&'a str>),
     Copied(&'a CopiedText),
     Bytes(Vec<&'a [u8]>),
+    /// Keys packed in one buffer, cut by offsets (`packed.rs`).
+    Packed(&'a [u8], &'a [u64]),
     Mixed(Vec<OneKey<'a>>),
 }
 

@@ -10,6 +10,7 @@ mod errors;
 mod filter;
 mod header;
 mod keys;
+mod packed;
 mod snapshots;
 mod text;
 
