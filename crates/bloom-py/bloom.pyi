@@ -5,16 +5,14 @@ key exactly as the Rust reader, the `bloom` CLI and the C ABI answer it. "maybe"
 "yes": confirm a `True` against your primary store before treating a key as seen.
 """
 
-import array
 import os
 from typing import Iterable, Literal, Optional, Union, final
+
+from typing_extensions import Buffer
 
 Key = Union[str, bytes]
 """A key: `str` (encoded by the filter's encoding, NFC by default) or `bytes` (which a text
 encoding takes as UTF-8, refusing other bytes with `KeyEncodingError`)."""
-
-Buffer = Union[bytes, bytearray, memoryview, "array.array[int]"]
-"""An object with the buffer protocol (a NumPy array is one too)."""
 
 Source = Union[str, os.PathLike, bytes, bytearray]
 """A snapshot: a path, or its bytes."""
@@ -29,8 +27,8 @@ class BloomFilter:
     """A Bloom filter: plain, counting or scalable.
 
     Safe to share between threads: queries run side by side, inserts one at a time. The
-    many-key forms (`insert_all`, `contains_all`) and all file work release the GIL. Pickles
-    as its snapshot, verified again when unpickled; an unpickled scalable filter grows as a
+    many-key forms (`insert_all`, `contains_all`, `insert_packed`, `contains_packed`) and all
+    file work release the GIL. Pickles as its snapshot, verified again when unpickled; an unpickled scalable filter grows as a
     loaded one does (see `load`).
     """
 

@@ -156,10 +156,18 @@ fn run(
 /// by `offsets` (`packed.rs`); nothing runs when the offsets are refused.
 fn for_each_packed_batch(
     py: Python<'_>,
-    data: &Bound<'_, PyBytes>,
+    data: &Bound<'_, PyAny>,
     offsets: &Bound<'_, PyAny>,
     mut each: impl FnMut(&Batch<'_>) -> Result<(), Error> + Send,
 ) -> PyResult<()> {
+    let data = data.cast::<PyBytes>().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "data is bytes, which nothing can change while the GIL is released, not {} (pass bytes(data))",
+            data.get_type()
+                .name()
+                .map_or_else(|_| "this".to_owned(), |name| name.to_string())
+        ))
+    })?;
     let data = data.as_bytes();
     let offsets = Offsets::read(py, offsets, data.len())?;
     let mut start = 0;
@@ -277,7 +285,7 @@ impl PyBloomFilter {
     fn insert_packed(
         &self,
         py: Python<'_>,
-        data: &Bound<'_, PyBytes>,
+        data: &Bound<'_, PyAny>,
         offsets: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
         let mut added = 0u64;
@@ -294,7 +302,7 @@ impl PyBloomFilter {
     fn contains_packed(
         &self,
         py: Python<'_>,
-        data: &Bound<'_, PyBytes>,
+        data: &Bound<'_, PyAny>,
         offsets: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<bool>> {
         let mut answers = Vec::new();

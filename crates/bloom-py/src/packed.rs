@@ -38,14 +38,8 @@ impl Offsets {
             Self::check(values?, data_len)
         } else if let Some(values) = copied::<u32>(py, buffer) {
             Self::check(values?, data_len)
-        } else if buffer.len().is_ok_and(|len| len == 0) {
-            // An empty buffer (which CPython may export with no memory at all).
-            Self::check(Vec::<i64>::new(), data_len)
         } else {
-            return Err(PyTypeError::new_err(format!(
-                "offsets is a buffer of 32- or 64-bit integers (array.array('q'), a NumPy int64 or int32 array, an Arrow array's offsets), not {}",
-                buffer.get_type().name()?
-            )));
+            return Err(not_offsets(py, buffer));
         };
         checked.map_err(crate::errors::py_err(py))
     }
@@ -108,7 +102,7 @@ pub(crate) fn slices<'a>(
 }
 
 /// The integers of `buffer`, copied, if it holds `T`s: `None` for a buffer of another type,
-/// a `TypeError` for one of more than one dimension.
+/// a `TypeError` for one of more than one dimension or in the other byte order.
 fn copied<T: Element + Copy>(
     py: Python<'_>,
     buffer: &Bound<'_, PyAny>,
@@ -120,5 +114,48 @@ fn copied<T: Element + Copy>(
             view.dimensions()
         ))));
     }
+    // PyO3 takes a format of either explicit byte order for the native one.
+    let format = view.format().to_bytes();
+    let foreign = match format.first() {
+        Some(b'<') => cfg!(target_endian = "big"),
+        Some(b'>' | b'!') => cfg!(target_endian = "little"),
+        _ => false,
+    };
+    if foreign {
+        return Some(Err(PyTypeError::new_err(format!(
+            "offsets is in the other byte order (format '{}'): pass native-order integers (NumPy: offsets.astype('=i8'))",
+            String::from_utf8_lossy(format)
+        ))));
+    }
     Some(view.to_vec(py))
+}
+
+/// Why `buffer` is not offsets: `InvalidArgumentError` for an empty buffer (which CPython may
+/// export with no memory at all), `TypeError` naming what it is otherwise.
+fn not_offsets(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyErr {
+    let Ok(view) = pyo3::types::PyMemoryView::from(buffer) else {
+        return PyTypeError::new_err(format!(
+            "offsets is a buffer of 32- or 64-bit integers (array.array('q'), a NumPy int64 or int32 array, an Arrow array's offsets), not {}",
+            buffer
+                .get_type()
+                .name()
+                .map_or_else(|_| "this".to_owned(), |name| name.to_string())
+        ));
+    };
+    let described = |name: &str| {
+        view.getattr(name)
+            .and_then(|value| value.str().map(|text| text.to_string()))
+            .unwrap_or_else(|_| "?".to_owned())
+    };
+    if described("nbytes") == "0" {
+        return crate::errors::to_py(
+            py,
+            &Error::invalid("offsets is empty: n keys take n + 1 offsets (a single 0 for no keys)"),
+        );
+    }
+    PyTypeError::new_err(format!(
+        "offsets is a buffer of format '{}' in {} dimension(s); it takes 32- or 64-bit integers, aligned, in native byte order and one dimension (copy it as array.array('q', offsets), or with NumPy's offsets.astype(np.int64))",
+        described("format"),
+        described("ndim"),
+    ))
 }

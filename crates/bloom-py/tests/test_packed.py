@@ -2,6 +2,7 @@
 offsets that cut it. They answer exactly as the same keys one object each, and offsets that
 do not cut the data are refused before anything changes."""
 
+import ctypes
 from array import array
 from itertools import accumulate
 
@@ -71,8 +72,14 @@ def test_what_is_not_packed_keys_is_a_type_error():
     two_dimensions = memoryview(array("q", [0, 1, 1, 2])).cast("B").cast("q", [2, 2])
     with pytest.raises(TypeError, match="dimensions"):
         f.insert_packed(b"ab", two_dimensions)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"bytes\(data\)"):
         f.insert_packed(bytearray(b"ab"), array("q", [0, 2]))
+    # Integers in the other byte order would cut other keys: refused, never misread.
+    big_endian = memoryview((ctypes.c_int64.__ctype_be__ * 2)(0, 1))
+    with pytest.raises(TypeError, match="byte order"):
+        f.insert_packed(b"ab", big_endian)
+    with pytest.raises(TypeError, match="offsets"):
+        f.insert_packed(b"ab", [])
     assert f.to_bytes() == bloom.BloomFilter(100).to_bytes()
 
 
