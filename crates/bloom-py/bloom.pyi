@@ -6,7 +6,7 @@ key exactly as the Rust reader, the `bloom` CLI and the C ABI answer it. "maybe"
 """
 
 import os
-from typing import Iterable, Literal, Optional, Union, final
+from typing import Any, Iterable, Literal, Optional, Union, final
 
 from typing_extensions import Buffer
 
@@ -26,10 +26,19 @@ __version__: str
 class BloomFilter:
     """A Bloom filter: plain, counting or scalable.
 
-    Safe to share between threads: queries run side by side, inserts one at a time. The
-    many-key forms (`insert_all`, `contains_all`, `insert_packed`, `contains_packed`) and all
-    file work release the GIL. Pickles as its snapshot, verified again when unpickled; an unpickled scalable filter grows as a
-    loaded one does (see `load`).
+    Safe to share between threads: queries run side by side, and each insert has the filter
+    to itself. The many-key forms (`insert_all`, `contains_all`, `insert_packed`,
+    `contains_packed`) and all file work release the GIL. `insert_packed` holds the filter
+    for its whole call; `insert_all` a chunk of keys at a time (up to 2^20 keys from a list
+    or a tuple, 2^16 from any other iterable), so a `save` from another thread while it
+    runs may record part of it: save after the inserts the generation covers return.
+    Pickles as its snapshot, verified again when unpickled; an unpickled scalable filter
+    grows as a loaded one does (see `load`).
+
+    A scalable filter grows up to `max_bytes`, and no further: past it, its last stage
+    fills up and answers "maybe" for more and more absent keys, up to every one.
+    `info()["is_over_capacity"]` tells when that has begun; plan a larger `max_bytes`, or
+    rebuild from the primary store.
     """
 
     def __new__(
@@ -116,7 +125,7 @@ class BloomFilter:
         """The dataset generation the filter was loaded with or last saved at (0 for a new
         filter)."""
 
-    def info(self) -> dict[str, object]:
+    def info(self) -> dict[str, Any]:
         """What a snapshot would record (as `inspect` gives it) and the estimates:
         `items_inserted`, `fill_ratio`, `estimated_items`, `estimated_false_positive_rate`,
         `remaining_capacity`, `is_over_capacity`."""
@@ -133,12 +142,12 @@ def load(path: Union[str, os.PathLike], max_bytes: Optional[int] = None) -> Bloo
 def loads(data: Union[bytes, bytearray], max_bytes: Optional[int] = None) -> BloomFilter:
     """`load` for a snapshot's bytes (a `bytearray` is copied first), with the same limits."""
 
-def inspect(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
+def inspect(source: Source, max_bytes: Optional[int] = None) -> dict[str, Any]:
     """A snapshot's header (its checksum checked; the payload is not read): `format_version`,
     `kind`, `bits`, `hashes`, `rule`, `layout`, `encoding`, `salted`, `dataset_generation`,
     `items`, `payload_len`, `store_bound`, `plan_capacity`, `plan_false_positive_rate`."""
 
-def verify(source: Source, max_bytes: Optional[int] = None) -> dict[str, object]:
+def verify(source: Source, max_bytes: Optional[int] = None) -> dict[str, Any]:
     """Checks a snapshot completely, as `bloom verify` does, in constant memory; returns its
     header as `inspect` does, or raises."""
 

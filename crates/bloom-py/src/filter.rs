@@ -152,14 +152,13 @@ fn run(
         .map_err(|e| to_py(py, &e.shifted(offset)))
 }
 
-/// Runs `each` (with the GIL released) on every chunk of the keys packed in `data` and cut
-/// by `offsets` (`packed.rs`); nothing runs when the offsets are refused.
-fn for_each_packed_batch(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
+/// The keys packed in `data` and cut by `offsets` (`packed.rs`), checked with the GIL held:
+/// `data` is `bytes`, which nothing can change, and the offsets are copied, so the keys can
+/// be taken with the GIL released in one go.
+fn packed<'a>(
+    data: &'a Bound<'_, PyAny>,
     offsets: &Bound<'_, PyAny>,
-    mut each: impl FnMut(&Batch<'_>) -> Result<(), Error> + Send,
-) -> PyResult<()> {
+) -> PyResult<(&'a [u8], Offsets)> {
     let data = data.cast::<PyBytes>().map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "data is bytes, which nothing can change while the GIL is released, not {} (pass bytes(data))",
@@ -168,16 +167,8 @@ fn for_each_packed_batch(
                 .map_or_else(|_| "this".to_owned(), |name| name.to_string())
         ))
     })?;
-    let data = data.as_bytes();
-    let offsets = Offsets::read(py, offsets, data.len())?;
-    let mut start = 0;
-    while start < offsets.keys() {
-        let count = keys::CHUNK.min(offsets.keys() - start);
-        let batch = Batch::Packed(data, offsets.ends(start, count));
-        run(py, &batch, start, &mut each)?;
-        start += count;
-    }
-    Ok(())
+    let offsets = Offsets::read(data.py(), offsets, data.as_bytes().len())?;
+    Ok((data.as_bytes(), offsets))
 }
 
 #[pymethods]
@@ -281,36 +272,38 @@ impl PyBloomFilter {
 
     /// Inserts the keys packed in `data`, cut by `offsets` (key `i` is
     /// `data[offsets[i]:offsets[i + 1]]`, as in an Arrow array); how many changed the filter.
-    /// The GIL is released while keys are hashed, a chunk at a time.
+    /// The GIL is released while keys are hashed, once for the whole call, and the filter is
+    /// locked for the whole call: a save from another thread sees all of it or none.
     fn insert_packed(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         offsets: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
-        let mut added = 0u64;
-        for_each_packed_batch(py, data, offsets, |batch| {
+        let (data, offsets) = packed(data, offsets)?;
+        py.detach(|| {
             let mut handle = self.handle.write().map_err(|_| poisoned())?;
-            added += insert_batch(&mut handle, batch)?;
-            Ok(())
-        })?;
-        Ok(added)
+            insert_batch(&mut handle, &Batch::Packed(data, offsets.all()))
+        })
+        .map_err(py_err(py))
     }
 
     /// Whether each key packed in `data` and cut by `offsets` may have been inserted, in
-    /// order. The GIL is released while keys are hashed, a chunk at a time.
+    /// order. The GIL is released while keys are hashed, once for the whole call.
     fn contains_packed(
         &self,
         py: Python<'_>,
         data: &Bound<'_, PyAny>,
         offsets: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<bool>> {
-        let mut answers = Vec::new();
-        for_each_packed_batch(py, data, offsets, |batch| {
+        let (data, offsets) = packed(data, offsets)?;
+        py.detach(|| {
+            let mut answers = Vec::with_capacity(offsets.keys());
             let handle = self.handle.read().map_err(|_| poisoned())?;
-            contains_batch(&handle, batch, &mut answers)
-        })?;
-        Ok(answers)
+            contains_batch(&handle, &Batch::Packed(data, offsets.all()), &mut answers)?;
+            Ok(answers)
+        })
+        .map_err(py_err(py))
     }
 
     /// Writes a snapshot to `path` atomically, recording `generation` (the generation of the

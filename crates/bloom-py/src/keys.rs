@@ -9,9 +9,17 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-/// Keys taken from an iterable before the GIL is released for them: few enough that their
-/// objects are still in the cache when their references are dropped.
-pub(crate) const CHUNK: usize = 4_096;
+/// Keys taken from a list or a tuple (which already hold them all) before the GIL is released
+/// for them. Each release must pay for getting the GIL back: while another Python thread
+/// runs, that waits out its switch interval (5 ms by default), so a chunk is at least that
+/// much work (a million keys take about 15 ms). The keys' references or copies take at most
+/// 16 bytes a key, and [`COPIED_BYTES`] for the text copied out of a list.
+pub(crate) const CHUNK: usize = 1 << 20;
+
+/// Keys taken from any other iterable (a generator, a file) before the GIL is released: the
+/// objects stay alive until their chunk is handled, so fewer, for bounded memory; the
+/// iterable's own Python code takes longer than their hashing anyway.
+pub(crate) const STREAM_CHUNK: usize = 1 << 16;
 
 /// One key, borrowed from its Python object.
 #[derive(Clone, Copy)]
@@ -70,7 +78,7 @@ pub(crate) enum Batch<'a> {
 
 /// Most bytes of text copied out of a list for one chunk; a longer key is taken the general
 /// way, by reference, not copied.
-const COPIED_BYTES: usize = 1 << 20;
+const COPIED_BYTES: usize = 32 << 20;
 
 /// The `str` keys of part of a list, copied into one buffer while the GIL is held: reading a
 /// list's objects in place with the GIL released would need a reference to each (a copy of
@@ -204,7 +212,8 @@ pub(crate) fn many(keys: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] keys at a time. A
+/// Hands the keys of `iterable` to `each` a chunk of at most [`CHUNK`] keys at a time
+/// ([`STREAM_CHUNK`] for an iterable that is not a list or a tuple). A
 /// tuple is read in place. A list's `str` keys are copied ([`CopiedText`]); a part of a list
 /// that holds anything else is copied (in C) into a tuple of its own, which no other thread
 /// can change while the GIL is released. Any other iterable's objects are referenced from a
@@ -251,7 +260,7 @@ pub(crate) fn for_each_chunk<'py>(
                 return Err(e);
             }
         }
-        if chunk.len() == CHUNK {
+        if chunk.len() == STREAM_CHUNK {
             each(Chunk::Objects(&chunk))?;
             chunk.clear();
         }

@@ -16,11 +16,10 @@ mod text;
 
 use pyo3::prelude::*;
 
+// The module needs the GIL (`gil_used`): a free-threaded Python turns it back on when the
+// module is imported. Lists are read a chunk at a time under it, and `text.rs` reads a
+// `str`'s state in place, which free-threaded 3.13 writes without atomics when it interns.
 /// Bloom filters that are safe to persist and safe to trust.
-///
-/// The module needs the GIL (`gil_used`): a free-threaded Python turns it back on when the
-/// module is imported. Lists are read a chunk at a time under it, and `text.rs` reads a
-/// `str`'s state in place, which free-threaded 3.13 writes without atomics when it interns.
 #[pymodule(gil_used = true)]
 fn bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filter::PyBloomFilter>()?;

@@ -7,7 +7,8 @@
 //! The offsets (any one-dimensional buffer of 32- or 64-bit integers) are copied (one
 //! `memcpy`, with the GIL held: another thread may change a NumPy array) and checked whole
 //! before any key is taken, so that malformed offsets change nothing. `data` is a `bytes`
-//! object, which nothing can change: it is read in place with the GIL released.
+//! object, which nothing can change: it is read in place with the GIL released, once for
+//! the whole call.
 
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::exceptions::PyTypeError;
@@ -83,15 +84,13 @@ impl Offsets {
         self.0.len().saturating_sub(1)
     }
 
-    /// The offsets of keys `start..start + count`: `count + 1` of them.
-    pub(crate) fn ends(&self, start: usize, count: usize) -> &[u64] {
-        self.0
-            .get(start..=start.saturating_add(count))
-            .unwrap_or_default()
+    /// Every offset, for [`slices`].
+    pub(crate) fn all(&self) -> &[u64] {
+        &self.0
     }
 }
 
-/// The keys of `data` cut by `ends` (from [`Offsets::ends`], checked against `data`).
+/// The keys of `data` cut by `ends` (from [`Offsets::all`], checked against `data`).
 pub(crate) fn slices<'a>(
     data: &'a [u8],
     ends: &'a [u64],

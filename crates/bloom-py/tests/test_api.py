@@ -34,13 +34,16 @@ def test_refused_keys_name_their_index():
     with pytest.raises(bloom.KeyEncodingError) as raised:
         f.insert_all(["a", b"\xfe"])
     assert raised.value.key_index == 1
-    # Past the first chunk, the index counts every key given; keys before it are inserted.
+    # Past the first chunk (2^20 keys from a list, 2^16 from a generator), the index counts
+    # every key given; keys before it are inserted.
+    for count, source in ((1 << 20) + 5, list), ((1 << 16) + 5, iter):
+        f = bloom.BloomFilter(8 * count)
+        keys = [f"k{i}" for i in range(count)] + [b"\xff"] + ["after"]
+        with pytest.raises(bloom.KeyEncodingError) as raised:
+            f.insert_all(source(keys))
+        assert raised.value.key_index == count
+        assert all(f.contains_all(keys[:count])) and "after" not in f
     f = bloom.BloomFilter(100_000)
-    keys = [f"k{i}" for i in range(10_000)] + [b"\xff"] + ["after"]
-    with pytest.raises(bloom.KeyEncodingError) as raised:
-        f.insert_all(keys)
-    assert raised.value.key_index == 10_000
-    assert all(f.contains_all(keys[:10_000])) and "after" not in f
     # A str with a lone surrogate has no UTF-8 form; a wrong type is a TypeError; both
     # after the keys before them.
     with pytest.raises(bloom.KeyEncodingError) as raised:
