@@ -106,6 +106,26 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     key_index: Option<usize>,
+    /// For an [`ErrorKind::Io`] error, what the system said.
+    cause: Option<IoCause>,
+}
+
+/// What the system said about a failed read or write ([`Error::io_cause`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoCause {
+    /// Its kind (`NotFound` for a missing file, `PermissionDenied`, ...).
+    pub kind: std::io::ErrorKind,
+    /// The operating system's error number (`errno`), when it gave one.
+    pub os_code: Option<i32>,
+}
+
+impl IoCause {
+    fn of(error: &std::io::Error) -> Self {
+        Self {
+            kind: error.kind(),
+            os_code: error.raw_os_error(),
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -127,6 +147,7 @@ impl Error {
             kind,
             message: message.into(),
             key_index: None,
+            cause: None,
         }
     }
 
@@ -152,6 +173,13 @@ impl Error {
     #[must_use]
     pub const fn key_index(&self) -> Option<usize> {
         self.key_index
+    }
+
+    /// For an [`ErrorKind::Io`] error, what the system said (a missing file is
+    /// `NotFound`), when it said something.
+    #[must_use]
+    pub const fn io_cause(&self) -> Option<IoCause> {
+        self.cause
     }
 
     /// The same error, about the key at `index`.
@@ -181,7 +209,13 @@ impl Error {
     #[must_use]
     pub fn read(e: &ReadError) -> Self {
         let kind = match e {
-            ReadError::Io { .. } | ReadError::NotARegularFile { .. } => ErrorKind::Io,
+            ReadError::Io { cause, .. } => {
+                return Self {
+                    cause: Some(IoCause::of(cause)),
+                    ..Self::new(ErrorKind::Io, e.to_string())
+                };
+            }
+            ReadError::NotARegularFile { .. } => ErrorKind::Io,
             ReadError::Alloc { .. } => ErrorKind::OutOfMemory,
             ReadError::Decode(d) => return Self::decode(d),
             _ => ErrorKind::Corrupt,
@@ -241,7 +275,14 @@ impl Error {
     /// A snapshot that could not be written.
     #[must_use]
     pub fn write(e: &WriteError) -> Self {
-        Self::new(ErrorKind::Io, e.to_string())
+        let cause = match e {
+            WriteError::Io { cause, .. } => Some(IoCause::of(cause)),
+            _ => None,
+        };
+        Self {
+            cause,
+            ..Self::new(ErrorKind::Io, e.to_string())
+        }
     }
 
     /// A snapshot that could not be streamed.
@@ -297,6 +338,22 @@ mod tests {
         }
         assert_eq!(ErrorKind::from_code(0), None);
         assert_eq!(ErrorKind::from_code(10), None);
+    }
+
+    #[test]
+    fn an_io_error_keeps_what_the_system_said_and_others_say_nothing() {
+        let missing = std::env::temp_dir().join("bloom-ffi-no-such-dir/none.bloom");
+        let read = crate::snapshots::load(crate::Source::Path(&missing), 0).err();
+        let cause = read.as_ref().and_then(Error::io_cause);
+        assert!(
+            read.as_ref().is_some_and(|e| e.kind() == ErrorKind::Io),
+            "{read:?}"
+        );
+        assert_eq!(cause.map(|c| c.kind), Some(std::io::ErrorKind::NotFound));
+        assert!(cause.is_some_and(|c| c.os_code.is_some()));
+        let kept = read.map(|e| e.context("loading").io_cause());
+        assert_eq!(kept, Some(cause));
+        assert_eq!(Error::invalid("no").io_cause(), None);
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod parquet;
 mod snapshots;
 
 pub use create::{FilterKind, FilterOptions, create};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, IoCause};
 pub use guava::{from_guava, funnel_named, to_guava};
 pub use handle::Handle;
 #[cfg(feature = "parquet")]

@@ -67,7 +67,16 @@ const CLASSES: [(ErrorKind, &str, &str, &str); 9] = [
     ),
 ];
 
-/// `BloomError`, then one class per entry of [`CLASSES`], made once per interpreter.
+/// The class of a missing file: a `SnapshotIOError` that `except FileNotFoundError` catches
+/// too ("no snapshot yet" told apart from a file that cannot be read).
+const NOT_FOUND: (&str, &str, &str) = (
+    "SnapshotNotFoundError",
+    "FileNotFoundError",
+    "The file does not exist: a SnapshotIOError and a FileNotFoundError.",
+);
+
+/// `BloomError`, then one class per entry of [`CLASSES`], then [`NOT_FOUND`]'s, made once per
+/// interpreter.
 static TYPES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
 
 /// A new class `name(bases...)` of the module `bloom`.
@@ -105,6 +114,12 @@ fn types(py: Python<'_>) -> PyResult<&Vec<Py<PyType>>> {
                 doc,
             )?);
         }
+        let io = all
+            .get(index_of(ErrorKind::Io))
+            .map(|class| class.bind(py).clone().into_any())
+            .ok_or_else(|| PyRuntimeError::new_err("SnapshotIOError was not made"))?;
+        let (name, builtin, doc) = NOT_FOUND;
+        all.push(class(py, name, &[io, builtins.getattr(builtin)?], doc)?);
         Ok(all)
     })
 }
@@ -112,11 +127,12 @@ fn types(py: Python<'_>) -> PyResult<&Vec<Py<PyType>>> {
 /// The exception of a binding error, with its `kind` and `code` set.
 pub(crate) fn to_py(py: Python<'_>, error: &Error) -> PyErr {
     let message = error.to_string();
+    let cause = error.io_cause().filter(|_| error.kind() == ErrorKind::Io);
     let class = types(py).map(|all| {
-        let at = CLASSES
-            .iter()
-            .position(|(kind, ..)| *kind == error.kind())
-            .map_or(0, |i| i + 1);
+        let at = match cause {
+            Some(cause) if cause.kind == std::io::ErrorKind::NotFound => CLASSES.len() + 1,
+            _ => index_of(error.kind()),
+        };
         all.get(at).map(|t| t.bind(py).clone())
     });
     let err = match class {
@@ -129,7 +145,18 @@ pub(crate) fn to_py(py: Python<'_>, error: &Error) -> PyErr {
     let _ = value.setattr("kind", error.kind().name());
     let _ = value.setattr("code", error.kind().code());
     let _ = value.setattr("key_index", error.key_index());
+    if let Some(code) = cause.and_then(|cause| cause.os_code) {
+        let _ = value.setattr("errno", code);
+    }
     err
+}
+
+/// Where the class of `kind` is in [`types`]' list (0, `BloomError`, for none).
+fn index_of(kind: ErrorKind) -> usize {
+    CLASSES
+        .iter()
+        .position(|(k, ..)| *k == kind)
+        .map_or(0, |i| i + 1)
 }
 
 /// A converter of binding errors into exceptions, for `map_err`, once the GIL is held again.
@@ -141,7 +168,9 @@ pub(crate) fn py_err(py: Python<'_>) -> impl Fn(Error) -> PyErr + '_ {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let all = types(py)?;
-    let names = std::iter::once("BloomError").chain(CLASSES.iter().map(|(_, name, ..)| *name));
+    let names = std::iter::once("BloomError")
+        .chain(CLASSES.iter().map(|(_, name, ..)| *name))
+        .chain([NOT_FOUND.0]);
     for (name, class) in names.zip(all) {
         m.add(name, class.bind(py))?;
     }

@@ -1,6 +1,8 @@
 """Damaged, foreign and oversized snapshots raise their exception (with its kind and code)
 from every entry point, and nothing is loaded from them."""
 
+import errno
+
 import pytest
 
 import bloom
@@ -62,6 +64,17 @@ def test_paths_that_are_not_snapshot_files(tmp_path):
         assert str(path) in str(raised.value)
         # The built-in class a Python caller would catch, too.
         assert isinstance(raised.value, OSError)
+    # A missing file is told apart from one that cannot be read: "no snapshot yet".
+    with pytest.raises(FileNotFoundError) as missing:
+        bloom.load(tmp_path / "missing.bloom")
+    assert isinstance(missing.value, bloom.SnapshotNotFoundError)
+    assert isinstance(missing.value, bloom.SnapshotIOError)
+    assert (missing.value.kind, missing.value.code, missing.value.errno) == ("io", 2, errno.ENOENT)
+    with pytest.raises(bloom.SnapshotIOError) as directory:
+        bloom.load(tmp_path)
+    assert not isinstance(directory.value, FileNotFoundError)
+    with pytest.raises(bloom.SnapshotNotFoundError):
+        bloom.BloomFilter(100).save(tmp_path / "no-such-directory" / "f.bloom")
     with pytest.raises(ValueError):
         bloom.loads(b"not a snapshot")
     with pytest.raises(ValueError):
