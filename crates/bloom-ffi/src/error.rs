@@ -341,22 +341,6 @@ mod tests {
     }
 
     #[test]
-    fn an_io_error_keeps_what_the_system_said_and_others_say_nothing() {
-        let missing = std::env::temp_dir().join("bloom-ffi-no-such-dir/none.bloom");
-        let read = crate::snapshots::load(crate::Source::Path(&missing), 0).err();
-        let cause = read.as_ref().and_then(Error::io_cause);
-        assert!(
-            read.as_ref().is_some_and(|e| e.kind() == ErrorKind::Io),
-            "{read:?}"
-        );
-        assert_eq!(cause.map(|c| c.kind), Some(std::io::ErrorKind::NotFound));
-        assert!(cause.is_some_and(|c| c.os_code.is_some()));
-        let kept = read.map(|e| e.context("loading").io_cause());
-        assert_eq!(kept, Some(cause));
-        assert_eq!(Error::invalid("no").io_cause(), None);
-    }
-
-    #[test]
     fn every_allocation_failure_is_out_of_memory_and_nothing_else_is() {
         let alloc = bloom_core::AllocError { bytes: 1 << 40 };
         let refusals = [

@@ -294,4 +294,21 @@ mod tests {
         // Never less than what was loaded.
         assert_eq!(growth_limit_after_load(0, DEFAULT + 1), DEFAULT + 1);
     }
+
+    #[test]
+    fn an_io_error_keeps_what_the_system_said_and_others_say_nothing() {
+        let missing = std::env::temp_dir().join("bloom-ffi-no-such-dir/none.bloom");
+        let read = load(Source::Path(&missing), 0).err();
+        let cause = read.as_ref().and_then(Error::io_cause);
+        assert!(
+            read.as_ref()
+                .is_some_and(|e| e.kind() == crate::ErrorKind::Io),
+            "{read:?}"
+        );
+        assert_eq!(cause.map(|c| c.kind), Some(std::io::ErrorKind::NotFound));
+        assert!(cause.is_some_and(|c| c.os_code.is_some()));
+        let kept = read.map(|e| e.context("loading").io_cause());
+        assert_eq!(kept, Some(cause));
+        assert_eq!(Error::invalid("no").io_cause(), None);
+    }
 }
