@@ -61,7 +61,8 @@ class BloomFilter:
         default: the fastest for the rate, or `sha256-double` when salted); `layout` a
         layout's name (`standard`, `blocked-512`, `split-block-512`, ...); `salt` a secret
         for keys an adversary picks; `max_bytes` the most payload bytes a scalable filter
-        may grow to (`None` or 0: 1 GiB, what `load` reads by default). That limit is not
+        may grow to (`None` or 0: 1 GiB, what `load` reads by default; refused for another
+        kind, whose size is its plan's). That limit is not
         recorded in the snapshot: a loaded filter grows as `load` says.
 
         Raises `InvalidArgumentError` for a plan or options that cannot be built, and

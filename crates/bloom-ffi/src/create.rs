@@ -66,7 +66,8 @@ pub struct FilterOptions {
     /// A secret salt; empty for none.
     pub salt: Salt,
     /// The most payload bytes a scalable filter may grow to (0: 1 GiB, what a load reads by
-    /// default), so that what it saves can be loaded again. Only a chain grows.
+    /// default), so that what it saves can be loaded again. Only a chain grows: for another
+    /// kind it must be 0 (a filter of a plan has the plan's size).
     pub max_payload_bytes: u64,
 }
 
@@ -153,6 +154,13 @@ pub fn create(options: &FilterOptions) -> Result<AnyFilter, Error> {
             .build()
             .map(AnyFilter::Scalable)
             .map_err(|e| Error::build(&e));
+    }
+    if options.max_payload_bytes != 0 {
+        // Not ignored in silence: a caller who set it expects a bound it would not get.
+        return Err(Error::invalid(format!(
+            "max_bytes (max_payload_bytes in C) limits how far a scalable filter grows; a {} filter's size is its plan: leave it out, or build a scalable filter",
+            options.kind.name()
+        )));
     }
     let mut builder = BloomFilter::builder(items)
         .false_positive_rate(fpr)

@@ -71,3 +71,28 @@ fn a_removal_drops_the_binding_even_while_a_save_is_written() {
     assert!(other.remove("never").is_err());
     assert!(other.header(None).store.is_some());
 }
+
+#[test]
+fn a_growth_limit_is_refused_where_nothing_grows() {
+    for kind in [FilterKind::Plain, FilterKind::Counting] {
+        let options = FilterOptions {
+            kind,
+            max_payload_bytes: 1_024,
+            ..FilterOptions::new(10_000_000, 0.01)
+        };
+        let refused = bloom_ffi::create(&options).err();
+        assert!(
+            refused
+                .as_ref()
+                .is_some_and(|e| e.kind() == bloom_ffi::ErrorKind::InvalidArgument
+                    && e.message().contains("scalable")),
+            "{kind:?}: {refused:?}"
+        );
+    }
+    let scalable = FilterOptions {
+        kind: FilterKind::Scalable,
+        max_payload_bytes: 1 << 20,
+        ..FilterOptions::new(10_000, 0.01)
+    };
+    assert!(bloom_ffi::create(&scalable).is_ok());
+}

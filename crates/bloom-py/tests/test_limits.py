@@ -63,6 +63,16 @@ def test_a_payload_over_the_limit_says_to_pass_max_bytes(tmp_path):
         assert "max_bytes=" in str(raised.value), str(raised.value)
 
 
+def test_max_bytes_is_refused_where_nothing_grows():
+    # Only a scalable filter grows: for another kind the limit would bound nothing, so it is
+    # refused rather than ignored.
+    for kind in ("plain", "counting"):
+        with pytest.raises(bloom.InvalidArgumentError, match="scalable"):
+            bloom.BloomFilter(10_000_000, 0.01, kind=kind, max_bytes=1024)
+    grows = bloom.BloomFilter(1_000, 0.01, kind="scalable", max_bytes=1 << 20)
+    assert grows.kind == "scalable"
+
+
 def test_a_filter_that_cannot_be_allocated_is_out_of_memory():
     # In a child whose address space is limited to 2 GiB, so that no overcommit setting lets
     # the 90 GiB of counters through.

@@ -57,7 +57,8 @@ pub struct BloomOptions {
     /// The salt's length in bytes.
     pub salt_len: usize,
     /// The most payload bytes a scalable filter may grow to (0: 1 GiB, the size a load reads
-    /// by default), so that what it saves can be loaded again.
+    /// by default), so that what it saves can be loaded again. For another kind it must be 0
+    /// (`BLOOM_ERR_INVALID_ARGUMENT` otherwise): a filter of a plan has the plan's size.
     pub max_payload_bytes: u64,
 }
 
