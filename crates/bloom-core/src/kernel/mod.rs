@@ -423,6 +423,20 @@ mod tests {
     use super::*;
     use crate::{FilterParams, Salt};
 
+    /// The hasher of a filter of `blocks` 512-bit blocks with `rule`, `layout`, `k` and
+    /// `salt`, and how many words its bits take.
+    fn planned(
+        rule: PositionRule,
+        layout: Layout,
+        k: u32,
+        blocks: u64,
+        salt: &Salt,
+    ) -> (PositionHasher, usize) {
+        let params = FilterParams::with_layout(layout, 512 * blocks, k).unwrap();
+        let hasher = PositionHasher::new(rule, layout, params.bits(), k, salt);
+        (hasher, (params.bits() / 64) as usize)
+    }
+
     #[test]
     fn the_hash_forms_place_keys_as_the_key_forms_do() {
         let configs = [
@@ -443,10 +457,8 @@ mod tests {
                 {
                     continue;
                 }
-                let params = FilterParams::with_layout(layout, 512 * 13, k).unwrap();
-                let hasher = PositionHasher::new(rule, layout, params.bits(), k, &salt);
+                let (hasher, words) = planned(rule, layout, k, 13, &salt);
                 let kernel = Kernel::new(&hasher);
-                let words = (params.bits() / 64) as usize;
                 let (mut by_key, mut by_hash) = (vec![0u64; words], vec![0u64; words]);
                 for i in 0..3000u32 {
                     let key = i.to_le_bytes();
@@ -470,14 +482,7 @@ mod tests {
     #[test]
     fn both_split_kernels_place_keys_alike() {
         for layout in [Layout::SplitBlock256, Layout::SplitBlock512] {
-            let params = FilterParams::with_layout(layout, 512 * 61, 8).unwrap();
-            let hasher = PositionHasher::new(
-                PositionRule::Xxh3_64,
-                layout,
-                params.bits(),
-                8,
-                &Salt::default(),
-            );
+            let (hasher, words) = planned(PositionRule::Xxh3_64, layout, 8, 61, &Salt::default());
             let portable = Kernel::with_simd(&hasher, false);
             let selected = Kernel::new(&hasher);
             assert!(matches!(
@@ -489,7 +494,6 @@ mod tests {
                 }
             ));
             assert!(!portable.default_avx2);
-            let words = (params.bits() / 64) as usize;
             let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
             for i in 0..5000u32 {
                 let key = i.to_le_bytes();
@@ -522,9 +526,7 @@ mod tests {
             (PositionRule::Sha256Double, Layout::Standard, 5),
         ];
         for (rule, layout, k) in configs {
-            let params = FilterParams::with_layout(layout, 512 * 37, k).unwrap();
-            let hasher = PositionHasher::new(rule, layout, params.bits(), k, &Salt::default());
-            let words = (params.bits() / 64) as usize;
+            let (hasher, words) = planned(rule, layout, k, 37, &Salt::default());
             for kernel in [Kernel::with_simd(&hasher, false), Kernel::new(&hasher)] {
                 let (mut one, mut batched) = (vec![0u64; words], vec![0u64; words]);
                 let hashes: Vec<KeyHash> = (0..600u32)
