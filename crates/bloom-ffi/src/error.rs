@@ -119,15 +119,6 @@ pub struct IoCause {
     pub os_code: Option<i32>,
 }
 
-impl IoCause {
-    fn of(error: &std::io::Error) -> Self {
-        Self {
-            kind: error.kind(),
-            os_code: error.raw_os_error(),
-        }
-    }
-}
-
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.key_index {
@@ -210,10 +201,7 @@ impl Error {
     pub fn read(e: &ReadError) -> Self {
         let kind = match e {
             ReadError::Io { cause, .. } => {
-                return Self {
-                    cause: Some(IoCause::of(cause)),
-                    ..Self::new(ErrorKind::Io, e.to_string())
-                };
+                return Self::new(ErrorKind::Io, e.to_string()).caused_by(cause);
             }
             ReadError::NotARegularFile { .. } => ErrorKind::Io,
             ReadError::Alloc { .. } => ErrorKind::OutOfMemory,
@@ -275,13 +263,21 @@ impl Error {
     /// A snapshot that could not be written.
     #[must_use]
     pub fn write(e: &WriteError) -> Self {
-        let cause = match e {
-            WriteError::Io { cause, .. } => Some(IoCause::of(cause)),
-            _ => None,
-        };
+        let error = Self::new(ErrorKind::Io, e.to_string());
+        match e {
+            WriteError::Io { cause, .. } => error.caused_by(cause),
+            _ => error,
+        }
+    }
+
+    /// The same error, keeping what the system said in `cause`.
+    fn caused_by(self, cause: &std::io::Error) -> Self {
         Self {
-            cause,
-            ..Self::new(ErrorKind::Io, e.to_string())
+            cause: Some(IoCause {
+                kind: cause.kind(),
+                os_code: cause.raw_os_error(),
+            }),
+            ..self
         }
     }
 
