@@ -75,6 +75,9 @@ const NOT_FOUND: (&str, &str, &str) = (
     "The file does not exist: a SnapshotIOError and a FileNotFoundError.",
 );
 
+/// Where [`NOT_FOUND`]'s class is in [`types`]' list: after `BloomError` and [`CLASSES`]'.
+const NOT_FOUND_AT: usize = CLASSES.len() + 1;
+
 /// `BloomError`, then one class per entry of [`CLASSES`], then [`NOT_FOUND`]'s, made once per
 /// interpreter.
 static TYPES: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
@@ -130,7 +133,7 @@ pub(crate) fn to_py(py: Python<'_>, error: &Error) -> PyErr {
     let cause = error.io_cause().filter(|_| error.kind() == ErrorKind::Io);
     let class = types(py).map(|all| {
         let at = match cause {
-            Some(cause) if cause.kind == std::io::ErrorKind::NotFound => CLASSES.len() + 1,
+            Some(cause) if cause.kind == std::io::ErrorKind::NotFound => NOT_FOUND_AT,
             _ => index_of(error.kind()),
         };
         all.get(at).map(|t| t.bind(py).clone())
