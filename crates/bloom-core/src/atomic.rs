@@ -7,14 +7,14 @@ use bloom_format::{DatasetGeneration, Header};
 use crate::batch::{BitsMut, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::FilterConfig;
-use crate::encoding::EncodedKey;
 use crate::encoding::UnicodeTables;
+use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::estimate;
 use crate::filter::Filter;
-use crate::key::{self, Key};
+use crate::key::{self, Key, Takes};
 use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
-use crate::probe::BitsRef;
+use crate::probe::{BitsProbe, BitsRef};
 use crate::snapshot::SnapshotError;
 
 /// A Bloom filter that many threads can insert into and query at once.
@@ -121,11 +121,16 @@ impl AtomicBloomFilter {
         self.count_items(inserted.changed);
     }
 
-    /// The one-key probe of `contains`.
+    /// What a one-key call needs of the encoding (`KeyHashing::rules`).
     #[inline]
-    fn probe_key(&self, encoded: &[u8]) -> bool {
-        let hash = self.hasher.hash(&EncodedKey::from_encoded(encoded));
-        BitsRef::Atomic(&self.words).contains(&self.hasher, hash)
+    fn key_rules(&self) -> (Takes, KeyEncoding, bool) {
+        self.hashing().rules()
+    }
+
+    /// The one-key probe of `contains`: the general probe of the rule's hash.
+    #[inline(always)]
+    fn probe(&self) -> BitsProbe<'_> {
+        BitsProbe::new(BitsRef::Atomic(&self.words), &self.hasher)
     }
 
     /// A copy of the bits as a [`BloomFilter`], taken word by word while inserts may continue.

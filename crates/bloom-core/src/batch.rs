@@ -16,9 +16,9 @@ use std::sync::atomic::AtomicU64;
 
 use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::kernel::Kernel;
-use crate::key::{self, Key};
+use crate::key::{self, Key, Probe, Takes};
 use crate::position::{KeyHash, PositionHasher};
-use crate::probe::{self, BitsRef};
+use crate::probe::{self, BitsProbe, BitsRef};
 
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
@@ -57,6 +57,17 @@ pub(crate) struct HashBatch {
 }
 
 impl KeyHashing<'_> {
+    /// What a one-key call needs of the encoding: the [`Takes`], the encoding and whether
+    /// the tables are foreign.
+    #[inline(always)]
+    pub(crate) fn rules(&self) -> (Takes, KeyEncoding, bool) {
+        (
+            Takes::new(self.encoding, self.foreign_tables),
+            self.encoding,
+            self.foreign_tables,
+        )
+    }
+
     /// One key of a many-key call: its hash, and whether this build cannot answer for it
     /// exactly.
     #[inline(always)]
@@ -161,18 +172,19 @@ pub(crate) trait BitsMut {
 
 /// One key's insert into a plain filter's words, as `insert` makes it: whether a bit
 /// changed, and whether the key depends on Unicode tables a filter with foreign ones lacks.
-/// A key the encoding keeps as it is goes straight to the kernel; any other is encoded first,
-/// out of line.
+/// A key the encoding keeps as it is (`takes`) goes straight to the kernel; any other is
+/// encoded first, out of line.
 #[inline(always)]
 pub(crate) fn insert_one<K: Key + ?Sized>(
     words: &mut [u64],
     kernel: Kernel,
     hasher: &PositionHasher,
-    (encoding, foreign_tables): (KeyEncoding, bool),
+    (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
     key: &K,
 ) -> Result<(bool, bool), K::Error> {
-    match key::as_is(key, encoding, foreign_tables) {
-        Some(encoded) => Ok((kernel.insert(hasher, words, encoded), false)),
+    let (bytes, form) = key.raw();
+    match kernel.insert_taken(hasher, words, bytes, takes.of(form)) {
+        Some(changed) => Ok((changed, false)),
         None => insert_encoded(words, kernel, hasher, (encoding, foreign_tables), key),
     }
 }
@@ -204,9 +216,9 @@ pub(crate) fn insert_many<K: Key>(
     inserted: &mut Inserted,
 ) -> Result<(), K::Error> {
     if fits_in_cache(words.len()) {
+        let rules = hashing.rules();
         for key in keys {
-            let encoding = (hashing.encoding, hashing.foreign_tables);
-            let (changed, sensitive) = insert_one(words, kernel, hashing.hasher, encoding, &key)?;
+            let (changed, sensitive) = insert_one(words, kernel, hashing.hasher, rules, &key)?;
             inserted.table_sensitive |= sensitive;
             inserted.changed += u64::from(changed);
         }
@@ -415,23 +427,57 @@ where
 /// One key's answer, one key at a time: a plain filter's through its kernel, as
 /// `contains` gives it, an atomic filter's through the general probe.
 #[inline(always)]
-fn answer_one<K: Key>(bits: BitsRef<'_>, hashing: KeyHashing<'_>, key: &K) -> K::Answer<bool> {
-    let KeyHashing {
-        hasher,
-        encoding,
-        foreign_tables,
-        kernel,
-    } = hashing;
-    match (bits, kernel) {
-        (BitsRef::Plain(words), Some(kernel)) => {
-            key::probe(key, encoding, foreign_tables, |encoded| {
-                kernel.contains(hasher, words, encoded)
-            })
-        }
-        (bits, _) => key::probe(key, encoding, foreign_tables, |encoded| {
-            bits.contains(hasher, hasher.hash(&EncodedKey::from_encoded(encoded)))
-        }),
+fn answer_one<K: Key>(bits: BitsRef<'_>, hashing: KeyHashing<'_>, key: K) -> K::Answer<bool> {
+    let (rules, hasher) = (hashing.rules(), hashing.hasher);
+    match (bits, hashing.kernel) {
+        (BitsRef::Plain(words), Some(kernel)) => answer(key, rules, &kernel.probe(hasher, words)),
+        (bits, _) => answer(key, rules, &BitsProbe::new(bits, hasher)),
     }
+}
+
+/// One key's answer from `probe`, as `contains` gives it. The probe comes by reference so
+/// that a loop does not copy it for every key.
+#[inline(always)]
+fn answer<K: Key>(
+    key: K,
+    (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
+    probe: &impl Probe,
+) -> K::Answer<bool> {
+    match key::answer_as_is(&key, takes, *probe) {
+        Some(answer) => answer,
+        None => answer_encoded(key, (encoding, foreign_tables), probe),
+    }
+}
+
+/// [`answer`] for a key that must be encoded first. The key comes by value and the probe by
+/// reference, so that a loop calling it stores neither for every key (the address of a key
+/// it only borrowed, or a copy of the probe, was written to the stack each time).
+#[cold]
+#[inline(never)]
+fn answer_encoded<K: Key>(
+    key: K,
+    rules: (KeyEncoding, bool),
+    probe: &impl Probe,
+) -> K::Answer<bool> {
+    key::answer_encoded(&key, rules, *probe)
+}
+
+/// Folds the answers of `probe` for `keys` into `init` with `f`: the loop of
+/// [`ContainsEach::fold`] in cache, compiled for each kind of probe.
+#[inline(always)]
+fn fold_answers<I, B, F>(
+    keys: I,
+    init: B,
+    mut f: F,
+    rules: (Takes, KeyEncoding, bool),
+    probe: impl Probe,
+) -> B
+where
+    I: Iterator,
+    I::Item: Key,
+    F: FnMut(B, <I::Item as Key>::Answer<bool>) -> B,
+{
+    keys.fold(init, move |acc, key| f(acc, answer(key, rules, &probe)))
 }
 
 impl<I: Iterator> Iterator for ContainsEach<'_, I>
@@ -444,7 +490,7 @@ where
     fn next(&mut self) -> Option<Self::Item> {
         if self.direct {
             let key = self.keys.next()?;
-            return Some(answer_one(self.bits, self.hashing, &key));
+            return Some(answer_one(self.bits, self.hashing, key));
         }
         self.next_batched()
     }
@@ -457,25 +503,19 @@ where
     {
         if self.direct {
             let (bits, hashing) = (self.bits, self.hashing);
-            let KeyHashing {
-                hasher,
-                encoding,
-                foreign_tables,
-                kernel,
-            } = hashing;
-            let f = &mut f;
-            // The filter's kind matched once, outside the loop, and what the loop reads
-            // copied into it.
-            return match (bits, kernel) {
-                (BitsRef::Plain(words), Some(kernel)) => self.keys.fold(init, move |acc, key| {
-                    let answer = key::probe(&key, encoding, foreign_tables, move |encoded| {
-                        kernel.contains(hasher, words, encoded)
-                    });
-                    f(acc, answer)
-                }),
-                _ => self
-                    .keys
-                    .fold(init, |acc, key| f(acc, answer_one(bits, hashing, &key))),
+            let (rules, hasher) = (hashing.rules(), hashing.hasher);
+            // The filter's kind matched once, outside the loop; the default configuration's
+            // kernel too, so that its loop tests nothing per key.
+            return match (bits, hashing.kernel) {
+                (BitsRef::Plain(words), Some(kernel)) => {
+                    match kernel.default_probe(hasher, words) {
+                        Some(probe) => fold_answers(self.keys, init, f, rules, probe),
+                        None => {
+                            fold_answers(self.keys, init, f, rules, kernel.probe(hasher, words))
+                        }
+                    }
+                }
+                (bits, _) => fold_answers(self.keys, init, f, rules, BitsProbe::new(bits, hasher)),
             };
         }
         let mut acc = init;

@@ -244,16 +244,93 @@ impl From<Infallible> for KeyError {
     }
 }
 
-/// The bytes a filter hashes for `key` when its encoding keeps them as they are, found
-/// without building the encoded key; `None` sends the key through [`Key::encode`], which
-/// gives the same bytes wherever both apply (`tests::as_is_bytes_are_the_encoded_bytes`).
+/// What a filter does with a key's bytes before it hashes them, by the key's form, the
+/// filter's encoding and whether its Unicode tables are foreign ([`Take::of`]).
 ///
-/// Kept as they are: every text or byte key under `bytes`, and text under `utf-8`; ASCII
-/// text and bytes under `nfc` (ASCII is in NFC already) and ASCII bytes under `utf-8`
-/// (ASCII is valid UTF-8); already-encoded keys under every encoding. With foreign Unicode
-/// tables only keys found to be ASCII are, since the others are answered *maybe*. The
-/// ASCII test is the one a text key needs anyway (`encode_str`), so a key that fails it
-/// costs nothing more on the general path than before.
+/// Each variant is the mask of the high bits that refuse the bytes, in the OR of the words
+/// of the key with bit 0 set ([`Take::admits`]): none for [`Take::AsIs`], the high bit of
+/// every byte for [`Take::IfAscii`], bit 0 for [`Take::Encode`]. The default kernel ORs the
+/// words of its hash's loads, so its test is an OR, an AND and a branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub(crate) enum Take {
+    /// Hashed as they are.
+    AsIs = 0,
+    /// Hashed as they are when they are ASCII, encoded first otherwise.
+    IfAscii = 0x8080_8080_8080_8080,
+    /// Encoded first.
+    Encode = 1,
+}
+
+impl Take {
+    /// What a filter of `encoding`, with foreign Unicode tables or not, does with a key of
+    /// `form`.
+    ///
+    /// Kept as they are: every text or byte key under `bytes`, and text under `utf-8`; ASCII
+    /// text and bytes under `nfc` (ASCII is in NFC already) and ASCII bytes under `utf-8`
+    /// (ASCII is valid UTF-8); already-encoded keys under every encoding. With foreign
+    /// Unicode tables only keys found to be ASCII are, since the others are answered
+    /// *maybe*; already-encoded keys are encoded (checked), to be answered *maybe*.
+    #[inline(always)]
+    pub(crate) fn of(form: KeyForm, encoding: KeyEncoding, foreign_tables: bool) -> Self {
+        match (form, encoding) {
+            (KeyForm::Encoded, _) if foreign_tables => Self::Encode,
+            (KeyForm::Encoded, _) => Self::AsIs,
+            (_, KeyEncoding::Bytes) | (KeyForm::Text, KeyEncoding::Utf8) if foreign_tables => {
+                Self::IfAscii
+            }
+            (_, KeyEncoding::Bytes) | (KeyForm::Text, KeyEncoding::Utf8) => Self::AsIs,
+            (_, KeyEncoding::Utf8 | KeyEncoding::Nfc) => Self::IfAscii,
+            _ => Self::Encode,
+        }
+    }
+
+    /// Whether bytes may be hashed as they are, given `high`, a word with a high bit set
+    /// somewhere among bits 7, 15, .., 63 if and only if a byte of them is not ASCII (the OR
+    /// of their little-endian words, say).
+    #[inline(always)]
+    pub(crate) fn admits(self, high: u64) -> bool {
+        (high | 1) & self as u64 == 0
+    }
+
+    /// [`Take::admits`] for `bytes`, scanned only when it matters.
+    #[inline(always)]
+    pub(crate) fn admits_bytes(self, bytes: &[u8]) -> bool {
+        match self {
+            Self::AsIs => true,
+            Self::IfAscii => encoding::is_ascii(bytes),
+            Self::Encode => false,
+        }
+    }
+}
+
+/// [`Take`] for each key form, decided once for a filter (or a batch): [`Take::of`] is a
+/// few branches on the encoding that a one-key call should not repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Takes([Take; 3]);
+
+impl Takes {
+    /// The takes of a filter of `encoding`, with foreign Unicode tables or not.
+    pub(crate) fn new(encoding: KeyEncoding, foreign_tables: bool) -> Self {
+        Self(
+            [KeyForm::Text, KeyForm::Bytes, KeyForm::Encoded]
+                .map(|form| Take::of(form, encoding, foreign_tables)),
+        )
+    }
+
+    /// The take of a key of `form`.
+    #[inline(always)]
+    pub(crate) fn of(self, form: KeyForm) -> Take {
+        self.0[form as usize]
+    }
+}
+
+/// The bytes a filter hashes for `key` when its encoding keeps them as they are
+/// ([`Take::of`]), found without building the encoded key; `None` sends the key through
+/// [`Key::encode`], which gives the same bytes wherever both apply
+/// (`tests::as_is_bytes_are_the_encoded_bytes`). The ASCII test is the one a text key needs
+/// anyway (`encode_str`), so a key that fails it costs nothing more on the general path than
+/// before.
 #[inline(always)]
 pub(crate) fn as_is<K: Key + ?Sized>(
     key: &K,
@@ -261,14 +338,9 @@ pub(crate) fn as_is<K: Key + ?Sized>(
     foreign_tables: bool,
 ) -> Option<&[u8]> {
     let (bytes, form) = key.raw();
-    let check_ascii = match (form, encoding) {
-        (KeyForm::Encoded, _) if foreign_tables => return None,
-        (KeyForm::Encoded, _) => false,
-        (_, KeyEncoding::Bytes) | (KeyForm::Text, KeyEncoding::Utf8) => foreign_tables,
-        (_, KeyEncoding::Utf8 | KeyEncoding::Nfc) => true,
-        _ => return None,
-    };
-    (!check_ascii || encoding::is_ascii(bytes)).then_some(bytes)
+    Take::of(form, encoding, foreign_tables)
+        .admits_bytes(bytes)
+        .then_some(bytes)
 }
 
 /// Runs `f` on the bytes a filter hashes for `key` and whether a filter with foreign Unicode
@@ -311,24 +383,54 @@ pub(crate) fn prepare<K: Key + ?Sized>(
     Ok((encoded, foreign_tables && key.depends_on_tables()))
 }
 
-/// The answer of `contains` for `key`: `probe` of its encoded bytes, or *maybe* for a key
-/// a filter with foreign Unicode tables cannot answer for exactly.
+/// A filter's one-key probe as `contains` runs it: of a key's bytes when their [`Take`]
+/// lets them be hashed as they are (`None` when they must be encoded first), and of encoded
+/// bytes.
+///
+/// Implemented by small copyable views of a filter's bits, whose methods are inlined into
+/// [`answer`] and so into the caller's loop. (A closure holding the inlined hash and probe
+/// was left out of line by the compiler, a call and a frame for every key.)
+pub(crate) trait Probe: Copy {
+    /// Whether every bit of the key of bytes `bytes` is set, unless `take` says they must be
+    /// encoded first.
+    fn taken(self, bytes: &[u8], take: Take) -> Option<bool>;
+
+    /// Whether every bit of the key of encoded bytes `encoded` is set.
+    fn encoded(self, encoded: &[u8]) -> bool;
+}
+
+/// The answer of `contains` for `key` from `probe`, of its bytes as they are, when their
+/// [`Take`] (`takes.of` its form) allows it; `None` when they must be encoded first
+/// ([`answer_encoded`]).
+///
+/// The encoded path is the caller's to take, out of line with what it has at hand (`&self`,
+/// or a probe made once before a loop): a cold path built here, capturing the probe, was
+/// written to the stack for every key.
 #[inline(always)]
-pub(crate) fn probe<K: Key + ?Sized>(
+pub(crate) fn answer_as_is<K: Key + ?Sized>(
     key: &K,
-    encoding: KeyEncoding,
-    foreign_tables: bool,
-    probe: impl Fn(&[u8]) -> bool,
+    takes: Takes,
+    probe: impl Probe,
+) -> Option<K::Answer<bool>> {
+    let (bytes, form) = key.raw();
+    probe
+        .taken(bytes, takes.of(form))
+        .map(|answer| K::answer(Ok(answer)))
+}
+
+/// The answer of `contains` for a key whose bytes must be encoded first: `probe` of its
+/// encoded bytes, or *maybe* for a key a filter with foreign Unicode tables cannot answer
+/// for exactly. Inlined into the callers' own out-of-line functions.
+#[inline(always)]
+pub(crate) fn answer_encoded<K: Key + ?Sized>(
+    key: &K,
+    (encoding, foreign_tables): (KeyEncoding, bool),
+    probe: impl Probe,
 ) -> K::Answer<bool> {
-    match as_is(key, encoding, foreign_tables) {
-        Some(bytes) => K::answer(Ok(probe(bytes))),
-        None => K::answer(with_encoded(
-            key,
-            encoding,
-            foreign_tables,
-            |bytes, sensitive| sensitive || probe(bytes),
-        )),
-    }
+    K::answer(
+        prepare(key, encoding, foreign_tables)
+            .map(|(encoded, sensitive)| sensitive || probe.encoded(encoded.as_bytes())),
+    )
 }
 
 #[cfg(test)]

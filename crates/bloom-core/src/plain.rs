@@ -5,13 +5,13 @@ use bloom_format::{DatasetGeneration, Header};
 use crate::batch::{self, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
-use crate::encoding::EncodedKey;
 #[cfg(doc)]
 use crate::encoding::KeyError;
+use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::estimate;
 use crate::filter::Filter;
-use crate::kernel::Kernel;
-use crate::key::{self, Key};
+use crate::kernel::{Kernel, KernelProbe};
+use crate::key::{self, Key, Takes};
 use crate::position::{KeyHash, PositionHasher};
 use crate::snapshot::SnapshotError;
 
@@ -30,6 +30,9 @@ pub struct BloomFilter {
     kernel: Kernel,
     /// `config.has_foreign_tables()`, kept at hand for every lookup.
     foreign_tables: bool,
+    /// What a key of each form takes before it is hashed, for the encoding and
+    /// `foreign_tables`: kept at hand for every lookup.
+    takes: Takes,
     words: AlignedWords<u64>,
     items: u64,
 }
@@ -70,10 +73,12 @@ impl BloomFilter {
         items: u64,
     ) -> Self {
         let hasher = config.hasher();
+        let foreign_tables = config.has_foreign_tables();
         Self {
             kernel: Kernel::new(&hasher),
             hasher,
-            foreign_tables: config.has_foreign_tables(),
+            foreign_tables,
+            takes: Takes::new(config.encoding(), foreign_tables),
             config,
             words,
             items,
@@ -93,6 +98,7 @@ impl BloomFilter {
     /// `FilterConfig::mark_tables_mixed`).
     fn mark_tables_mixed(&mut self) {
         self.foreign_tables = self.config.mark_tables_mixed();
+        self.takes = Takes::new(self.config.encoding(), self.foreign_tables);
     }
 
     /// Inserts a key (text, bytes or already encoded: see [`Key`]). Returns whether any bit
@@ -100,15 +106,20 @@ impl BloomFilter {
     ///
     /// A byte key is answered with a `Result`: [`KeyError::InvalidUtf8`] for bytes that are
     /// not UTF-8 under a text encoding, and then nothing is inserted.
-    #[inline]
+    #[inline(always)]
     pub fn insert<K: Key + ?Sized>(&mut self, key: &K) -> K::Answer<bool> {
         K::answer(self.insert_key(key))
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
-        let changed = match key::as_is(key, self.config.encoding(), self.foreign_tables) {
-            Some(encoded) => self.kernel.insert(&self.hasher, &mut self.words, encoded),
+        let (bytes, form) = key.raw();
+        let take = self.takes.of(form);
+        let changed = match self
+            .kernel
+            .insert_taken(&self.hasher, &mut self.words, bytes, take)
+        {
+            Some(changed) => changed,
             // Out of line with `self` alone, which keeps this path as short as `contains`
             // (`batch::insert_one`, the same steps for a many-key call, passes its parts:
             // measured 12 instructions more per key here).
@@ -206,11 +217,17 @@ impl BloomFilter {
         self.items = self.items.saturating_add(inserted.changed);
     }
 
-    /// The one-key probe of `contains`, given the key's encoded bytes: the kernel compiled
-    /// for this configuration.
+    /// What a one-key call needs of the encoding: the [`Takes`] kept at hand, the encoding
+    /// and whether the tables are foreign.
     #[inline]
-    fn probe_key(&self, encoded: &[u8]) -> bool {
-        self.kernel.contains(&self.hasher, &self.words, encoded)
+    fn key_rules(&self) -> (Takes, KeyEncoding, bool) {
+        (self.takes, self.config.encoding(), self.foreign_tables)
+    }
+
+    /// The one-key probe of `contains`: the kernel compiled for this configuration.
+    #[inline(always)]
+    fn probe(&self) -> KernelProbe<'_> {
+        self.kernel.probe(&self.hasher, &self.words)
     }
 
     /// Removes every key: all bits and the item count go back to zero, and the configuration

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bits;
+use crate::encoding::EncodedKey;
+use crate::key::{Probe, Take};
 use crate::position::{Block, KeyHash, PositionHasher, Split, split};
 
 /// The cache line of a block in `words` (plain or atomic); `None` only for the hash of
@@ -54,6 +56,34 @@ pub(crate) enum BitsRef<'a> {
     Plain(&'a [u64]),
     /// An [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s words.
     Atomic(&'a [AtomicU64]),
+}
+
+/// The general one-key probe of any filter's bits ([`Probe`]): the rule's hash, then the
+/// layout's probe.
+#[derive(Clone, Copy)]
+pub(crate) struct BitsProbe<'a> {
+    bits: BitsRef<'a>,
+    hasher: &'a PositionHasher,
+}
+
+impl<'a> BitsProbe<'a> {
+    /// The probe of `bits`, whose keys are placed with `hasher`.
+    pub(crate) fn new(bits: BitsRef<'a>, hasher: &'a PositionHasher) -> Self {
+        Self { bits, hasher }
+    }
+}
+
+impl Probe for BitsProbe<'_> {
+    #[inline(always)]
+    fn taken(self, bytes: &[u8], take: Take) -> Option<bool> {
+        take.admits_bytes(bytes).then(|| self.encoded(bytes))
+    }
+
+    #[inline(always)]
+    fn encoded(self, encoded: &[u8]) -> bool {
+        let hash = self.hasher.hash(&EncodedKey::from_encoded(encoded));
+        self.bits.contains(self.hasher, hash)
+    }
 }
 
 impl BitsRef<'_> {

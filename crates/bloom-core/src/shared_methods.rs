@@ -5,7 +5,7 @@
 /// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or
 /// atomic), written once: `$($mut)?` is the receiver's mutability and `$variant` the
 /// [`BitsRef`](crate::probe::BitsRef) the words are read as. The filter type has
-/// `self.config`, `self.words`, `hashing()`, `contains_key`, its one-key answer,
+/// `self.config`, `self.words`, `hashing()`, `key_rules()`, `probe()`, its one-key probe,
 /// `insert_many`, its many-key insert, and `took(&Inserted)`, which records what a batch
 /// changed.
 macro_rules! batch_methods {
@@ -20,11 +20,21 @@ macro_rules! batch_methods {
         /// cannot tell where the other tables put it. A byte key is answered with a `Result`,
         /// as in `insert`.
         #[must_use]
-        #[inline]
+        #[inline(always)]
         pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-            $crate::key::probe(key, self.config.encoding(), self.foreign_tables, |encoded| {
-                self.probe_key(encoded)
-            })
+            let (takes, _, _) = self.key_rules();
+            match $crate::key::answer_as_is(key, takes, self.probe()) {
+                Some(answer) => answer,
+                None => self.contains_encoded(key),
+            }
+        }
+
+        /// `contains` for a key that must be encoded first.
+        #[cold]
+        #[inline(never)]
+        fn contains_encoded<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
+            let (_, encoding, foreign_tables) = self.key_rules();
+            $crate::key::answer_encoded(key, (encoding, foreign_tables), self.probe())
         }
 
         /// Inserts every key; returns how many changed a bit, which is how many `insert`

@@ -28,7 +28,7 @@ pub(super) struct Xxh3_64;
 impl SplitHash for Xxh3_64 {
     #[inline(always)]
     fn hash(key: &[u8]) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(key)
+        super::xxh3_ascii::xxh3_64(key)
     }
 }
 

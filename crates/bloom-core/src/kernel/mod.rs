@@ -4,9 +4,14 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod compiled;
+mod probes;
+mod xxh3_ascii;
 
 use self::compiled::{Xxh3_64, Xxh3_128Low, Xxh64};
+pub(crate) use self::probes::KernelProbe;
+use self::probes::default_hash;
 use crate::encoding::EncodedKey;
+use crate::key::{Probe, Take};
 use crate::layout::Layout;
 use crate::position::{KeyHash, PositionHasher, PositionRule};
 use crate::probe::BitsRef;
@@ -45,14 +50,19 @@ pub(crate) enum BlockedK {
 /// k to dispatch on. The default configuration (`xxh3-64`, 512-bit split blocks) is tested
 /// first: one direct call of its kernel compiled for AVX2 when the CPU has it (a function
 /// built for AVX2 cannot be inlined into one that is not), its portable kernel inlined
-/// elsewhere off x86-64. The other kinds are matched out of line, the split-block ones also
-/// compiled for AVX2. Every other configuration takes the general code. All place every key exactly where [`PositionHasher::each_position`] does
-/// (`tests/insert_law.rs`, `compiled_probes_test_and_set_exactly_the_specified_positions`).
+/// elsewhere off x86-64. Its hash is this crate's XXH3 for keys up to 128 bytes
+/// (`xxh3_ascii.rs`), whose loads also give the ASCII test a text key must pass to be hashed
+/// as it is. The other kinds are matched out of line, the split-block ones also compiled
+/// for AVX2. Every other configuration takes the general code. All place every key exactly
+/// where [`PositionHasher::each_position`] does (`tests/insert_law.rs`,
+/// `compiled_probes_test_and_set_exactly_the_specified_positions`).
 ///
-/// Keys come as their encoded bytes. Each operation also comes in a form that takes the
-/// key's hash ([`PositionHasher::hash`]) instead, compiled alike: the stages of a scalable
-/// filter share rule and salt, so a chain hashes a key once and probes each stage with its
-/// own kernel, and a batch hashes its keys before it probes them.
+/// Keys come as their bytes with what the filter does with them ([`Take`]): hashed as they
+/// are, if ASCII, or encoded first (then the call answers `None` and the caller encodes the
+/// key). Each operation also comes in a form that takes the key's hash
+/// ([`PositionHasher::hash`]) instead, compiled alike: the stages of a scalable filter share
+/// rule and salt, so a chain hashes a key once and probes each stage with its own kernel,
+/// and a batch hashes its keys before it probes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Kernel {
     /// `kind` is the default configuration's kernel compiled for AVX2
@@ -145,52 +155,68 @@ impl Kernel {
         }
     }
 
-    /// Whether every bit of the key of encoded bytes `key` is set in `words`.
+    /// Whether every bit of the key of bytes `key` is set in `words`, when its [`Take`]
+    /// lets the bytes be hashed as they are; `None` when they must be encoded first.
     ///
-    /// The default configuration on a CPU with AVX2 is one test and a direct call; on
-    /// other targets it is inlined code; the other kernels are matched out of line.
-    #[inline]
-    pub(crate) fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
+    /// The default configuration is one test, then [`DefaultProbe`]; the other kernels are
+    /// matched out of line.
+    #[inline(always)]
+    pub(crate) fn contains_taken(
+        self,
+        hasher: &PositionHasher,
+        words: &[u64],
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool> {
+        if let Some(default) = self.default_probe(hasher, words) {
+            return default.taken(key, take);
+        }
+        take.admits_bytes(key)
+            .then(|| self.kind.contains(hasher, words, key))
+    }
+
+    /// Sets the bits of the key of bytes `key` when its [`Take`] lets the bytes be hashed as
+    /// they are, and returns whether one was clear; `None` (and nothing set) when they must
+    /// be encoded first. As [`Kernel::contains_taken`].
+    #[inline(always)]
+    pub(crate) fn insert_taken(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool> {
         #[cfg(target_arch = "x86_64")]
         if self.default_avx2 {
-            // SAFETY: `default_avx2` is set only when `kind` equals `Kind::DEFAULT_AVX2`, whose
-            // `avx2` a `Kernel` has only on a CPU with AVX2 (see `split!`).
+            // SAFETY: as in `DefaultProbe::taken`: `default_avx2` is set only on a CPU with
+            // AVX2.
             #[allow(unsafe_code)]
-            return unsafe {
-                avx2::split_contains_hash::<Xxh3_64, true>(
-                    hasher,
-                    words,
-                    <Xxh3_64 as compiled::SplitHash>::hash(key),
-                )
-            };
+            return default_hash(key, take).map(|hash| unsafe {
+                avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, hash)
+            });
         }
         #[cfg(not(target_arch = "x86_64"))]
         if self.kind == Kind::DEFAULT_PORTABLE {
-            return compiled::split_contains::<Xxh3_64, true>(hasher, words, key);
+            return default_hash(key, take)
+                .map(|hash| compiled::split_insert_hash::<Xxh3_64, true>(hasher, words, hash));
         }
-        self.kind.contains(hasher, words, key)
+        take.admits_bytes(key)
+            .then(|| self.kind.insert(hasher, words, key))
+    }
+
+    /// Whether every bit of the key of encoded bytes `key` is set in `words`.
+    #[inline]
+    pub(crate) fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
+        // Every take admits bytes to be hashed as they are: `None` never comes.
+        self.contains_taken(hasher, words, key, Take::AsIs)
+            .unwrap_or(true)
     }
 
     /// Sets the bits of the key of encoded bytes `key`; returns whether one was clear.
     #[inline]
     pub(crate) fn insert(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if self.default_avx2 {
-            // SAFETY: as in `contains`.
-            #[allow(unsafe_code)]
-            return unsafe {
-                avx2::split_insert_hash::<Xxh3_64, true>(
-                    hasher,
-                    words,
-                    <Xxh3_64 as compiled::SplitHash>::hash(key),
-                )
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        if self.kind == Kind::DEFAULT_PORTABLE {
-            return compiled::split_insert::<Xxh3_64, true>(hasher, words, key);
-        }
-        self.kind.insert(hasher, words, key)
+        self.insert_taken(hasher, words, key, Take::AsIs)
+            .unwrap_or_default()
     }
 
     /// Whether every bit of the key of hash `hash` is set in `words`: as
@@ -227,7 +253,7 @@ impl Kernel {
             Kind::Split {
                 hash: SplitHashId::Xxh3_64,
                 ..
-            } => KeyHash::of_u64(xxhash_rust::xxh3::xxh3_64(key)),
+            } => KeyHash::of_u64(xxh3_ascii::xxh3_64(key)),
             _ => hasher.hash(&EncodedKey::from_encoded(key)),
         }
     }
@@ -465,8 +491,8 @@ mod tests {
                     let hash = hasher.hash(&EncodedKey::from_encoded(&key));
                     assert!(kernel.hash(&hasher, &key) == hash);
                     assert_eq!(
-                        kernel.contains(&hasher, &by_key, &key),
-                        kernel.contains_hash(&hasher, &by_hash, hash),
+                        kernel.contains_taken(&hasher, &by_key, &key, Take::AsIs),
+                        Some(kernel.contains_hash(&hasher, &by_hash, hash)),
                         "{rule} {layout} k {k}"
                     );
                     assert_eq!(
@@ -495,16 +521,25 @@ mod tests {
             ));
             assert!(!portable.default_avx2);
             let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
-            for i in 0..5000u32 {
-                let key = i.to_le_bytes();
-                assert_eq!(
-                    portable.contains(&hasher, &a, &key),
-                    selected.contains(&hasher, &b, &key)
-                );
-                assert_eq!(
-                    portable.insert(&hasher, &mut a, &key),
-                    selected.insert(&hasher, &mut b, &key)
-                );
+            // Keys of every length the hash branches on, ASCII and not, under every take.
+            let takes = [Take::AsIs, Take::IfAscii, Take::Encode];
+            for i in 0..6000u32 {
+                let mut key = format!("{i:0>width$}", width = (i % 200) as usize).into_bytes();
+                if i % 3 == 0
+                    && let Some(byte) = key.get_mut((i / 3) as usize % 200)
+                {
+                    *byte |= 0x80;
+                }
+                let take = takes[(i / 7) as usize % 3];
+                let admitted = take.admits_bytes(&key);
+                let high = if key.is_ascii() { 0 } else { 0x80 };
+                assert_eq!(admitted, take.admits(high));
+                let probed = portable.contains_taken(&hasher, &a, &key, take);
+                assert_eq!(probed.is_some(), admitted, "{layout}, key {i}");
+                assert_eq!(probed, selected.contains_taken(&hasher, &b, &key, take));
+                let set = portable.insert_taken(&hasher, &mut a, &key, take);
+                assert_eq!(set.is_some(), admitted, "{layout}, key {i}");
+                assert_eq!(set, selected.insert_taken(&hasher, &mut b, &key, take));
                 assert_eq!(a, b, "{layout}, key {i}");
             }
             assert!(a.iter().any(|&w| w != 0));
