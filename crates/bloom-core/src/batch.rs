@@ -15,7 +15,7 @@
 use std::sync::atomic::AtomicU64;
 
 use crate::encoding::{EncodedKey, KeyEncoding};
-use crate::kernel::Kernel;
+use crate::kernel::{Compiled, Insert, Kernel};
 use crate::key::{self, Key, Probe, Takes};
 use crate::position::{KeyHash, PositionHasher};
 use crate::probe::{self, BitsProbe, BitsRef};
@@ -131,7 +131,7 @@ pub(crate) struct Inserted {
 }
 
 /// An [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s words, inserted into through `&`
-/// (a plain filter's are set by its kernel: [`insert_one`], [`insert_many`]).
+/// (a plain filter's are set by its kernel: [`insert_many`]).
 pub(crate) trait BitsMut {
     /// Read access for probes.
     fn bits(&self) -> BitsRef<'_>;
@@ -170,36 +170,92 @@ pub(crate) trait BitsMut {
     }
 }
 
-/// One key's insert into a plain filter's words, as `insert` makes it: whether a bit
-/// changed, and whether the key depends on Unicode tables a filter with foreign ones lacks.
-/// A key the encoding keeps as it is (`takes`) goes straight to the kernel; any other is
-/// encoded first, out of line.
+/// One key's insert into a plain filter's words through `kernel`, as `insert` makes it:
+/// whether a bit changed, and whether the key depends on Unicode tables a filter with
+/// foreign ones lacks. A key the encoding keeps as it is (`takes`) goes straight to the
+/// kernel; any other is encoded first, out of line.
 #[inline(always)]
-pub(crate) fn insert_one<K: Key + ?Sized>(
+fn insert_one<K: Key + ?Sized>(
     words: &mut [u64],
-    kernel: Kernel,
+    kernel: impl Insert,
     hasher: &PositionHasher,
     (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
     key: &K,
 ) -> Result<(bool, bool), K::Error> {
     let (bytes, form) = key.raw();
-    match kernel.insert_taken(hasher, words, bytes, takes.of(form)) {
+    match kernel.taken(hasher, words, bytes, takes.of(form)) {
         Some(changed) => Ok((changed, false)),
         None => insert_encoded(words, kernel, hasher, (encoding, foreign_tables), key),
     }
 }
 
 /// [`insert_one`] for a key that must be encoded first.
+#[cold]
 #[inline(never)]
 fn insert_encoded<K: Key + ?Sized>(
     words: &mut [u64],
-    kernel: Kernel,
+    kernel: impl Insert,
     hasher: &PositionHasher,
     (encoding, foreign_tables): (KeyEncoding, bool),
     key: &K,
 ) -> Result<(bool, bool), K::Error> {
     let (encoded, sensitive) = key::prepare(key, encoding, foreign_tables)?;
-    Ok((kernel.insert(hasher, words, encoded.as_bytes()), sensitive))
+    Ok((kernel.encoded(hasher, words, encoded.as_bytes()), sensitive))
+}
+
+/// Inserts `keys` through `kernel` one at a time, as `insert` does, up to the first key the
+/// encoding refuses; counts what changed in `inserted`.
+#[inline(always)]
+fn insert_each<I>(
+    words: &mut [u64],
+    kernel: impl Insert,
+    hashing: KeyHashing<'_>,
+    keys: I,
+    inserted: &mut Inserted,
+) -> Result<(), <I::Item as Key>::Error>
+where
+    I: Iterator,
+    I::Item: Key,
+{
+    let (rules, hasher) = (hashing.rules(), hashing.hasher);
+    for key in keys {
+        let (changed, sensitive) = insert_one(words, kernel, hasher, rules, &key)?;
+        inserted.table_sensitive |= sensitive;
+        inserted.changed += u64::from(changed);
+    }
+    Ok(())
+}
+
+/// `insert_all` of a plain filter in cache: one key at a time as `insert` does, in a loop
+/// compiled for AVX2 with the default configuration's kernel ([`Kernel::compiled`]).
+struct InsertEach<'a, 'h, I> {
+    words: &'a mut [u64],
+    hashing: KeyHashing<'h>,
+    keys: I,
+    inserted: &'a mut Inserted,
+}
+
+impl<I> Compiled for InsertEach<'_, '_, I>
+where
+    I: Iterator,
+    I::Item: Key,
+{
+    type Output = Result<(), <I::Item as Key>::Error>;
+
+    #[inline(always)]
+    fn run(self, kernel: Kernel) -> Self::Output {
+        let Self {
+            words,
+            hashing,
+            keys,
+            inserted,
+        } = self;
+        // The default configuration's kernel tested once, before the loop.
+        match kernel.default_kernel() {
+            Some(default) => insert_each(words, default, hashing, keys, inserted),
+            None => insert_each(words, kernel, hashing, keys, inserted),
+        }
+    }
 }
 
 /// `insert_all` of a plain filter, up to the first key the encoding refuses; counts in
@@ -216,13 +272,12 @@ pub(crate) fn insert_many<K: Key>(
     inserted: &mut Inserted,
 ) -> Result<(), K::Error> {
     if fits_in_cache(words.len()) {
-        let rules = hashing.rules();
-        for key in keys {
-            let (changed, sensitive) = insert_one(words, kernel, hashing.hasher, rules, &key)?;
-            inserted.table_sensitive |= sensitive;
-            inserted.changed += u64::from(changed);
-        }
-        return Ok(());
+        return kernel.compiled(InsertEach {
+            words,
+            hashing,
+            keys,
+            inserted,
+        });
     }
     // Two batches in turn: while one batch's lines are on their way, the batch before it,
     // touched a whole batch of hashing earlier, is set from the cache.
@@ -462,6 +517,43 @@ fn answer_encoded<K: Key>(
     key::answer_encoded(&key, rules, *probe)
 }
 
+/// The in-cache loop of [`ContainsEach::fold`] over a plain filter's words, as work for
+/// [`Kernel::compiled`]: [`fold_answers`] with the default configuration's probe, tested
+/// once, or the kernel's.
+struct FoldAnswers<'a, I, B, F> {
+    keys: I,
+    init: B,
+    f: F,
+    rules: (Takes, KeyEncoding, bool),
+    hasher: &'a PositionHasher,
+    words: &'a [u64],
+}
+
+impl<I, B, F> Compiled for FoldAnswers<'_, I, B, F>
+where
+    I: Iterator,
+    I::Item: Key,
+    F: FnMut(B, <I::Item as Key>::Answer<bool>) -> B,
+{
+    type Output = B;
+
+    #[inline(always)]
+    fn run(self, kernel: Kernel) -> B {
+        let Self {
+            keys,
+            init,
+            f,
+            rules,
+            hasher,
+            words,
+        } = self;
+        match kernel.default_probe(hasher, words) {
+            Some(probe) => fold_answers(keys, init, f, rules, probe),
+            None => fold_answers(keys, init, f, rules, kernel.probe(hasher, words)),
+        }
+    }
+}
+
 /// Folds the answers of `probe` for `keys` into `init` with `f`: the loop of
 /// [`ContainsEach::fold`] in cache, compiled for each kind of probe.
 #[inline(always)]
@@ -477,7 +569,14 @@ where
     I::Item: Key,
     F: FnMut(B, <I::Item as Key>::Answer<bool>) -> B,
 {
-    keys.fold(init, move |acc, key| f(acc, answer(key, rules, &probe)))
+    // A loop of `next`, not the keys' own `fold`: the loop must be in this function, which
+    // the default probe compiles for AVX2 with its probe inlined (the keys' `fold` was left
+    // out of line, compiled without AVX2, calling the probe for each key).
+    let mut acc = init;
+    for key in keys {
+        acc = f(acc, answer(key, rules, &probe));
+    }
+    acc
 }
 
 impl<I: Iterator> Iterator for ContainsEach<'_, I>
@@ -507,14 +606,14 @@ where
             // The filter's kind matched once, outside the loop; the default configuration's
             // kernel too, so that its loop tests nothing per key.
             return match (bits, hashing.kernel) {
-                (BitsRef::Plain(words), Some(kernel)) => {
-                    match kernel.default_probe(hasher, words) {
-                        Some(probe) => fold_answers(self.keys, init, f, rules, probe),
-                        None => {
-                            fold_answers(self.keys, init, f, rules, kernel.probe(hasher, words))
-                        }
-                    }
-                }
+                (BitsRef::Plain(words), Some(kernel)) => kernel.compiled(FoldAnswers {
+                    keys: self.keys,
+                    init,
+                    f,
+                    rules,
+                    hasher,
+                    words,
+                }),
                 (bits, _) => fold_answers(self.keys, init, f, rules, BitsProbe::new(bits, hasher)),
             };
         }

@@ -413,9 +413,8 @@ pub(crate) fn answer_as_is<K: Key + ?Sized>(
     probe: impl Probe,
 ) -> Option<K::Answer<bool>> {
     let (bytes, form) = key.raw();
-    probe
-        .taken(bytes, takes.of(form))
-        .map(|answer| K::answer(Ok(answer)))
+    let answer = probe.taken(bytes, takes.of(form))?;
+    Some(K::answer(Ok(answer)))
 }
 
 /// The answer of `contains` for a key whose bytes must be encoded first: `probe` of its

@@ -8,8 +8,8 @@ mod probes;
 mod xxh3_ascii;
 
 use self::compiled::{Xxh3_64, Xxh3_128Low, Xxh64};
-pub(crate) use self::probes::KernelProbe;
-use self::probes::default_hash;
+use self::probes::DefaultProbe;
+pub(crate) use self::probes::{Compiled, Insert, KernelProbe};
 use crate::encoding::EncodedKey;
 use crate::key::{Probe, Take};
 use crate::layout::Layout;
@@ -65,10 +65,23 @@ pub(crate) enum BlockedK {
 /// and a batch hashes its keys before it probes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Kernel {
-    /// `kind` is the default configuration's kernel compiled for AVX2
-    /// ([`Kind::DEFAULT_AVX2`]): the one case tested before the match.
-    default_avx2: bool,
+    /// How the default configuration's kernel runs, when `kind` is it: the one case tested
+    /// before the match.
+    default: DefaultKernel,
     kind: Kind,
+}
+
+/// How a [`Kernel`] runs the default configuration's probe and insert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DefaultKernel {
+    /// Not the default configuration: the kernel's kind is matched out of line.
+    No,
+    /// A call of the functions compiled for AVX2. A `Kernel` has this only when `kind` is
+    /// [`Kind::DEFAULT_AVX2`], on a CPU with AVX2: the `unsafe` calls rest on it.
+    Avx2,
+    /// The portable code, inlined: on a CPU without AVX2 (or off x86-64), and within a loop
+    /// that [`Kernel::compiled`] compiles for AVX2.
+    Inline,
 }
 
 /// The configurations a [`Kernel`] is compiled for.
@@ -149,10 +162,25 @@ impl Kernel {
     /// [`Kernel::new`], with AVX2 only if `avx2` (which must be false unless the CPU has it).
     fn with_simd(hasher: &PositionHasher, avx2: bool) -> Self {
         let kind = Kind::new(hasher, avx2);
-        Self {
-            default_avx2: kind == Kind::DEFAULT_AVX2,
-            kind,
-        }
+        let default = match kind {
+            Kind::DEFAULT_AVX2 => DefaultKernel::Avx2,
+            Kind::DEFAULT_PORTABLE => DefaultKernel::Inline,
+            _ => DefaultKernel::No,
+        };
+        Self { default, kind }
+    }
+
+    /// The default configuration's kernel, if this is it and it is the one a one-key call
+    /// tests before anything else: the AVX2 build on x86-64 (a CPU without AVX2 takes the
+    /// portable one out of line, with the other kinds), the portable one elsewhere. Only one
+    /// is inlined into a caller's loop: both made its code larger and slower.
+    #[inline(always)]
+    fn first_tested(self) -> Option<DefaultKernel> {
+        #[cfg(target_arch = "x86_64")]
+        let first = DefaultKernel::Avx2;
+        #[cfg(not(target_arch = "x86_64"))]
+        let first = DefaultKernel::Inline;
+        (self.default == first).then_some(first)
     }
 
     /// Whether every bit of the key of bytes `key` is set in `words`, when its [`Take`]
@@ -168,8 +196,8 @@ impl Kernel {
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
-        if let Some(default) = self.default_probe(hasher, words) {
-            return default.taken(key, take);
+        if let Some(default) = self.first_tested() {
+            return DefaultProbe::new(default, hasher, words).taken(key, take);
         }
         take.admits_bytes(key)
             .then(|| self.kind.contains(hasher, words, key))
@@ -186,19 +214,8 @@ impl Kernel {
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
-        #[cfg(target_arch = "x86_64")]
-        if self.default_avx2 {
-            // SAFETY: as in `DefaultProbe::taken`: `default_avx2` is set only on a CPU with
-            // AVX2.
-            #[allow(unsafe_code)]
-            return default_hash(key, take).map(|hash| unsafe {
-                avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, hash)
-            });
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        if self.kind == Kind::DEFAULT_PORTABLE {
-            return default_hash(key, take)
-                .map(|hash| compiled::split_insert_hash::<Xxh3_64, true>(hasher, words, hash));
+        if let Some(default) = self.first_tested() {
+            return Insert::taken(default, hasher, words, key, take);
         }
         take.admits_bytes(key)
             .then(|| self.kind.insert(hasher, words, key))
@@ -339,7 +356,6 @@ impl Kind {
     };
 
     /// [`Kind::DEFAULT_AVX2`] for the baseline CPU.
-    #[cfg(not(target_arch = "x86_64"))]
     const DEFAULT_PORTABLE: Self = Self::Split {
         hash: SplitHashId::Xxh3_64,
         wide: true,
@@ -519,7 +535,7 @@ mod tests {
                     ..
                 }
             ));
-            assert!(!portable.default_avx2);
+            assert!(portable.default != DefaultKernel::Avx2);
             let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
             // Keys of every length the hash branches on, ASCII and not, under every take.
             let takes = [Take::AsIs, Take::IfAscii, Take::Encode];

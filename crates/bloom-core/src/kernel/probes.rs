@@ -1,19 +1,41 @@
 //! The one-key probes of a plain filter's `contains` through its [`Kernel`]: the kernel's
 //! own, and the default configuration's, which a loop over many keys picks once.
 
-use super::Kernel;
-#[cfg(not(target_arch = "x86_64"))]
-use super::Kind;
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
-#[cfg(not(target_arch = "x86_64"))]
-use super::compiled;
-use super::compiled::Xxh3_64;
+use super::compiled::{self, Xxh3_64};
 use super::xxh3_ascii::{Hashed, xxh3_64_ascii};
+use super::{DefaultKernel, Kernel};
 use crate::key::{Probe, Take};
 use crate::position::PositionHasher;
 
 impl Kernel {
+    /// Runs `work`, a loop over many keys through this kernel, compiled for AVX2 when this
+    /// is the default configuration's AVX2 kernel, and with the kernel inlined into the loop
+    /// (`work` gets the kernel to use: [`DefaultKernel::Inline`] there) instead of called
+    /// for each key.
+    #[inline(always)]
+    pub(crate) fn compiled<W: Compiled>(self, work: W) -> W::Output {
+        #[cfg(target_arch = "x86_64")]
+        if self.default == DefaultKernel::Avx2 {
+            // SAFETY: a `Kernel` has `DefaultKernel::Avx2` only on a CPU with AVX2.
+            #[allow(unsafe_code)]
+            return unsafe { avx2::run_avx2(work, self) };
+        }
+        work.run(self)
+    }
+
+    /// This kernel with the default configuration's kernel inlined, for code compiled for
+    /// AVX2 ([`Kernel::compiled`]).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn inlined(self) -> Self {
+        Self {
+            default: DefaultKernel::Inline,
+            ..self
+        }
+    }
+
     /// The one-key probe of `words` ([`Probe`]), whose keys are placed with `hasher`.
     #[inline(always)]
     pub(crate) fn probe<'a>(self, hasher: &'a PositionHasher, words: &'a [u64]) -> KernelProbe<'a> {
@@ -24,19 +46,92 @@ impl Kernel {
         }
     }
 
-    /// The probe of the default configuration ([`Kind::DEFAULT_AVX2`], or its portable
-    /// build off x86-64), if this is its kernel: for a loop over many keys, tested once.
+    /// The default configuration's kernel as a loop runs it, if this is its kernel: tested
+    /// once, before the loop.
+    #[inline(always)]
+    pub(crate) fn default_kernel(self) -> Option<DefaultKernel> {
+        (self.default != DefaultKernel::No).then_some(self.default)
+    }
+
+    /// The probe of the default configuration, if this is its kernel: for a loop over many
+    /// keys, tested once.
     #[inline(always)]
     pub(crate) fn default_probe<'a>(
         self,
         hasher: &'a PositionHasher,
         words: &'a [u64],
     ) -> Option<DefaultProbe<'a>> {
-        #[cfg(target_arch = "x86_64")]
-        let default = self.default_avx2;
-        #[cfg(not(target_arch = "x86_64"))]
-        let default = self.kind == Kind::DEFAULT_PORTABLE;
-        default.then_some(DefaultProbe { hasher, words })
+        (self.default != DefaultKernel::No).then_some(DefaultProbe {
+            default: self.default,
+            hasher,
+            words,
+        })
+    }
+}
+
+/// Work that [`Kernel::compiled`] runs compiled for AVX2. A trait, not a closure:
+/// `run` is inlined into the AVX2 function by its `#[inline(always)]`, where a closure was
+/// left out of line (and so compiled without AVX2).
+pub(crate) trait Compiled {
+    /// What the work returns.
+    type Output;
+
+    /// Does the work through `kernel`.
+    fn run(self, kernel: Kernel) -> Self::Output;
+}
+
+/// A plain filter's one-key insert, as `insert_all` runs it in cache: through its
+/// [`Kernel`], or through the default configuration's kernel, picked once for a loop.
+pub(crate) trait Insert: Copy {
+    /// Sets the bits of the key of bytes `key` when `take` lets them be hashed as they are,
+    /// and returns whether one was clear; `None` when they must be encoded first.
+    fn taken(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool>;
+
+    /// Sets the bits of the key of encoded bytes `key`; returns whether one was clear.
+    fn encoded(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool;
+}
+
+impl Insert for Kernel {
+    #[inline(always)]
+    fn taken(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool> {
+        self.insert_taken(hasher, words, key, take)
+    }
+
+    #[inline(always)]
+    fn encoded(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+        self.insert(hasher, words, key)
+    }
+}
+
+impl Insert for DefaultKernel {
+    #[inline(always)]
+    fn taken(
+        self,
+        hasher: &PositionHasher,
+        words: &mut [u64],
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool> {
+        // `?`, not `Option::map`: a closure holding the kernel was left out of line.
+        let hash = default_hash(key, take)?;
+        Some(self.insert_hash(hasher, words, hash))
+    }
+
+    #[inline(always)]
+    fn encoded(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+        self.insert_hash(hasher, words, super::xxh3_ascii::xxh3_64(key))
     }
 }
 
@@ -62,43 +157,71 @@ impl Probe for KernelProbe<'_> {
 }
 
 /// The default configuration's one-key probe ([`Kernel::default_probe`]): the hash with its
-/// ASCII test ([`xxh3_64_ascii`]), then the 512-bit split-block probe compiled for AVX2 (on
-/// x86-64; the portable one elsewhere). Only `Kernel::default_probe` makes one, and on
-/// x86-64 only for a kernel that found AVX2.
+/// ASCII test ([`xxh3_64_ascii`]), then the 512-bit split-block probe as `default` runs it.
 #[derive(Clone, Copy)]
 pub(crate) struct DefaultProbe<'a> {
+    /// Never [`DefaultKernel::No`].
+    default: DefaultKernel,
     hasher: &'a PositionHasher,
     words: &'a [u64],
 }
 
-impl DefaultProbe<'_> {
-    /// Whether the bits of the key of default hash `hash` are all set: the kernel compiled
-    /// for AVX2.
-    #[cfg(target_arch = "x86_64")]
+impl<'a> DefaultProbe<'a> {
+    /// The probe of `words` (whose keys are placed with `hasher`) as `default` runs it,
+    /// which must not be [`DefaultKernel::No`].
     #[inline(always)]
-    fn probe_hash(self, hash: u64) -> bool {
-        // SAFETY: a `DefaultProbe` is made only by `Kernel::default_probe`, and on x86-64 only
-        // when `default_avx2` is set, which it is only when `kind` equals
-        // `Kind::DEFAULT_AVX2`, whose `avx2` a `Kernel` has only on a CPU with AVX2 (see
-        // `split!`).
-        #[allow(unsafe_code)]
-        unsafe {
-            avx2::split_contains_hash::<Xxh3_64, true>(self.hasher, self.words, hash)
+    pub(super) fn new(
+        default: DefaultKernel,
+        hasher: &'a PositionHasher,
+        words: &'a [u64],
+    ) -> Self {
+        Self {
+            default,
+            hasher,
+            words,
         }
     }
 
-    /// Whether the bits of the key of default hash `hash` are all set: the portable kernel.
-    #[cfg(not(target_arch = "x86_64"))]
+    /// Whether the bits of the key of default hash `hash` are all set.
     #[inline(always)]
     fn probe_hash(self, hash: u64) -> bool {
-        compiled::split_contains_hash::<Xxh3_64, true>(self.hasher, self.words, hash)
+        self.default.contains_hash(self.hasher, self.words, hash)
+    }
+}
+
+impl DefaultKernel {
+    /// The default configuration's probe of the key of hash `hash`, as this runs it.
+    #[inline(always)]
+    pub(super) fn contains_hash(self, hasher: &PositionHasher, words: &[u64], hash: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self == Self::Avx2 {
+            // SAFETY: a `Kernel` has `DefaultKernel::Avx2` only on a CPU with AVX2, and every
+            // `DefaultKernel` comes from a `Kernel`.
+            #[allow(unsafe_code)]
+            return unsafe { avx2::split_contains_hash::<Xxh3_64, true>(hasher, words, hash) };
+        }
+        compiled::split_contains_hash::<Xxh3_64, true>(hasher, words, hash)
+    }
+
+    /// The default configuration's insert of the key of hash `hash`, as this runs it.
+    #[inline(always)]
+    pub(super) fn insert_hash(self, hasher: &PositionHasher, words: &mut [u64], hash: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self == Self::Avx2 {
+            // SAFETY: as in `contains_hash`.
+            #[allow(unsafe_code)]
+            return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, hash) };
+        }
+        compiled::split_insert_hash::<Xxh3_64, true>(hasher, words, hash)
     }
 }
 
 impl Probe for DefaultProbe<'_> {
     #[inline(always)]
     fn taken(self, bytes: &[u8], take: Take) -> Option<bool> {
-        default_hash(bytes, take).map(|hash| self.probe_hash(hash))
+        // `?`, not `Option::map`: a closure holding the kernel was left out of line.
+        let hash = default_hash(bytes, take)?;
+        Some(self.probe_hash(hash))
     }
 
     #[inline(always)]
