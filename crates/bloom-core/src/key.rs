@@ -509,4 +509,44 @@ mod tests {
         assert_eq!(as_is("café", KeyEncoding::Nfc, false), None);
         assert_eq!(as_is(&b"\xff"[..], KeyEncoding::Utf8, false), None);
     }
+
+    /// The takes a filter keeps are those `Take::of` decides, and the mask test the default
+    /// kernel runs on the OR of a key's words agrees with the scan, for every key.
+    #[test]
+    fn takes_and_their_mask_test_agree_with_the_scan() {
+        let forms = [KeyForm::Text, KeyForm::Bytes, KeyForm::Encoded];
+        let mut kinds = [0usize; 3];
+        for encoding in KeyEncoding::ALL {
+            for foreign in [false, true] {
+                let takes = Takes::new(encoding, foreign);
+                for form in forms {
+                    let take = takes.of(form);
+                    assert_eq!(take, Take::of(form, encoding, foreign));
+                    kinds[match take {
+                        Take::AsIs => 0,
+                        Take::IfAscii => 1,
+                        Take::Encode => 2,
+                    }] += 1;
+                    for bytes in samples() {
+                        // What the kernel ORs: whole words, the high bit of a byte where
+                        // the byte was.
+                        let high = bytes
+                            .iter()
+                            .enumerate()
+                            .fold(0u64, |acc, (i, &b)| acc | (u64::from(b) << (8 * (i % 8))));
+                        assert_eq!(
+                            take.admits(high),
+                            take.admits_bytes(&bytes),
+                            "{encoding:?} {foreign} {form:?} {bytes:?}"
+                        );
+                        assert_eq!(
+                            take.admits_bytes(&bytes),
+                            take.admits(if bytes.is_ascii() { 0 } else { 0x80 })
+                        );
+                    }
+                }
+            }
+        }
+        assert!(kinds.iter().all(|&n| n > 0), "every take occurs: {kinds:?}");
+    }
 }

@@ -60,7 +60,7 @@
 //! I/O; files are the business of `bloom-format` and `bloom-store`.
 
 // No unsafe code but the calls of a plain filter's kernel functions compiled for AVX2, which a
-// `Kernel` names only after the CPU was found to have it (`kernel/mod.rs`).
+// `Kernel` names only after the CPU was found to have it (`kernel/mod.rs`, `kernel/probes.rs`).
 #![deny(unsafe_code)]
 
 mod any;

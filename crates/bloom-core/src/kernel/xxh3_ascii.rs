@@ -256,4 +256,26 @@ mod tests {
             }
         }
     }
+
+    /// Keys of every byte value, from a fixed generator, at every length from 0 to 300.
+    #[test]
+    fn hashes_arbitrary_bytes_as_xxhash_rust() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..=300usize {
+            for _ in 0..8 {
+                let key: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        (state >> 56) as u8
+                    })
+                    .collect();
+                let hashed = xxh3_64_ascii(&key);
+                assert_eq!(hashed.hash, xxhash_rust::xxh3::xxh3_64(&key), "{key:?}");
+                assert_eq!(xxh3_64(&key), hashed.hash);
+                assert_eq!(hashed.high & HIGH == 0, key.is_ascii(), "{key:?}");
+            }
+        }
+    }
 }
