@@ -28,6 +28,9 @@ pub struct AtomicBloomFilter {
     hasher: PositionHasher,
     /// `config.has_foreign_tables()`.
     foreign_tables: bool,
+    /// What a key of each form takes before it is hashed, for the encoding and
+    /// `foreign_tables`.
+    takes: Takes,
     /// Set when a key outside ASCII went into a filter with foreign tables: copies then
     /// record no table version (see `BloomFilter`).
     tables_mixed: AtomicBool,
@@ -55,9 +58,11 @@ impl AtomicBloomFilter {
     }
 
     fn from_parts(config: FilterConfig, words: AlignedWords<AtomicU64>, items: u64) -> Self {
+        let foreign_tables = config.has_foreign_tables();
         Self {
             hasher: config.hasher(),
-            foreign_tables: config.has_foreign_tables(),
+            foreign_tables,
+            takes: Takes::new(config.encoding(), foreign_tables),
             tables_mixed: AtomicBool::new(false),
             config,
             words,
@@ -70,6 +75,7 @@ impl AtomicBloomFilter {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
+            takes: self.takes,
             kernel: None,
         }
     }

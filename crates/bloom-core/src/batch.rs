@@ -43,6 +43,8 @@ pub(crate) struct KeyHashing<'a> {
     pub(crate) hasher: &'a PositionHasher,
     pub(crate) encoding: KeyEncoding,
     pub(crate) foreign_tables: bool,
+    /// `Takes::new(encoding, foreign_tables)`, kept by the filter.
+    pub(crate) takes: Takes,
     /// A plain filter's kernel: its batches are probed and set by it, a batch per call.
     pub(crate) kernel: Option<Kernel>,
 }
@@ -61,11 +63,7 @@ impl KeyHashing<'_> {
     /// the tables are foreign.
     #[inline(always)]
     pub(crate) fn rules(&self) -> (Takes, KeyEncoding, bool) {
-        (
-            Takes::new(self.encoding, self.foreign_tables),
-            self.encoding,
-            self.foreign_tables,
-        )
+        (self.takes, self.encoding, self.foreign_tables)
     }
 
     /// One key of a many-key call: its hash, and whether this build cannot answer for it
@@ -175,12 +173,12 @@ pub(crate) trait BitsMut {
 /// foreign ones lacks. A key the encoding keeps as it is (`takes`) goes straight to the
 /// kernel; any other is encoded first, out of line.
 #[inline(always)]
-fn insert_one<K: Key + ?Sized>(
+fn insert_one<K: Key>(
     words: &mut [u64],
     kernel: impl Insert,
     hasher: &PositionHasher,
     (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
-    key: &K,
+    key: K,
 ) -> Result<(bool, bool), K::Error> {
     let (bytes, form) = key.raw();
     match kernel.taken(hasher, words, bytes, takes.of(form)) {
@@ -189,17 +187,18 @@ fn insert_one<K: Key + ?Sized>(
     }
 }
 
-/// [`insert_one`] for a key that must be encoded first.
+/// [`insert_one`] for a key that must be encoded first. The key comes by value, so that the
+/// loop calling it does not store its address for every key.
 #[cold]
 #[inline(never)]
-fn insert_encoded<K: Key + ?Sized>(
+fn insert_encoded<K: Key>(
     words: &mut [u64],
     kernel: impl Insert,
     hasher: &PositionHasher,
     (encoding, foreign_tables): (KeyEncoding, bool),
-    key: &K,
+    key: K,
 ) -> Result<(bool, bool), K::Error> {
-    let (encoded, sensitive) = key::prepare(key, encoding, foreign_tables)?;
+    let (encoded, sensitive) = key::prepare(&key, encoding, foreign_tables)?;
     Ok((kernel.encoded(hasher, words, encoded.as_bytes()), sensitive))
 }
 
@@ -218,12 +217,25 @@ where
     I::Item: Key,
 {
     let (rules, hasher) = (hashing.rules(), hashing.hasher);
+    // Counted in locals, written once: updated through `inserted` for every key, the
+    // counts were a chain of stores and loads of the same memory.
+    let (mut changed, mut table_sensitive) = (0u64, false);
+    let mut outcome = Ok(());
     for key in keys {
-        let (changed, sensitive) = insert_one(words, kernel, hasher, rules, &key)?;
-        inserted.table_sensitive |= sensitive;
-        inserted.changed += u64::from(changed);
+        match insert_one(words, kernel, hasher, rules, key) {
+            Ok((key_changed, sensitive)) => {
+                changed += u64::from(key_changed);
+                table_sensitive |= sensitive;
+            }
+            Err(refused) => {
+                outcome = Err(refused);
+                break;
+            }
+        }
     }
-    Ok(())
+    inserted.changed += changed;
+    inserted.table_sensitive |= table_sensitive;
+    outcome
 }
 
 /// `insert_all` of a plain filter in cache: one key at a time as `insert` does, in a loop
@@ -326,7 +338,8 @@ where
     keys: I,
     /// The batch whose answers are being returned.
     batch: HashBatch,
-    /// The answers for the keys of `batch`; those before `next` were returned.
+    /// The answers taken (for the keys of `batch` past the caches): `answers[..filled]`,
+    /// those before `next` returned.
     answers: [bool; BATCH_KEYS],
     next: usize,
     /// The key that stopped `batch`, answered after the batch's keys.
@@ -336,8 +349,12 @@ where
     ahead_refused: Option<<I::Item as Key>::Error>,
     /// Whether `ahead` was filled (from the first call on).
     started: bool,
-    /// One key at a time, nothing buffered: a filter that fits in the caches.
+    /// A filter that fits in the caches: each key hashed and probed in one step, the answers
+    /// still taken [`BATCH_KEYS`] at a time by `next` (in a loop compiled with a plain
+    /// filter's kernel).
     direct: bool,
+    /// How many of `answers` hold answers (those before `next` were returned).
+    filled: usize,
 }
 
 impl<'a, I: Iterator> ContainsEach<'a, I>
@@ -357,6 +374,7 @@ where
             ahead: HashBatch::default(),
             ahead_refused: None,
             started: false,
+            filled: 0,
         }
     }
 }
@@ -379,6 +397,7 @@ where
             ahead_refused: self.ahead_refused.clone(),
             started: self.started,
             direct: self.direct,
+            filled: self.filled,
         }
     }
 }
@@ -391,7 +410,7 @@ where
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainsEach")
-            .field("one_at_a_time", &self.direct)
+            .field("in_cache", &self.direct)
             .field("buffered", &self.buffered())
             .finish_non_exhaustive()
     }
@@ -403,6 +422,9 @@ where
 {
     /// Answers taken from the keys but not yet returned.
     fn buffered(&self) -> usize {
+        if self.direct {
+            return self.filled - self.next + usize::from(self.refused.is_some());
+        }
         let pending = self.batch.hashes().len() - self.next + self.ahead.hashes().len();
         pending + usize::from(self.refused.is_some()) + usize::from(self.ahead_refused.is_some())
     }
@@ -438,10 +460,8 @@ where
         }
     }
 
-    /// The next answer past the caches: from the batch, answered a batch at a time while
-    /// the batch after it is on its way (out of line, so that `next` stays small enough to
-    /// inline in cache).
-    #[inline(never)]
+    /// The next answer past the caches, once `answers` ran out: from the batch, answered a
+    /// batch at a time while the batch after it is on its way.
     fn next_batched(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
         type Of<I> = <I as Iterator>::Item;
         if self.next == self.batch.hashes().len() {
@@ -454,7 +474,7 @@ where
             }
             std::mem::swap(&mut self.batch, &mut self.ahead);
             self.refused = self.ahead_refused.take();
-            self.next = 0;
+            (self.next, self.filled) = (0, 0);
             if self.batch.hashes().is_empty() {
                 // The keys ran out, or the batch stopped at its first key: the next call
                 // starts over from the keys after it. `ahead` now holds the batch just
@@ -469,25 +489,112 @@ where
             self.fill_ahead();
             self.answer_batch();
         }
-        let answer = self
-            .answers
-            .get(self.next..self.batch.hashes().len())?
-            .first()
-            .copied()?;
+        self.filled = self.batch.hashes().len();
+        let answer = self.answers.get(self.next..self.filled)?.first().copied()?;
         self.next += 1;
         Some(<Of<I> as Key>::answer(Ok(answer)))
     }
 }
 
-/// One key's answer, one key at a time: a plain filter's through its kernel, as
-/// `contains` gives it, an atomic filter's through the general probe.
-#[inline(always)]
-fn answer_one<K: Key>(bits: BitsRef<'_>, hashing: KeyHashing<'_>, key: K) -> K::Answer<bool> {
-    let (rules, hasher) = (hashing.rules(), hashing.hasher);
-    match (bits, hashing.kernel) {
-        (BitsRef::Plain(words), Some(kernel)) => answer(key, rules, &kernel.probe(hasher, words)),
-        (bits, _) => answer(key, rules, &BitsProbe::new(bits, hasher)),
+impl<I: Iterator> ContainsEach<'_, I>
+where
+    I::Item: Key,
+{
+    /// The next answer once `answers` ran out (out of line, so that `next` stays small enough
+    /// to inline): past the caches, [`ContainsEach::next_batched`]; in cache, the refused key
+    /// that stopped the answers, or the next [`BATCH_KEYS`] keys' answers, each key hashed
+    /// and probed in one step, in one loop (compiled with a plain filter's kernel,
+    /// [`Kernel::compiled`], as `fold` does for all of them).
+    #[inline(never)]
+    fn refill(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
+        if !self.direct {
+            return self.next_batched();
+        }
+        if let Some(refused) = self.refused.take() {
+            return Some(<I::Item as Key>::answer(Err(refused)));
+        }
+        let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
+        let (keys, answers) = (&mut self.keys, &mut self.answers);
+        let (filled, refused) = match (self.bits, self.hashing.kernel) {
+            (BitsRef::Plain(words), Some(kernel)) => kernel.compiled(AnswerAhead {
+                keys,
+                answers,
+                rules,
+                hasher,
+                words,
+            }),
+            (bits, _) => answer_ahead(keys, answers, rules, BitsProbe::new(bits, hasher)),
+        };
+        (self.filled, self.next, self.refused) = (filled, 0, refused);
+        if filled == 0 {
+            return self
+                .refused
+                .take()
+                .map(|refused| <I::Item as Key>::answer(Err(refused)));
+        }
+        self.next = 1;
+        self.answers
+            .first()
+            .map(|&answer| <I::Item as Key>::answer(Ok(answer)))
     }
+}
+
+/// Up to [`BATCH_KEYS`] keys' answers into `answers`, up to the first key the encoding
+/// refuses, as work for [`Kernel::compiled`]: how many were answered, and the refusal.
+struct AnswerAhead<'a, 'k, I: Iterator>
+where
+    I::Item: Key,
+{
+    keys: &'k mut I,
+    answers: &'k mut [bool; BATCH_KEYS],
+    rules: (Takes, KeyEncoding, bool),
+    hasher: &'a PositionHasher,
+    words: &'a [u64],
+}
+
+impl<I: Iterator> Compiled for AnswerAhead<'_, '_, I>
+where
+    I::Item: Key,
+{
+    type Output = (usize, Option<<I::Item as Key>::Error>);
+
+    #[inline(always)]
+    fn run(self, kernel: Kernel) -> Self::Output {
+        let Self {
+            keys,
+            answers,
+            rules,
+            hasher,
+            words,
+        } = self;
+        match kernel.default_probe(hasher, words) {
+            Some(probe) => answer_ahead(keys, answers, rules, probe),
+            None => answer_ahead(keys, answers, rules, kernel.probe(hasher, words)),
+        }
+    }
+}
+
+/// [`AnswerAhead`] through `probe`.
+#[inline(always)]
+fn answer_ahead<I: Iterator>(
+    keys: &mut I,
+    answers: &mut [bool; BATCH_KEYS],
+    rules: (Takes, KeyEncoding, bool),
+    probe: impl Probe,
+) -> (usize, Option<<I::Item as Key>::Error>)
+where
+    I::Item: Key,
+{
+    for (filled, slot) in answers.iter_mut().enumerate() {
+        let Some(key) = keys.next() else {
+            return (filled, None);
+        };
+        match probe_key(key, rules, &probe) {
+            Ok(answer) => *slot = answer,
+            Err(refused) => return (filled, Some(refused)),
+        }
+    }
+    (BATCH_KEYS, None)
 }
 
 /// One key's answer from `probe`, as `contains` gives it. The probe comes by reference so
@@ -495,26 +602,36 @@ fn answer_one<K: Key>(bits: BitsRef<'_>, hashing: KeyHashing<'_>, key: K) -> K::
 #[inline(always)]
 fn answer<K: Key>(
     key: K,
-    (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
+    rules: (Takes, KeyEncoding, bool),
     probe: &impl Probe,
 ) -> K::Answer<bool> {
-    match key::answer_as_is(&key, takes, *probe) {
-        Some(answer) => answer,
-        None => answer_encoded(key, (encoding, foreign_tables), probe),
+    K::answer(probe_key(key, rules, probe))
+}
+
+/// [`answer`] as a `Result`: the key's refusal as the error.
+#[inline(always)]
+fn probe_key<K: Key>(
+    key: K,
+    (takes, encoding, foreign_tables): (Takes, KeyEncoding, bool),
+    probe: &impl Probe,
+) -> Result<bool, K::Error> {
+    match key::probe_as_is(&key, takes, *probe) {
+        Some(answer) => Ok(answer),
+        None => probe_encoded(key, (encoding, foreign_tables), probe),
     }
 }
 
-/// [`answer`] for a key that must be encoded first. The key comes by value and the probe by
-/// reference, so that a loop calling it stores neither for every key (the address of a key
-/// it only borrowed, or a copy of the probe, was written to the stack each time).
+/// [`probe_key`] for a key that must be encoded first. The key comes by value and the probe
+/// by reference, so that a loop calling it stores neither for every key (the address of a
+/// key it only borrowed, or a copy of the probe, was written to the stack each time).
 #[cold]
 #[inline(never)]
-fn answer_encoded<K: Key>(
+fn probe_encoded<K: Key>(
     key: K,
     rules: (KeyEncoding, bool),
     probe: &impl Probe,
-) -> K::Answer<bool> {
-    key::answer_encoded(&key, rules, *probe)
+) -> Result<bool, K::Error> {
+    key::probe_encoded(&key, rules, *probe)
 }
 
 /// The in-cache loop of [`ContainsEach::fold`] over a plain filter's words, as work for
@@ -587,11 +704,12 @@ where
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.direct {
-            let key = self.keys.next()?;
-            return Some(answer_one(self.bits, self.hashing, key));
+        // The answers already taken: a few instructions, inlined into the caller's loop.
+        if let Some(&answer) = self.answers.get(self.next..self.filled)?.first() {
+            self.next += 1;
+            return Some(<I::Item as Key>::answer(Ok(answer)));
         }
-        self.next_batched()
+        self.refill()
     }
 
     /// In cache, the keys answered one at a time in a loop of their own (what `count`,

@@ -399,37 +399,34 @@ pub(crate) trait Probe: Copy {
     fn encoded(self, encoded: &[u8]) -> bool;
 }
 
-/// The answer of `contains` for `key` from `probe`, of its bytes as they are, when their
-/// [`Take`] (`takes.of` its form) allows it; `None` when they must be encoded first
-/// ([`answer_encoded`]).
+/// `contains` for `key` from `probe`, of its bytes as they are, when their [`Take`]
+/// (`takes.of` its form) allows it; `None` when they must be encoded first
+/// ([`probe_encoded`]).
 ///
 /// The encoded path is the caller's to take, out of line with what it has at hand (`&self`,
 /// or a probe made once before a loop): a cold path built here, capturing the probe, was
 /// written to the stack for every key.
 #[inline(always)]
-pub(crate) fn answer_as_is<K: Key + ?Sized>(
+pub(crate) fn probe_as_is<K: Key + ?Sized>(
     key: &K,
     takes: Takes,
     probe: impl Probe,
-) -> Option<K::Answer<bool>> {
+) -> Option<bool> {
     let (bytes, form) = key.raw();
-    let answer = probe.taken(bytes, takes.of(form))?;
-    Some(K::answer(Ok(answer)))
+    probe.taken(bytes, takes.of(form))
 }
 
-/// The answer of `contains` for a key whose bytes must be encoded first: `probe` of its
-/// encoded bytes, or *maybe* for a key a filter with foreign Unicode tables cannot answer
-/// for exactly. Inlined into the callers' own out-of-line functions.
+/// `contains` for a key whose bytes must be encoded first: `probe` of its encoded bytes, or
+/// *maybe* for a key a filter with foreign Unicode tables cannot answer for exactly; the
+/// key's refusal otherwise. Inlined into the callers' own out-of-line functions.
 #[inline(always)]
-pub(crate) fn answer_encoded<K: Key + ?Sized>(
+pub(crate) fn probe_encoded<K: Key + ?Sized>(
     key: &K,
     (encoding, foreign_tables): (KeyEncoding, bool),
     probe: impl Probe,
-) -> K::Answer<bool> {
-    K::answer(
-        prepare(key, encoding, foreign_tables)
-            .map(|(encoded, sensitive)| sensitive || probe.encoded(encoded.as_bytes())),
-    )
+) -> Result<bool, K::Error> {
+    let (encoded, sensitive) = prepare(key, encoding, foreign_tables)?;
+    Ok(sensitive || probe.encoded(encoded.as_bytes()))
 }
 
 #[cfg(test)]

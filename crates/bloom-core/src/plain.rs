@@ -90,6 +90,7 @@ impl BloomFilter {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
+            takes: self.takes,
             kernel: Some(self.kernel),
         }
     }
@@ -204,6 +205,7 @@ impl BloomFilter {
             hasher: &self.hasher,
             encoding: self.config.encoding(),
             foreign_tables: self.foreign_tables,
+            takes: self.takes,
             kernel: Some(self.kernel),
         };
         batch::insert_many(&mut self.words, self.kernel, hashing, keys, inserted)

@@ -23,8 +23,8 @@ macro_rules! batch_methods {
         #[inline(always)]
         pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
             let (takes, _, _) = self.key_rules();
-            match $crate::key::answer_as_is(key, takes, self.probe()) {
-                Some(answer) => answer,
+            match $crate::key::probe_as_is(key, takes, self.probe()) {
+                Some(answer) => K::answer(Ok(answer)),
                 None => self.contains_encoded(key),
             }
         }
@@ -34,7 +34,11 @@ macro_rules! batch_methods {
         #[inline(never)]
         fn contains_encoded<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
             let (_, encoding, foreign_tables) = self.key_rules();
-            $crate::key::answer_encoded(key, (encoding, foreign_tables), self.probe())
+            K::answer($crate::key::probe_encoded(
+                key,
+                (encoding, foreign_tables),
+                self.probe(),
+            ))
         }
 
         /// Inserts every key; returns how many changed a bit, which is how many `insert`

@@ -187,13 +187,13 @@ proptest! {
         // Both kinds batch past the caches.
         let each = all.contains_each(&queries);
         let shown = format!("{each:?}");
-        prop_assert!(shown.contains("one_at_a_time: false"), "{}", shown);
+        prop_assert!(shown.contains("in_cache: false"), "{}", shown);
         prop_assert_eq!(each.collect::<Vec<_>>(), answers.clone());
         let atomic = AtomicBloomFilter::new(config).unwrap();
         prop_assert_eq!(atomic.insert_all(&keys), changed);
         let each = atomic.contains_each(&queries);
         let shown = format!("{each:?}");
-        prop_assert!(shown.contains("one_at_a_time: false"), "{}", shown);
+        prop_assert!(shown.contains("in_cache: false"), "{}", shown);
         prop_assert_eq!(each.collect::<Vec<_>>(), answers);
     }
 }
