@@ -175,6 +175,24 @@ fn main() {
                         .for_each(|k| _ = black_box(single.contains(k.as_str())))
                 },
             );
+            // Collected into a Vec: the iterator's `next`, which `for` loops and `collect`
+            // run, against one call a key collected alike.
+            paired(
+                &format!("{op}: default batched, collected / one at a time"),
+                keys,
+                rounds,
+                |b| {
+                    let answers: Vec<bool> = default
+                        .contains_each(b.iter().map(String::as_str))
+                        .collect();
+                    _ = black_box(answers);
+                },
+                |b| {
+                    let answers: Vec<bool> =
+                        b.iter().map(|k| single.contains(k.as_str())).collect();
+                    _ = black_box(answers);
+                },
+            );
             drop(single);
             if n >= 10_000_000 {
                 paired(

@@ -23,6 +23,10 @@ use crate::probe::{self, BitsProbe, BitsRef};
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
 
+/// Answers `contains_each` takes at a time in cache, in one loop ([`AnswerAhead`]): enough
+/// that the loop's setup is a small share of each key's work.
+const AHEAD_KEYS: usize = 64;
+
 /// Bit arrays up to this size stay close enough to the CPU (its L2 and the part of its L3 a
 /// filter gets) that one key at a time keeps its few misses overlapped, and batching only
 /// adds bookkeeping. Many-key calls on them take the keys one at a time; the answers are the
@@ -326,8 +330,8 @@ impl BitsMut for &[AtomicU64] {
 /// byte key is answered with its error and the keys after it are answered as usual.
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
-/// only as answers are needed, at most two batches ahead of the answers read, so a stream of
-/// any length is answered in constant memory.
+/// only as answers are needed, at most 64 keys ahead of the answers read, so a stream of any
+/// length is answered in constant memory.
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
 where
@@ -340,7 +344,7 @@ where
     batch: HashBatch,
     /// The answers taken (for the keys of `batch` past the caches): `answers[..filled]`,
     /// those before `next` returned.
-    answers: [bool; BATCH_KEYS],
+    answers: [bool; AHEAD_KEYS],
     next: usize,
     /// The key that stopped `batch`, answered after the batch's keys.
     refused: Option<<I::Item as Key>::Error>,
@@ -350,7 +354,7 @@ where
     /// Whether `ahead` was filled (from the first call on).
     started: bool,
     /// A filter that fits in the caches: each key hashed and probed in one step, the answers
-    /// still taken [`BATCH_KEYS`] at a time by `next` (in a loop compiled with a plain
+    /// still taken [`AHEAD_KEYS`] at a time by `next` (in a loop compiled with a plain
     /// filter's kernel).
     direct: bool,
     /// How many of `answers` hold answers (those before `next` were returned).
@@ -368,7 +372,7 @@ where
             hashing,
             keys,
             batch: HashBatch::default(),
-            answers: [false; BATCH_KEYS],
+            answers: [false; AHEAD_KEYS],
             next: 0,
             refused: None,
             ahead: HashBatch::default(),
@@ -502,7 +506,7 @@ where
 {
     /// The next answer once `answers` ran out (out of line, so that `next` stays small enough
     /// to inline): past the caches, [`ContainsEach::next_batched`]; in cache, the refused key
-    /// that stopped the answers, or the next [`BATCH_KEYS`] keys' answers, each key hashed
+    /// that stopped the answers, or the next [`AHEAD_KEYS`] keys' answers, each key hashed
     /// and probed in one step, in one loop (compiled with a plain filter's kernel,
     /// [`Kernel::compiled`], as `fold` does for all of them).
     #[inline(never)]
@@ -539,14 +543,14 @@ where
     }
 }
 
-/// Up to [`BATCH_KEYS`] keys' answers into `answers`, up to the first key the encoding
+/// Up to [`AHEAD_KEYS`] keys' answers into `answers`, up to the first key the encoding
 /// refuses, as work for [`Kernel::compiled`]: how many were answered, and the refusal.
 struct AnswerAhead<'a, 'k, I: Iterator>
 where
     I::Item: Key,
 {
     keys: &'k mut I,
-    answers: &'k mut [bool; BATCH_KEYS],
+    answers: &'k mut [bool; AHEAD_KEYS],
     rules: (Takes, KeyEncoding, bool),
     hasher: &'a PositionHasher,
     words: &'a [u64],
@@ -578,7 +582,7 @@ where
 #[inline(always)]
 fn answer_ahead<I: Iterator>(
     keys: &mut I,
-    answers: &mut [bool; BATCH_KEYS],
+    answers: &mut [bool; AHEAD_KEYS],
     rules: (Takes, KeyEncoding, bool),
     probe: impl Probe,
 ) -> (usize, Option<<I::Item as Key>::Error>)
@@ -594,7 +598,7 @@ where
             Err(refused) => return (filled, Some(refused)),
         }
     }
-    (BATCH_KEYS, None)
+    (AHEAD_KEYS, None)
 }
 
 /// One key's answer from `probe`, as `contains` gives it. The probe comes by reference so

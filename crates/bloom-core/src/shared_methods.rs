@@ -65,11 +65,12 @@ macro_rules! batch_methods {
         /// those of `contains`.
         ///
         /// At least as fast per key as `contains` in a loop. A filter that fits in the CPU's
-        /// caches answers the keys one at a time in a loop of its own; a larger one hashes
-        /// them a batch at a time and requests the lines of the next batch while it answers
-        /// this one, so that the cache misses of a whole batch overlap the work. Keys are
-        /// taken lazily, at most two batches ahead of the answers read, so a stream of any
-        /// length is answered in constant memory.
+        /// caches hashes and probes each key in one step, in a loop of its own (a plain
+        /// filter's compiled for AVX2 when the CPU has it); a larger one hashes them a batch
+        /// at a time and requests the lines of the next batch while it answers this one, so
+        /// that the cache misses of a whole batch overlap the work. Keys are taken lazily, at
+        /// most 64 ahead of the answers read, so a stream of any length is answered in
+        /// constant memory.
         ///
         /// ```
         /// use bloom_core::BloomFilter;
