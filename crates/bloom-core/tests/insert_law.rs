@@ -136,8 +136,8 @@ proptest! {
     }
 }
 
-/// Configurations over the 10 MiB below which many-key calls go one key at a time, so that
-/// the batched path itself is checked against single calls.
+/// Configurations over the 10 MiB below which many-key calls hash and probe each key in one
+/// step, so that the batched path itself is checked against single calls.
 fn large_config() -> impl Strategy<Value = FilterConfig> {
     (
         prop_oneof![

@@ -86,7 +86,7 @@ pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
 }
 
 /// Runs `work` through `kernel`'s kind with its default configuration's kernel inlined
-/// ([`DefaultKernel::Inline`](super::DefaultKernel), made here, so that the compiler knows
+/// ([`DefaultKernel::INLINE`](super::DefaultKernel), made here, so that the compiler knows
 /// it), compiled for AVX2: the kernel's code and the code around it (a loop over many keys
 /// and their hashing) become one function, with no call per key.
 #[target_feature(enable = "avx2")]

@@ -71,25 +71,36 @@ pub(crate) struct Kernel {
     kind: Kind,
 }
 
-/// How a [`Kernel`] runs the default configuration's probe and insert.
+/// How a [`Kernel`] runs the default configuration's probe and insert. Its field is
+/// private to this module, so that only [`Kernel::new`] (after detecting AVX2) and
+/// `Kernel::inlined` make one: the `unsafe` calls rest on [`DefaultKernel::AVX2`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DefaultKernel {
-    /// Not the default configuration: the kernel's kind is matched out of line.
+pub(crate) struct DefaultKernel(DefaultMode);
+
+/// The ways of [`DefaultKernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DefaultMode {
     No,
-    /// A call of the functions compiled for AVX2. A `Kernel` has this only when `kind` is
-    /// [`Kind::DEFAULT_AVX2`], on a CPU with AVX2: the `unsafe` calls rest on it.
     Avx2,
+    Inline,
+}
+
+impl DefaultKernel {
+    /// Not the default configuration: the kernel's kind is matched out of line.
+    const NO: Self = Self(DefaultMode::No);
+    /// A call of the functions compiled for AVX2. A `Kernel` has this only when `kind` is
+    /// [`Kind::DEFAULT_AVX2`], on a CPU with AVX2.
+    const AVX2: Self = Self(DefaultMode::Avx2);
     /// The portable code, inlined: on a CPU without AVX2 (or off x86-64), and within a loop
     /// that [`Kernel::compiled`] compiles for AVX2.
-    Inline,
+    const INLINE: Self = Self(DefaultMode::Inline);
 }
 
 /// The configurations a [`Kernel`] is compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// A split-block layout (512-bit blocks when `wide`) of an unsalted 64-bit hash. `avx2`
-    /// is set only after the CPU was found to have AVX2: the one `unsafe` of the crate rests
-    /// on it.
+    /// is set only after the CPU was found to have AVX2: the `unsafe` calls rest on it.
     Split {
         hash: SplitHashId,
         wide: bool,
@@ -163,9 +174,9 @@ impl Kernel {
     fn with_simd(hasher: &PositionHasher, avx2: bool) -> Self {
         let kind = Kind::new(hasher, avx2);
         let default = match kind {
-            Kind::DEFAULT_AVX2 => DefaultKernel::Avx2,
-            Kind::DEFAULT_PORTABLE => DefaultKernel::Inline,
-            _ => DefaultKernel::No,
+            Kind::DEFAULT_AVX2 => DefaultKernel::AVX2,
+            Kind::DEFAULT_PORTABLE => DefaultKernel::INLINE,
+            _ => DefaultKernel::NO,
         };
         Self { default, kind }
     }
@@ -177,9 +188,9 @@ impl Kernel {
     #[inline(always)]
     fn first_tested(self) -> Option<DefaultKernel> {
         #[cfg(target_arch = "x86_64")]
-        let first = DefaultKernel::Avx2;
+        let first = DefaultKernel::AVX2;
         #[cfg(not(target_arch = "x86_64"))]
-        let first = DefaultKernel::Inline;
+        let first = DefaultKernel::INLINE;
         (self.default == first).then_some(first)
     }
 
@@ -535,7 +546,7 @@ mod tests {
                     ..
                 }
             ));
-            assert!(portable.default != DefaultKernel::Avx2);
+            assert!(portable.default != DefaultKernel::AVX2);
             let (mut a, mut b) = (vec![0u64; words], vec![0u64; words]);
             // Keys of every length the hash branches on, ASCII and not, under every take.
             let takes = [Take::AsIs, Take::IfAscii, Take::Encode];

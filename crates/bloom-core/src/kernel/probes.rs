@@ -12,13 +12,15 @@ use crate::position::PositionHasher;
 impl Kernel {
     /// Runs `work`, a loop over many keys through this kernel, compiled for AVX2 when this
     /// is the default configuration's AVX2 kernel, and with the kernel inlined into the loop
-    /// (`work` gets the kernel to use: [`DefaultKernel::Inline`] there) instead of called
+    /// (`work` gets the kernel to use: [`DefaultKernel::INLINE`] there) instead of called
     /// for each key.
     #[inline(always)]
     pub(crate) fn compiled<W: Compiled>(self, work: W) -> W::Output {
         #[cfg(target_arch = "x86_64")]
-        if self.default == DefaultKernel::Avx2 {
-            // SAFETY: a `Kernel` has `DefaultKernel::Avx2` only on a CPU with AVX2.
+        if self.default == DefaultKernel::AVX2 {
+            // SAFETY: `DefaultKernel::AVX2` is made only by `Kernel::with_simd`, for the kind
+            // `Kernel::new` built after detecting AVX2 (`DefaultKernel`'s field is private to
+            // `kernel`).
             #[allow(unsafe_code)]
             return unsafe { avx2::run_avx2(work, self) };
         }
@@ -31,7 +33,7 @@ impl Kernel {
     #[inline(always)]
     pub(super) fn inlined(self) -> Self {
         Self {
-            default: DefaultKernel::Inline,
+            default: DefaultKernel::INLINE,
             ..self
         }
     }
@@ -50,7 +52,7 @@ impl Kernel {
     /// once, before the loop.
     #[inline(always)]
     pub(crate) fn default_kernel(self) -> Option<DefaultKernel> {
-        (self.default != DefaultKernel::No).then_some(self.default)
+        (self.default != DefaultKernel::NO).then_some(self.default)
     }
 
     /// The probe of the default configuration, if this is its kernel: for a loop over many
@@ -61,7 +63,7 @@ impl Kernel {
         hasher: &'a PositionHasher,
         words: &'a [u64],
     ) -> Option<DefaultProbe<'a>> {
-        (self.default != DefaultKernel::No).then_some(DefaultProbe {
+        (self.default != DefaultKernel::NO).then_some(DefaultProbe {
             default: self.default,
             hasher,
             words,
@@ -160,7 +162,7 @@ impl Probe for KernelProbe<'_> {
 /// ASCII test ([`xxh3_64_ascii`]), then the 512-bit split-block probe as `default` runs it.
 #[derive(Clone, Copy)]
 pub(crate) struct DefaultProbe<'a> {
-    /// Never [`DefaultKernel::No`].
+    /// Never [`DefaultKernel::NO`].
     default: DefaultKernel,
     hasher: &'a PositionHasher,
     words: &'a [u64],
@@ -168,7 +170,7 @@ pub(crate) struct DefaultProbe<'a> {
 
 impl<'a> DefaultProbe<'a> {
     /// The probe of `words` (whose keys are placed with `hasher`) as `default` runs it,
-    /// which must not be [`DefaultKernel::No`].
+    /// which must not be [`DefaultKernel::NO`].
     #[inline(always)]
     pub(super) fn new(
         default: DefaultKernel,
@@ -194,9 +196,9 @@ impl DefaultKernel {
     #[inline(always)]
     pub(super) fn contains_hash(self, hasher: &PositionHasher, words: &[u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self == Self::Avx2 {
-            // SAFETY: a `Kernel` has `DefaultKernel::Avx2` only on a CPU with AVX2, and every
-            // `DefaultKernel` comes from a `Kernel`.
+        if self == Self::AVX2 {
+            // SAFETY: as in `Kernel::compiled`: `DefaultKernel::AVX2` exists only on a CPU with
+            // AVX2.
             #[allow(unsafe_code)]
             return unsafe { avx2::split_contains_hash::<Xxh3_64, true>(hasher, words, hash) };
         }
@@ -207,7 +209,7 @@ impl DefaultKernel {
     #[inline(always)]
     pub(super) fn insert_hash(self, hasher: &PositionHasher, words: &mut [u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self == Self::Avx2 {
+        if self == Self::AVX2 {
             // SAFETY: as in `contains_hash`.
             #[allow(unsafe_code)]
             return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, hash) };
