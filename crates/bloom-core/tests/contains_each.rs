@@ -1,10 +1,12 @@
-//! `contains_each` as an iterator: whatever reads its answers (`next`, `fold` and the
-//! adapters built on them, after any mix of the two) gets exactly the answers of `contains`,
-//! in key order, with a refused key's error in its place; an iterator of keys that ends and
-//! resumes is followed; an atomic filter answers each key when it is asked for.
+//! `contains_each` as an iterator, in cache and past the caches: whatever reads its answers
+//! (`next`, `fold` and the adapters built on them, after any mix of the two) gets exactly the
+//! answers of `contains`, in key order, with a refused key's error in its place; an iterator
+//! of keys that ends and resumes is followed; an atomic filter in cache answers each key when
+//! it is asked for.
 
 use bloom_core::{
-    AtomicBloomFilter, BloomFilter, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule,
+    AtomicBloomFilter, BloomFilter, ContainsEach, FilterConfig, FilterParams, KeyEncoding, Layout,
+    PositionRule,
 };
 
 /// Filters in cache through each kind of one-key path: the default configuration's kernel,
@@ -22,6 +24,9 @@ fn filters() -> Vec<BloomFilter> {
         BloomFilter::with_capacity(1_000, 0.01).unwrap(),
         other(PositionRule::Xxh3_128, Layout::Blocked512),
         other(PositionRule::Sha256Double, Layout::Standard),
+        // About 12 MB: past the 10 MiB under which a filter counts as in cache, so its
+        // answers are taken a batch of 16 hashed keys at a time.
+        BloomFilter::new(FilterConfig::planned(10_000_000, 0.01).unwrap()).unwrap(),
     ]
 }
 
@@ -35,6 +40,35 @@ fn filled(mut filter: BloomFilter, keys: &[String]) -> BloomFilter {
     filter
 }
 
+/// The answers of `contains_each()` read by `next` up to each split, then by `fold`, and
+/// through `skip` and `peekable`, against `expected`.
+fn check_splits<'a>(
+    contains_each: &dyn Fn() -> ContainsEach<'a, std::slice::Iter<'a, String>>,
+    expected: &[bool],
+) {
+    let len = expected.len();
+    for split in [0, 1, 5, 15, 16, 17, 33, 63, 64, 65, 150, len] {
+        let mut each = contains_each();
+        let mut answers: Vec<bool> = each.by_ref().take(split).collect();
+        assert_eq!(each.size_hint(), (len - split, Some(len - split)));
+        // `fold`, which `for_each`, `count` and most adapters run.
+        each.for_each(|maybe| answers.push(maybe));
+        assert_eq!(answers, expected, "split at {split}");
+
+        let present = expected.iter().skip(split).filter(|&&m| m).count();
+        let skipped = contains_each().skip(split);
+        assert_eq!(skipped.filter(|&m| m).count(), present, "skip {split}");
+        assert_eq!(contains_each().skip(split).count(), len - split);
+    }
+    let mut peeked = contains_each().peekable();
+    assert_eq!(peeked.peek(), expected.first());
+    let folded = peeked.fold(Vec::new(), |mut v, m| {
+        v.push(m);
+        v
+    });
+    assert_eq!(folded, expected);
+}
+
 #[test]
 fn answers_taken_by_next_are_kept_for_the_consuming_adapters() {
     let keys = keys();
@@ -42,28 +76,9 @@ fn answers_taken_by_next_are_kept_for_the_consuming_adapters() {
         let filter = filled(filter, &keys);
         let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
         assert!(expected.iter().step_by(2).all(|&maybe| maybe));
-        for split in [0, 1, 5, 63, 64, 65, 150, 200] {
-            let mut each = filter.contains_each(&keys);
-            let mut answers: Vec<bool> = each.by_ref().take(split).collect();
-            assert_eq!(each.size_hint(), (200 - split, Some(200 - split)));
-            // `fold`, which `for_each`, `count` and most adapters run.
-            each.for_each(|maybe| answers.push(maybe));
-            assert_eq!(answers, expected, "split at {split}");
-
-            let present = expected.iter().skip(split).filter(|&&m| m).count();
-            let skipped = filter.contains_each(&keys).skip(split);
-            assert_eq!(skipped.filter(|&m| m).count(), present, "skip {split}");
-            assert_eq!(filter.contains_each(&keys).skip(split).count(), 200 - split);
-        }
-        let mut peeked = filter.contains_each(&keys).peekable();
-        assert_eq!(peeked.peek(), expected.first());
-        assert_eq!(
-            peeked.fold(Vec::new(), |mut v, m| {
-                v.push(m);
-                v
-            }),
-            expected
-        );
+        check_splits(&|| filter.contains_each(&keys), &expected);
+        let atomic = AtomicBloomFilter::from(filter.clone());
+        check_splits(&|| atomic.contains_each(&keys), &expected);
     }
 }
 
@@ -71,15 +86,15 @@ fn answers_taken_by_next_are_kept_for_the_consuming_adapters() {
 fn a_refused_byte_key_keeps_its_place_whatever_reads_the_answers() {
     let text = keys();
     let mut keys: Vec<Vec<u8>> = text.iter().map(|k| k.clone().into_bytes()).collect();
-    for at in [3, 70, 199] {
+    for at in [3, 16, 17, 70, 199] {
         keys[at] = b"\xff refused".to_vec();
     }
     for filter in filters() {
         let filter = filled(filter, &text);
         let expected: Vec<Option<bool>> =
             keys.iter().map(|k| filter.contains(&k[..]).ok()).collect();
-        assert_eq!(expected.iter().filter(|a| a.is_none()).count(), 3);
-        for split in [0, 2, 3, 4, 64, 70, 71, 199] {
+        assert_eq!(expected.iter().filter(|a| a.is_none()).count(), 5);
+        for split in [0, 2, 3, 4, 16, 17, 18, 32, 64, 70, 71, 199] {
             let mut each = filter.contains_each(keys.iter().map(|k| &k[..]));
             let mut answers: Vec<Option<bool>> =
                 each.by_ref().take(split).map(Result::ok).collect();
@@ -102,23 +117,34 @@ impl Iterator for Resuming {
 
 #[test]
 fn a_key_iterator_that_ends_and_resumes_is_followed() {
-    let items = vec![Some("a"), Some("b"), None, Some("c"), None, None, Some("d")];
+    let mut items = vec![Some("a"), Some("b"), None, Some("c"), None, None, Some("d")];
+    // A run of 40 keys, past two batches, then an end.
+    items.extend(std::iter::repeat_n(Some("e"), 40));
+    items.extend([None, Some("f")]);
     for filter in filters() {
         let mut filter = filter;
         filter.insert_all(["b", "d"]);
+        let want: Vec<Option<bool>> = items
+            .iter()
+            .map(|item| item.map(|k| filter.contains(k)))
+            .chain([None])
+            .collect();
         let mut each = filter.contains_each(Resuming(items.clone().into_iter()));
-        let answers: Vec<Option<bool>> = (0..8).map(|_| each.next()).collect();
-        let want = [
-            Some(filter.contains("a")),
-            Some(true),
-            None,
-            Some(filter.contains("c")),
-            None,
-            None,
-            Some(true),
-            None,
-        ];
+        let answers: Vec<Option<bool>> = (0..want.len()).map(|_| each.next()).collect();
         assert_eq!(answers, want);
+        // What a consuming adapter sees: the keys up to the first end.
+        let each = filter.contains_each(Resuming(items.clone().into_iter()));
+        assert_eq!(each.size_hint().0, 0);
+        assert_eq!(each.count(), 2);
+
+        // `insert_all` stops at the first end, in cache and past it.
+        let mut copy = filter.clone();
+        copy.clear();
+        assert_eq!(copy.insert_all(Resuming(items.clone().into_iter())), 2);
+        assert!(copy.contains("a") && copy.contains("b"));
+        let mut resumed = Resuming(items.clone().into_iter());
+        copy.insert_all(&mut resumed);
+        assert_eq!(resumed.next(), Some("c"), "nothing read past the end");
     }
 }
 

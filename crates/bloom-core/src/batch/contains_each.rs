@@ -3,7 +3,7 @@
 //! requested meanwhile) and, in cache, a plain filter's [`AHEAD_KEYS`] at a time in one loop
 //! compiled with its kernel.
 
-use super::{AHEAD_KEYS, HashBatch, KeyHashing, fits_in_cache};
+use super::{AHEAD_KEYS, BATCH_KEYS, HashBatch, KeyHashing, fits_in_cache};
 use crate::encoding::KeyEncoding;
 use crate::kernel::{Compiled, Kernel};
 use crate::key::{self, Key, Probe, Takes};
@@ -35,12 +35,16 @@ where
     /// those before `next` returned.
     answers: [bool; AHEAD_KEYS],
     next: usize,
-    /// The key that stopped `batch`, answered after the batch's keys.
+    /// The key that stopped `answers[..filled]` (past the caches, `batch`), answered after
+    /// them.
     refused: Option<<I::Item as Key>::Error>,
-    /// The batch after `batch`: hashed, its lines touched, and the key that stopped it.
+    /// The batch after `batch`: hashed, its lines touched, and the key that stopped it, or
+    /// whether the keys ended right after it.
     ahead: HashBatch,
     ahead_refused: Option<<I::Item as Key>::Error>,
-    /// Whether `ahead` was filled (from the first call on).
+    ahead_ended: bool,
+    /// Whether `ahead` was filled for the batch being returned (false before the first
+    /// answer, and again after the keys ran out or a batch stopped at its first key).
     started: bool,
     /// A filter that fits in the caches: each key hashed and probed in one step; a plain
     /// filter's answers taken [`AHEAD_KEYS`] at a time by `next` (in a loop compiled with its
@@ -48,8 +52,8 @@ where
     direct: bool,
     /// How many of `answers` hold answers (those before `next` were returned).
     filled: usize,
-    /// In cache, the keys answered `None` right after `answers[..filled]`: `next` answers
-    /// `None` there too, so an iterator that is not fused keeps its end where it was.
+    /// The keys answered `None` right after `answers[..filled]`: `next` answers `None` there
+    /// too, so an iterator that is not fused keeps its end where it was.
     ended: bool,
 }
 
@@ -69,6 +73,7 @@ where
             refused: None,
             ahead: HashBatch::default(),
             ahead_refused: None,
+            ahead_ended: false,
             started: false,
             filled: 0,
             ended: false,
@@ -92,6 +97,7 @@ where
             refused: self.refused.clone(),
             ahead: self.ahead.clone(),
             ahead_refused: self.ahead_refused.clone(),
+            ahead_ended: self.ahead_ended,
             started: self.started,
             direct: self.direct,
             filled: self.filled,
@@ -130,7 +136,9 @@ where
     /// Hashes the next batch of keys into `ahead` and touches their lines, so that they are
     /// on their way while the current batch is answered and returned.
     fn fill_ahead(&mut self) {
-        let (_, refused) = self.ahead.fill(self.hashing, &mut self.keys);
+        let (taken, refused) = self.ahead.fill(self.hashing, &mut self.keys);
+        // A batch stops short at a refused key or at the keys' end.
+        self.ahead_ended = taken < BATCH_KEYS && refused.is_none();
         self.ahead_refused = refused;
         let (hasher, hashes) = (self.hashing.hasher, self.ahead.hashes());
         match (self.bits, self.hashing.kernel) {
@@ -166,25 +174,38 @@ where
             if let Some(refused) = self.refused.take() {
                 return Some(<Of<I> as Key>::answer(Err(refused)));
             }
+            if std::mem::take(&mut self.ended) {
+                // The keys ended after the batch just returned: answered here, and the next
+                // call starts over from the keys after that end.
+                self.started = false;
+                return None;
+            }
             if !self.started {
                 self.started = true;
                 self.fill_ahead();
             }
             std::mem::swap(&mut self.batch, &mut self.ahead);
             self.refused = self.ahead_refused.take();
+            self.ended = std::mem::take(&mut self.ahead_ended);
             (self.next, self.filled) = (0, 0);
+            // `ahead` now holds the batch just returned: emptied, it is never answered again.
+            self.ahead.len = 0;
             if self.batch.hashes().is_empty() {
                 // The keys ran out, or the batch stopped at its first key: the next call
-                // starts over from the keys after it. `ahead` now holds the batch just
-                // returned: emptied, it is never answered again.
-                self.ahead.len = 0;
+                // starts over from the keys after it.
                 self.started = false;
+                self.ended = false;
                 return self
                     .refused
                     .take()
                     .map(|refused| <Of<I> as Key>::answer(Err(refused)));
             }
-            self.fill_ahead();
+            // Nothing is read past the keys' end until the answers before it are returned.
+            if self.ended {
+                self.started = false;
+            } else {
+                self.fill_ahead();
+            }
             self.answer_batch();
         }
         self.filled = self.batch.hashes().len();
@@ -467,6 +488,10 @@ where
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let buffered = self.buffered();
+        if self.ended || self.ahead_ended {
+            // The keys answered `None` after the answers taken: `next` does too.
+            return (buffered, Some(buffered));
+        }
         let (low, high) = self.keys.size_hint();
         (
             low.saturating_add(buffered),

@@ -29,8 +29,8 @@ pub use self::contains_each::ContainsEach;
 /// Keys hashed before any of their bits is touched.
 pub(crate) const BATCH_KEYS: usize = 16;
 
-/// Answers `contains_each` takes at a time in cache, in one loop ([`AnswerAhead`]): enough
-/// that the loop's setup is a small share of each key's work.
+/// Answers `contains_each` takes at a time in cache, in one loop (`contains_each.rs`):
+/// enough that the loop's setup is a small share of each key's work.
 const AHEAD_KEYS: usize = 64;
 
 /// Bit arrays up to this size stay close enough to the CPU (its L2 and the part of its L3 a
@@ -310,7 +310,9 @@ pub(crate) fn insert_many<K: Key>(
         kernel.prefetch_hashes(hashing.hasher, words, next.hashes());
         inserted.changed += kernel.insert_hashes(hashing.hasher, words, touched.hashes());
         std::mem::swap(&mut touched, &mut next);
-        if taken == 0 || refused.is_some() {
+        // A batch stops short at a refused key or at the keys' end: nothing is read past
+        // either.
+        if taken < BATCH_KEYS || refused.is_some() {
             inserted.changed += kernel.insert_hashes(hashing.hasher, words, touched.hashes());
             return refused.map_or(Ok(()), Err);
         }

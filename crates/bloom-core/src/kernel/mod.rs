@@ -72,8 +72,9 @@ pub(crate) struct Kernel {
 }
 
 /// How a [`Kernel`] runs the default configuration's probe and insert. Its field is
-/// private to this module, so that only [`Kernel::new`] (after detecting AVX2) and
-/// `Kernel::inlined` make one: the `unsafe` calls rest on [`DefaultKernel::AVX2`].
+/// private to this module, so that only `Kernel::with_simd` (for [`Kernel::new`], after
+/// detecting AVX2) makes [`DefaultKernel::AVX2`], which the `unsafe` calls rest on;
+/// `Kernel::inlined` makes only [`DefaultKernel::INLINE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DefaultKernel(DefaultMode);
 
