@@ -7,8 +7,8 @@ use bloom_format::{DatasetGeneration, Header};
 use crate::batch::{BitsMut, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::FilterConfig;
+use crate::encoding::EncodedKey;
 use crate::encoding::UnicodeTables;
-use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::estimate;
 use crate::filter::Filter;
 use crate::key::{self, Key, Takes};
@@ -125,12 +125,6 @@ impl AtomicBloomFilter {
     fn took(&self, inserted: &Inserted) {
         self.note_table_sensitive(inserted.table_sensitive);
         self.count_items(inserted.changed);
-    }
-
-    /// What a one-key call needs of the encoding (`KeyHashing::rules`).
-    #[inline]
-    fn key_rules(&self) -> (Takes, KeyEncoding, bool) {
-        self.hashing().rules()
     }
 
     /// The one-key probe of `contains`: the general probe of the rule's hash.

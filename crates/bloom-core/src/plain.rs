@@ -5,9 +5,9 @@ use bloom_format::{DatasetGeneration, Header};
 use crate::batch::{self, Inserted, KeyHashing};
 use crate::bits::{self, AlignedWords, AllocError, BitsError};
 use crate::config::{FilterConfig, IncompatibleFilters};
+use crate::encoding::EncodedKey;
 #[cfg(doc)]
 use crate::encoding::KeyError;
-use crate::encoding::{EncodedKey, KeyEncoding};
 use crate::estimate;
 use crate::filter::Filter;
 use crate::kernel::{Kernel, KernelProbe};
@@ -217,13 +217,6 @@ impl BloomFilter {
             self.mark_tables_mixed();
         }
         self.items = self.items.saturating_add(inserted.changed);
-    }
-
-    /// What a one-key call needs of the encoding: the [`Takes`] kept at hand, the encoding
-    /// and whether the tables are foreign.
-    #[inline]
-    fn key_rules(&self) -> (Takes, KeyEncoding, bool) {
-        (self.takes, self.config.encoding(), self.foreign_tables)
     }
 
     /// The one-key probe of `contains`: the kernel compiled for this configuration.

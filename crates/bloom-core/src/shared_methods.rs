@@ -5,7 +5,7 @@
 /// `contains`, `insert_all` and `contains_each` of a filter of words `self.words` (plain or
 /// atomic), written once: `$($mut)?` is the receiver's mutability and `$variant` the
 /// [`BitsRef`](crate::probe::BitsRef) the words are read as. The filter type has
-/// `self.config`, `self.words`, `hashing()`, `key_rules()`, `probe()`, its one-key probe,
+/// `self.config`, `self.words`, `hashing()`, `probe()`, its one-key probe,
 /// `insert_many`, its many-key insert, and `took(&Inserted)`, which records what a batch
 /// changed.
 macro_rules! batch_methods {
@@ -22,7 +22,7 @@ macro_rules! batch_methods {
         #[must_use]
         #[inline(always)]
         pub fn contains<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-            let (takes, _, _) = self.key_rules();
+            let (takes, _, _) = self.hashing().rules();
             match $crate::key::probe_as_is(key, takes, self.probe()) {
                 Some(answer) => K::answer(Ok(answer)),
                 None => self.contains_encoded(key),
@@ -33,7 +33,7 @@ macro_rules! batch_methods {
         #[cold]
         #[inline(never)]
         fn contains_encoded<K: Key + ?Sized>(&self, key: &K) -> K::Answer<bool> {
-            let (_, encoding, foreign_tables) = self.key_rules();
+            let (_, encoding, foreign_tables) = self.hashing().rules();
             K::answer($crate::key::probe_encoded(
                 key,
                 (encoding, foreign_tables),

@@ -63,11 +63,8 @@ impl Kernel {
         hasher: &'a PositionHasher,
         words: &'a [u64],
     ) -> Option<DefaultProbe<'a>> {
-        (self.default != DefaultKernel::NO).then_some(DefaultProbe {
-            default: self.default,
-            hasher,
-            words,
-        })
+        let default = self.default_kernel()?;
+        Some(DefaultProbe::new(default, hasher, words))
     }
 }
 
