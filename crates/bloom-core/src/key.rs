@@ -388,7 +388,7 @@ pub(crate) fn prepare<K: Key + ?Sized>(
 /// bytes.
 ///
 /// Implemented by small copyable views of a filter's bits, whose methods are inlined into
-/// [`answer`] and so into the caller's loop. (A closure holding the inlined hash and probe
+/// [`probe_as_is`] and so into the caller's loop. (A closure holding the inlined hash and probe
 /// was left out of line by the compiler, a call and a frame for every key.)
 pub(crate) trait Probe: Copy {
     /// Whether every bit of the key of bytes `bytes` is set, unless `take` says they must be
