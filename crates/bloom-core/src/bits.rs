@@ -19,6 +19,16 @@ pub(crate) fn word_len(bits: u64) -> Result<usize, AllocError> {
     })
 }
 
+/// Refuses set padding bits: a `bits`-bit array's bits past `bits` live in its last byte
+/// `last` (bytes past `ceil(bits / 8)` do not exist).
+pub(crate) fn check_padding(bits: u64, last: u8) -> Result<(), BitsError> {
+    let used = bits % 8;
+    if used != 0 && last >> used != 0 {
+        return Err(BitsError::Padding { bits });
+    }
+    Ok(())
+}
+
 /// Spare words allocated so that the array can start on a 64-byte boundary.
 const ALIGN_SPARE: usize = 7;
 
@@ -73,11 +83,7 @@ impl AlignedWords<u64> {
             found: 0,
         })?;
         fill(image)?;
-        let last = image.last().copied().unwrap_or(0);
-        let tail = bits % 8;
-        if tail != 0 && last >> tail != 0 {
-            return Err(BitsError::Padding { bits }.into());
-        }
+        check_padding(bits, image.last().copied().unwrap_or(0))?;
         // The image is little-endian; on a big-endian machine the words are swapped once.
         for word in words.iter_mut() {
             *word = u64::from_le(*word);
@@ -391,11 +397,7 @@ impl<W: Word> WordSink<W> {
                 found: received,
             });
         }
-        // The bits past m live in the last byte (bytes past ceil(m / 8) do not exist).
-        let used = self.bits % 8;
-        if used != 0 && self.last_byte >> used != 0 {
-            return Err(BitsError::Padding { bits: self.bits });
-        }
+        check_padding(self.bits, self.last_byte)?;
         Ok(AlignedWords {
             buf: self.words,
             offset: self.offset,

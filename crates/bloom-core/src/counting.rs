@@ -97,7 +97,7 @@ impl std::fmt::Debug for CountingBloomFilter {
 }
 
 /// The bits of a counter array of `m` counters: `4 m`.
-fn counter_bits(counters: u64) -> u64 {
+pub(crate) fn counter_bits(counters: u64) -> u64 {
     counters.saturating_mul(4)
 }
 

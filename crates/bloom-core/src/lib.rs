@@ -78,6 +78,7 @@ mod filter;
 mod kernel;
 mod key;
 mod layout;
+mod lookup;
 mod observed;
 mod params;
 mod plain;
