@@ -7,8 +7,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use bloom_core::{
-    BitsError, BloomFilter, CountingBloomFilter, Filter, FilterConfig, ScalableBloomFilter,
-    ScalableError, SnapshotError,
+    BitsError, BloomFilter, CountingBloomFilter, Filter, FilterConfig, KeyError,
+    ScalableBloomFilter, ScalableError, SnapshotError,
 };
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
@@ -128,6 +128,21 @@ pub(crate) enum Configs {
     Stages(Vec<FilterConfig>),
 }
 
+impl Configs {
+    /// The configurations, in payload order.
+    pub(crate) fn all(&self) -> &[FilterConfig] {
+        match self {
+            Self::One(config) => std::slice::from_ref(config),
+            Self::Stages(stages) => stages,
+        }
+    }
+
+    /// A key's positions in every part: what answering it from the payload holds.
+    pub(crate) fn positions_per_key(&self) -> u64 {
+        self.all().iter().map(|c| u64::from(c.hashes())).sum()
+    }
+}
+
 /// Opens a snapshot and checks its header: the format's checks, the size limit (before any
 /// payload is read), and that this build implements its rules.
 pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, Configs)> {
@@ -201,18 +216,17 @@ pub(crate) struct Loaded {
 /// `max_bytes`, the limit it is read with, so that what is written can be read back.
 pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
     let (reader, configs) = open(path, Some(max_bytes))?;
+    load_opened(path, reader, &configs, max_bytes)
+}
+
+/// [`load`] of a snapshot [`open`] opened.
+pub(crate) fn load_opened(
+    path: &Path,
+    reader: Input,
+    configs: &Configs,
+    max_bytes: u64,
+) -> CmdResult<Loaded> {
     let header = reader.header().clone();
-    // The payload as it is read, a chunk at a time.
-    let chunks = |reader: SnapshotReader<Box<dyn std::io::Read>>| {
-        move |sink: &mut dyn FnMut(&[u8])| {
-            reader
-                .read_payload_with(|chunk| {
-                    sink(chunk);
-                    Ok::<(), LoadError>(())
-                })
-                .map(|_| ())
-        }
-    };
     let filter = match configs {
         Configs::Stages(_) => {
             ScalableBloomFilter::from_payload(&header, chunks(reader)).map(|mut chain| {
@@ -235,7 +249,47 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
             .map(AnyFilter::Plain)
         }
     }
-    .map_err(|e| match e {
+    .map_err(|e| load_failure(path, e))?;
+    Ok(Loaded { header, filter })
+}
+
+/// The answers for `keys` of the snapshot [`open`] opened, read from its payload as it
+/// streams past, without loading the filter: memory for the keys' positions only, and one
+/// pass over the file (what checking its checksum takes anyway). An answer is returned
+/// only once the whole payload passed its checks.
+pub(crate) fn contains_streamed(
+    path: &Path,
+    reader: Input,
+    keys: &[String],
+) -> CmdResult<Vec<Result<bool, KeyError>>> {
+    let header = reader.header().clone();
+    bloom_core::AnyFilter::contains_in_payload(
+        &header,
+        keys.iter().map(String::as_bytes),
+        chunks(reader),
+    )
+    .map_err(|e| load_failure(path, e))
+}
+
+/// Where a loader takes a payload's chunks.
+type Sink<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// The payload of `reader` as it is read, a chunk at a time, then checked.
+fn chunks(reader: Input) -> impl FnOnce(Sink<'_>) -> Result<(), LoadError> {
+    move |sink| {
+        reader
+            .read_payload_with(|chunk| {
+                sink(chunk);
+                Ok::<(), LoadError>(())
+            })
+            .map(|_| ())
+    }
+}
+
+/// Why a snapshot could not be loaded, as a [`Failure`]: the system's (allocation) or the
+/// input's.
+fn load_failure(path: &Path, error: LoadError) -> Failure {
+    match error {
         LoadError::Read(e) => read_failure(path, &e),
         LoadError::Bits(BitsError::Alloc(e))
         | LoadError::Snapshot(SnapshotError::Bits(BitsError::Alloc(e)))
@@ -245,8 +299,7 @@ pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
         LoadError::Bits(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Snapshot(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Scalable(e) => Failure::input(format!("{}: {e}", shown(path))),
-    })?;
-    Ok(Loaded { header, filter })
+    }
 }
 
 /// Where a command writes a snapshot.

@@ -89,7 +89,9 @@ pub(crate) enum Command {
     /// under a lock. Keys the filter reports absent are listed on standard output and left
     /// alone (exit 1 if any).
     Remove(RemoveArgs),
-    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order.
+    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order. Keys given
+    /// as arguments are answered in one pass over the snapshot, in constant memory, without
+    /// loading it.
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),

@@ -13,11 +13,19 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     require_keys(&args.keys, &args.input)?;
     crate::progress::reports_on_stdout();
     files::one_standard_input(&args.snapshot, args.input.path.as_deref())?;
-    let loaded = files::load(&args.snapshot, args.limit.max_bytes)?;
+    let (reader, configs) = files::open(&args.snapshot, Some(args.limit.max_bytes))?;
     let mut answers = Answers::new(args.json).every_key(args.exit_status);
-    match loaded.filter.into_answering()? {
-        Answering::One(filter) => answer_one(args, &filter, &mut answers)?,
-        Answering::Chain(chain) => answer_chain(args, &chain, &mut answers)?,
+    let streamed = args.input.path.is_none()
+        && (args.keys.len() as u64).saturating_mul(configs.positions_per_key())
+            <= STREAMED_POSITIONS;
+    if streamed {
+        answer_streamed(args, reader, &configs, &mut answers)?;
+    } else {
+        let loaded = files::load_opened(&args.snapshot, reader, &configs, args.limit.max_bytes)?;
+        match loaded.filter.into_answering()? {
+            Answering::One(filter) => answer_one(args, &filter, &mut answers)?,
+            Answering::Chain(chain) => answer_chain(args, &chain, &mut answers)?,
+        }
     }
     let any_absent = answers.finish()?;
     Ok(if args.exit_status && any_absent {
@@ -27,10 +35,35 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     })
 }
 
+/// The most key positions answered from the snapshot as it streams past (16 bytes each):
+/// keys given as arguments, up to this many positions, cost one pass over the file and
+/// memory for their positions only, whatever the snapshot's size. More keys, or keys from
+/// `--keys`, are answered by the loaded filter.
+const STREAMED_POSITIONS: u64 = 1 << 16;
+
+/// Answers the argument keys from the snapshot's payload as it streams past.
+fn answer_streamed(
+    args: &CheckArgs,
+    reader: files::Input,
+    configs: &files::Configs,
+    answers: &mut Answers,
+) -> CmdResult {
+    if let Some(config) = configs.all().iter().find(|c| c.has_foreign_tables()) {
+        crate::warn(&foreign_tables_warning(&args.snapshot, config));
+    }
+    let found = files::contains_streamed(&args.snapshot, reader, &args.keys)?;
+    for (key, answer) in args.keys.iter().zip(found) {
+        let key = key.as_bytes();
+        let maybe = answer.map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
+        answers.answer(key, maybe)?;
+    }
+    Ok(())
+}
+
 /// Answers from one filter (a counting filter answers as its projection).
 fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> CmdResult {
-    if let Some(warning) = foreign_tables_warning(&args.snapshot, filter) {
-        crate::warn(&warning);
+    if filter.config().has_foreign_tables() {
+        crate::warn(&foreign_tables_warning(&args.snapshot, filter.config()));
     }
     // With foreign Unicode tables the answer depends on the raw key, not its encoding here.
     let foreign = filter.config().has_foreign_tables();
@@ -51,8 +84,8 @@ fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> 
 
 /// Answers from a scalable chain: maybe when any stage says maybe.
 fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Answers) -> CmdResult {
-    if let Some(warning) = foreign_tables_warning(&args.snapshot, chain) {
-        crate::warn(&warning);
+    if chain.config().has_foreign_tables() {
+        crate::warn(&foreign_tables_warning(&args.snapshot, chain.config()));
     }
     let foreign = chain
         .stages()

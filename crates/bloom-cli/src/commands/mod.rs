@@ -261,19 +261,13 @@ pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult 
 }
 
 /// A warning for filters whose Unicode tables are not this build's.
-pub(crate) fn foreign_tables_warning(
-    path: &std::path::Path,
-    filter: &impl Filter,
-) -> Option<String> {
-    let config = filter.config();
-    config.has_foreign_tables().then(|| {
-        format!(
-            "warning: {} was built with Unicode tables {}; this build has {}: keys with characters outside ASCII answer maybe (rebuild the filter to get exact answers for them)",
-            path.display(),
-            config.tables(),
-            config.encoding().build_tables()
-        )
-    })
+pub(crate) fn foreign_tables_warning(path: &std::path::Path, config: &FilterConfig) -> String {
+    format!(
+        "warning: {} was built with Unicode tables {}; this build has {}: keys with characters outside ASCII answer maybe (rebuild the filter to get exact answers for them)",
+        path.display(),
+        config.tables(),
+        config.encoding().build_tables()
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,145 @@
+//! `bloom check` of keys given as arguments reads the snapshot once as it streams past,
+//! without loading the filter: it answers exactly as the loaded filter does (keys from
+//! `--keys`), refuses what loading refuses with nothing answered, and holds memory for the
+//! keys only.
+
+mod common;
+
+use std::path::Path;
+
+use common::{bloom, fixtures, run};
+
+/// The keys a fixture lists (JSON strings, one a line), its removed keys, and keys never
+/// inserted, ASCII and not: every one a valid argument.
+fn keys_of(fixture: &Path) -> Vec<String> {
+    let listed = |ext: &str| -> Vec<String> {
+        std::fs::read_to_string(fixture.with_extension(ext))
+            .map(|text| {
+                text.lines()
+                    .filter_map(|line| serde_json::from_str::<String>(line).ok())
+                    .take(150)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut keys = listed("keys");
+    keys.extend(listed("removed"));
+    keys.extend((0..100).map(|i| format!("absent-{i}")));
+    keys.extend((0..50).map(|i| format!("absent-é-{i}")));
+    keys.retain(|k| !k.contains('\0') && !k.starts_with('-'));
+    keys
+}
+
+#[test]
+fn argument_keys_answer_as_the_loaded_filter_for_every_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for version in ["v1", "v2", "v3"] {
+        let mut files: Vec<_> = std::fs::read_dir(fixtures(version))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "bloom"))
+            .collect();
+        files.sort();
+        for fixture in files {
+            let keys = keys_of(&fixture);
+            let list = dir.path().join("keys.jsonl");
+            let lines: Vec<String> = keys
+                .iter()
+                .map(|k| serde_json::to_string(k).unwrap())
+                .collect();
+            std::fs::write(&list, lines.join("\n")).unwrap();
+            for json in [false, true] {
+                let mut streamed = bloom();
+                streamed.arg("check").arg(&fixture).arg("--exit-status");
+                let mut loaded = bloom();
+                loaded.arg("check").arg(&fixture).arg("--exit-status");
+                if json {
+                    streamed.arg("--json");
+                    loaded.arg("--json");
+                }
+                let streamed = run(streamed.arg("--").args(&keys));
+                let loaded = run(loaded.arg("--jsonl").arg("--keys").arg(&list));
+                assert_eq!(streamed, loaded, "{}", fixture.display());
+                assert!(
+                    streamed.1.lines().count() == keys.len(),
+                    "{}: {}",
+                    fixture.display(),
+                    streamed.2
+                );
+                assert!(
+                    streamed.1.contains("absent") && streamed.1.contains("maybe"),
+                    "{}: both answers are tested",
+                    fixture.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} fixtures");
+}
+
+#[test]
+fn a_damaged_payload_answers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.bloom");
+    common::build(&path, &["alice", "bob"]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, out, err) = run(bloom().arg("check").arg(&path).args(["alice", "zed"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "no answer from damaged bytes: {out}");
+    assert!(err.contains("checksum"), "{err}");
+    // Cut short, likewise.
+    std::fs::write(&path, &bytes[..last]).unwrap();
+    let (code, out, err) = run(bloom().arg("check").arg(&path).arg("alice"));
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+/// A snapshot four times larger than the address space the check may use is answered: the
+/// filter is never loaded. Keys from a file, answered by the loaded filter, need the memory.
+#[cfg(target_os = "linux")]
+#[test]
+fn argument_keys_are_answered_in_memory_far_below_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.bloom");
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "record-1\nrecord-2\n").unwrap();
+    // 2^31 bits: a 256 MiB payload.
+    let (code, _, err) = run(bloom()
+        .args(["build", "--bits", "2147483648", "--hashes", "7", "--keys"])
+        .arg(&keys)
+        .arg("-o")
+        .arg(&path));
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::metadata(&path).unwrap().len() > 256 << 20);
+    let bin = assert_cmd::cargo::cargo_bin("bloom");
+    let capped = |args: &str| {
+        // 64 MiB of address space, in KiB.
+        let script = format!("ulimit -v 65536 && exec \"$0\" check \"$1\" {args}",);
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg(&bin)
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let streamed = capped("record-1 record-2 record-3");
+    let out = String::from_utf8_lossy(&streamed.stdout);
+    assert!(
+        streamed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&streamed.stderr)
+    );
+    assert!(
+        out.starts_with("maybe\trecord-1\nmaybe\trecord-2\n"),
+        "{out}"
+    );
+    let loaded = capped(&format!("--keys {}", keys.display()));
+    assert_eq!(loaded.status.code(), Some(3), "the load needs the memory");
+    assert!(String::from_utf8_lossy(&loaded.stderr).contains("allocate"));
+}
