@@ -99,6 +99,42 @@ fn a_damaged_payload_answers_nothing() {
     assert!(out.is_empty(), "{out}");
 }
 
+/// A damaged snapshot built with other Unicode tables fails as the loaded path fails it: the
+/// error alone, no warning about a filter that is then refused.
+#[test]
+fn a_damaged_snapshot_with_foreign_tables_fails_as_when_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixtures("v1").join("salted-trim-lower.bloom");
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, "a\n").unwrap();
+    let intact = run(bloom().arg("check").arg(&fixture).arg("a"));
+    assert_eq!(intact.0, 0, "{}", intact.2);
+    assert!(intact.2.contains("Unicode tables"), "{}", intact.2);
+    assert_eq!(
+        intact,
+        run(bloom().arg("check").arg(&fixture).arg("--keys").arg(&keys))
+    );
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    let path = dir.path().join("damaged.bloom");
+    std::fs::write(&path, &bytes).unwrap();
+    let streamed = run(bloom().arg("check").arg(&path).arg("a"));
+    let loaded = run(bloom().arg("check").arg(&path).arg("--keys").arg(&keys));
+    assert_eq!(streamed.0, 1, "{}", streamed.2);
+    assert_eq!(streamed, loaded);
+    assert!(!streamed.2.contains("Unicode tables"), "{}", streamed.2);
+    // On standard input, the warning names it as such.
+    let stdin = run(bloom()
+        .args(["check", "-", "a"])
+        .write_stdin(std::fs::read(&fixture).unwrap()));
+    assert!(
+        stdin.2.starts_with("warning: standard input was built"),
+        "{}",
+        stdin.2
+    );
+}
+
 /// A snapshot four times larger than the address space the check may use is answered: the
 /// filter is never loaded. Keys from a file, answered by the loaded filter, need the memory.
 #[cfg(target_os = "linux")]

@@ -170,9 +170,14 @@ impl AnyFilter {
     /// for this machine's memory, in one pass. For many keys, load the filter
     /// ([`Filter::from_payload`](crate::Filter::from_payload)) and ask it.
     ///
-    /// `fill` must deliver the bytes before their checksum is known; the answers are
-    /// returned only once it returned `Ok`, so that a reader that checks the checksum at the
-    /// end (as `read_payload_with` does) never lets an answer from damaged bytes out.
+    /// `fill` may deliver bytes whose checksum it has not checked yet, but it must check it
+    /// before it returns, and return `Err` when it fails (as `read_payload_with` does): the
+    /// answers are returned only once `fill` returned `Ok`, so that no answer from damaged
+    /// bytes gets out.
+    ///
+    /// Each answer is a `Result`, whatever the form of the keys: for text and encoded keys it
+    /// is always `Ok` (where [`AnyFilter::contains`] answers a plain `bool`); a byte key a
+    /// text encoding refuses is answered with its [`KeyError`].
     ///
     /// ```
     /// use bloom_core::{AnyFilter, BloomFilter, Filter};
@@ -192,8 +197,7 @@ impl AnyFilter {
     /// # Errors
     /// The error `fill` returns, or (converted into `E`) what loading the filter would
     /// refuse: a header this build cannot use, a payload whose length does not match it, or
-    /// set padding bits. A key a text encoding refuses is answered with its [`KeyError`],
-    /// as [`AnyFilter::contains`] answers a byte key.
+    /// set padding bits.
     pub fn contains_in_payload<'k, K, E>(
         header: &Header,
         keys: impl IntoIterator<Item = &'k K>,

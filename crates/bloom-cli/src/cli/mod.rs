@@ -59,8 +59,10 @@ A closed standard output (`bloom check ... | head`) ends the command quietly.
 
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
-(powers of 1024). `verify` and `inspect` stream in constant memory; for them the limit only
-bounds the time a file can take (`verify` reports a larger file as unverified)."
+(powers of 1024). `verify` and `inspect` stream in constant memory, and so does `check` of
+keys given as arguments (up to 65,536 positions: about 8,000 keys of 8 positions); for them
+the limit only bounds the time a file can take (`verify` reports a larger file as
+unverified)."
 );
 
 #[derive(Parser)]
@@ -90,8 +92,8 @@ pub(crate) enum Command {
     /// alone (exit 1 if any).
     Remove(RemoveArgs),
     /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order. Keys given
-    /// as arguments are answered in one pass over the snapshot, in constant memory, without
-    /// loading it.
+    /// as arguments (up to 65,536 positions, about 8,000 keys of 8) are answered in one pass
+    /// over the snapshot without loading it, in memory for their positions only.
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),

@@ -35,7 +35,8 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     })
 }
 
-/// The most key positions answered from the snapshot as it streams past (16 bytes each):
+/// The most key positions answered from the snapshot as it streams past (about 33 bytes
+/// each, 2 MiB in all):
 /// keys given as arguments, up to this many positions, cost one pass over the file and
 /// memory for their positions only, whatever the snapshot's size. More keys, or keys from
 /// `--keys`, are answered by the loaded filter.
@@ -48,10 +49,11 @@ fn answer_streamed(
     configs: &files::Configs,
     answers: &mut Answers,
 ) -> CmdResult {
+    let found = files::contains_streamed(&args.snapshot, reader, &args.keys)?;
+    // Once the snapshot passed its checks, as the loaded path warns.
     if let Some(config) = configs.all().iter().find(|c| c.has_foreign_tables()) {
         crate::warn(&foreign_tables_warning(&args.snapshot, config));
     }
-    let found = files::contains_streamed(&args.snapshot, reader, &args.keys)?;
     for (key, answer) in args.keys.iter().zip(found) {
         let key = key.as_bytes();
         let maybe = answer.map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;

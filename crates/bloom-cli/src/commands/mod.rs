@@ -264,7 +264,7 @@ pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult 
 pub(crate) fn foreign_tables_warning(path: &std::path::Path, config: &FilterConfig) -> String {
     format!(
         "warning: {} was built with Unicode tables {}; this build has {}: keys with characters outside ASCII answer maybe (rebuild the filter to get exact answers for them)",
-        path.display(),
+        crate::files::shown(path),
         config.tables(),
         config.encoding().build_tables()
     )
