@@ -61,21 +61,23 @@ impl Parts {
             LayoutId::Counting4 => (vec![CountingBloomFilter::config_of(header)?], true),
             _ => (vec![FilterConfig::from_header(header)?], false),
         };
-        let single = configs.len() == 1 && header.layout != LayoutId::Scalable;
-        let mut len = 0u64;
-        let mut parts = Vec::with_capacity(configs.len());
-        let mut padded = None;
-        for config in configs {
-            let bits = if counters {
+        let bits_of = |config: &FilterConfig| {
+            if counters {
                 counting::counter_bits(config.bits())
             } else {
                 config.bits()
-            };
-            if single {
-                padded = Some(bits);
             }
+        };
+        // A chain's loader checks no stage's padding; a single filter's checks its own.
+        let padded = match configs.as_slice() {
+            [single] if header.layout != LayoutId::Scalable => Some(bits_of(single)),
+            _ => None,
+        };
+        let mut len = 0u64;
+        let mut parts = Vec::with_capacity(configs.len());
+        for config in configs {
             let start = len;
-            len = len.saturating_add(bits.div_ceil(8));
+            len = len.saturating_add(bits_of(&config).div_ceil(8));
             parts.push((config, start));
         }
         Ok(Self {

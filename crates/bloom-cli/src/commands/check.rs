@@ -3,7 +3,7 @@
 use bloom_core::{BloomFilter, Filter, ScalableBloomFilter};
 
 use crate::cli::CheckArgs;
-use crate::commands::{foreign_tables_warning, key_batches, require_keys};
+use crate::commands::{key_batches, require_keys, warn_foreign_tables};
 use crate::error::{CmdResult, Exit, Failure};
 use crate::files::{self, Answering, Reported as _};
 use crate::output::{Answers, escape_key};
@@ -52,7 +52,7 @@ fn answer_streamed(
     let found = files::contains_streamed(&args.snapshot, reader, &args.keys)?;
     // Once the snapshot passed its checks, as the loaded path warns.
     if let Some(config) = configs.all().iter().find(|c| c.has_foreign_tables()) {
-        crate::warn(&foreign_tables_warning(&args.snapshot, config));
+        warn_foreign_tables(&args.snapshot, config);
     }
     for (key, answer) in args.keys.iter().zip(found) {
         let key = key.as_bytes();
@@ -64,9 +64,7 @@ fn answer_streamed(
 
 /// Answers from one filter (a counting filter answers as its projection).
 fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> CmdResult {
-    if filter.config().has_foreign_tables() {
-        crate::warn(&foreign_tables_warning(&args.snapshot, filter.config()));
-    }
+    warn_foreign_tables(&args.snapshot, filter.config());
     // With foreign Unicode tables the answer depends on the raw key, not its encoding here.
     let foreign = filter.config().has_foreign_tables();
     key_batches(filter.config(), &args.keys, &args.input, |keys| {
@@ -86,9 +84,7 @@ fn answer_one(args: &CheckArgs, filter: &BloomFilter, answers: &mut Answers) -> 
 
 /// Answers from a scalable chain: maybe when any stage says maybe.
 fn answer_chain(args: &CheckArgs, chain: &ScalableBloomFilter, answers: &mut Answers) -> CmdResult {
-    if chain.config().has_foreign_tables() {
-        crate::warn(&foreign_tables_warning(&args.snapshot, chain.config()));
-    }
+    warn_foreign_tables(&args.snapshot, chain.config());
     let foreign = chain
         .stages()
         .iter()

@@ -260,14 +260,16 @@ pub(crate) fn insert_args(filter: &mut AnyFilter, keys: &[String]) -> CmdResult 
     Ok(())
 }
 
-/// A warning for filters whose Unicode tables are not this build's.
-pub(crate) fn foreign_tables_warning(path: &std::path::Path, config: &FilterConfig) -> String {
-    format!(
-        "warning: {} was built with Unicode tables {}; this build has {}: keys with characters outside ASCII answer maybe (rebuild the filter to get exact answers for them)",
-        crate::files::shown(path),
-        config.tables(),
-        config.encoding().build_tables()
-    )
+/// Warns when a filter's Unicode tables are not this build's.
+pub(crate) fn warn_foreign_tables(path: &std::path::Path, config: &FilterConfig) {
+    if config.has_foreign_tables() {
+        crate::warn(&format!(
+            "warning: {} was built with Unicode tables {}; this build has {}: keys with characters outside ASCII answer maybe (rebuild the filter to get exact answers for them)",
+            crate::files::shown(path),
+            config.tables(),
+            config.encoding().build_tables()
+        ));
+    }
 }
 
 #[cfg(test)]
