@@ -29,22 +29,30 @@ pub(crate) fn check_padding(bits: u64, last: u8) -> Result<(), BitsError> {
     Ok(())
 }
 
-/// Spare words allocated so that the array can start on a 64-byte boundary.
-const ALIGN_SPARE: usize = 7;
+/// Words in a cache line: the unit a word array is allocated in.
+const LINE_WORDS: usize = 8;
 
-/// The number of `W`s to skip from `ptr` to reach the next 64-byte boundary.
-fn align_offset<W>(ptr: *const W) -> usize {
-    let size = std::mem::size_of::<W>().max(1);
-    ((64 - ptr.addr() % 64) % 64) / size
-}
+/// One 64-byte cache line of words, aligned to its size: an array of lines starts on a
+/// 64-byte boundary, so that each 512-bit block of the blocked and split-block layouts is
+/// exactly one cache line (a plain `Vec` of words is only 16-byte aligned: a block would
+/// straddle two lines).
+#[repr(C, align(64))]
+struct Line<W>([W; LINE_WORDS]);
 
-/// A word array whose first word sits on a 64-byte boundary, so that each 512-bit block of
-/// the blocked layout is exactly one cache line (a plain `Vec` is only 16-byte aligned:
-/// a block would straddle two lines). It dereferences to the words.
+// SAFETY: `Line` is `repr(C)` with one field, an array of `Zeroable` words, so the all-zero
+// bit pattern is a valid `Line` (its alignment adds no padding for the 8-byte words of
+// `Word`, and zeroed padding would be valid too).
+#[allow(unsafe_code)]
+unsafe impl<W: bytemuck::Zeroable> bytemuck::Zeroable for Line<W> {}
+
+/// A word array whose first word sits on a 64-byte boundary. It dereferences to the words:
+/// a pointer and a length, read and used as they are on every probe (an offset into a
+/// larger buffer, computed on each access, cost six instructions of a one-key insert).
 pub(crate) struct AlignedWords<W> {
-    /// `offset` padding words, then the words: nothing after them.
-    buf: Vec<W>,
-    offset: usize,
+    /// The words, then zero words up to the end of the last line.
+    lines: Box<[Line<W>]>,
+    /// The array's length in words: at most `LINE_WORDS * lines.len()`.
+    len: usize,
 }
 
 impl<W: Word> AlignedWords<W> {
@@ -54,13 +62,11 @@ impl<W: Word> AlignedWords<W> {
     /// pages that the system zeroes on first touch, so a filter costs memory as it fills and
     /// a snapshot load writes each page once (with the payload), not twice.
     pub(crate) fn zeroed(len: usize, bytes: u64) -> Result<Self, AllocError> {
-        let total = len.checked_add(ALIGN_SPARE).ok_or(AllocError { bytes })?;
-        let mut buf = bytemuck::allocation::try_zeroed_slice_box::<W>(total)
-            .map_err(|_| AllocError { bytes })?
-            .into_vec();
-        let offset = align_offset(buf.as_ptr());
-        buf.truncate(offset + len);
-        Ok(Self { buf, offset })
+        // A line is its words and no padding, which `Deref` rests on: true of 8-byte words.
+        const { assert!(size_of::<Line<W>>() == LINE_WORDS * size_of::<W>()) };
+        let lines = bytemuck::allocation::try_zeroed_slice_box::<Line<W>>(len.div_ceil(LINE_WORDS))
+            .map_err(|_| AllocError { bytes })?;
+        Ok(Self { lines, len })
     }
 }
 
@@ -92,19 +98,31 @@ impl AlignedWords<u64> {
     }
 }
 
-impl<W> std::ops::Deref for AlignedWords<W> {
+impl<W: Word> std::ops::Deref for AlignedWords<W> {
     type Target = [W];
 
+    #[inline(always)]
     fn deref(&self) -> &[W] {
-        // `buf` ends where the words end, so one comparison
-        // finds them: this runs on every probe.
-        self.buf.get(self.offset..).unwrap_or_default()
+        // SAFETY: each `Line<W>` is `repr(C)` with its one field, `[W; LINE_WORDS]`, at
+        // offset 0, and is exactly that array's size (asserted in `zeroed`, the only maker of
+        // an `AlignedWords`), so `lines`
+        // is `LINE_WORDS * lines.len()` contiguous, initialised `W`s, of which `len` is at
+        // most. The borrow of `self` covers the slice's.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<W>(), self.len)
+        }
     }
 }
 
-impl<W> std::ops::DerefMut for AlignedWords<W> {
+impl<W: Word> std::ops::DerefMut for AlignedWords<W> {
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut [W] {
-        self.buf.get_mut(self.offset..).unwrap_or_default()
+        // SAFETY: as in `deref`; the exclusive borrow of `self` covers the slice's.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<W>(), self.len)
+        }
     }
 }
 
@@ -113,8 +131,8 @@ impl Clone for AlignedWords<u64> {
     fn clone(&self) -> Self {
         let len = self.len();
         let Ok(mut copy) = Self::zeroed(len, len as u64 * 8) else {
-            let layout = std::alloc::Layout::array::<u64>(len + ALIGN_SPARE)
-                .unwrap_or(std::alloc::Layout::new::<u64>());
+            let layout = std::alloc::Layout::array::<Line<u64>>(len.div_ceil(LINE_WORDS))
+                .unwrap_or(std::alloc::Layout::new::<Line<u64>>());
             std::alloc::handle_alloc_error(layout);
         };
         copy.copy_from_slice(self);
@@ -286,11 +304,9 @@ pub(crate) fn fill_words_in_place<L: From<BitsError>, E: From<L>>(
 /// size: one fallible allocation of the final size, filled as bytes arrive.
 pub(crate) struct WordSink<W> {
     bits: u64,
-    words: Vec<W>,
-    /// Leading padding words (for the 64-byte alignment), then the array's words.
-    offset: usize,
-    /// The array's length in words.
-    len: usize,
+    words: AlignedWords<W>,
+    /// Words of the array received so far.
+    filled: usize,
     /// Bytes of the word being assembled.
     partial: [u8; 8],
     partial_len: usize,
@@ -306,21 +322,11 @@ impl<W: Word> WordSink<W> {
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<AlignedWords<W>, E> {
         let len = word_len(bits).map_err(BitsError::from)?;
-        let mut words = Vec::new();
-        words
-            .try_reserve_exact(len.saturating_add(ALIGN_SPARE))
-            .map_err(|_| {
-                BitsError::from(AllocError {
-                    bytes: bits.div_ceil(8),
-                })
-            })?;
-        let offset = align_offset(words.as_ptr());
-        words.extend((0..offset).map(|_| W::from_bits(0)));
+        let words = AlignedWords::zeroed(len, bits.div_ceil(8)).map_err(BitsError::from)?;
         let mut sink = Self {
             bits,
             words,
-            offset,
-            len,
+            filled: 0,
             partial: [0; 8],
             partial_len: 0,
             excess: 0,
@@ -330,9 +336,13 @@ impl<W: Word> WordSink<W> {
         Ok(sink.finish()?)
     }
 
-    /// Words of the array received so far.
-    fn received_words(&self) -> usize {
-        self.words.len() - self.offset
+    /// Appends a word to those received (a word past the array's length is never made:
+    /// `push` counts the bytes of one as excess).
+    fn push_word(&mut self, bytes: [u8; 8]) {
+        if let Some(word) = self.words.get_mut(self.filled) {
+            *word = W::from_bits(u64::from_le_bytes(bytes));
+            self.filled += 1;
+        }
     }
 
     fn push(&mut self, mut chunk: &[u8]) {
@@ -340,21 +350,19 @@ impl<W: Word> WordSink<W> {
             self.last_byte = last;
         }
         while !chunk.is_empty() {
-            if self.received_words() == self.len {
+            if self.filled == self.words.len() {
                 self.excess += chunk.len() as u64;
                 return;
             }
             if self.partial_len == 0 && chunk.len() >= 8 {
                 // Whole words straight from the chunk.
                 let (whole, rest) = chunk.as_chunks::<8>();
-                let room = self.len - self.received_words();
-                let take = whole.len().min(room);
-                self.words.extend(
-                    whole
-                        .iter()
-                        .take(take)
-                        .map(|b| W::from_bits(u64::from_le_bytes(*b))),
-                );
+                let room = self.words.get_mut(self.filled..).unwrap_or_default();
+                let take = whole.len().min(room.len());
+                for (word, bytes) in room.iter_mut().zip(whole) {
+                    *word = W::from_bits(u64::from_le_bytes(*bytes));
+                }
+                self.filled += take;
                 let used = take * 8;
                 chunk = if take < whole.len() {
                     chunk.get(used..).unwrap_or_default()
@@ -374,8 +382,7 @@ impl<W: Word> WordSink<W> {
             self.partial_len += take;
             chunk = chunk.get(take..).unwrap_or_default();
             if self.partial_len == 8 {
-                self.words
-                    .push(W::from_bits(u64::from_le_bytes(self.partial)));
+                self.push_word(self.partial);
                 self.partial = [0; 8];
                 self.partial_len = 0;
             }
@@ -384,13 +391,12 @@ impl<W: Word> WordSink<W> {
 
     fn finish(mut self) -> Result<AlignedWords<W>, BitsError> {
         let expected = self.bits.div_ceil(8);
-        let received = self.received_words() as u64 * 8 + self.partial_len as u64 + self.excess;
+        let received = self.filled as u64 * 8 + self.partial_len as u64 + self.excess;
         let complete = received == expected;
         if complete && self.partial_len > 0 {
-            self.words
-                .push(W::from_bits(u64::from_le_bytes(self.partial)));
+            self.push_word(self.partial);
         }
-        if !complete || self.received_words() != self.len {
+        if !complete || self.filled != self.words.len() {
             return Err(BitsError::Length {
                 bits: self.bits,
                 expected,
@@ -398,10 +404,7 @@ impl<W: Word> WordSink<W> {
             });
         }
         check_padding(self.bits, self.last_byte)?;
-        Ok(AlignedWords {
-            buf: self.words,
-            offset: self.offset,
-        })
+        Ok(self.words)
     }
 }
 
@@ -450,6 +453,29 @@ mod tests {
                 found: 3
             })
         );
+    }
+
+    #[test]
+    fn word_arrays_are_aligned_zeroed_and_exactly_their_length() {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 1000] {
+            let mut words = AlignedWords::<u64>::zeroed(len, len as u64 * 8).unwrap();
+            assert_eq!(words.len(), len);
+            assert_eq!(words.as_ptr().addr() % 64, 0, "len {len}");
+            assert!(words.iter().all(|&w| w == 0), "len {len}");
+            for (i, w) in words.iter_mut().enumerate() {
+                *w = i as u64 + 1;
+            }
+            let copy = words.clone();
+            assert_eq!(copy.len(), len);
+            assert_eq!(copy.as_ptr().addr() % 64, 0, "len {len}");
+            assert!(copy.iter().enumerate().all(|(i, &w)| w == i as u64 + 1));
+            assert!(copy == words);
+
+            let atomic =
+                AlignedWords::<std::sync::atomic::AtomicU64>::zeroed(len, len as u64 * 8).unwrap();
+            assert_eq!(atomic.len(), len);
+            assert_eq!(atomic.as_ptr().addr() % 64, 0, "len {len}");
+        }
     }
 
     fn sink(bits: u64, chunks: &[&[u8]]) -> Result<Vec<u64>, BitsError> {
