@@ -300,7 +300,7 @@ where
             hasher,
             words,
         } = self;
-        match kernel.default_probe(hasher, words) {
+        match kernel.default_probe(words) {
             Some(probe) => answer_ahead(keys, answers, rules, probe),
             None => answer_ahead(keys, answers, rules, kernel.probe(hasher, words)),
         }
@@ -397,7 +397,7 @@ where
             hasher,
             words,
         } = self;
-        match kernel.default_probe(hasher, words) {
+        match kernel.default_probe(words) {
             Some(probe) => fold_answers(keys, init, f, rules, probe),
             None => fold_answers(keys, init, f, rules, kernel.probe(hasher, words)),
         }

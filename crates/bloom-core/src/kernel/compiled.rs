@@ -3,7 +3,7 @@
 //! ones (`avx2.rs`) are the same functions compiled for AVX2.
 
 use crate::encoding::EncodedKey;
-use crate::position::{Block, KeyHash, PositionHasher, Split, split};
+use crate::position::{Block, KeyHash, PositionHasher, split};
 use crate::probe::{self, BitsRef, line, line_mut, set_bit, test_bit};
 
 /// An unsalted 64-bit hash a split-block kernel is compiled for.
@@ -42,59 +42,46 @@ impl SplitHash for Xxh3_128Low {
     }
 }
 
+// The split-block kernels take no hasher: an unsalted split-block rule places a key by its
+// hash and the number of blocks alone, and the blocks are those of the words they are given
+// (`split::contains_hash`), all of a filter's.
+
 /// Whether every bit of the encoded key `key` is set: the split-block probe, hash included.
 #[inline(always)]
-pub(super) fn split_contains<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &[u64],
-    key: &[u8],
-) -> bool {
-    split_contains_hash::<H, WIDE>(hasher, words, H::hash(key))
+pub(super) fn split_contains<H: SplitHash, const WIDE: bool>(words: &[u64], key: &[u8]) -> bool {
+    split_contains_hash::<H, WIDE>(words, H::hash(key))
 }
 
 /// Sets the bits of `key`; returns whether one was clear.
 #[inline(always)]
-pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &mut [u64],
-    key: &[u8],
-) -> bool {
-    split_insert_hash::<H, WIDE>(hasher, words, H::hash(key))
+pub(super) fn split_insert<H: SplitHash, const WIDE: bool>(words: &mut [u64], key: &[u8]) -> bool {
+    split_insert_hash::<H, WIDE>(words, H::hash(key))
 }
 
 /// [`split_contains`] for a key already hashed: `h` is the 64-bit hash the unsalted
 /// split-block rules place it with, its [`KeyHash`]'s first word (`H` is the kernel's, unused
 /// here).
 #[inline(always)]
-pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &[u64],
-    h: u64,
-) -> bool {
-    split::contains(words, WIDE, Split::of(h, hasher.blocks(), WIDE))
+pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(words: &[u64], h: u64) -> bool {
+    split::contains_hash(words, WIDE, h)
 }
 
 /// [`split_insert`] for a key already hashed.
 #[inline(always)]
-pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
-    words: &mut [u64],
-    h: u64,
-) -> bool {
-    split::insert(words, WIDE, Split::of(h, hasher.blocks(), WIDE))
+pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(words: &mut [u64], h: u64) -> bool {
+    split::insert_hash(words, WIDE, h)
 }
 
 /// [`split_insert_hash`] of each of a batch of hashed keys, in order; returns how many
 /// changed a bit.
 #[inline(always)]
 pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
     words: &mut [u64],
     hashes: &[KeyHash],
 ) -> u64 {
     let mut changed = 0;
     for &hash in hashes {
-        changed += u64::from(split_insert_hash::<H, WIDE>(hasher, words, hash.first()));
+        changed += u64::from(split_insert_hash::<H, WIDE>(words, hash.first()));
     }
     changed
 }
@@ -103,13 +90,12 @@ pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
 /// `answers` (as many as there are hashes).
 #[inline(always)]
 pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
     words: &[u64],
     hashes: &[KeyHash],
     answers: &mut [bool],
 ) {
     for (answer, &hash) in answers.iter_mut().zip(hashes) {
-        *answer = split_contains_hash::<H, WIDE>(hasher, words, hash.first());
+        *answer = split_contains_hash::<H, WIDE>(words, hash.first());
     }
 }
 
@@ -119,14 +105,13 @@ pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
 /// after it overlaps the misses than after a prefetch, which `avx2.rs` issues).
 #[inline(always)]
 pub(super) fn split_prefetch_hashes<H: SplitHash, const WIDE: bool>(
-    hasher: &PositionHasher,
     words: &[u64],
     hashes: &[KeyHash],
 ) {
     let mut folded = 0;
     for &hash in hashes {
-        let place = Split::of(hash.first(), hasher.blocks(), WIDE);
-        folded ^= words.get(place.first_word).copied().unwrap_or(0);
+        let first = split::first_word(words.len(), WIDE, hash.first());
+        folded ^= first.and_then(|i| words.get(i)).copied().unwrap_or(0);
     }
     std::hint::black_box(folded);
 }

@@ -209,7 +209,7 @@ impl Kernel {
         take: Take,
     ) -> Option<bool> {
         if let Some(default) = self.first_tested() {
-            return DefaultProbe::new(default, hasher, words).taken(key, take);
+            return DefaultProbe::new(default, words).taken(key, take);
         }
         take.admits_bytes(key)
             .then(|| self.kind.contains(hasher, words, key))
@@ -299,12 +299,7 @@ impl Kernel {
     ) {
         match self.kind {
             Kind::Split { hash, wide, avx2 } => {
-                split!(
-                    hash,
-                    wide,
-                    avx2,
-                    split_prefetch_hashes(hasher, words, hashes)
-                )
+                split!(hash, wide, avx2, split_prefetch_hashes(words, hashes))
             }
             _ => BitsRef::Plain(words).touch(hasher, hashes),
         }
@@ -326,7 +321,7 @@ impl Kernel {
                     hash,
                     wide,
                     avx2,
-                    split_contains_hashes(hasher, words, hashes, answers)
+                    split_contains_hashes(words, hashes, answers)
                 )
             }
             kind => {
@@ -348,7 +343,7 @@ impl Kernel {
     ) -> u64 {
         match self.kind {
             Kind::Split { hash, wide, avx2 } => {
-                split!(hash, wide, avx2, split_insert_hashes(hasher, words, hashes))
+                split!(hash, wide, avx2, split_insert_hashes(words, hashes))
             }
             kind => hashes
                 .iter()
@@ -398,7 +393,7 @@ impl Kind {
     fn contains(self, hasher: &PositionHasher, words: &[u64], key: &[u8]) -> bool {
         match self {
             Self::Split { hash, wide, avx2 } => {
-                split!(hash, wide, avx2, split_contains(hasher, words, key))
+                split!(hash, wide, avx2, split_contains(words, key))
             }
             Self::Blocked(k) => blocked!(k, blocked_contains(hasher, words, key)),
             Self::General => compiled::general_contains(hasher, words, key),
@@ -410,7 +405,7 @@ impl Kind {
     fn insert(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
         match self {
             Self::Split { hash, wide, avx2 } => {
-                split!(hash, wide, avx2, split_insert(hasher, words, key))
+                split!(hash, wide, avx2, split_insert(words, key))
             }
             Self::Blocked(k) => blocked!(k, blocked_insert(hasher, words, key)),
             Self::General => compiled::general_insert(hasher, words, key),
@@ -426,12 +421,7 @@ impl Kind {
                 wide,
                 avx2,
             } => {
-                split!(
-                    id,
-                    wide,
-                    avx2,
-                    split_contains_hash(hasher, words, hash.first())
-                )
+                split!(id, wide, avx2, split_contains_hash(words, hash.first()))
             }
             Self::Blocked(k) => blocked!(k, blocked_contains_hash(hasher, words, hash)),
             Self::General => compiled::general_contains_hash(hasher, words, hash),
@@ -447,12 +437,7 @@ impl Kind {
                 wide,
                 avx2,
             } => {
-                split!(
-                    id,
-                    wide,
-                    avx2,
-                    split_insert_hash(hasher, words, hash.first())
-                )
+                split!(id, wide, avx2, split_insert_hash(words, hash.first()))
             }
             Self::Blocked(k) => blocked!(k, blocked_insert_hash(hasher, words, hash)),
             Self::General => compiled::general_insert_hash(hasher, words, hash),

@@ -58,13 +58,9 @@ impl Kernel {
     /// The probe of the default configuration, if this is its kernel: for a loop over many
     /// keys, tested once.
     #[inline(always)]
-    pub(crate) fn default_probe<'a>(
-        self,
-        hasher: &'a PositionHasher,
-        words: &'a [u64],
-    ) -> Option<DefaultProbe<'a>> {
+    pub(crate) fn default_probe(self, words: &[u64]) -> Option<DefaultProbe<'_>> {
         let default = self.default_kernel()?;
-        Some(DefaultProbe::new(default, hasher, words))
+        Some(DefaultProbe::new(default, words))
     }
 }
 
@@ -114,23 +110,19 @@ impl Insert for Kernel {
     }
 }
 
+// The default configuration places a key by its hash and the blocks of the words alone: the
+// hasher is not read.
 impl Insert for DefaultKernel {
     #[inline(always)]
-    fn taken(
-        self,
-        hasher: &PositionHasher,
-        words: &mut [u64],
-        key: &[u8],
-        take: Take,
-    ) -> Option<bool> {
+    fn taken(self, _: &PositionHasher, words: &mut [u64], key: &[u8], take: Take) -> Option<bool> {
         // `?`, not `Option::map`: a closure holding the kernel was left out of line.
         let hash = default_hash(key, take)?;
-        Some(self.insert_hash(hasher, words, hash))
+        Some(self.insert_hash(words, hash))
     }
 
     #[inline(always)]
-    fn encoded(self, hasher: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
-        self.insert_hash(hasher, words, super::xxh3_ascii::xxh3_64(key))
+    fn encoded(self, _: &PositionHasher, words: &mut [u64], key: &[u8]) -> bool {
+        self.insert_hash(words, super::xxh3_ascii::xxh3_64(key))
     }
 }
 
@@ -161,57 +153,48 @@ impl Probe for KernelProbe<'_> {
 pub(crate) struct DefaultProbe<'a> {
     /// Never [`DefaultKernel::NO`].
     default: DefaultKernel,
-    hasher: &'a PositionHasher,
     words: &'a [u64],
 }
 
 impl<'a> DefaultProbe<'a> {
-    /// The probe of `words` (whose keys are placed with `hasher`) as `default` runs it,
-    /// which must not be [`DefaultKernel::NO`].
+    /// The probe of `words` as `default` runs it, which must not be
+    /// [`DefaultKernel::NO`].
     #[inline(always)]
-    pub(super) fn new(
-        default: DefaultKernel,
-        hasher: &'a PositionHasher,
-        words: &'a [u64],
-    ) -> Self {
-        Self {
-            default,
-            hasher,
-            words,
-        }
+    pub(super) fn new(default: DefaultKernel, words: &'a [u64]) -> Self {
+        Self { default, words }
     }
 
     /// Whether the bits of the key of default hash `hash` are all set.
     #[inline(always)]
     fn probe_hash(self, hash: u64) -> bool {
-        self.default.contains_hash(self.hasher, self.words, hash)
+        self.default.contains_hash(self.words, hash)
     }
 }
 
 impl DefaultKernel {
     /// The default configuration's probe of the key of hash `hash`, as this runs it.
     #[inline(always)]
-    pub(super) fn contains_hash(self, hasher: &PositionHasher, words: &[u64], hash: u64) -> bool {
+    pub(super) fn contains_hash(self, words: &[u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self == Self::AVX2 {
             // SAFETY: as in `Kernel::compiled`: `DefaultKernel::AVX2` exists only on a CPU with
             // AVX2.
             #[allow(unsafe_code)]
-            return unsafe { avx2::split_contains_hash::<Xxh3_64, true>(hasher, words, hash) };
+            return unsafe { avx2::split_contains_hash::<Xxh3_64, true>(words, hash) };
         }
-        compiled::split_contains_hash::<Xxh3_64, true>(hasher, words, hash)
+        compiled::split_contains_hash::<Xxh3_64, true>(words, hash)
     }
 
     /// The default configuration's insert of the key of hash `hash`, as this runs it.
     #[inline(always)]
-    pub(super) fn insert_hash(self, hasher: &PositionHasher, words: &mut [u64], hash: u64) -> bool {
+    pub(super) fn insert_hash(self, words: &mut [u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self == Self::AVX2 {
             // SAFETY: as in `contains_hash`.
             #[allow(unsafe_code)]
-            return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(hasher, words, hash) };
+            return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(words, hash) };
         }
-        compiled::split_insert_hash::<Xxh3_64, true>(hasher, words, hash)
+        compiled::split_insert_hash::<Xxh3_64, true>(words, hash)
     }
 }
 

@@ -263,12 +263,6 @@ impl PositionHasher {
         Some(self.split_at(hash.0[0]))
     }
 
-    /// The blocks of a split-block or blocked layout (the shards of a sharded one).
-    #[inline(always)]
-    pub(crate) fn blocks(&self) -> u64 {
-        self.blocks
-    }
-
     /// Whether the split-block layout has 512-bit blocks.
     #[inline(always)]
     pub(crate) fn wide_split(&self) -> bool {

@@ -103,6 +103,75 @@ fn insert_256(line: &mut [u64; 4], x: u32) -> bool {
     }
 }
 
+/// Whether every bit of the 64-bit hash `h` is set in `words`, all the blocks of a
+/// split-block filter (512-bit when `wide`): [`contains`] at the place of `h` among the
+/// blocks `words` holds, which are the filter's.
+#[inline(always)]
+pub(crate) fn contains_hash(words: &[u64], wide: bool, h: u64) -> bool {
+    if wide {
+        block::<8>(words, h).is_some_and(|line| all_set(line, &masks_512(h as u32)))
+    } else {
+        block::<4>(words, h).is_some_and(|line| contains_256(line, h as u32))
+    }
+}
+
+/// [`contains_hash`], setting the bits; returns whether one was clear.
+#[inline(always)]
+pub(crate) fn insert_hash(words: &mut [u64], wide: bool, h: u64) -> bool {
+    if wide {
+        block_mut::<8>(words, h).is_some_and(|line| set_all(line, &masks_512(h as u32)))
+    } else {
+        block_mut::<4>(words, h).is_some_and(|line| insert_256(line, h as u32))
+    }
+}
+
+/// The first word of the block of `h` among the blocks (512-bit when `wide`) of `len`
+/// words, as [`contains_hash`] finds it (`None` for no blocks).
+#[inline(always)]
+pub(crate) fn first_word(len: usize, wide: bool, h: u64) -> Option<usize> {
+    let block_words = if wide { 8 } else { 4 };
+    let blocks = len / block_words;
+    (blocks != 0).then(|| index_below(h, blocks) * block_words)
+}
+
+/// The block of `h` among the blocks of `N` words in `words` (`None` for no blocks).
+#[inline(always)]
+fn block<const N: usize>(words: &[u64], h: u64) -> Option<&[u64; N]> {
+    let (blocks, _) = words.as_chunks::<N>();
+    if blocks.is_empty() {
+        return None;
+    }
+    let i = index_below(h, blocks.len());
+    // SAFETY: `index_below` is below its non-zero bound, `blocks.len()`. (Safe indexing
+    // compiles to a second comparison the compiler cannot drop: measured 3 instructions
+    // of a one-key insert's 97.)
+    #[allow(unsafe_code)]
+    Some(unsafe { blocks.get_unchecked(i) })
+}
+
+/// [`block`], mutable.
+#[inline(always)]
+fn block_mut<const N: usize>(words: &mut [u64], h: u64) -> Option<&mut [u64; N]> {
+    let (blocks, _) = words.as_chunks_mut::<N>();
+    if blocks.is_empty() {
+        return None;
+    }
+    let i = index_below(h, blocks.len());
+    // SAFETY: as in `block`.
+    #[allow(unsafe_code)]
+    Some(unsafe { blocks.get_unchecked_mut(i) })
+}
+
+/// [`block_index`] of `h` among `blocks` blocks, which must not be zero, as a `usize`
+/// always below `blocks`: `(h >> 32) * blocks` is below `2^32 * blocks`, so the product
+/// shifted right by 32 is below `blocks` when it does not overflow (`blocks` up to 2^32,
+/// every filter, where this is exactly [`block_index`]), and below `2^32 <= blocks` when it
+/// wraps.
+#[inline(always)]
+fn index_below(h: u64, blocks: usize) -> usize {
+    ((h >> 32).wrapping_mul(blocks as u64) >> 32) as usize
+}
+
 /// The block index of a hash among `blocks` blocks (at most 2^32): Parquet's
 /// `((h >> 32) * blocks) >> 32`.
 #[inline(always)]
@@ -242,6 +311,40 @@ mod tests {
         let mut expected = Vec::new();
         each_position(0, 1, 256, |p| expected.push((p % 32) as u32));
         assert_eq!(expected, top5);
+    }
+
+    #[test]
+    fn blocks_found_among_the_words_are_parquets_blocks() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for blocks in [1usize, 2, 3, 7, 64, 1000, 1 << 20, (1 << 32) - 1] {
+            for _ in 0..1000 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let i = index_below(state, blocks);
+                assert!(i < blocks);
+                assert_eq!(i as u64, block_index(state, blocks as u64));
+            }
+            for h in [0, u64::MAX, 0xffff_ffff_0000_0000, 0x0000_0001_0000_0000] {
+                assert!(index_below(h, blocks) < blocks);
+                assert_eq!(index_below(h, blocks) as u64, block_index(h, blocks as u64));
+            }
+        }
+        // Past 2^32 blocks the product wraps, and the index still falls among the blocks.
+        for blocks in [1usize << 32, (1 << 40) + 3, usize::MAX] {
+            for h in [
+                u64::MAX,
+                0xffff_ffff_0000_0000,
+                0x8000_0000_0000_0000,
+                12345 << 32,
+            ] {
+                assert!(index_below(h, blocks) < blocks);
+            }
+        }
+        assert!(first_word(7, true, 1).is_none());
+        assert!(first_word(16, true, u64::MAX) == Some(8));
+        assert!(!contains_hash(&[u64::MAX; 7], true, 1));
+        assert!(!insert_hash(&mut [0; 3], false, 1));
     }
 
     #[test]
