@@ -208,6 +208,7 @@ impl Kernel {
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
+        debug_assert_whole(hasher, words.len());
         if let Some(default) = self.first_tested() {
             return DefaultProbe::new(default, words).taken(key, take);
         }
@@ -226,6 +227,7 @@ impl Kernel {
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
+        debug_assert_whole(hasher, words.len());
         if let Some(default) = self.first_tested() {
             return Insert::taken(default, hasher, words, key, take);
         }
@@ -257,6 +259,7 @@ impl Kernel {
         words: &[u64],
         hash: KeyHash,
     ) -> bool {
+        debug_assert_whole(hasher, words.len());
         self.kind.contains_hash(hasher, words, hash)
     }
 
@@ -269,6 +272,7 @@ impl Kernel {
         words: &mut [u64],
         hash: KeyHash,
     ) -> bool {
+        debug_assert_whole(hasher, words.len());
         self.kind.insert_hash(hasher, words, hash)
     }
 }
@@ -297,6 +301,7 @@ impl Kernel {
         words: &[u64],
         hashes: &[KeyHash],
     ) {
+        debug_assert_whole(hasher, words.len());
         match self.kind {
             Kind::Split { hash, wide, avx2 } => {
                 split!(hash, wide, avx2, split_prefetch_hashes(words, hashes))
@@ -315,6 +320,7 @@ impl Kernel {
         hashes: &[KeyHash],
         answers: &mut [bool],
     ) {
+        debug_assert_whole(hasher, words.len());
         match self.kind {
             Kind::Split { hash, wide, avx2 } => {
                 split!(
@@ -341,6 +347,7 @@ impl Kernel {
         words: &mut [u64],
         hashes: &[KeyHash],
     ) -> u64 {
+        debug_assert_whole(hasher, words.len());
         match self.kind {
             Kind::Split { hash, wide, avx2 } => {
                 split!(hash, wide, avx2, split_insert_hashes(words, hashes))
@@ -443,6 +450,18 @@ impl Kind {
             Self::General => compiled::general_insert_hash(hasher, words, hash),
         }
     }
+}
+
+/// Checks (in debug builds) that a kernel is given all of a filter's words: the split-block
+/// kernels find a key's block among the blocks of the words they are given
+/// (`split::contains_hash`), which are the filter's only when they are all of them.
+#[inline(always)]
+fn debug_assert_whole(hasher: &PositionHasher, words: usize) {
+    debug_assert_eq!(
+        words as u64,
+        hasher.bits().div_ceil(64),
+        "a kernel is given all of a filter's words"
+    );
 }
 
 /// Whether this CPU has AVX2 (detected once by the standard library, then a load).

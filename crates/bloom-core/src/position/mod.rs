@@ -263,6 +263,12 @@ impl PositionHasher {
         Some(self.split_at(hash.0[0]))
     }
 
+    /// The number of bits `m` keys are placed among.
+    #[inline(always)]
+    pub(crate) fn bits(&self) -> u64 {
+        self.bits
+    }
+
     /// Whether the split-block layout has 512-bit blocks.
     #[inline(always)]
     pub(crate) fn wide_split(&self) -> bool {

@@ -345,6 +345,23 @@ mod tests {
         assert!(first_word(16, true, u64::MAX) == Some(8));
         assert!(!contains_hash(&[u64::MAX; 7], true, 1));
         assert!(!insert_hash(&mut [0; 3], false, 1));
+        // Keys set through the words' own blocks land where Parquet's place puts them.
+        for (wide, blocks) in [(true, 3usize), (false, 5), (true, 1), (false, 1)] {
+            let words_per_block = if wide { 8 } else { 4 };
+            let (mut by_words, mut by_place) = (
+                vec![0u64; blocks * words_per_block],
+                vec![0u64; blocks * words_per_block],
+            );
+            for i in 0..200u64 {
+                let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                assert_eq!(
+                    insert_hash(&mut by_words, wide, h),
+                    insert(&mut by_place, wide, Split::of(h, blocks as u64, wide))
+                );
+                assert_eq!(by_words, by_place);
+                assert!(contains_hash(&by_words, wide, h));
+            }
+        }
     }
 
     #[test]
