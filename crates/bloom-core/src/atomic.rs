@@ -227,12 +227,7 @@ impl From<BloomFilter> for AtomicBloomFilter {
         let items = filter.items_inserted();
         let config = filter.config().clone();
         let mut words: AlignedWords<AtomicU64> =
-            AlignedWords::zeroed(filter.as_words().len(), config.params().byte_len())
-                .unwrap_or_else(|_| {
-                    let layout = std::alloc::Layout::array::<u64>(filter.as_words().len())
-                        .unwrap_or(std::alloc::Layout::new::<u64>());
-                    std::alloc::handle_alloc_error(layout)
-                });
+            AlignedWords::zeroed_or_abort(filter.as_words().len());
         for (atomic, &word) in words.iter_mut().zip(filter.as_words()) {
             *atomic.get_mut() = word;
         }

@@ -59,8 +59,11 @@
 //! [`Filter::from_payload`] refuse any snapshot whose rules this build does not implement. This crate does no file or network
 //! I/O; files are the business of `bloom-format` and `bloom-store`.
 
-// No unsafe code but the calls of a plain filter's kernel functions compiled for AVX2, which a
-// `Kernel` names only after the CPU was found to have it (`kernel/mod.rs`, `kernel/probes.rs`).
+// No unsafe code but, each with its proof beside it: the calls of a plain filter's kernel
+// functions compiled for AVX2, which a `Kernel` names only after the CPU was found to have it
+// (`kernel/mod.rs`, `kernel/probes.rs`); the word array's aligned lines seen as words
+// (`bits/aligned.rs`); and the split-block kernels' block, found below the number of blocks
+// (`position/split.rs`).
 #![deny(unsafe_code)]
 
 mod any;

@@ -1,0 +1,275 @@
+//! Assembling a word array from its byte image delivered in chunks of any size.
+
+use super::aligned::{LINE_WORDS, Line};
+use super::{AlignedWords, AllocError, BitsError, Word, check_padding, word_len};
+
+/// Assembles the words of a `bits`-bit array from its byte image delivered in chunks of any
+/// size: one fallible allocation of the final size, made before any byte arrives, and
+/// written only as bytes arrive (a header that promises more than its payload holds costs
+/// no more than the payload).
+pub(crate) struct WordSink<W> {
+    bits: u64,
+    /// The array's length in words.
+    len: usize,
+    /// The whole lines received so far, in room reserved for all of them.
+    lines: Vec<Line<W>>,
+    /// The words of the line being assembled.
+    line: [u64; LINE_WORDS],
+    line_words: usize,
+    /// Bytes of the word being assembled.
+    partial: [u8; 8],
+    partial_len: usize,
+    /// Bytes received beyond the expected length (an error at the end).
+    excess: u64,
+    last_byte: u8,
+}
+
+impl<W: Word> WordSink<W> {
+    /// Fills a bit array from `fill`; see [`Filter::from_payload`](crate::Filter::from_payload).
+    pub(crate) fn fill<E: From<BitsError>>(
+        bits: u64,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+    ) -> Result<AlignedWords<W>, E> {
+        let len = word_len(bits).map_err(BitsError::from)?;
+        let mut lines = Vec::new();
+        lines
+            .try_reserve_exact(len.div_ceil(LINE_WORDS))
+            .map_err(|_| {
+                BitsError::from(AllocError {
+                    bytes: bits.div_ceil(8),
+                })
+            })?;
+        let mut sink = Self {
+            bits,
+            len,
+            lines,
+            line: [0; LINE_WORDS],
+            line_words: 0,
+            partial: [0; 8],
+            partial_len: 0,
+            excess: 0,
+            last_byte: 0,
+        };
+        fill(&mut |chunk| sink.push(chunk))?;
+        Ok(sink.finish()?)
+    }
+
+    /// Words of the array received so far.
+    fn received_words(&self) -> usize {
+        self.lines.len() * LINE_WORDS + self.line_words
+    }
+
+    /// Appends a word to those received (the caller stops at the array's length).
+    fn push_word(&mut self, word: u64) {
+        if let Some(slot) = self.line.get_mut(self.line_words) {
+            *slot = word;
+            self.line_words += 1;
+        }
+        if self.line_words == LINE_WORDS {
+            self.push_line();
+        }
+    }
+
+    /// Moves the line being assembled, its missing words zero, to the lines received.
+    fn push_line(&mut self) {
+        let line = Line(self.line.map(W::from_bits));
+        // Within the room reserved: the caller stops at the array's length.
+        self.lines.push(line);
+        self.line = [0; LINE_WORDS];
+        self.line_words = 0;
+    }
+
+    fn push(&mut self, mut chunk: &[u8]) {
+        if let Some(&last) = chunk.last() {
+            self.last_byte = last;
+        }
+        while !chunk.is_empty() {
+            let room = self.len.saturating_sub(self.received_words());
+            if room == 0 {
+                self.excess += chunk.len() as u64;
+                return;
+            }
+            if self.partial_len == 0 && self.line_words == 0 && room >= LINE_WORDS {
+                // Whole lines straight from the chunk.
+                let (whole, _) = chunk.as_chunks::<{ 8 * LINE_WORDS }>();
+                let take = whole.len().min(room / LINE_WORDS);
+                if take > 0 {
+                    self.lines.extend(whole.iter().take(take).map(|bytes| {
+                        let (words, _) = bytes.as_chunks::<8>();
+                        Line(std::array::from_fn(|i| {
+                            W::from_bits(words.get(i).map_or(0, |w| u64::from_le_bytes(*w)))
+                        }))
+                    }));
+                    chunk = chunk.get(take * 8 * LINE_WORDS..).unwrap_or_default();
+                    continue;
+                }
+            }
+            if self.partial_len == 0 && chunk.len() >= 8 {
+                // A whole word straight from the chunk.
+                if let Some((word, rest)) = chunk.split_first_chunk::<8>() {
+                    self.push_word(u64::from_le_bytes(*word));
+                    chunk = rest;
+                }
+                continue;
+            }
+            let take = (8 - self.partial_len).min(chunk.len());
+            if let (Some(dst), Some(src)) = (
+                self.partial
+                    .get_mut(self.partial_len..self.partial_len + take),
+                chunk.get(..take),
+            ) {
+                dst.copy_from_slice(src);
+            }
+            self.partial_len += take;
+            chunk = chunk.get(take..).unwrap_or_default();
+            if self.partial_len == 8 {
+                self.push_word(u64::from_le_bytes(self.partial));
+                self.partial = [0; 8];
+                self.partial_len = 0;
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<AlignedWords<W>, BitsError> {
+        let expected = self.bits.div_ceil(8);
+        let received = self.received_words() as u64 * 8 + self.partial_len as u64 + self.excess;
+        let complete = received == expected;
+        if complete && self.partial_len > 0 {
+            self.push_word(u64::from_le_bytes(self.partial));
+        }
+        if !complete || self.received_words() != self.len {
+            return Err(BitsError::Length {
+                bits: self.bits,
+                expected,
+                found: received,
+            });
+        }
+        check_padding(self.bits, self.last_byte)?;
+        if self.line_words > 0 {
+            self.push_line();
+        }
+        // Exactly the lines reserved, so the conversion keeps the allocation.
+        Ok(AlignedWords::from_lines(
+            self.lines.into_boxed_slice(),
+            self.len,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bits::{bytes_to_words, for_each_byte_chunk};
+
+    fn sink(bits: u64, chunks: &[&[u8]]) -> Result<Vec<u64>, BitsError> {
+        WordSink::<u64>::fill(bits, |push| {
+            for chunk in chunks {
+                push(chunk);
+            }
+            Ok::<(), BitsError>(())
+        })
+        .map(|words| {
+            assert_eq!(words.as_ptr().addr() % 64, 0, "aligned");
+            words.to_vec()
+        })
+    }
+
+    #[test]
+    fn the_word_sink_assembles_any_chunking_and_checks_length_and_padding() {
+        let bytes: Vec<u8> = (0..21u8).map(|b| b.wrapping_mul(37)).collect();
+        let bits = 21 * 8 - 3;
+        let mut last_ok = bytes.clone();
+        last_ok[20] &= 0b0001_1111;
+        let expected = bytes_to_words(&last_ok, bits).unwrap().to_vec();
+        for split in 0..=last_ok.len() {
+            for split2 in split..=last_ok.len() {
+                let (a, rest) = last_ok.split_at(split);
+                let (b, c) = rest.split_at(split2 - split);
+                assert_eq!(
+                    sink(bits, &[a, b, c]),
+                    Ok(expected.clone()),
+                    "{split} {split2}"
+                );
+            }
+        }
+        assert_eq!(sink(bits, &[&bytes]), Err(BitsError::Padding { bits }));
+        assert!(matches!(
+            sink(bits, &[&last_ok[..20]]),
+            Err(BitsError::Length { found: 20, .. })
+        ));
+        let mut longer = last_ok.clone();
+        longer.extend_from_slice(&[0; 9]);
+        assert!(matches!(
+            sink(bits, &[&longer]),
+            Err(BitsError::Length { found: 30, .. })
+        ));
+        let mut out = Vec::new();
+        for_each_byte_chunk(expected.iter().copied(), 21, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(out, last_ok);
+    }
+
+    /// Arrays of several lines, in every two-point split and in runs of fixed sizes, against
+    /// words read directly from the bytes.
+    #[test]
+    fn the_word_sink_assembles_lines_from_any_chunking() {
+        for len in [64usize, 128, 136, 205, 256] {
+            let mut bytes: Vec<u8> = (0..len).map(|i| (i * 151 + 7) as u8).collect();
+            let bits = len as u64 * 8 - 3;
+            if let Some(last) = bytes.last_mut() {
+                *last &= 0b0001_1111;
+            }
+            let expected: Vec<u64> = bytes
+                .chunks(8)
+                .map(|c| {
+                    let mut word = [0u8; 8];
+                    word[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(word)
+                })
+                .collect();
+            for split in (0..=len).step_by(3) {
+                for split2 in (split..=len).step_by(5) {
+                    let (a, rest) = bytes.split_at(split);
+                    let (b, c) = rest.split_at(split2 - split);
+                    assert_eq!(
+                        sink(bits, &[a, b, c]),
+                        Ok(expected.clone()),
+                        "{len}: {split} {split2}"
+                    );
+                }
+            }
+            for run in [1, 7, 8, 9, 63, 64, 65, 100] {
+                let chunks: Vec<&[u8]> = bytes.chunks(run).collect();
+                assert_eq!(
+                    sink(bits, &chunks),
+                    Ok(expected.clone()),
+                    "{len}: runs of {run}"
+                );
+            }
+            assert!(matches!(
+                sink(bits, &[&bytes[..len - 1]]),
+                Err(BitsError::Length { .. })
+            ));
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(matches!(
+                sink(bits, &[&longer]),
+                Err(BitsError::Length { .. })
+            ));
+            let atomic = WordSink::<std::sync::atomic::AtomicU64>::fill(bits, |push| {
+                push(&bytes);
+                Ok::<(), BitsError>(())
+            })
+            .unwrap();
+            assert_eq!(atomic.as_ptr().addr() % 64, 0);
+            let words: Vec<u64> = atomic
+                .iter()
+                .map(|w| w.load(std::sync::atomic::Ordering::Relaxed))
+                .collect();
+            assert_eq!(words, expected);
+        }
+    }
+}
