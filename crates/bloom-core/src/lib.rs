@@ -61,7 +61,7 @@
 
 // No unsafe code but, each with its proof beside it: the calls of a plain filter's kernel
 // functions compiled for AVX2, which a `Kernel` names only after the CPU was found to have it
-// (`kernel/mod.rs`, `kernel/probes.rs`); the word array's aligned lines seen as words
+// (`kernel/mod.rs`, `kernel/probes.rs`); the word array seen from its aligned first word
 // (`bits/aligned.rs`); and the split-block kernels' block, found below the number of blocks
 // (`position/split.rs`).
 #![deny(unsafe_code)]

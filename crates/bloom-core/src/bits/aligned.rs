@@ -1,31 +1,41 @@
-//! The word array's storage: boxed 64-byte-aligned cache lines, seen as the words.
+//! The word array's storage: zeroed words from the allocator, the first on a 64-byte boundary.
 
 use super::{AllocError, BitsError, Word, check_padding, word_len};
 
-/// Words in a cache line: the unit a word array is allocated in.
-pub(super) const LINE_WORDS: usize = 8;
+/// Spare words allocated so that the array can start on a 64-byte boundary.
+pub(super) const ALIGN_SPARE: usize = 7;
 
-/// One 64-byte cache line of words, aligned to its size: an array of lines starts on a
-/// 64-byte boundary, so that each 512-bit block of the blocked and split-block layouts is
-/// exactly one cache line (a plain `Vec` of words is only 16-byte aligned: a block would
-/// straddle two lines).
-#[repr(C, align(64))]
-pub(super) struct Line<W>(pub(super) [W; LINE_WORDS]);
+/// The number of `W`s to skip from `ptr` to reach the next 64-byte boundary.
+pub(super) fn align_offset<W>(ptr: *const W) -> usize {
+    let size = std::mem::size_of::<W>().max(1);
+    ((64 - ptr.addr() % 64) % 64) / size
+}
 
-// SAFETY: `Line` is `repr(C)` with one field, an array of `Zeroable` words, so the all-zero
-// bit pattern is a valid `Line` (any padding the alignment adds is bytes, zero or not).
-#[allow(unsafe_code)]
-unsafe impl<W: bytemuck::Zeroable> bytemuck::Zeroable for Line<W> {}
-
-/// A word array whose first word sits on a 64-byte boundary. It dereferences to the words:
-/// a pointer and a length, read and used as they are on every probe (an offset into a
-/// larger buffer, computed on each access, cost six instructions of a one-key insert).
+/// A word array whose first word sits on a 64-byte boundary, so that each 512-bit block of
+/// the blocked and split-block layouts is exactly one cache line (a plain `Vec` is only
+/// 16-byte aligned: a block would straddle two lines). The memory is a `Vec` with padding
+/// words before the array, zeroed by the allocator (`calloc`, whose large blocks are fresh
+/// pages: an allocation aligned to 64 bytes would be written with zeros up front); it
+/// dereferences to the words through a pointer and a length kept from when it was made (an
+/// offset sliced on every access cost six instructions of a one-key insert).
 pub(crate) struct AlignedWords<W> {
-    /// The words, then zero words up to the end of the last line.
-    lines: Box<[Line<W>]>,
-    /// The array's length in words: at most `LINE_WORDS * lines.len()`.
+    /// Owns the memory: padding words, then the words, nothing after them. Never resized,
+    /// read or written after `from_buf`; only dropped (hence the underscore).
+    _buf: Vec<W>,
+    /// The first word, inside `_buf`'s allocation.
+    first: std::ptr::NonNull<W>,
+    /// The number of words from `first` to the end of `_buf`.
     len: usize,
 }
+
+// SAFETY: an `AlignedWords` owns its words exactly as the `Vec` it holds does (`first` points
+// into that `Vec`'s allocation, and nothing else refers to it), so it may be sent or shared
+// between threads when that `Vec` may.
+#[allow(unsafe_code)]
+unsafe impl<W: Send> Send for AlignedWords<W> {}
+// SAFETY: as for `Send`.
+#[allow(unsafe_code)]
+unsafe impl<W: Sync> Sync for AlignedWords<W> {}
 
 impl<W: Word> AlignedWords<W> {
     /// `len` zero words, reporting allocation failure instead of aborting.
@@ -34,31 +44,38 @@ impl<W: Word> AlignedWords<W> {
     /// pages that the system zeroes on first touch, so a filter costs memory as it fills and
     /// a snapshot load writes each page once (with the payload), not twice.
     pub(crate) fn zeroed(len: usize, bytes: u64) -> Result<Self, AllocError> {
-        let lines = bytemuck::allocation::try_zeroed_slice_box::<Line<W>>(len.div_ceil(LINE_WORDS))
-            .map_err(|_| AllocError { bytes })?;
-        Ok(Self::from_lines(lines, len))
+        let total = len.checked_add(ALIGN_SPARE).ok_or(AllocError { bytes })?;
+        let mut buf = bytemuck::allocation::try_zeroed_slice_box::<W>(total)
+            .map_err(|_| AllocError { bytes })?
+            .into_vec();
+        let offset = align_offset(buf.as_ptr());
+        buf.truncate(offset + len);
+        Ok(Self::from_buf(buf, offset))
     }
 
     /// [`AlignedWords::zeroed`], a failed allocation handled as the global allocator handles
     /// it (as `Vec::clone` does): for copies of an array that exists.
     pub(crate) fn zeroed_or_abort(len: usize) -> Self {
         Self::zeroed(len, len as u64 * 8).unwrap_or_else(|_| {
-            let layout = std::alloc::Layout::array::<Line<W>>(len.div_ceil(LINE_WORDS))
-                .unwrap_or(std::alloc::Layout::new::<Line<W>>());
+            let layout = std::alloc::Layout::array::<W>(len.saturating_add(ALIGN_SPARE))
+                .unwrap_or(std::alloc::Layout::new::<W>());
             std::alloc::handle_alloc_error(layout)
         })
     }
 
-    /// The first `len` words of `lines` (all of them if there are fewer): the one maker of
-    /// an `AlignedWords`, which `Deref` rests on.
-    pub(super) fn from_lines(lines: Box<[Line<W>]>, len: usize) -> Self {
-        // A line is its words and nothing else: true of 8-byte words.
-        const { assert!(size_of::<Line<W>>() == LINE_WORDS * size_of::<W>()) };
-        let whole = lines.len().saturating_mul(LINE_WORDS);
-        debug_assert!(len <= whole, "{len} words in {} lines", lines.len());
+    /// The words of `buf` from `offset` on (none if it is past the end): the one maker of an
+    /// `AlignedWords`, which `Deref` rests on.
+    pub(super) fn from_buf(mut buf: Vec<W>, offset: usize) -> Self {
+        let offset = offset.min(buf.len());
+        // `as_mut_ptr` makes no reference to the elements (its documented guarantee for the
+        // aliasing model), so `first` stays valid for as long as `buf` is neither used nor
+        // dropped, and it never is but dropped with the `AlignedWords`.
+        let first = std::ptr::NonNull::new(buf.as_mut_ptr().wrapping_add(offset))
+            .unwrap_or(std::ptr::NonNull::dangling());
         Self {
-            lines,
-            len: len.min(whole),
+            len: buf.len() - offset,
+            _buf: buf,
+            first,
         }
     }
 }
@@ -91,30 +108,30 @@ impl AlignedWords<u64> {
     }
 }
 
-impl<W: Word> std::ops::Deref for AlignedWords<W> {
+impl<W> std::ops::Deref for AlignedWords<W> {
     type Target = [W];
 
     #[inline(always)]
     fn deref(&self) -> &[W] {
-        // SAFETY: each `Line<W>` is `repr(C)` with its one field, `[W; LINE_WORDS]`, at
-        // offset 0, and is exactly that array's size (asserted in `from_lines`, the one maker
-        // of an `AlignedWords`), so `lines` is `LINE_WORDS * lines.len()` contiguous,
-        // initialised `W`s, of which `len` is at most (`from_lines` again). The borrow of
-        // `self` covers the slice's.
+        // SAFETY: `first` is `_buf`'s pointer advanced by an offset no greater than its length
+        // (`from_buf`, the one maker of an `AlignedWords`), so the `len` words from it are the
+        // initialised end of `_buf`, in one allocation that lives, unmoved and otherwise
+        // untouched, as long as `self`. The borrow of `self` covers the slice's.
         #[allow(unsafe_code)]
         unsafe {
-            std::slice::from_raw_parts(self.lines.as_ptr().cast::<W>(), self.len)
+            std::slice::from_raw_parts(self.first.as_ptr(), self.len)
         }
     }
 }
 
-impl<W: Word> std::ops::DerefMut for AlignedWords<W> {
+impl<W> std::ops::DerefMut for AlignedWords<W> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [W] {
-        // SAFETY: as in `deref`; the exclusive borrow of `self` covers the slice's.
+        // SAFETY: as in `deref`; the exclusive borrow of `self` covers the slice's, and
+        // `_buf` is never used to reach the words.
         #[allow(unsafe_code)]
         unsafe {
-            std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<W>(), self.len)
+            std::slice::from_raw_parts_mut(self.first.as_ptr(), self.len)
         }
     }
 }

@@ -1,21 +1,16 @@
 //! Assembling a word array from its byte image delivered in chunks of any size.
 
-use super::aligned::{LINE_WORDS, Line};
 use super::{AlignedWords, AllocError, BitsError, Word, check_padding, word_len};
 
 /// Assembles the words of a `bits`-bit array from its byte image delivered in chunks of any
-/// size: one fallible allocation of the final size, made before any byte arrives, and
-/// written only as bytes arrive (a header that promises more than its payload holds costs
-/// no more than the payload).
+/// size: one fallible allocation of the final size, filled as bytes arrive.
 pub(crate) struct WordSink<W> {
     bits: u64,
+    words: Vec<W>,
+    /// Leading padding words (for the 64-byte alignment), then the array's words.
+    offset: usize,
     /// The array's length in words.
     len: usize,
-    /// The whole lines received so far, in room reserved for all of them.
-    lines: Vec<Line<W>>,
-    /// The words of the line being assembled.
-    line: [u64; LINE_WORDS],
-    line_words: usize,
     /// Bytes of the word being assembled.
     partial: [u8; 8],
     partial_len: usize,
@@ -31,20 +26,21 @@ impl<W: Word> WordSink<W> {
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<AlignedWords<W>, E> {
         let len = word_len(bits).map_err(BitsError::from)?;
-        let mut lines = Vec::new();
-        lines
-            .try_reserve_exact(len.div_ceil(LINE_WORDS))
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(len.saturating_add(super::aligned::ALIGN_SPARE))
             .map_err(|_| {
                 BitsError::from(AllocError {
                     bytes: bits.div_ceil(8),
                 })
             })?;
+        let offset = super::aligned::align_offset(words.as_ptr());
+        words.extend((0..offset).map(|_| W::from_bits(0)));
         let mut sink = Self {
             bits,
+            words,
+            offset,
             len,
-            lines,
-            line: [0; LINE_WORDS],
-            line_words: 0,
             partial: [0; 8],
             partial_len: 0,
             excess: 0,
@@ -56,27 +52,7 @@ impl<W: Word> WordSink<W> {
 
     /// Words of the array received so far.
     fn received_words(&self) -> usize {
-        self.lines.len() * LINE_WORDS + self.line_words
-    }
-
-    /// Appends a word to those received (the caller stops at the array's length).
-    fn push_word(&mut self, word: u64) {
-        if let Some(slot) = self.line.get_mut(self.line_words) {
-            *slot = word;
-            self.line_words += 1;
-        }
-        if self.line_words == LINE_WORDS {
-            self.push_line();
-        }
-    }
-
-    /// Moves the line being assembled, its missing words zero, to the lines received.
-    fn push_line(&mut self) {
-        let line = Line(self.line.map(W::from_bits));
-        // Within the room reserved: the caller stops at the array's length.
-        self.lines.push(line);
-        self.line = [0; LINE_WORDS];
-        self.line_words = 0;
+        self.words.len() - self.offset
     }
 
     fn push(&mut self, mut chunk: &[u8]) {
@@ -84,32 +60,27 @@ impl<W: Word> WordSink<W> {
             self.last_byte = last;
         }
         while !chunk.is_empty() {
-            let room = self.len.saturating_sub(self.received_words());
-            if room == 0 {
+            if self.received_words() == self.len {
                 self.excess += chunk.len() as u64;
                 return;
             }
-            if self.partial_len == 0 && self.line_words == 0 && room >= LINE_WORDS {
-                // Whole lines straight from the chunk.
-                let (whole, _) = chunk.as_chunks::<{ 8 * LINE_WORDS }>();
-                let take = whole.len().min(room / LINE_WORDS);
-                if take > 0 {
-                    self.lines.extend(whole.iter().take(take).map(|bytes| {
-                        let (words, _) = bytes.as_chunks::<8>();
-                        Line(std::array::from_fn(|i| {
-                            W::from_bits(words.get(i).map_or(0, |w| u64::from_le_bytes(*w)))
-                        }))
-                    }));
-                    chunk = chunk.get(take * 8 * LINE_WORDS..).unwrap_or_default();
-                    continue;
-                }
-            }
             if self.partial_len == 0 && chunk.len() >= 8 {
-                // A whole word straight from the chunk.
-                if let Some((word, rest)) = chunk.split_first_chunk::<8>() {
-                    self.push_word(u64::from_le_bytes(*word));
-                    chunk = rest;
-                }
+                // Whole words straight from the chunk.
+                let (whole, rest) = chunk.as_chunks::<8>();
+                let room = self.len - self.received_words();
+                let take = whole.len().min(room);
+                self.words.extend(
+                    whole
+                        .iter()
+                        .take(take)
+                        .map(|b| W::from_bits(u64::from_le_bytes(*b))),
+                );
+                let used = take * 8;
+                chunk = if take < whole.len() {
+                    chunk.get(used..).unwrap_or_default()
+                } else {
+                    rest
+                };
                 continue;
             }
             let take = (8 - self.partial_len).min(chunk.len());
@@ -123,7 +94,8 @@ impl<W: Word> WordSink<W> {
             self.partial_len += take;
             chunk = chunk.get(take..).unwrap_or_default();
             if self.partial_len == 8 {
-                self.push_word(u64::from_le_bytes(self.partial));
+                self.words
+                    .push(W::from_bits(u64::from_le_bytes(self.partial)));
                 self.partial = [0; 8];
                 self.partial_len = 0;
             }
@@ -135,7 +107,8 @@ impl<W: Word> WordSink<W> {
         let received = self.received_words() as u64 * 8 + self.partial_len as u64 + self.excess;
         let complete = received == expected;
         if complete && self.partial_len > 0 {
-            self.push_word(u64::from_le_bytes(self.partial));
+            self.words
+                .push(W::from_bits(u64::from_le_bytes(self.partial)));
         }
         if !complete || self.received_words() != self.len {
             return Err(BitsError::Length {
@@ -145,14 +118,7 @@ impl<W: Word> WordSink<W> {
             });
         }
         check_padding(self.bits, self.last_byte)?;
-        if self.line_words > 0 {
-            self.push_line();
-        }
-        // Exactly the lines reserved, so the conversion keeps the allocation.
-        Ok(AlignedWords::from_lines(
-            self.lines.into_boxed_slice(),
-            self.len,
-        ))
+        Ok(AlignedWords::from_buf(self.words, self.offset))
     }
 }
 
