@@ -102,8 +102,8 @@ impl BitsRef<'_> {
     /// overlap, and a data-dependent exit would be mispredicted on about every absent key.
     #[inline(always)]
     pub(crate) fn contains(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
-        if let Some(place) = hasher.split_of(hash) {
-            return self.contains_split(hasher.wide_split(), place);
+        if hasher.is_split() {
+            return self.contains_split(hasher, hash);
         }
         if let Some(block) = hasher.block_of(hash) {
             let mut all = true;
@@ -165,11 +165,13 @@ impl BitsRef<'_> {
     }
 
     /// [`BitsRef::contains`] for a split-block layout: the block's words against the key's
-    /// masks, one bit per word.
+    /// masks, one bit per word. Plain words, all of a filter's, are probed as the kernels
+    /// probe them ([`split::contains_hash`]); atomic ones at the key's place.
     #[inline(always)]
-    pub(crate) fn contains_split(self, wide: bool, place: Split) -> bool {
-        match (self, wide) {
-            (Self::Plain(words), wide) => split::contains(words, wide, place),
+    fn contains_split(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
+        let place = hasher.split_at(hash.first());
+        match (self, hasher.wide_split()) {
+            (Self::Plain(words), wide) => split::contains_hash(words, wide, hash.first()),
             (Self::Atomic(words), false) => split_line::<_, 4>(words, place).is_some_and(|l| {
                 // Acquire pairs with the Release of `fetch_or` in inserts.
                 split::all_set(
@@ -213,8 +215,8 @@ impl BitsRef<'_> {
 /// noting which were clear is one pass.
 #[inline]
 pub(crate) fn set_plain(words: &mut [u64], hasher: &PositionHasher, hash: KeyHash) -> bool {
-    if let Some(place) = hasher.split_of(hash) {
-        return split::insert(words, hasher.wide_split(), place);
+    if hasher.is_split() {
+        return split::insert_hash(words, hasher.wide_split(), hash.first());
     }
     let mut changed = false;
     if let Some(block) = hasher.block_of(hash) {

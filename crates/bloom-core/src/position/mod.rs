@@ -259,14 +259,19 @@ impl PositionHasher {
     /// in each word; `None` for the other layouts.
     #[inline(always)]
     pub(crate) fn split_of(&self, hash: KeyHash) -> Option<Split> {
-        self.layout.split_block_bits()?;
-        Some(self.split_at(hash.0[0]))
+        self.is_split().then(|| self.split_at(hash.0[0]))
     }
 
     /// The number of bits `m` keys are placed among.
     #[inline(always)]
     pub(crate) fn bits(&self) -> u64 {
         self.bits
+    }
+
+    /// Whether the layout is a split-block one.
+    #[inline(always)]
+    pub(crate) fn is_split(&self) -> bool {
+        self.layout.split_block_bits().is_some()
     }
 
     /// Whether the split-block layout has 512-bit blocks.
