@@ -140,6 +140,22 @@ mod tests {
         })
     }
 
+    /// `bytes` cut in three at every first point `step` apart and every second point
+    /// `step2` apart after it, with the two points.
+    fn three_pieces(
+        bytes: &[u8],
+        step: usize,
+        step2: usize,
+    ) -> impl Iterator<Item = ([&[u8]; 3], usize, usize)> {
+        (0..=bytes.len()).step_by(step).flat_map(move |split| {
+            (split..=bytes.len()).step_by(step2).map(move |split2| {
+                let (a, rest) = bytes.split_at(split);
+                let (b, c) = rest.split_at(split2 - split);
+                ([a, b, c], split, split2)
+            })
+        })
+    }
+
     #[test]
     fn the_word_sink_assembles_any_chunking_and_checks_length_and_padding() {
         let bytes: Vec<u8> = (0..21u8).map(|b| b.wrapping_mul(37)).collect();
@@ -147,16 +163,12 @@ mod tests {
         let mut last_ok = bytes.clone();
         last_ok[20] &= 0b0001_1111;
         let expected = bytes_to_words(&last_ok, bits).unwrap().to_vec();
-        for split in 0..=last_ok.len() {
-            for split2 in split..=last_ok.len() {
-                let (a, rest) = last_ok.split_at(split);
-                let (b, c) = rest.split_at(split2 - split);
-                assert_eq!(
-                    sink(bits, &[a, b, c]),
-                    Ok(expected.clone()),
-                    "{split} {split2}"
-                );
-            }
+        for (pieces, split, split2) in three_pieces(&last_ok, 1, 1) {
+            assert_eq!(
+                sink(bits, &pieces),
+                Ok(expected.clone()),
+                "{split} {split2}"
+            );
         }
         assert_eq!(sink(bits, &[&bytes]), Err(BitsError::Padding { bits }));
         assert!(matches!(
@@ -178,10 +190,10 @@ mod tests {
         assert_eq!(out, last_ok);
     }
 
-    /// Arrays of several lines, in every two-point split and in runs of fixed sizes, against
+    /// Arrays of several cache lines, in two-point splits and in runs of fixed sizes, against
     /// words read directly from the bytes.
     #[test]
-    fn the_word_sink_assembles_lines_from_any_chunking() {
+    fn the_word_sink_assembles_arrays_of_many_words_from_any_chunking() {
         for len in [64usize, 128, 136, 205, 256] {
             let mut bytes: Vec<u8> = (0..len).map(|i| (i * 151 + 7) as u8).collect();
             let bits = len as u64 * 8 - 3;
@@ -196,16 +208,12 @@ mod tests {
                     u64::from_le_bytes(word)
                 })
                 .collect();
-            for split in (0..=len).step_by(3) {
-                for split2 in (split..=len).step_by(5) {
-                    let (a, rest) = bytes.split_at(split);
-                    let (b, c) = rest.split_at(split2 - split);
-                    assert_eq!(
-                        sink(bits, &[a, b, c]),
-                        Ok(expected.clone()),
-                        "{len}: {split} {split2}"
-                    );
-                }
+            for (pieces, split, split2) in three_pieces(&bytes, 3, 5) {
+                assert_eq!(
+                    sink(bits, &pieces),
+                    Ok(expected.clone()),
+                    "{len}: {split} {split2}"
+                );
             }
             for run in [1, 7, 8, 9, 63, 64, 65, 100] {
                 let chunks: Vec<&[u8]> = bytes.chunks(run).collect();
