@@ -221,7 +221,7 @@ impl BloomFilter {
 
     /// The one-key probe of `contains`: the kernel compiled for this configuration.
     #[inline(always)]
-    fn probe(&self) -> KernelProbe<'_> {
+    fn probe(&self) -> KernelProbe<'_, AlignedWords<u64>> {
         self.kernel.probe(&self.hasher, &self.words)
     }
 

@@ -124,6 +124,20 @@ impl<W> std::ops::Deref for AlignedWords<W> {
     }
 }
 
+impl<W> AsRef<[W]> for AlignedWords<W> {
+    #[inline(always)]
+    fn as_ref(&self) -> &[W] {
+        self
+    }
+}
+
+impl<W> AsMut<[W]> for AlignedWords<W> {
+    #[inline(always)]
+    fn as_mut(&mut self) -> &mut [W] {
+        self
+    }
+}
+
 impl<W> std::ops::DerefMut for AlignedWords<W> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut [W] {

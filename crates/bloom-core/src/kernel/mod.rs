@@ -201,38 +201,38 @@ impl Kernel {
     /// The default configuration is one test, then [`DefaultProbe`]; the other kernels are
     /// matched out of line.
     #[inline(always)]
-    pub(crate) fn contains_taken(
+    pub(crate) fn contains_taken<W: AsRef<[u64]> + ?Sized>(
         self,
         hasher: &PositionHasher,
-        words: &[u64],
+        words: &W,
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
-        debug_assert_whole(hasher, words.len());
+        debug_assert_whole(hasher, words.as_ref().len());
         if let Some(default) = self.first_tested() {
             return DefaultProbe::new(default, words).taken(key, take);
         }
         take.admits_bytes(key)
-            .then(|| self.kind.contains(hasher, words, key))
+            .then(|| self.kind.contains(hasher, words.as_ref(), key))
     }
 
     /// Sets the bits of the key of bytes `key` when its [`Take`] lets the bytes be hashed as
     /// they are, and returns whether one was clear; `None` (and nothing set) when they must
     /// be encoded first. As [`Kernel::contains_taken`].
     #[inline(always)]
-    pub(crate) fn insert_taken(
+    pub(crate) fn insert_taken<W: AsMut<[u64]> + ?Sized>(
         self,
         hasher: &PositionHasher,
-        words: &mut [u64],
+        words: &mut W,
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
-        debug_assert_whole(hasher, words.len());
+        debug_assert_whole(hasher, words.as_mut().len());
         if let Some(default) = self.first_tested() {
             return Insert::taken(default, hasher, words, key, take);
         }
         take.admits_bytes(key)
-            .then(|| self.kind.insert(hasher, words, key))
+            .then(|| self.kind.insert(hasher, words.as_mut(), key))
     }
 
     /// Whether every bit of the key of encoded bytes `key` is set in `words`.

@@ -40,7 +40,11 @@ impl Kernel {
 
     /// The one-key probe of `words` ([`Probe`]), whose keys are placed with `hasher`.
     #[inline(always)]
-    pub(crate) fn probe<'a>(self, hasher: &'a PositionHasher, words: &'a [u64]) -> KernelProbe<'a> {
+    pub(crate) fn probe<'a, W: AsRef<[u64]> + ?Sized>(
+        self,
+        hasher: &'a PositionHasher,
+        words: &'a W,
+    ) -> KernelProbe<'a, W> {
         KernelProbe {
             kernel: self,
             hasher,
@@ -58,7 +62,10 @@ impl Kernel {
     /// The probe of the default configuration, if this is its kernel: for a loop over many
     /// keys, tested once.
     #[inline(always)]
-    pub(crate) fn default_probe(self, words: &[u64]) -> Option<DefaultProbe<'_>> {
+    pub(crate) fn default_probe<W: AsRef<[u64]> + ?Sized>(
+        self,
+        words: &W,
+    ) -> Option<DefaultProbe<'_, W>> {
         let default = self.default_kernel()?;
         Some(DefaultProbe::new(default, words))
     }
@@ -80,10 +87,14 @@ pub(crate) trait Compiled {
 pub(crate) trait Insert: Copy {
     /// Sets the bits of the key of bytes `key` when `take` lets them be hashed as they are,
     /// and returns whether one was clear; `None` when they must be encoded first.
-    fn taken(
+    ///
+    /// `words` is reached only once the key is hashed: a filter's word array is a pointer
+    /// and a length, which loaded before the hash were kept across it on the stack (measured
+    /// 4 instructions of a one-key insert's 94).
+    fn taken<W: AsMut<[u64]> + ?Sized>(
         self,
         hasher: &PositionHasher,
-        words: &mut [u64],
+        words: &mut W,
         key: &[u8],
         take: Take,
     ) -> Option<bool>;
@@ -94,10 +105,10 @@ pub(crate) trait Insert: Copy {
 
 impl Insert for Kernel {
     #[inline(always)]
-    fn taken(
+    fn taken<W: AsMut<[u64]> + ?Sized>(
         self,
         hasher: &PositionHasher,
-        words: &mut [u64],
+        words: &mut W,
         key: &[u8],
         take: Take,
     ) -> Option<bool> {
@@ -114,10 +125,16 @@ impl Insert for Kernel {
 // hasher is not read.
 impl Insert for DefaultKernel {
     #[inline(always)]
-    fn taken(self, _: &PositionHasher, words: &mut [u64], key: &[u8], take: Take) -> Option<bool> {
+    fn taken<W: AsMut<[u64]> + ?Sized>(
+        self,
+        _: &PositionHasher,
+        words: &mut W,
+        key: &[u8],
+        take: Take,
+    ) -> Option<bool> {
         // `?`, not `Option::map`: a closure holding the kernel was left out of line.
         let hash = default_hash(key, take)?;
-        Some(self.insert_hash(words, hash))
+        Some(self.insert_hash(words.as_mut(), hash))
     }
 
     #[inline(always)]
@@ -126,15 +143,25 @@ impl Insert for DefaultKernel {
     }
 }
 
-/// A plain filter's one-key probe through its kernel ([`Kernel::probe`]).
-#[derive(Clone, Copy)]
-pub(crate) struct KernelProbe<'a> {
+/// A plain filter's one-key probe through its kernel ([`Kernel::probe`]), of the words
+/// `W` holds: a slice, or a filter's word array, reached only once the key is hashed (see
+/// [`Insert::taken`]).
+pub(crate) struct KernelProbe<'a, W: ?Sized = [u64]> {
     kernel: Kernel,
     hasher: &'a PositionHasher,
-    words: &'a [u64],
+    words: &'a W,
 }
 
-impl Probe for KernelProbe<'_> {
+// Not derived: the derive would ask `W: Copy`, and `W` is behind a reference.
+impl<W: ?Sized> Clone for KernelProbe<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W: ?Sized> Copy for KernelProbe<'_, W> {}
+
+impl<W: AsRef<[u64]> + ?Sized> Probe for KernelProbe<'_, W> {
     #[inline(always)]
     fn taken(self, bytes: &[u8], take: Take) -> Option<bool> {
         self.kernel
@@ -143,31 +170,41 @@ impl Probe for KernelProbe<'_> {
 
     #[inline(always)]
     fn encoded(self, encoded: &[u8]) -> bool {
-        self.kernel.contains(self.hasher, self.words, encoded)
+        self.kernel
+            .contains(self.hasher, self.words.as_ref(), encoded)
     }
 }
 
 /// The default configuration's one-key probe ([`Kernel::default_probe`]): the hash with its
-/// ASCII test ([`xxh3_64_ascii`]), then the 512-bit split-block probe as `default` runs it.
-#[derive(Clone, Copy)]
-pub(crate) struct DefaultProbe<'a> {
+/// ASCII test ([`xxh3_64_ascii`]), then the 512-bit split-block probe as `default` runs it,
+/// of the words `W` holds (reached once the key is hashed, as [`KernelProbe`]'s).
+pub(crate) struct DefaultProbe<'a, W: ?Sized = [u64]> {
     /// Never [`DefaultKernel::NO`].
     default: DefaultKernel,
-    words: &'a [u64],
+    words: &'a W,
 }
 
-impl<'a> DefaultProbe<'a> {
+// Not derived, as `KernelProbe`'s.
+impl<W: ?Sized> Clone for DefaultProbe<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W: ?Sized> Copy for DefaultProbe<'_, W> {}
+
+impl<'a, W: AsRef<[u64]> + ?Sized> DefaultProbe<'a, W> {
     /// The probe of `words` as `default` runs it, which must not be
     /// [`DefaultKernel::NO`].
     #[inline(always)]
-    pub(super) fn new(default: DefaultKernel, words: &'a [u64]) -> Self {
+    pub(super) fn new(default: DefaultKernel, words: &'a W) -> Self {
         Self { default, words }
     }
 
     /// Whether the bits of the key of default hash `hash` are all set.
     #[inline(always)]
     fn probe_hash(self, hash: u64) -> bool {
-        self.default.contains_hash(self.words, hash)
+        self.default.contains_hash(self.words.as_ref(), hash)
     }
 }
 
@@ -198,7 +235,7 @@ impl DefaultKernel {
     }
 }
 
-impl Probe for DefaultProbe<'_> {
+impl<W: AsRef<[u64]> + ?Sized> Probe for DefaultProbe<'_, W> {
     #[inline(always)]
     fn taken(self, bytes: &[u8], take: Take) -> Option<bool> {
         // `?`, not `Option::map`: a closure holding the kernel was left out of line.
