@@ -124,6 +124,20 @@ impl<W> std::ops::Deref for AlignedWords<W> {
     }
 }
 
+impl<W> std::ops::DerefMut for AlignedWords<W> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [W] {
+        // SAFETY: as in `deref`; the exclusive borrow of `self` covers the slice's, and
+        // `_buf` is never used to reach the words.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(self.first.as_ptr(), self.len)
+        }
+    }
+}
+
+// For the kernels, which take their words as a container and reach them only once a key is
+// hashed (`kernel::Insert::taken`).
 impl<W> AsRef<[W]> for AlignedWords<W> {
     #[inline(always)]
     fn as_ref(&self) -> &[W] {
@@ -135,18 +149,6 @@ impl<W> AsMut<[W]> for AlignedWords<W> {
     #[inline(always)]
     fn as_mut(&mut self) -> &mut [W] {
         self
-    }
-}
-
-impl<W> std::ops::DerefMut for AlignedWords<W> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [W] {
-        // SAFETY: as in `deref`; the exclusive borrow of `self` covers the slice's, and
-        // `_buf` is never used to reach the words.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::slice::from_raw_parts_mut(self.first.as_ptr(), self.len)
-        }
     }
 }
 
