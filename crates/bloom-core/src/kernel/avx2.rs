@@ -24,10 +24,44 @@ pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(words: &[u64],
     compiled::split_contains_hash::<H, WIDE>(words, h)
 }
 
-/// [`compiled::split_insert_hash`] compiled for AVX2.
+/// [`compiled::split_insert_hash`] compiled for AVX2; a 512-bit block is written only when
+/// a bit of the key was clear ([`insert_512`]).
 #[target_feature(enable = "avx2")]
 pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(words: &mut [u64], h: u64) -> bool {
+    if WIDE {
+        return match split::block_mut::<8>(words, h) {
+            Some(block) => insert_512(block, h as u32),
+            None => false,
+        };
+    }
     compiled::split_insert_hash::<H, WIDE>(words, h)
+}
+
+/// Sets the bits of the lower hash bits `x` in the 512-bit block `block` ([`split::set_all`]
+/// of [`split::masks_512`]), storing the block only if one of them was clear, and returns
+/// whether one was.
+///
+/// A key inserted again leaves its block's line unwritten: no store to wait on or to write
+/// back, and a page that only such inserts reach stays clean (measured on a filter of 10^5
+/// keys taking its keys again: 1.14x sbbf-rs-safe's time where the store made it 1.20x; no
+/// slower on new keys or on a mix of both). Written with the intrinsics, as the compiler
+/// made a horizontal sum of the test the portable code's branch reads, where `vptest` sets
+/// the flag the branch needs.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn insert_512(block: &mut [u64; 8], x: u32) -> bool {
+    use std::arch::x86_64::{__m256i, _mm256_andnot_si256, _mm256_or_si256, _mm256_testz_si256};
+    let [mask_lo, mask_hi]: [__m256i; 2] = bytemuck::cast(split::masks_512(x));
+    let [lo, hi]: [__m256i; 2] = bytemuck::cast(*block);
+    let clear = _mm256_or_si256(
+        _mm256_andnot_si256(lo, mask_lo),
+        _mm256_andnot_si256(hi, mask_hi),
+    );
+    if _mm256_testz_si256(clear, clear) == 1 {
+        return false;
+    }
+    *block = bytemuck::cast([_mm256_or_si256(lo, mask_lo), _mm256_or_si256(hi, mask_hi)]);
+    true
 }
 
 /// [`compiled::split_insert_hashes`] compiled for AVX2.
@@ -72,4 +106,48 @@ pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
 #[target_feature(enable = "avx2")]
 pub(super) fn run_avx2<W: super::Compiled>(work: W, kernel: super::Kernel) -> W::Output {
     work.run(kernel.inlined())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 512-bit insert sets what the portable code sets and answers as it does, a key
+    /// whose bits are all set again included.
+    #[test]
+    fn insert_512_sets_and_answers_as_the_portable_code() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..2000 {
+            // An empty block, then ever denser ones.
+            let density = round % 4;
+            let mut block = [0u64; 8];
+            for word in &mut block {
+                *word = (0..density).fold(0, |w, _| w | next());
+            }
+            let x = next() as u32;
+            let mut expected = block;
+            let expected_changed = split::set_all(&mut expected, &split::masks_512(x));
+            for again in [false, true] {
+                let mut got = if again { expected } else { block };
+                // SAFETY: the CPU was found to have AVX2 above.
+                #[allow(unsafe_code)]
+                let changed = unsafe { insert_512(&mut got, x) };
+                assert_eq!(got, expected, "round {round}, again {again}");
+                assert_eq!(
+                    changed,
+                    expected_changed && !again,
+                    "round {round}, again {again}"
+                );
+            }
+        }
+    }
 }

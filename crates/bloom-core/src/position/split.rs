@@ -111,9 +111,9 @@ fn block<const N: usize>(words: &[u64], h: u64) -> Option<&[u64; N]> {
     Some(unsafe { blocks.get_unchecked(i) })
 }
 
-/// [`block`], mutable.
+/// [`block`], mutable (the AVX2 kernels' 512-bit insert finds its block with it too).
 #[inline(always)]
-fn block_mut<const N: usize>(words: &mut [u64], h: u64) -> Option<&mut [u64; N]> {
+pub(crate) fn block_mut<const N: usize>(words: &mut [u64], h: u64) -> Option<&mut [u64; N]> {
     let (blocks, _) = words.as_chunks_mut::<N>();
     let i = index_in(h, blocks.len())?;
     // SAFETY: as in `block`.
