@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{SharedError, SharedFilteredStore, SharedOpen};
-use bloom_store::{Coalesced, Lookup, PrimaryStore, SqliteStore};
+use bloom_store::{ClaimStatus, Coalesced, Lookup, PrimaryStore, SqliteStore};
 use bloom_testing::redis::RedisServer;
+use bloom_testing::wait::wait_for;
 
 fn config(shards: u32) -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(shards).unwrap(), 20_000, 0.01).unwrap();
@@ -131,6 +132,12 @@ fn a_first_start_without_redis_creates_the_filter_when_redis_is_back() {
     assert_eq!(seen.contains("x").unwrap(), Lookup::AbsentBypassed);
     server.restart_empty();
     assert!(seen.insert("x").unwrap());
+    // The store's claim watcher judges the commit on its own thread when the store could not
+    // take it for its own at once (the claim is unconfirmed, and lookups ask the store, until
+    // then): waited for, as an event.
+    wait_for("the claim watcher's verdict on the commit", || {
+        seen.claim_status() == ClaimStatus::Held
+    });
     assert!(seen.is_trusted());
     assert_eq!(seen.contains("x").unwrap(), Lookup::Present);
     // And after Redis restarts empty again, the same.

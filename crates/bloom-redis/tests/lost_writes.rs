@@ -3,11 +3,12 @@
 //! each persistence mode. Whatever happens, an acknowledged key is never answered "absent":
 //! the filter answers "maybe" or refuses (`Unverified`) until it is known whole again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, Layout};
 use bloom_redis::{Durability, RedisFilter, RedisFilterError, RedisTarget};
 use bloom_testing::redis::{RedisCluster, RedisServer};
+use bloom_testing::wait::wait_for;
 use rustix::process::Signal;
 
 fn config(shards: u32, items: u64) -> FilterConfig {
@@ -45,15 +46,6 @@ fn assert_never_absent(filter: &RedisFilter, acknowledged: &[String]) -> usize {
         }
     }
     refused
-}
-
-/// Waits for `done`, bounded only against a hang.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} never happened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A master and a replica of it, in sync.

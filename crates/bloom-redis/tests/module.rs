@@ -8,13 +8,14 @@
 //! run through the module too, in `cargo xtask test`'s second pass
 //! (`BLOOM_REDIS_TEST_PATH=module`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bloom_core::{BloomFilter, Filter, FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_format::DatasetGeneration;
 use bloom_redis::{Durability, ModuleUse, RedisFilter, RedisFilterError, shard_key};
 use bloom_redis_protocol::config::config_text;
 use bloom_testing::redis::{RedisCluster, RedisServer};
+use bloom_testing::wait::wait_for;
 
 fn config(shards: u32, items: u64) -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(shards).unwrap(), items, 0.01).unwrap();
@@ -23,14 +24,6 @@ fn config(shards: u32, items: u64) -> FilterConfig {
 
 fn keys(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A user `name` with `rules`, and a target that connects as it.

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use bloom_core::{FilterConfig, FilterParams, KeyEncoding, Layout};
 use bloom_redis::{SharedFilteredStore, SharedOpen};
-use bloom_store::{Lookup, PrimaryStore, SqliteStore};
+use bloom_store::{ClaimStatus, Lookup, PrimaryStore, SqliteStore};
 use bloom_testing::redis::RedisServer;
+use bloom_testing::wait::wait_for;
 
 fn config() -> FilterConfig {
     let params = FilterParams::planned(Layout::sharded(8).unwrap(), 20_000, 0.01).unwrap();
@@ -42,15 +43,9 @@ fn assert_committed_present(wrappers: &[&SharedFilteredStore<SqliteStore>], comm
 /// Waits for the verdict of `wrapper`'s claim watcher on writes made under it; the deadline
 /// only bounds a hang.
 fn wait_for_claim(wrapper: &SharedFilteredStore<SqliteStore>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while wrapper.claim_status() != bloom_store::ClaimStatus::Held {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{:?}",
-            wrapper.claim_status()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the claim watcher's verdict", || {
+        wrapper.claim_status() == ClaimStatus::Held
+    });
 }
 
 #[test]
@@ -109,6 +104,7 @@ fn no_committed_key_is_reported_absent_through_redis_faults() {
     // B attaches to the rebuilt filter on its next insert.
     b.insert("after-rebuild").unwrap();
     committed.push("after-rebuild".to_owned());
+    wait_for_claim(&b);
     assert!(b.is_trusted());
     assert_committed_present(&[&a, &b], &committed);
 
@@ -321,6 +317,7 @@ fn a_restart_from_an_older_save_is_repaired_from_the_store() {
     // The next insert attaches again: the filter is repaired and trusted.
     a.insert("after-restart").unwrap();
     committed.push("after-restart".to_owned());
+    wait_for_claim(&a);
     assert!(a.is_trusted());
     assert_committed_present(&[&a], &committed);
     let avoided = a.lookups_avoided();

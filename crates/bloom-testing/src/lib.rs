@@ -8,6 +8,8 @@
 //! - `keys`: SplitMix64, a deterministic generator, so that probes and examples make the same
 //!   choices in every run.
 //! - `bench`: how the benchmarks print their paired-round ratios.
+//! - `wait`: waiting for what a test is not told of as it happens, bounded only against a
+//!   hang.
 //! - `telemetry` (feature `telemetry`): the events and a Prometheus scrape of what a closure
 //!   did, as an operator's subscriber and exporter would see them.
 //!
@@ -20,3 +22,4 @@ pub mod keys;
 pub mod redis;
 #[cfg(feature = "telemetry")]
 pub mod telemetry;
+pub mod wait;
