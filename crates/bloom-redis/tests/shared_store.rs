@@ -266,15 +266,7 @@ fn a_filter_lost_between_a_writers_bits_and_its_commit_gets_the_bits_again() {
     // The committed key is in the rebuilt filter: B, which trusts it, reports it present.
     // (A's commit, on a connection of its own, is judged by B's claim first: B asks the
     // store until then.)
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while b.claim_status() != bloom_store::ClaimStatus::Held {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{:?}",
-            b.claim_status()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_claim(&b);
     assert!(b.is_trusted());
     assert_eq!(b.contains("slow-writer").unwrap(), Lookup::Present);
     let (c, _) = open(&db, &server);

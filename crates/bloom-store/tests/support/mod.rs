@@ -169,15 +169,9 @@ macro_rules! on_every_store {
 /// has judged the commits it made (most are accepted as they return; one caught mid-write is
 /// judged by the watcher's thread), so that the filter answers alone again.
 pub fn claim_held<S: PrimaryStore>(wrapper: &FilteredStore<S>) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while wrapper.claim_status() != bloom_store::ClaimStatus::Held {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the claim never held again: {:?}",
-            wrapper.claim_status()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    bloom_testing::wait::wait_for("the claim holding again", || {
+        wrapper.claim_status() == bloom_store::ClaimStatus::Held
+    });
 }
 
 pub fn keys(range: std::ops::Range<u32>) -> Vec<String> {
