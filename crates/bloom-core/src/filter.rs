@@ -218,7 +218,7 @@ macro_rules! owned_words_methods {
         }
 
         fn items_inserted(&self) -> u64 {
-            self.items
+            u64::from(self.items)
         }
 
         fn for_each_payload_chunk<E>(

@@ -34,7 +34,51 @@ pub struct BloomFilter {
     /// `foreign_tables`: kept at hand for every lookup.
     takes: Takes,
     words: AlignedWords<u64>,
-    items: u64,
+    items: ItemCount,
+}
+
+/// A plain filter's item count: the count it started from (a snapshot's, `0`, or the
+/// estimate after [`BloomFilter::union`] or [`BloomFilter::intersect`]) and the inserts since
+/// then that changed a bit.
+///
+/// Every such insert sets a bit that was clear, and no bit is cleared without the count
+/// starting again, so `added` never exceeds the filter's number of bits and cannot wrap.
+/// An insert adds to it with one `add`; the count saturates at `2^64 - 1` when it is read
+/// (a snapshot may record any count), not on every insert.
+#[derive(Clone, Copy, Debug, Default)]
+struct ItemCount {
+    base: u64,
+    added: u64,
+}
+
+impl ItemCount {
+    const fn starting_at(base: u64) -> Self {
+        Self { base, added: 0 }
+    }
+
+    /// Counts `changed` more inserts that changed a bit.
+    #[inline(always)]
+    const fn add(&mut self, changed: u64) {
+        // Never wraps (at most one per bit of the filter; see the type's comment).
+        self.added = self.added.wrapping_add(changed);
+    }
+
+    const fn get(self) -> u64 {
+        self.base.saturating_add(self.added)
+    }
+}
+
+/// Equal when they count the same, however they got there.
+impl PartialEq for ItemCount {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl From<ItemCount> for u64 {
+    fn from(count: ItemCount) -> Self {
+        count.get()
+    }
 }
 
 crate::filter::eq_by_contents!(BloomFilter);
@@ -81,7 +125,7 @@ impl BloomFilter {
             takes: Takes::new(config.encoding(), foreign_tables),
             config,
             words,
-            items,
+            items: ItemCount::starting_at(items),
         }
     }
 
@@ -126,9 +170,7 @@ impl BloomFilter {
             // measured 12 instructions more per key here).
             None => self.insert_encoded(key)?,
         };
-        if changed {
-            self.items = self.items.saturating_add(1);
-        }
+        self.items.add(u64::from(changed));
         Ok(changed)
     }
 
@@ -167,9 +209,7 @@ impl BloomFilter {
             self.mark_tables_mixed();
         }
         let changed = self.kernel.insert_hash(&self.hasher, &mut self.words, hash);
-        if changed {
-            self.items = self.items.saturating_add(1);
-        }
+        self.items.add(u64::from(changed));
         changed
     }
 
@@ -185,7 +225,7 @@ impl BloomFilter {
         for word in self.words.iter_mut() {
             *word = u64::from_le(*word);
         }
-        self.items = items;
+        self.items = ItemCount::starting_at(items);
     }
 
     /// Whether the filter's configuration has foreign Unicode tables (kept at hand).
@@ -216,7 +256,7 @@ impl BloomFilter {
         if inserted.table_sensitive {
             self.mark_tables_mixed();
         }
-        self.items = self.items.saturating_add(inserted.changed);
+        self.items.add(inserted.changed);
     }
 
     /// The one-key probe of `contains`: the kernel compiled for this configuration.
@@ -229,7 +269,7 @@ impl BloomFilter {
     /// (salt included) is kept.
     pub fn clear(&mut self) {
         self.words.fill(0);
-        self.items = 0;
+        self.items = ItemCount::default();
     }
 
     /// Whether [`BloomFilter::union`] and [`BloomFilter::intersect`] accept `other`: the same
@@ -274,7 +314,7 @@ impl BloomFilter {
             *a = op(*a, *b);
         }
         let estimate = self.estimated_items().round() as u64;
-        self.items = estimate;
+        self.items = ItemCount::starting_at(estimate);
         Ok(())
     }
 
@@ -326,7 +366,8 @@ impl Filter for BloomFilter {
     }
 
     fn header(&self, dataset_generation: impl Into<DatasetGeneration>) -> Header {
-        self.config.to_header(dataset_generation.into(), self.items)
+        self.config
+            .to_header(dataset_generation.into(), self.items.get())
     }
 
     fn payload_len(&self) -> u64 {
