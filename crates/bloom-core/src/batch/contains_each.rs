@@ -13,13 +13,13 @@ use crate::probe::{BitsProbe, BitsRef};
 /// The answers of [`BloomFilter::contains_each`](crate::BloomFilter::contains_each) and
 /// [`AtomicBloomFilter::contains_each`](crate::AtomicBloomFilter::contains_each): one answer
 /// per key, in order (computed a batch of keys at a time for a filter past the CPU's
-/// caches, and 64 at a time for a plain filter in them; an atomic filter in them answers
+/// caches, and 256 at a time for a plain filter in them; an atomic filter in them answers
 /// each key when it is asked for). An answer is a `bool` for text and
 /// encoded keys and a `Result<bool, KeyError>` for byte keys ([`Key::Answer`]); a refused
 /// byte key is answered with its error and the keys after it are answered as usual.
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
-/// only as answers are needed, at most 64 keys ahead of the answers read, so a stream of any
+/// only as answers are needed, at most 256 keys ahead of the answers read, so a stream of any
 /// length is answered in constant memory.
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
@@ -28,9 +28,14 @@ where
 {
     bits: BitsRef<'a>,
     hashing: KeyHashing<'a>,
-    keys: I,
-    /// The batch whose answers are being returned.
-    batch: HashBatch,
+    /// The keys not yet taken. `None` only while the in-cache loop holds them (it takes them
+    /// by value, so that they live in registers there rather than in `self`), and, should
+    /// the keys' own iterator panic in that loop, from then on.
+    keys: Option<I>,
+    /// Past the caches, the batch whose answers are being returned and the one after it:
+    /// allocated at the first answer, so that an iterator in cache (or one never read) is
+    /// small to make and to move.
+    batches: Option<Box<Batches>>,
     /// The answers taken (for the keys of `batch` past the caches): `answers[..filled]`,
     /// those before `next` returned.
     answers: [bool; AHEAD_KEYS],
@@ -38,9 +43,8 @@ where
     /// The key that stopped `answers[..filled]` (past the caches, `batch`), answered after
     /// them.
     refused: Option<<I::Item as Key>::Error>,
-    /// The batch after `batch`: hashed, its lines touched, and the key that stopped it, or
-    /// whether the keys ended right after it.
-    ahead: HashBatch,
+    /// The key that stopped the batch after `batch` (in `batches`), or whether the keys
+    /// ended right after it.
     ahead_refused: Option<<I::Item as Key>::Error>,
     ahead_ended: bool,
     /// Whether `ahead` was filled for the batch being returned (false before the first
@@ -57,6 +61,15 @@ where
     ended: bool,
 }
 
+/// The two batches of a `contains_each` past the caches.
+#[derive(Clone, Default)]
+struct Batches {
+    /// The batch whose answers are being returned.
+    batch: HashBatch,
+    /// The batch after `batch`: hashed, and its lines touched.
+    ahead: HashBatch,
+}
+
 impl<'a, I: Iterator> ContainsEach<'a, I>
 where
     I::Item: Key,
@@ -66,12 +79,11 @@ where
             direct: fits_in_cache(bits.len()),
             bits,
             hashing,
-            keys,
-            batch: HashBatch::default(),
+            keys: Some(keys),
+            batches: None,
             answers: [false; AHEAD_KEYS],
             next: 0,
             refused: None,
-            ahead: HashBatch::default(),
             ahead_refused: None,
             ahead_ended: false,
             started: false,
@@ -91,11 +103,10 @@ where
             bits: self.bits,
             hashing: self.hashing,
             keys: self.keys.clone(),
-            batch: self.batch.clone(),
+            batches: self.batches.clone(),
             answers: self.answers,
             next: self.next,
             refused: self.refused.clone(),
-            ahead: self.ahead.clone(),
             ahead_refused: self.ahead_refused.clone(),
             ahead_ended: self.ahead_ended,
             started: self.started,
@@ -129,18 +140,25 @@ where
         if self.direct {
             return self.filled - self.next + usize::from(self.refused.is_some());
         }
-        let pending = self.batch.hashes().len() - self.next + self.ahead.hashes().len();
+        let pending = self.batches.as_deref().map_or(0, |b| {
+            b.batch.hashes().len() - self.next + b.ahead.hashes().len()
+        });
         pending + usize::from(self.refused.is_some()) + usize::from(self.ahead_refused.is_some())
     }
 
     /// Hashes the next batch of keys into `ahead` and touches their lines, so that they are
     /// on their way while the current batch is answered and returned.
-    fn fill_ahead(&mut self) {
-        let (taken, refused) = self.ahead.fill(self.hashing, &mut self.keys);
+    fn fill_ahead(&mut self, batches: &mut Batches) {
+        let (taken, refused) = match self.keys.as_mut() {
+            Some(keys) => batches.ahead.fill(self.hashing, keys),
+            None => batches
+                .ahead
+                .fill(self.hashing, &mut std::iter::empty::<I::Item>()),
+        };
         // A batch stops short at a refused key or at the keys' end.
         self.ahead_ended = taken < BATCH_KEYS && refused.is_none();
         self.ahead_refused = refused;
-        let (hasher, hashes) = (self.hashing.hasher, self.ahead.hashes());
+        let (hasher, hashes) = (self.hashing.hasher, batches.ahead.hashes());
         match (self.bits, self.hashing.kernel) {
             (BitsRef::Plain(words), Some(kernel)) => kernel.prefetch_hashes(hasher, words, hashes),
             (bits, _) => bits.touch(hasher, hashes),
@@ -148,8 +166,8 @@ where
     }
 
     /// Answers the keys of `batch`, whose lines were touched a batch earlier.
-    fn answer_batch(&mut self) {
-        let (hasher, hashes) = (self.hashing.hasher, self.batch.hashes());
+    fn answer_batch(&mut self, batch: &HashBatch) {
+        let (hasher, hashes) = (self.hashing.hasher, batch.hashes());
         let answers = self.answers.get_mut(..hashes.len()).unwrap_or_default();
         match (self.bits, self.hashing.kernel) {
             (BitsRef::Plain(words), Some(kernel)) => {
@@ -161,7 +179,7 @@ where
                 }
             }
         }
-        for (answer, &sensitive) in answers.iter_mut().zip(self.batch.table_sensitive()) {
+        for (answer, &sensitive) in answers.iter_mut().zip(batch.table_sensitive()) {
             *answer |= sensitive;
         }
     }
@@ -169,8 +187,16 @@ where
     /// The next answer past the caches, once `answers` ran out: from the batch, answered a
     /// batch at a time while the batch after it is on its way.
     fn next_batched(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
+        let mut batches = self.batches.take().unwrap_or_default();
+        let answer = self.next_of(&mut batches);
+        self.batches = Some(batches);
+        answer
+    }
+
+    /// [`ContainsEach::next_batched`] with its batches.
+    fn next_of(&mut self, batches: &mut Batches) -> Option<<I::Item as Key>::Answer<bool>> {
         type Of<I> = <I as Iterator>::Item;
-        if self.next == self.batch.hashes().len() {
+        if self.next == batches.batch.hashes().len() {
             if let Some(refused) = self.refused.take() {
                 return Some(<Of<I> as Key>::answer(Err(refused)));
             }
@@ -182,15 +208,15 @@ where
             }
             if !self.started {
                 self.started = true;
-                self.fill_ahead();
+                self.fill_ahead(batches);
             }
-            std::mem::swap(&mut self.batch, &mut self.ahead);
+            std::mem::swap(&mut batches.batch, &mut batches.ahead);
             self.refused = self.ahead_refused.take();
             self.ended = std::mem::take(&mut self.ahead_ended);
             (self.next, self.filled) = (0, 0);
             // `ahead` now holds the batch just returned: emptied, it is never answered again.
-            self.ahead.len = 0;
-            if self.batch.hashes().is_empty() {
+            batches.ahead.len = 0;
+            if batches.batch.hashes().is_empty() {
                 // The keys ran out, or the batch stopped at its first key: the next call
                 // starts over from the keys after it.
                 self.started = false;
@@ -204,11 +230,11 @@ where
             if self.ended {
                 self.started = false;
             } else {
-                self.fill_ahead();
+                self.fill_ahead(batches);
             }
-            self.answer_batch();
+            self.answer_batch(&batches.batch);
         }
-        self.filled = self.batch.hashes().len();
+        self.filled = batches.batch.hashes().len();
         let answer = self.answers.get(self.next..self.filled)?.first().copied()?;
         self.next += 1;
         Some(<Of<I> as Key>::answer(Ok(answer)))
@@ -237,19 +263,22 @@ where
             return None;
         }
         let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
-        let (keys, answers) = (&mut self.keys, &mut self.answers);
         let (filled, refused, ended) = match (self.bits, self.hashing.kernel) {
-            (BitsRef::Plain(words), Some(kernel)) => kernel.compiled(AnswerAhead {
-                keys,
-                answers,
-                rules,
-                hasher,
-                words,
-            }),
+            (BitsRef::Plain(words), Some(kernel)) => {
+                let (keys, filled, refused, ended) = kernel.compiled(AnswerAhead {
+                    keys: self.keys.take()?,
+                    answers: &mut self.answers,
+                    rules,
+                    hasher,
+                    words,
+                });
+                self.keys = Some(keys);
+                (filled, refused, ended)
+            }
             // An atomic filter answers each key when it is asked for, as `contains` does:
             // an insert finished before that `next` is in its answer.
             (bits, _) => {
-                let key = keys.next()?;
+                let key = self.keys.as_mut()?.next()?;
                 return Some(answer(key, rules, &BitsProbe::new(bits, hasher)));
             }
         };
@@ -272,13 +301,15 @@ where
 }
 
 /// Up to [`AHEAD_KEYS`] keys' answers into `answers`, up to the first key the encoding
-/// refuses or the end of the keys, as work for [`Kernel::compiled`]: how many were
-/// answered, the refusal, and whether the keys ended.
+/// refuses or the end of the keys, as work for [`Kernel::compiled`]: the keys after them,
+/// how many were answered, the refusal, and whether the keys ended. The keys come and go
+/// by value: through a reference, the loop loaded and stored their position for every key
+/// (the compiler cannot tell it from `answers`).
 struct AnswerAhead<'a, 'k, I: Iterator>
 where
     I::Item: Key,
 {
-    keys: &'k mut I,
+    keys: I,
     answers: &'k mut [bool; AHEAD_KEYS],
     rules: (Takes, KeyEncoding, bool),
     hasher: &'a PositionHasher,
@@ -289,7 +320,7 @@ impl<I: Iterator> Compiled for AnswerAhead<'_, '_, I>
 where
     I::Item: Key,
 {
-    type Output = (usize, Option<<I::Item as Key>::Error>, bool);
+    type Output = (I, usize, Option<<I::Item as Key>::Error>, bool);
 
     #[inline(always)]
     fn run(self, kernel: Kernel) -> Self::Output {
@@ -310,24 +341,24 @@ where
 /// [`AnswerAhead`] through `probe`.
 #[inline(always)]
 fn answer_ahead<I: Iterator>(
-    keys: &mut I,
+    mut keys: I,
     answers: &mut [bool; AHEAD_KEYS],
     rules: (Takes, KeyEncoding, bool),
     probe: impl Probe,
-) -> (usize, Option<<I::Item as Key>::Error>, bool)
+) -> (I, usize, Option<<I::Item as Key>::Error>, bool)
 where
     I::Item: Key,
 {
     for (filled, slot) in answers.iter_mut().enumerate() {
         let Some(key) = keys.next() else {
-            return (filled, None, true);
+            return (keys, filled, None, true);
         };
         match probe_key(key, rules, &probe) {
             Ok(answer) => *slot = answer,
-            Err(refused) => return (filled, Some(refused), false),
+            Err(refused) => return (keys, filled, Some(refused), false),
         }
     }
-    (AHEAD_KEYS, None, false)
+    (keys, AHEAD_KEYS, None, false)
 }
 
 /// One key's answer from `probe`, as `contains` gives it. The probe comes by reference so
@@ -438,8 +469,12 @@ where
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         // The answers already taken: a few instructions, inlined into the caller's loop.
-        if let Some(&answer) = self.answers.get(self.next..self.filled)?.first() {
-            self.next += 1;
+        let next = self.next;
+        if next < self.filled {
+            self.next = next + 1;
+            // `filled` is at most `AHEAD_KEYS`, a power of two: the remainder is `next`, and
+            // needs no bounds check.
+            let answer = self.answers[next % AHEAD_KEYS];
             return Some(<I::Item as Key>::answer(Ok(answer)));
         }
         self.refill()
@@ -459,23 +494,23 @@ where
             if let Some(refused) = self.refused.take() {
                 init = f(init, <I::Item as Key>::answer(Err(refused)));
             }
-            if self.ended {
+            let Some(keys) = self.keys.filter(|_| !self.ended) else {
                 return init;
-            }
+            };
             let (bits, hashing) = (self.bits, self.hashing);
             let (rules, hasher) = (hashing.rules(), hashing.hasher);
             // The filter's kind matched once, outside the loop; the default configuration's
             // kernel too, so that its loop tests nothing per key.
             return match (bits, hashing.kernel) {
                 (BitsRef::Plain(words), Some(kernel)) => kernel.compiled(FoldAnswers {
-                    keys: self.keys,
+                    keys,
                     init,
                     f,
                     rules,
                     hasher,
                     words,
                 }),
-                (bits, _) => fold_answers(self.keys, init, f, rules, BitsProbe::new(bits, hasher)),
+                (bits, _) => fold_answers(keys, init, f, rules, BitsProbe::new(bits, hasher)),
             };
         }
         let mut acc = init;
@@ -492,7 +527,7 @@ where
             // The keys answered `None` after the answers taken: `next` does too.
             return (buffered, Some(buffered));
         }
-        let (low, high) = self.keys.size_hint();
+        let (low, high) = self.keys.as_ref().map_or((0, Some(0)), Iterator::size_hint);
         (
             low.saturating_add(buffered),
             high.and_then(|h| h.checked_add(buffered)),
