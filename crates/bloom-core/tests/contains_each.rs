@@ -159,3 +159,101 @@ fn an_atomic_filter_answers_each_key_when_it_is_asked_for() {
     assert_eq!(each.next(), Some(true));
     assert_eq!(each.next(), None);
 }
+
+/// Claims at most `most` keys, and yields all of `inner`'s: a `size_hint` that lies.
+struct Claiming<I> {
+    inner: I,
+    most: usize,
+}
+
+impl<I: Iterator> Iterator for Claiming<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        self.inner.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.most))
+    }
+}
+
+/// `collect` takes the answers in one loop where it can (a plain filter in cache, keys with
+/// an upper bound). Whatever the keys say of their number, true or not, and whatever
+/// collects them, the answers are those of `contains`.
+#[test]
+fn collect_answers_as_contains_does_whatever_the_keys_say_of_their_number() {
+    // Past 256 answers (what `next` takes at a time) several times over.
+    let keys: Vec<String> = (0..3_000).map(|i| format!("key-{i}")).collect();
+    for filter in filters() {
+        let filter = filled(filter, &keys);
+        let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
+        let each = || filter.contains_each(&keys);
+        assert_eq!(each().collect::<Vec<bool>>(), expected, "exact size");
+        let filtered = filter.contains_each(keys.iter().filter(|_| true));
+        assert_eq!(filtered.collect::<Vec<bool>>(), expected, "no lower bound");
+        for most in [0, 10, 256, 2_999] {
+            let lying = filter.contains_each(Claiming {
+                inner: keys.iter(),
+                most,
+            });
+            assert_eq!(lying.collect::<Vec<bool>>(), expected, "claims {most}");
+        }
+        let mut unbounded = keys.iter();
+        let unbounded = filter.contains_each(std::iter::from_fn(|| unbounded.next()));
+        assert_eq!(unbounded.collect::<Vec<bool>>(), expected, "no upper bound");
+        for read in [1, 255, 256, 257] {
+            let mut partly = each();
+            let first: Vec<bool> = partly.by_ref().take(read).collect();
+            let rest: Vec<bool> = partly.collect();
+            assert_eq!([first, rest].concat(), expected, "{read} read first");
+        }
+        let deque: std::collections::VecDeque<bool> = each().collect();
+        assert!(deque.iter().eq(&expected));
+        let none: Vec<bool> = filter.contains_each(&keys[..0]).collect();
+        assert!(none.is_empty());
+        let atomic = AtomicBloomFilter::from(filter.clone());
+        assert_eq!(atomic.contains_each(&keys).collect::<Vec<bool>>(), expected);
+    }
+}
+
+/// A refused byte key stops the loop `collect` takes its answers in: the answers after it
+/// are still those of `contains`, and a collection that stops at the refusal (`Result`)
+/// has read no key far past it.
+#[test]
+fn collect_keeps_a_refused_byte_key_in_its_place_and_can_stop_there() {
+    let text: Vec<String> = (0..600).map(|i| format!("key-{i}")).collect();
+    let mut keys: Vec<Vec<u8>> = text.iter().map(|k| k.clone().into_bytes()).collect();
+    for at in [300, 450] {
+        keys[at] = b"\xff refused".to_vec();
+    }
+    for filter in filters() {
+        let filter = filled(filter, &text);
+        let expected: Vec<Option<bool>> =
+            keys.iter().map(|k| filter.contains(&k[..]).ok()).collect();
+        let answers: Vec<Result<bool, bloom_core::KeyError>> =
+            filter.contains_each(keys.iter().map(|k| &k[..])).collect();
+        assert_eq!(
+            answers.into_iter().map(Result::ok).collect::<Vec<_>>(),
+            expected
+        );
+        let read = std::cell::Cell::new(0);
+        let stopped: Result<Vec<bool>, bloom_core::KeyError> = filter
+            .contains_each(
+                keys.iter()
+                    .inspect(|_| read.set(read.get() + 1))
+                    .map(|k| &k[..]),
+            )
+            .collect();
+        assert!(matches!(
+            stopped,
+            Err(bloom_core::KeyError::InvalidUtf8 { valid_up_to: 0, .. })
+        ));
+        // The refused key is the 301st; past the caches, two batches of 16 may be read ahead.
+        assert!(
+            (301..=301 + 32).contains(&read.get()),
+            "read {}",
+            read.get()
+        );
+    }
+}

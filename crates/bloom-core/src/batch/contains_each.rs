@@ -3,7 +3,7 @@
 //! requested meanwhile) and, in cache, a plain filter's [`AHEAD_KEYS`] at a time in one loop
 //! compiled with its kernel.
 
-use super::{AHEAD_KEYS, BATCH_KEYS, HashBatch, KeyHashing, fits_in_cache};
+use super::{AHEAD_KEYS, BATCH_KEYS, COLLECT_KEYS, HashBatch, KeyHashing, fits_in_cache};
 use crate::encoding::KeyEncoding;
 use crate::kernel::{Compiled, Kernel};
 use crate::key::{self, Key, Probe, Takes};
@@ -20,7 +20,9 @@ use crate::probe::{BitsProbe, BitsRef};
 ///
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
 /// only as answers are needed, at most 256 keys ahead of the answers read, so a stream of any
-/// length is answered in constant memory.
+/// length is answered in constant memory. The exception is `collect` in cache, on keys whose
+/// `size_hint` gives an upper bound: it takes their answers, up to the first refused key,
+/// before it hands them to the collection (a `Vec` of answers is then that very buffer).
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
 where
@@ -300,17 +302,18 @@ where
     }
 }
 
-/// Up to [`AHEAD_KEYS`] keys' answers into `answers`, up to the first key the encoding
-/// refuses or the end of the keys, as work for [`Kernel::compiled`]: the keys after them,
-/// how many were answered, the refusal, and whether the keys ended. The keys come and go
-/// by value: through a reference, the loop loaded and stored their position for every key
-/// (the compiler cannot tell it from `answers`).
+/// As many keys' answers as `answers` holds ([`AHEAD_KEYS`] for `next`, more for
+/// `collect`), up to the first key the encoding refuses or the end of the keys, as work for
+/// [`Kernel::compiled`]: the keys after them, how many were answered, the refusal, and
+/// whether the keys ended. The keys come and go by value: through a reference, the loop
+/// loaded and stored their position for every key (the compiler cannot tell it from
+/// `answers`).
 struct AnswerAhead<'a, 'k, I: Iterator>
 where
     I::Item: Key,
 {
     keys: I,
-    answers: &'k mut [bool; AHEAD_KEYS],
+    answers: &'k mut [bool],
     rules: (Takes, KeyEncoding, bool),
     hasher: &'a PositionHasher,
     words: &'a [u64],
@@ -342,7 +345,7 @@ where
 #[inline(always)]
 fn answer_ahead<I: Iterator>(
     mut keys: I,
-    answers: &mut [bool; AHEAD_KEYS],
+    answers: &mut [bool],
     rules: (Takes, KeyEncoding, bool),
     probe: impl Probe,
 ) -> (I, usize, Option<<I::Item as Key>::Error>, bool)
@@ -358,7 +361,8 @@ where
             Err(refused) => return (keys, filled, Some(refused), false),
         }
     }
-    (keys, AHEAD_KEYS, None, false)
+    let filled = answers.len();
+    (keys, filled, None, false)
 }
 
 /// One key's answer from `probe`, as `contains` gives it. The probe comes by reference so
@@ -519,6 +523,67 @@ where
             acc = f(acc, answer);
         }
         acc
+    }
+
+    /// In cache, for a plain filter and keys that say how many they are at most (a finite
+    /// upper bound in their `size_hint`), the answers are first taken in one loop into a
+    /// `Vec<bool>` that grows as they come, which becomes the collection (reused in place
+    /// when it is a `Vec` of answers): `Vec::from_iter` calls `next` for every answer, and
+    /// storing and reloading the iterator's position in memory for each one cost more than
+    /// the rest of the work (measured 1.02x the time of `contains` one key at a time
+    /// collected alike, and 0.9x taken this way). The loop stops at a refused key, and what
+    /// comes after it is collected through `next`, as is everything in the other cases.
+    fn collect<B: FromIterator<Self::Item>>(mut self) -> B {
+        type Of<I> = <I as Iterator>::Item;
+        let fresh = self.next == self.filled && self.refused.is_none() && !self.ended;
+        let (BitsRef::Plain(words), Some(kernel), true, true) =
+            (self.bits, self.hashing.kernel, self.direct, fresh)
+        else {
+            return B::from_iter(self);
+        };
+        let Some((_, Some(most))) = self.keys.as_ref().map(Iterator::size_hint) else {
+            return B::from_iter(self);
+        };
+        let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
+        let mut answers: Vec<bool> = Vec::new();
+        let (mut refused, mut ended) = (None, false);
+        // Keys past the most they said they were are taken through `next`.
+        while answers.len() <= most
+            && let Some(keys) = self.keys.take()
+        {
+            // Room for the keys' lower bound, at least as many as taken so far (the `Vec`
+            // doubles) and at most their upper bound, within `COLLECT_KEYS`; and one more,
+            // so that keys of exact size are seen to end in one pass.
+            let (low, high) = keys.size_hint();
+            let room = low
+                .max(answers.len())
+                .max(AHEAD_KEYS)
+                .min(high.unwrap_or(usize::MAX))
+                .min(COLLECT_KEYS)
+                + 1;
+            let start = answers.len();
+            answers.resize(start.saturating_add(room), false);
+            let (keys, filled, stopped, end) = kernel.compiled(AnswerAhead {
+                keys,
+                answers: answers.get_mut(start..).unwrap_or_default(),
+                rules,
+                hasher,
+                words,
+            });
+            answers.truncate(start + filled);
+            (self.keys, refused, ended) = (Some(keys), stopped, end);
+            if refused.is_some() || ended {
+                break;
+            }
+        }
+        let answered = answers.into_iter().map(|a| <Of<I> as Key>::answer(Ok(a)));
+        if refused.is_none() && ended {
+            return answered.collect();
+        }
+        // A refused key stopped the loop, or keys went on past their upper bound: the rest
+        // through `next`.
+        (self.refused, self.ended) = (refused, ended);
+        answered.chain(self).collect()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

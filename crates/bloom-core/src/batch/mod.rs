@@ -38,6 +38,10 @@ const AHEAD_KEYS: usize = 256;
 
 const _: () = assert!(AHEAD_KEYS.is_power_of_two());
 
+/// The most answers `ContainsEach::collect` makes room for at a time in cache (1 MiB of
+/// them), however many the keys say they are.
+const COLLECT_KEYS: usize = 1 << 20;
+
 /// Bit arrays up to this size stay close enough to the CPU (its L2 and the part of its L3 a
 /// filter gets) that one key at a time keeps its few misses overlapped, and batching only
 /// adds bookkeeping. Many-key calls on them hash and probe each key in one step; the answers
