@@ -25,8 +25,10 @@ pub(super) fn split_contains_hash<H: SplitHash, const WIDE: bool>(words: &[u64],
 }
 
 /// [`compiled::split_insert_hash`] compiled for AVX2; a 512-bit block is written only when
-/// a bit of the key was clear ([`insert_512`]).
+/// a bit of the key was clear ([`insert_512`]). Inlined into loops compiled for AVX2
+/// ([`run_avx2`]); called from the others.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub(super) fn split_insert_hash<H: SplitHash, const WIDE: bool>(words: &mut [u64], h: u64) -> bool {
     if WIDE {
         return match split::block_mut::<8>(words, h) {
@@ -64,13 +66,16 @@ fn insert_512(block: &mut [u64; 8], x: u32) -> bool {
     true
 }
 
-/// [`compiled::split_insert_hashes`] compiled for AVX2.
+/// [`compiled::split_insert_hashes`] compiled for AVX2, each key through
+/// [`split_insert_hash`] (a 512-bit block stored only when it changes).
 #[target_feature(enable = "avx2")]
 pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
     words: &mut [u64],
     hashes: &[KeyHash],
 ) -> u64 {
-    compiled::split_insert_hashes::<H, WIDE>(words, hashes)
+    compiled::insert_hashes_with(words, hashes, |words, h| {
+        split_insert_hash::<H, WIDE>(words, h)
+    })
 }
 
 /// [`compiled::split_prefetch_hashes`] with a prefetch instruction for each key's line
@@ -100,8 +105,8 @@ pub(super) fn split_contains_hashes<H: SplitHash, const WIDE: bool>(
 }
 
 /// Runs `work` through `kernel`'s kind with its default configuration's kernel inlined
-/// ([`DefaultKernel::INLINE`](super::DefaultKernel), made here, so that the compiler knows
-/// it), compiled for AVX2: the kernel's code and the code around it (a loop over many keys
+/// ([`DefaultKernel::AVX2_INLINE`](super::DefaultKernel), made here, so that the compiler
+/// knows it), compiled for AVX2: the kernel's code and the code around it (a loop over many keys
 /// and their hashing) become one function, with no call per key.
 #[target_feature(enable = "avx2")]
 pub(super) fn run_avx2<W: super::Compiled>(work: W, kernel: super::Kernel) -> W::Output {

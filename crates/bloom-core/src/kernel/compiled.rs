@@ -79,9 +79,20 @@ pub(super) fn split_insert_hashes<H: SplitHash, const WIDE: bool>(
     words: &mut [u64],
     hashes: &[KeyHash],
 ) -> u64 {
+    insert_hashes_with(words, hashes, split_insert_hash::<H, WIDE>)
+}
+
+/// Inserts each of a batch of hashed keys with `insert` (a split-block kernel's one-key
+/// insert of a 64-bit hash), in order; returns how many changed a bit.
+#[inline(always)]
+pub(super) fn insert_hashes_with(
+    words: &mut [u64],
+    hashes: &[KeyHash],
+    insert: impl Fn(&mut [u64], u64) -> bool,
+) -> u64 {
     let mut changed = 0;
     for &hash in hashes {
-        changed += u64::from(split_insert_hash::<H, WIDE>(words, hash.first()));
+        changed += u64::from(insert(words, hash.first()));
     }
     changed
 }

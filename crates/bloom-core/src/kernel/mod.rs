@@ -73,8 +73,9 @@ pub(crate) struct Kernel {
 
 /// How a [`Kernel`] runs the default configuration's probe and insert. Its field is
 /// private to this module, so that only `Kernel::with_simd` (for [`Kernel::new`], after
-/// detecting AVX2) makes [`DefaultKernel::AVX2`], which the `unsafe` calls rest on;
-/// `Kernel::inlined` makes only [`DefaultKernel::INLINE`].
+/// detecting AVX2) makes [`DefaultKernel::AVX2`], and only `Kernel::inlined` (within a
+/// function compiled for AVX2, which only that kernel runs) makes
+/// [`DefaultKernel::AVX2_INLINE`]: the `unsafe` calls rest on both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DefaultKernel(DefaultMode);
 
@@ -83,6 +84,8 @@ pub(crate) struct DefaultKernel(DefaultMode);
 enum DefaultMode {
     No,
     Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Inline,
     Inline,
 }
 
@@ -92,8 +95,11 @@ impl DefaultKernel {
     /// A call of the functions compiled for AVX2. A `Kernel` has this only when `kind` is
     /// [`Kind::DEFAULT_AVX2`], on a CPU with AVX2.
     const AVX2: Self = Self(DefaultMode::Avx2);
-    /// The portable code, inlined: on a CPU without AVX2 (or off x86-64), and within a loop
-    /// that [`Kernel::compiled`] compiles for AVX2.
+    /// Within a loop that [`Kernel::compiled`] compiles for AVX2: the portable probe and the
+    /// AVX2 insert, inlined. A `Kernel` has this only there, on a CPU with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    const AVX2_INLINE: Self = Self(DefaultMode::Avx2Inline);
+    /// The portable code, inlined: on a CPU without AVX2 (or off x86-64).
     const INLINE: Self = Self(DefaultMode::Inline);
 }
 

@@ -12,8 +12,8 @@ use crate::position::PositionHasher;
 impl Kernel {
     /// Runs `work`, a loop over many keys through this kernel, compiled for AVX2 when this
     /// is the default configuration's AVX2 kernel, and with the kernel inlined into the loop
-    /// (`work` gets the kernel to use: [`DefaultKernel::INLINE`] there) instead of called
-    /// for each key.
+    /// (`work` gets the kernel to use: [`DefaultKernel::AVX2_INLINE`] there) instead of
+    /// called for each key.
     #[inline(always)]
     pub(crate) fn compiled<W: Compiled>(self, work: W) -> W::Output {
         #[cfg(target_arch = "x86_64")]
@@ -28,12 +28,12 @@ impl Kernel {
     }
 
     /// This kernel with the default configuration's kernel inlined, for code compiled for
-    /// AVX2 ([`Kernel::compiled`]).
+    /// AVX2 ([`Kernel::compiled`]), which runs only with [`DefaultKernel::AVX2`].
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(super) fn inlined(self) -> Self {
         Self {
-            default: DefaultKernel::INLINE,
+            default: DefaultKernel::AVX2_INLINE,
             ..self
         }
     }
@@ -221,12 +221,15 @@ impl DefaultKernel {
         compiled::split_contains_hash::<Xxh3_64, true>(words, hash)
     }
 
-    /// The default configuration's insert of the key of hash `hash`, as this runs it.
+    /// The default configuration's insert of the key of hash `hash`, as this runs it: the
+    /// AVX2 insert, which stores a block only if a bit was clear, called, or inlined into a
+    /// loop compiled for AVX2.
     #[inline(always)]
     pub(super) fn insert_hash(self, words: &mut [u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self == Self::AVX2 {
-            // SAFETY: as in `contains_hash`.
+        if self == Self::AVX2 || self == Self::AVX2_INLINE {
+            // SAFETY: as in `contains_hash`; `DefaultKernel::AVX2_INLINE` exists only within
+            // `avx2::run_avx2`, which only a `DefaultKernel::AVX2` kernel runs.
             #[allow(unsafe_code)]
             return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(words, hash) };
         }
