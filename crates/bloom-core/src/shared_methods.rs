@@ -70,8 +70,9 @@ macro_rules! batch_methods {
         /// at a time and requests the lines of the next batch while it answers this one, so
         /// that the cache misses of a whole batch overlap the work. Keys are taken lazily, at
         /// most 256 ahead of the answers read, so a stream of any length is answered in
-        /// constant memory; keys that end (`None`) and then resume are followed, `None`
-        /// included. An atomic filter in cache answers each key when it is asked for; past
+        /// constant memory (except by `collect` in cache: see
+        /// [`ContainsEach`](crate::ContainsEach)); keys that end (`None`) and then resume are
+        /// followed, `None` included. An atomic filter in cache answers each key when it is asked for; past
         /// the caches, when the batch of 16 holding it is answered, so an insert finished
         /// after that is not in the answer (bits are only ever set, so a `true` stays true).
         ///

@@ -160,9 +160,11 @@ fn an_atomic_filter_answers_each_key_when_it_is_asked_for() {
     assert_eq!(each.next(), None);
 }
 
-/// Claims at most `most` keys, and yields all of `inner`'s: a `size_hint` that lies.
+/// Claims at least `least` and at most `most` keys, and yields all of `inner`'s: a
+/// `size_hint` that lies.
 struct Claiming<I> {
     inner: I,
+    least: usize,
     most: usize,
 }
 
@@ -174,7 +176,7 @@ impl<I: Iterator> Iterator for Claiming<I> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.most))
+        (self.least, Some(self.most))
     }
 }
 
@@ -195,10 +197,20 @@ fn collect_answers_as_contains_does_whatever_the_keys_say_of_their_number() {
         for most in [0, 10, 256, 2_999] {
             let lying = filter.contains_each(Claiming {
                 inner: keys.iter(),
+                least: 0,
                 most,
             });
             assert_eq!(lying.collect::<Vec<bool>>(), expected, "claims {most}");
         }
+        // A lower bound far past the keys: the answers, and not the room claimed.
+        let few = filter.contains_each(Claiming {
+            inner: keys[..5].iter(),
+            least: 1_000_000,
+            most: 1_000_000,
+        });
+        let few: Vec<bool> = few.collect();
+        assert_eq!(few, expected[..5]);
+        assert!(few.capacity() < 1_000, "capacity {}", few.capacity());
         let mut unbounded = keys.iter();
         let unbounded = filter.contains_each(std::iter::from_fn(|| unbounded.next()));
         assert_eq!(unbounded.collect::<Vec<bool>>(), expected, "no upper bound");
@@ -255,5 +267,57 @@ fn collect_keeps_a_refused_byte_key_in_its_place_and_can_stop_there() {
             "read {}",
             read.get()
         );
+    }
+}
+
+/// Panics at its `at`-th key.
+struct Panicking<'a> {
+    keys: std::slice::Iter<'a, String>,
+    taken: usize,
+    at: usize,
+}
+
+impl<'a> Iterator for Panicking<'a> {
+    type Item = &'a String;
+
+    fn next(&mut self) -> Option<&'a String> {
+        self.taken += 1;
+        assert!(self.taken != self.at, "the keys' own iterator panics");
+        self.keys.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.keys.size_hint()
+    }
+}
+
+/// A panic of the keys' own iterator, caught, leaves answers that end where `size_hint`
+/// says, never answers out of step with the keys, in cache and past it.
+#[test]
+fn answers_after_a_caught_panic_of_the_keys_end_as_size_hint_says() {
+    let keys = keys();
+    for filter in filters() {
+        let filter = filled(filter, &keys);
+        let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
+        let mut each = filter.contains_each(Panicking {
+            keys: keys.iter(),
+            taken: 0,
+            at: 40,
+        });
+        let mut answers = Vec::new();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for answer in each.by_ref() {
+                answers.push(answer);
+            }
+        }));
+        assert!(caught.is_err());
+        assert_eq!(answers, expected[..answers.len()]);
+        let (least, most) = each.size_hint();
+        let rest: Vec<bool> = each.collect();
+        assert!(least <= rest.len() && most.is_some_and(|m| rest.len() <= m));
+        // Keys taken before the panic may go unanswered; no answer is another key's.
+        let all = [answers, rest].concat();
+        assert!(all.len() < 40, "{} answers", all.len());
+        assert_eq!(all, expected[..all.len()]);
     }
 }

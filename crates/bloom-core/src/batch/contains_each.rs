@@ -21,8 +21,11 @@ use crate::probe::{BitsProbe, BitsRef};
 /// `false` is definite; `true` means *maybe*. Keys are taken from the underlying iterator
 /// only as answers are needed, at most 256 keys ahead of the answers read, so a stream of any
 /// length is answered in constant memory. The exception is `collect` in cache, on keys whose
-/// `size_hint` gives an upper bound: it takes their answers, up to the first refused key,
-/// before it hands them to the collection (a `Vec` of answers is then that very buffer).
+/// `size_hint` gives an upper bound: it takes every key's answer, up to the first refused
+/// key or the keys' first end, before it hands them to the collection, one byte each (a
+/// `Vec` of answers is then that very buffer). So a collection that stops early has still
+/// had every key read, and keys that end and then resume are collected up to their first
+/// end, as the standard collections stop there anyway.
 #[must_use = "iterators are lazy: no key is looked up until the answers are read"]
 pub struct ContainsEach<'a, I: Iterator>
 where
@@ -34,9 +37,10 @@ where
     /// by value, so that they live in registers there rather than in `self`), and, should
     /// the keys' own iterator panic in that loop, from then on.
     keys: Option<I>,
-    /// Past the caches, the batch whose answers are being returned and the one after it:
-    /// allocated at the first answer, so that an iterator in cache (or one never read) is
-    /// small to make and to move.
+    /// Past the caches, the batch whose answers are being returned and the one after it
+    /// (none in cache, so that the iterator there is small to make and to move). `None`
+    /// past the caches only once the keys' own iterator panicked while a batch was being
+    /// filled: the answers then end.
     batches: Option<Box<Batches>>,
     /// The answers taken (for the keys of `batch` past the caches): `answers[..filled]`,
     /// those before `next` returned.
@@ -77,12 +81,13 @@ where
     I::Item: Key,
 {
     pub(crate) fn new(bits: BitsRef<'a>, hashing: KeyHashing<'a>, keys: I) -> Self {
+        let direct = fits_in_cache(bits.len());
         Self {
-            direct: fits_in_cache(bits.len()),
+            direct,
             bits,
             hashing,
             keys: Some(keys),
-            batches: None,
+            batches: (!direct).then(Box::default),
             answers: [false; AHEAD_KEYS],
             next: 0,
             refused: None,
@@ -189,7 +194,12 @@ where
     /// The next answer past the caches, once `answers` ran out: from the batch, answered a
     /// batch at a time while the batch after it is on its way.
     fn next_batched(&mut self) -> Option<<I::Item as Key>::Answer<bool>> {
-        let mut batches = self.batches.take().unwrap_or_default();
+        let Some(mut batches) = self.batches.take() else {
+            // Lost to a panic of the keys' iterator: the answers end (and `size_hint` says
+            // so), rather than go on with answers out of step with the keys.
+            (self.keys, self.refused, self.ahead_refused) = (None, None, None);
+            return None;
+        };
         let answer = self.next_of(&mut batches);
         self.batches = Some(batches);
         answer
@@ -531,8 +541,9 @@ where
     /// when it is a `Vec` of answers): `Vec::from_iter` calls `next` for every answer, and
     /// storing and reloading the iterator's position in memory for each one cost more than
     /// the rest of the work (measured 1.02x the time of `contains` one key at a time
-    /// collected alike, and 0.9x taken this way). The loop stops at a refused key, and what
-    /// comes after it is collected through `next`, as is everything in the other cases.
+    /// collected alike, and 0.84x taken this way). The loop stops at a refused key, and
+    /// what comes after it is collected through `next`, as is everything in the other
+    /// cases; it stops for good at the keys' first end (see [`ContainsEach`]).
     fn collect<B: FromIterator<Self::Item>>(mut self) -> B {
         type Of<I> = <I as Iterator>::Item;
         let fresh = self.next == self.filled && self.refused.is_none() && !self.ended;
@@ -576,6 +587,11 @@ where
                 break;
             }
         }
+        // The buffer doubles as it grows, and a lower bound may claim more keys than come:
+        // the collection it becomes keeps no more than a quarter of it spare.
+        if answers.capacity() - answers.len() > answers.len() / 4 + AHEAD_KEYS {
+            answers.shrink_to_fit();
+        }
         let answered = answers.into_iter().map(|a| <Of<I> as Key>::answer(Ok(a)));
         if refused.is_none() && ended {
             return answered.collect();
@@ -592,7 +608,12 @@ where
             // The keys answered `None` after the answers taken: `next` does too.
             return (buffered, Some(buffered));
         }
-        let (low, high) = self.keys.as_ref().map_or((0, Some(0)), Iterator::size_hint);
+        // Past the caches, batches lost to a panic of the keys end the answers.
+        let keys = self
+            .keys
+            .as_ref()
+            .filter(|_| self.direct || self.batches.is_some());
+        let (low, high) = keys.map_or((0, Some(0)), Iterator::size_hint);
         (
             low.saturating_add(buffered),
             high.and_then(|h| h.checked_add(buffered)),

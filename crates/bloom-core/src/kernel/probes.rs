@@ -32,6 +32,7 @@ impl Kernel {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(super) fn inlined(self) -> Self {
+        debug_assert!(self.default == DefaultKernel::AVX2);
         Self {
             default: DefaultKernel::AVX2_INLINE,
             ..self
