@@ -169,22 +169,27 @@ impl BitsRef<'_> {
     /// probe them ([`split::contains_hash`]); atomic ones at the key's place.
     #[inline(always)]
     fn contains_split(self, hasher: &PositionHasher, hash: KeyHash) -> bool {
-        let place = hasher.split_at(hash.first());
-        match (self, hasher.wide_split()) {
-            (Self::Plain(words), wide) => split::contains_hash(words, wide, hash.first()),
-            (Self::Atomic(words), false) => split_line::<_, 4>(words, place).is_some_and(|l| {
-                // Acquire pairs with the Release of `fetch_or` in inserts.
-                split::all_set(
-                    &l.each_ref().map(|w| w.load(Ordering::Acquire)),
-                    &split::masks_256(place.x),
-                )
-            }),
-            (Self::Atomic(words), true) => split_line::<_, 8>(words, place).is_some_and(|l| {
+        let (wide, h) = (hasher.wide_split(), hash.first());
+        let words = match self {
+            Self::Plain(words) => return split::contains_hash(words, wide, h),
+            Self::Atomic(words) => words,
+        };
+        let place = hasher.split_at(h);
+        // Acquire pairs with the Release of `fetch_or` in inserts.
+        if wide {
+            split_line::<_, 8>(words, place).is_some_and(|l| {
                 split::all_set(
                     &l.each_ref().map(|w| w.load(Ordering::Acquire)),
                     &split::masks_512(place.x),
                 )
-            }),
+            })
+        } else {
+            split_line::<_, 4>(words, place).is_some_and(|l| {
+                split::all_set(
+                    &l.each_ref().map(|w| w.load(Ordering::Acquire)),
+                    &split::masks_256(place.x),
+                )
+            })
         }
     }
 

@@ -40,6 +40,13 @@ fn filled(mut filter: BloomFilter, keys: &[String]) -> BloomFilter {
     filter
 }
 
+/// [`filled`], and its answers for `keys` one key at a time.
+fn filled_and_answers(filter: BloomFilter, keys: &[String]) -> (BloomFilter, Vec<bool>) {
+    let filter = filled(filter, keys);
+    let expected = keys.iter().map(|k| filter.contains(k)).collect();
+    (filter, expected)
+}
+
 /// The answers of `contains_each()` read by `next` up to each split, then by `fold`, and
 /// through `skip` and `peekable`, against `expected`.
 fn check_splits<'a>(
@@ -73,8 +80,7 @@ fn check_splits<'a>(
 fn answers_taken_by_next_are_kept_for_the_consuming_adapters() {
     let keys = keys();
     for filter in filters() {
-        let filter = filled(filter, &keys);
-        let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
+        let (filter, expected) = filled_and_answers(filter, &keys);
         assert!(expected.iter().step_by(2).all(|&maybe| maybe));
         check_splits(&|| filter.contains_each(&keys), &expected);
         let atomic = AtomicBloomFilter::from(filter.clone());
@@ -188,8 +194,7 @@ fn collect_answers_as_contains_does_whatever_the_keys_say_of_their_number() {
     // Past 256 answers (what `next` takes at a time) several times over.
     let keys: Vec<String> = (0..3_000).map(|i| format!("key-{i}")).collect();
     for filter in filters() {
-        let filter = filled(filter, &keys);
-        let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
+        let (filter, expected) = filled_and_answers(filter, &keys);
         let each = || filter.contains_each(&keys);
         assert_eq!(each().collect::<Vec<bool>>(), expected, "exact size");
         let filtered = filter.contains_each(keys.iter().filter(|_| true));
@@ -297,8 +302,7 @@ impl<'a> Iterator for Panicking<'a> {
 fn answers_after_a_caught_panic_of_the_keys_end_as_size_hint_says() {
     let keys = keys();
     for filter in filters() {
-        let filter = filled(filter, &keys);
-        let expected: Vec<bool> = keys.iter().map(|k| filter.contains(k)).collect();
+        let (filter, expected) = filled_and_answers(filter, &keys);
         let mut each = filter.contains_each(Panicking {
             keys: keys.iter(),
             taken: 0,

@@ -274,23 +274,19 @@ where
         if std::mem::take(&mut self.ended) {
             return None;
         }
-        let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
         let (filled, refused, ended) = match (self.bits, self.hashing.kernel) {
-            (BitsRef::Plain(words), Some(kernel)) => {
-                let (keys, filled, refused, ended) = kernel.compiled(AnswerAhead {
-                    keys: self.keys.take()?,
-                    answers: &mut self.answers,
-                    rules,
-                    hasher,
-                    words,
-                });
-                self.keys = Some(keys);
-                (filled, refused, ended)
-            }
+            (BitsRef::Plain(words), Some(kernel)) => answer_into(
+                &mut self.keys,
+                self.hashing,
+                kernel,
+                words,
+                &mut self.answers,
+            )?,
             // An atomic filter answers each key when it is asked for, as `contains` does:
             // an insert finished before that `next` is in its answer.
             (bits, _) => {
                 let key = self.keys.as_mut()?.next()?;
+                let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
                 return Some(answer(key, rules, &BitsProbe::new(bits, hasher)));
             }
         };
@@ -310,6 +306,34 @@ where
             .first()
             .map(|&answer| <I::Item as Key>::answer(Ok(answer)))
     }
+}
+
+/// How many answers a loop took, the refusal of a key that stopped it, and whether the keys
+/// ended.
+type Taken<E> = (usize, Option<E>, bool);
+
+/// What [`AnswerAhead`] gives for the keys `keys` holds, which it takes by value and puts
+/// back: how many answers, the refusal that stopped them, and whether the keys ended;
+/// `None` when the keys are gone (lost to a panic of theirs in an earlier call).
+fn answer_into<I: Iterator>(
+    keys: &mut Option<I>,
+    hashing: KeyHashing<'_>,
+    kernel: Kernel,
+    words: &[u64],
+    answers: &mut [bool],
+) -> Option<Taken<<I::Item as Key>::Error>>
+where
+    I::Item: Key,
+{
+    let (rest, filled, refused, ended) = kernel.compiled(AnswerAhead {
+        keys: keys.take()?,
+        answers,
+        rules: hashing.rules(),
+        hasher: hashing.hasher,
+        words,
+    });
+    *keys = Some(rest);
+    Some((filled, refused, ended))
 }
 
 /// As many keys' answers as `answers` holds ([`AHEAD_KEYS`] for `next`, more for
@@ -555,17 +579,15 @@ where
         let Some((_, Some(most))) = self.keys.as_ref().map(Iterator::size_hint) else {
             return B::from_iter(self);
         };
-        let (rules, hasher) = (self.hashing.rules(), self.hashing.hasher);
         let mut answers: Vec<bool> = Vec::new();
         let (mut refused, mut ended) = (None, false);
         // Keys past the most they said they were are taken through `next`.
         while answers.len() <= most
-            && let Some(keys) = self.keys.take()
+            && let Some((low, high)) = self.keys.as_ref().map(Iterator::size_hint)
         {
             // Room for the keys' lower bound, at least as many as taken so far (the `Vec`
             // doubles) and at most their upper bound, within `COLLECT_KEYS`; and one more,
             // so that keys of exact size are seen to end in one pass.
-            let (low, high) = keys.size_hint();
             let room = low
                 .max(answers.len())
                 .max(AHEAD_KEYS)
@@ -574,15 +596,15 @@ where
                 + 1;
             let start = answers.len();
             answers.resize(start.saturating_add(room), false);
-            let (keys, filled, stopped, end) = kernel.compiled(AnswerAhead {
-                keys,
-                answers: answers.get_mut(start..).unwrap_or_default(),
-                rules,
-                hasher,
-                words,
-            });
+            let spare = answers.get_mut(start..).unwrap_or_default();
+            let Some((filled, stopped, end)) =
+                answer_into(&mut self.keys, self.hashing, kernel, words, spare)
+            else {
+                answers.truncate(start);
+                break;
+            };
             answers.truncate(start + filled);
-            (self.keys, refused, ended) = (Some(keys), stopped, end);
+            (refused, ended) = (stopped, end);
             if refused.is_some() || ended {
                 break;
             }
