@@ -285,11 +285,23 @@ impl RedisServer {
     }
 
     /// Sends `signal` to the server process (SIGSTOP: it accepts connections but answers
-    /// nothing until SIGCONT).
+    /// nothing until SIGCONT). A stop or a continue is waited for: the signal is delivered
+    /// when the process next runs, and until it is stopped a replica still acknowledges
+    /// writes.
     #[cfg(unix)]
     pub fn signal(&self, signal: rustix::process::Signal) {
         let child = self.child.as_ref().expect("a running server");
         rustix::process::kill_process(rustix::process::Pid::from_child(child), signal).unwrap();
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::process::Signal;
+            if signal == Signal::STOP || signal == Signal::CONT {
+                let stopped = signal == Signal::STOP;
+                crate::wait::wait_for("the server to take the signal", || {
+                    process_stopped(child.id()) == stopped
+                });
+            }
+        }
     }
 
     /// Its working directory (where its RDB and AOF files go).
@@ -633,4 +645,14 @@ pub fn server_cpu(server: &RedisServer) -> f64 {
             .unwrap_or(0.0)
     };
     field("used_cpu_user") + field("used_cpu_sys")
+}
+
+/// Whether the process `pid` is stopped (state `T` in `/proc/<pid>/stat`, after the command
+/// name in parentheses); not, once it is gone.
+#[cfg(target_os = "linux")]
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+    })
 }
