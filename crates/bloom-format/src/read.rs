@@ -340,6 +340,9 @@ impl<R: Read> SnapshotReader<R> {
         let mut crc = crc32fast::Hasher::new();
         let mut got = 0usize;
         for chunk in dest.chunks_mut(LARGEST_CHUNK) {
+            // A chunk at a time, so that a stream that ends early has made pages for one
+            // chunk past its data at most.
+            crate::prefault::prefault_for_write(chunk);
             let read = read_full(&mut self.reader, chunk).map_err(|e| self.io_err(e))?;
             crc.update(chunk.get(..read).unwrap_or_default());
             got += read;

@@ -167,6 +167,35 @@ fn the_reader_streams_verifies_and_reads_into_a_buffer() {
 }
 
 #[test]
+fn a_payload_of_many_chunks_is_read_into_a_buffer_exactly() {
+    // Over three 1 MiB chunks, into fresh memory and into memory written before: the
+    // reader makes each chunk's pages before filling them, and must change nothing else.
+    let bits = (3u64 << 23) + 8 * 4099;
+    let mut snapshot = common::full(bits);
+    let payload: Vec<u8> = (0..bits / 8).map(|i| (i * 31 + i / 4096) as u8).collect();
+    snapshot = Snapshot::new(snapshot.header().clone(), payload.clone()).unwrap();
+    let bytes = snapshot.encode();
+    let options = DecodeOptions::unlimited();
+    for mut dest in [vec![0u8; payload.len()], vec![0xa5u8; payload.len()]] {
+        SnapshotReader::new(&bytes[..], &options)
+            .unwrap()
+            .read_payload_into(&mut dest)
+            .unwrap();
+        assert!(dest == payload, "the payload read differs");
+    }
+
+    // A stream that ends inside the third chunk is truncated, whatever was made for it.
+    let cut = bytes.len() - (1 << 20);
+    let mut dest = vec![0u8; payload.len()];
+    assert!(matches!(
+        SnapshotReader::new(&bytes[..cut], &options)
+            .unwrap()
+            .read_payload_into(&mut dest),
+        Err(ReadError::Decode(DecodeError::Truncated { .. }))
+    ));
+}
+
+#[test]
 fn a_file_shorter_than_its_header_claims_fails_before_reading() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("short.bloom");
