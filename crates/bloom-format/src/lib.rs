@@ -49,8 +49,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// No unsafe code but the one system call that makes a read buffer's pages before the read
-// (`prefault.rs`), with its proof beside it.
+// No unsafe code but the system calls that make a read buffer's pages before the reads
+// (`prefault.rs`), each with its proof beside it.
 #![deny(unsafe_code)]
 // Decode and write paths never panic; unit tests may.
 #![cfg_attr(

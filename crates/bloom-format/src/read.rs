@@ -339,17 +339,14 @@ impl<R: Read> SnapshotReader<R> {
         // One pass: each chunk is checksummed right after it lands, while it is in cache.
         let mut crc = crc32fast::Hasher::new();
         let mut got = 0usize;
-        for chunk in dest.chunks_mut(LARGEST_CHUNK) {
-            // A chunk at a time, so that a stream that ends early has made pages for one
-            // chunk past its data at most.
-            crate::prefault::prefault_for_write(chunk);
+        // Pages are made ahead of the reads (`prefault.rs`), at most 32 MiB past the data
+        // read: all a stream that ends early can make the buffer commit beyond its data.
+        crate::prefault::fill_in_order(dest, LARGEST_CHUNK, |chunk| {
             let read = read_full(&mut self.reader, chunk).map_err(|e| self.io_err(e))?;
             crc.update(chunk.get(..read).unwrap_or_default());
             got += read;
-            if read < chunk.len() {
-                break;
-            }
-        }
+            Ok::<bool, ReadError>(read == chunk.len())
+        })?;
         if got < dest.len() {
             return Err(DecodeError::Truncated {
                 section: Section::Payload,
