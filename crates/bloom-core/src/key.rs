@@ -310,6 +310,9 @@ impl Take {
 pub(crate) struct Takes([Take; 3]);
 
 impl Takes {
+    /// Every form encoded first.
+    pub(crate) const ENCODE: Self = Self([Take::Encode; 3]);
+
     /// The takes of a filter of `encoding`, with foreign Unicode tables or not.
     pub(crate) fn new(encoding: KeyEncoding, foreign_tables: bool) -> Self {
         Self(

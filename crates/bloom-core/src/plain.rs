@@ -10,7 +10,7 @@ use crate::encoding::EncodedKey;
 use crate::encoding::KeyError;
 use crate::estimate;
 use crate::filter::Filter;
-use crate::kernel::{Kernel, KernelProbe};
+use crate::kernel::{FirstTakes, Kernel, KernelProbe};
 use crate::key::{self, Key, Takes};
 use crate::position::{KeyHash, PositionHasher};
 use crate::snapshot::SnapshotError;
@@ -33,6 +33,8 @@ pub struct BloomFilter {
     /// What a key of each form takes before it is hashed, for the encoding and
     /// `foreign_tables`: kept at hand for every lookup.
     takes: Takes,
+    /// `takes` if `kernel` is the one a one-key insert tries first, all `Encode` otherwise.
+    first: FirstTakes,
     words: AlignedWords<u64>,
     items: ItemCount,
 }
@@ -118,11 +120,14 @@ impl BloomFilter {
     ) -> Self {
         let hasher = config.hasher();
         let foreign_tables = config.has_foreign_tables();
+        let kernel = Kernel::new(&hasher);
+        let takes = Takes::new(config.encoding(), foreign_tables);
         Self {
-            kernel: Kernel::new(&hasher),
+            kernel,
             hasher,
             foreign_tables,
-            takes: Takes::new(config.encoding(), foreign_tables),
+            takes,
+            first: kernel.first_takes(takes),
             config,
             words,
             items: ItemCount::starting_at(items),
@@ -144,6 +149,7 @@ impl BloomFilter {
     fn mark_tables_mixed(&mut self) {
         self.foreign_tables = self.config.mark_tables_mixed();
         self.takes = Takes::new(self.config.encoding(), self.foreign_tables);
+        self.first = self.kernel.first_takes(self.takes);
     }
 
     /// Inserts a key (text, bytes or already encoded: see [`Key`]). Returns whether any bit
@@ -159,19 +165,33 @@ impl BloomFilter {
     #[inline(always)]
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
         let (bytes, form) = key.raw();
-        let take = self.takes.of(form);
-        let changed = match self
-            .kernel
-            .insert_taken(&self.hasher, &mut self.words, bytes, take)
-        {
-            Some(changed) => changed,
-            // Out of line with `self` alone, which keeps this path as short as `contains`
-            // (`batch::insert_one`, the same steps for a many-key call, passes its parts:
-            // measured 12 instructions more per key here).
-            None => self.insert_encoded(key)?,
-        };
+        let changed =
+            match Kernel::insert_first(self.first, &self.hasher, &mut self.words, bytes, form) {
+                Some(changed) => changed,
+                // Out of line with `self` alone, which keeps this path as short as `contains`
+                // (`batch::insert_one`, the same steps for a many-key call, passes its parts:
+                // measured 12 instructions more per key here).
+                None => self.insert_other(key)?,
+            };
         self.items.add(u64::from(changed));
         Ok(changed)
+    }
+
+    /// [`BloomFilter::insert_key`] for a key the first kernel did not take: through the
+    /// filter's own kernel when it is another, else encoded first.
+    #[inline(never)]
+    fn insert_other<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        let (bytes, form) = key.raw();
+        if !self.kernel.runs_first() {
+            let take = self.takes.of(form);
+            if let Some(changed) =
+                self.kernel
+                    .insert_taken(&self.hasher, &mut self.words, bytes, take)
+            {
+                return Ok(changed);
+            }
+        }
+        self.insert_encoded(key)
     }
 
     /// [`BloomFilter::insert_key`] for a key that must be encoded first.

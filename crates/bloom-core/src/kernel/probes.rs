@@ -229,8 +229,10 @@ impl DefaultKernel {
     pub(super) fn insert_hash(self, words: &mut [u64], hash: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self == Self::AVX2 || self == Self::AVX2_INLINE {
-            // SAFETY: as in `contains_hash`; `DefaultKernel::AVX2_INLINE` exists only within
-            // `avx2::run_avx2`, which only a `DefaultKernel::AVX2` kernel runs.
+            // SAFETY: as in `contains_hash` (`Kernel::insert_first` names
+            // `DefaultKernel::AVX2` only when its `FirstTakes` prove a kernel made with it
+            // exists); `DefaultKernel::AVX2_INLINE` exists only within `avx2::run_avx2`,
+            // which only a `DefaultKernel::AVX2` kernel runs.
             #[allow(unsafe_code)]
             return unsafe { avx2::split_insert_hash::<Xxh3_64, true>(words, hash) };
         }
