@@ -164,6 +164,11 @@ impl BloomFilter {
 
     #[inline(always)]
     fn insert_key<K: Key + ?Sized>(&mut self, key: &K) -> Result<bool, K::Error> {
+        debug_assert_eq!(
+            self.first,
+            self.kernel.first_takes(self.takes),
+            "stale FirstTakes"
+        );
         let (bytes, form) = key.raw();
         let changed =
             match Kernel::insert_first(self.first, &self.hasher, &mut self.words, bytes, form) {

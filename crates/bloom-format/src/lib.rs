@@ -50,7 +50,7 @@
 //! ```
 
 // No unsafe code but the system calls that make a read buffer's pages before the reads
-// (`prefault.rs`), each with its proof beside it.
+// (`prefault/`), each with its proof beside it.
 #![deny(unsafe_code)]
 // Decode and write paths never panic; unit tests may.
 #![cfg_attr(

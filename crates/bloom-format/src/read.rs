@@ -339,14 +339,19 @@ impl<R: Read> SnapshotReader<R> {
         // One pass: each chunk is checksummed right after it lands, while it is in cache.
         let mut crc = crc32fast::Hasher::new();
         let mut got = 0usize;
-        // Pages are made ahead of the reads (`prefault.rs`), at most 32 MiB past the data
-        // read: all a stream that ends early can make the buffer commit beyond its data.
-        crate::prefault::fill_in_order(dest, LARGEST_CHUNK, |chunk| {
-            let read = read_full(&mut self.reader, chunk).map_err(|e| self.io_err(e))?;
-            crc.update(chunk.get(..read).unwrap_or_default());
-            got += read;
-            Ok::<bool, ReadError>(read == chunk.len())
-        })?;
+        // Pages are made ahead of the reads (`prefault/`), at most 32 MiB past the chunk
+        // being read: all a stream that ends early can make the buffer commit beyond its data.
+        crate::prefault::fill_in_order(
+            dest,
+            LARGEST_CHUNK,
+            crate::prefault::Tuning::LOADS,
+            |chunk| {
+                let read = read_full(&mut self.reader, chunk).map_err(|e| self.io_err(e))?;
+                crc.update(chunk.get(..read).unwrap_or_default());
+                got += read;
+                Ok::<bool, ReadError>(read == chunk.len())
+            },
+        )?;
         if got < dest.len() {
             return Err(DecodeError::Truncated {
                 section: Section::Payload,

@@ -6,6 +6,15 @@ use super::{DefaultKernel, Kernel, debug_assert_whole};
 use crate::key::{KeyForm, Take, Takes};
 use crate::position::PositionHasher;
 
+/// The default configuration's kernel that a one-key call tests first: the AVX2 build on
+/// x86-64 (a CPU without AVX2 takes the portable one out of line, with the other kinds), the
+/// portable one elsewhere. Named here alone: [`Kernel::first_tested`] and
+/// [`Kernel::insert_first`] must agree on it.
+#[cfg(target_arch = "x86_64")]
+const FIRST: DefaultKernel = DefaultKernel::AVX2;
+#[cfg(not(target_arch = "x86_64"))]
+const FIRST: DefaultKernel = DefaultKernel::INLINE;
+
 /// The [`Take`] of each key form for the kernel a one-key call tests first (see
 /// [`Kernel::first_tested`]): a filter's takes when its kernel is that one, [`Take::Encode`]
 /// for every form otherwise. A one-key insert reads the take it needs anyway and thereby
@@ -25,11 +34,7 @@ impl Kernel {
     /// is inlined into a caller's loop: both made its code larger and slower.
     #[inline(always)]
     pub(super) fn first_tested(self) -> Option<DefaultKernel> {
-        #[cfg(target_arch = "x86_64")]
-        let first = DefaultKernel::AVX2;
-        #[cfg(not(target_arch = "x86_64"))]
-        let first = DefaultKernel::INLINE;
-        (self.default == first).then_some(first)
+        (self.default == FIRST).then_some(FIRST)
     }
 
     /// The takes of [`FirstTakes`] for this kernel, given the filter's `takes`.
@@ -64,13 +69,14 @@ impl Kernel {
             return None;
         }
         // A take other than `Encode` is in a `FirstTakes` only when `first_takes` found the
-        // kernel to be the first tested, whose `DefaultKernel` (on x86-64 the AVX2 one,
-        // made only after `is_x86_feature_detected!`) is this constant: the `unsafe` call
-        // of the AVX2 insert in `insert_hash` rests on that.
+        // kernel to be the first tested, whose `DefaultKernel` is `FIRST` (on x86-64 the
+        // AVX2 one, made only after `is_x86_feature_detected!`): the `unsafe` call of the
+        // AVX2 insert in `insert_hash` rests on that.
         #[cfg(target_arch = "x86_64")]
-        let default = DefaultKernel::AVX2;
-        #[cfg(not(target_arch = "x86_64"))]
-        let default = DefaultKernel::INLINE;
+        debug_assert!(
+            super::avx2_detected(),
+            "FirstTakes of a kernel without AVX2"
+        );
         debug_assert_whole(hasher, words.as_mut().len());
         let Hashed { hash, high } = xxh3_64_ascii(key);
         // `take` is `AsIs` (no bits) or `IfAscii` (the bits of the ASCII test): this is
@@ -78,6 +84,6 @@ impl Kernel {
         if high & take as u64 != 0 {
             return None;
         }
-        Some(default.insert_hash(words.as_mut(), hash))
+        Some(FIRST.insert_hash(words.as_mut(), hash))
     }
 }
