@@ -433,6 +433,14 @@ impl KeyPlacer {
         self.hasher.each_position(self.hasher.hash(key), visit);
     }
 
+    /// The first of the encoded key's bit positions in that order, computing no other: in a
+    /// blocked, split-block or sharded layout it names the key's block, where all its
+    /// positions lie.
+    #[must_use]
+    pub fn first_position(&self, key: &EncodedKey<'_>) -> u64 {
+        self.hasher.first_position(self.hasher.hash(key))
+    }
+
     /// The encoded key's bit positions: [`FilterConfig::positions`].
     #[must_use]
     pub fn positions(&self, key: &EncodedKey<'_>) -> Positions {

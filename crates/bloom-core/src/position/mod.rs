@@ -148,6 +148,27 @@ impl PositionHasher {
     /// that need them twice (probe, then set) walk them twice rather than storing them.
     #[inline]
     pub(crate) fn each_position(&self, hash: KeyHash, mut visit: impl FnMut(u64)) {
+        self.each_position_while(hash, |p| {
+            visit(p);
+            true
+        });
+    }
+
+    /// The first position of a hashed key in rule order (every rule has at least one).
+    #[inline]
+    pub(crate) fn first_position(&self, hash: KeyHash) -> u64 {
+        let mut first = 0;
+        self.each_position_while(hash, |p| {
+            first = p;
+            false
+        });
+        first
+    }
+
+    /// [`PositionHasher::each_position`] until `visit` returns `false`: the one
+    /// implementation of every rule and layout.
+    #[inline]
+    pub(crate) fn each_position_while(&self, hash: KeyHash, mut visit: impl FnMut(u64) -> bool) {
         let m = self.bits;
         let [h1, h2, ..] = hash.0;
         match (self.rule, self.layout) {
@@ -155,17 +176,24 @@ impl PositionHasher {
                 // The block from h1's upper 32 bits, a bit of each word from its lower 32.
                 let block_bits = m / self.blocks;
                 let block = split::block_index(h1, self.blocks);
-                split::each_position(block, h1 as u32, block_bits, visit);
+                let mut go_on = true;
+                split::each_position(block, h1 as u32, block_bits, |p| {
+                    go_on = go_on && visit(p);
+                });
             }
             (PositionRule::Sha256Split4, _) => {
                 for w in hash.0.iter().take(self.hashes as usize) {
-                    visit(w % m);
+                    if !visit(w % m) {
+                        return;
+                    }
                 }
             }
             (PositionRule::GuavaMitz64, _) => {
                 let mut combined = h1;
                 for _ in 0..self.hashes {
-                    visit((combined & i64::MAX as u64) % m);
+                    if !visit((combined & i64::MAX as u64) % m) {
+                        return;
+                    }
                     combined = combined.wrapping_add(h2);
                 }
             }
@@ -175,13 +203,17 @@ impl PositionHasher {
                 for i in 1..=self.hashes as i32 {
                     let c = a.wrapping_add(i.wrapping_mul(b));
                     let c = if c < 0 { !c } else { c };
-                    visit(u64::from(c.unsigned_abs()) % m);
+                    if !visit(u64::from(c.unsigned_abs()) % m) {
+                        return;
+                    }
                 }
             }
             (_, Layout::Standard) | (PositionRule::Xxh64 | PositionRule::Xxh3_64, _) => {
                 let (mut a, mut b) = (h1, h2);
                 for i in 0..u64::from(self.hashes) {
-                    visit(reduce(a, m));
+                    if !visit(reduce(a, m)) {
+                        return;
+                    }
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }
@@ -193,7 +225,9 @@ impl PositionHasher {
                 let base = reduce(h1, self.blocks) * shard_bits;
                 let (mut a, mut b) = (h2, h1);
                 for i in 0..u64::from(self.hashes) {
-                    visit(base + reduce(a, shard_bits));
+                    if !visit(base + reduce(a, shard_bits)) {
+                        return;
+                    }
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }
@@ -206,7 +240,9 @@ impl PositionHasher {
                 let base = reduce(h1, self.blocks) * shard_bits;
                 let (mut a, mut b) = (h2, h1.rotate_left(32));
                 for i in 0..u64::from(self.hashes) {
-                    visit(base + reduce(a, shard_bits));
+                    if !visit(base + reduce(a, shard_bits)) {
+                        return;
+                    }
                     a = a.wrapping_add(b);
                     b = b.wrapping_add(i + 1);
                 }
@@ -216,7 +252,9 @@ impl PositionHasher {
                 let base = reduce(h1, self.blocks) * BLOCK_BITS;
                 let mut x = h2;
                 for _ in 0..self.hashes {
-                    visit(base + (x >> 55));
+                    if !visit(base + (x >> 55)) {
+                        return;
+                    }
                     x = x.wrapping_mul(BLOCK_STEP);
                 }
             }

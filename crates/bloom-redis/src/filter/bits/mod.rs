@@ -109,15 +109,20 @@ impl RedisFilter {
         // shard), and with `offsets` each is kept as its offset in the shard.
         let placer = self.config.placer();
         for (i, key) in keys.iter().enumerate() {
-            let mut first = None;
-            placer.for_each_position(&EncodedKey::from_encoded(key), |p| {
-                let (shard, offset) = shard_bits.div_rem(p);
-                first.get_or_insert(shard);
-                if wanted {
+            let key = EncodedKey::from_encoded(key);
+            let first = if wanted {
+                let mut first = None;
+                placer.for_each_position(&key, |p| {
+                    let (shard, offset) = shard_bits.div_rem(p);
+                    first.get_or_insert(shard);
                     offsets.push(MARKER_BITS + offset);
-                }
-            });
-            let shard = u32::try_from(first.unwrap_or(0)).unwrap_or(u32::MAX);
+                });
+                first.unwrap_or(0)
+            } else {
+                // The module's commands need the shard alone: the first position, no other.
+                shard_bits.div_rem(placer.first_position(&key)).0
+            };
+            let shard = u32::try_from(first).unwrap_or(u32::MAX);
             match lists.get_mut(shard as usize) {
                 Some(list) => list.push(i),
                 None => others.entry(shard).or_default().push(i),
