@@ -433,9 +433,9 @@ impl KeyPlacer {
         self.hasher.each_position(self.hasher.hash(key), visit);
     }
 
-    /// The first of the encoded key's bit positions in that order, computing no other: in a
-    /// blocked, split-block or sharded layout it names the key's block, where all its
-    /// positions lie.
+    /// The first of the encoded key's bit positions in the order
+    /// [`FilterConfig::positions`] lists them, computing no other: in a blocked, split-block
+    /// or sharded layout it names the key's block, where all its positions lie.
     #[must_use]
     pub fn first_position(&self, key: &EncodedKey<'_>) -> u64 {
         self.hasher.first_position(self.hasher.hash(key))

@@ -1,5 +1,7 @@
-//! `KeyPlacer`: each position visited, and the first alone, exactly as
-//! `FilterConfig::positions` lists them, for every rule and layout.
+//! `KeyPlacer`: the first position alone, and each position visited, as
+//! `FilterConfig::positions` lists them, for every rule and layout. (Both walk the one
+//! implementation of the rules, whose positions the golden vector tests pin down; this
+//! checks that stopping after the first changes nothing.)
 
 use bloom_core::{EncodedKey, FilterConfig, FilterParams, KeyEncoding, Layout, PositionRule, Salt};
 

@@ -169,13 +169,20 @@ pub(crate) fn masks_512(x: u32) -> [u64; 8] {
 }
 
 /// The `k = 8` positions of a key in a split block of `block_bits` (256 or 512) bits: word
-/// `j`'s bit, in word order.
+/// `j`'s bit, in word order, until `visit` returns `false`.
 #[inline]
-pub(crate) fn each_position(block: u64, x: u32, block_bits: u64, mut visit: impl FnMut(u64)) {
+pub(crate) fn each_position(
+    block: u64,
+    x: u32,
+    block_bits: u64,
+    mut visit: impl FnMut(u64) -> bool,
+) {
     let word_bits = block_bits / 8;
     let log2 = word_bits.trailing_zeros();
     for j in 0..8 {
-        visit(block * block_bits + j as u64 * word_bits + u64::from(bit(x, j, log2)));
+        if !visit(block * block_bits + j as u64 * word_bits + u64::from(bit(x, j, log2))) {
+            return;
+        }
     }
 }
 
@@ -244,7 +251,8 @@ mod tests {
             let m256 = masks_256(x);
             let mut from_positions = [0u64; 4];
             each_position(0, x, 256, |p| {
-                from_positions[(p / 64) as usize] |= 1 << (p % 64)
+                from_positions[(p / 64) as usize] |= 1 << (p % 64);
+                true
             });
             assert_eq!(m256, from_positions, "x = {x:#x}");
             for (i, m) in m256.iter().enumerate() {
@@ -259,7 +267,8 @@ mod tests {
             let m512 = masks_512(x);
             let mut from_positions = [0u64; 8];
             each_position(0, x, 512, |p| {
-                from_positions[(p / 64) as usize] |= 1 << (p % 64)
+                from_positions[(p / 64) as usize] |= 1 << (p % 64);
+                true
             });
             assert_eq!(m512, from_positions, "x = {x:#x}");
             assert!(m512.iter().all(|m| m.count_ones() == 1));
@@ -267,7 +276,10 @@ mod tests {
         // x = 1: the bit of each word is the salt's top 5 (or 6) bits.
         let top5: Vec<u32> = SALT.iter().map(|s| s >> 27).collect();
         let mut expected = Vec::new();
-        each_position(0, 1, 256, |p| expected.push((p % 32) as u32));
+        each_position(0, 1, 256, |p| {
+            expected.push((p % 32) as u32);
+            true
+        });
         assert_eq!(expected, top5);
     }
 
@@ -280,6 +292,7 @@ mod tests {
             let (word, mask) = ((p / 64) as usize, 1u64 << (p % 64));
             changed |= words[word] & mask == 0;
             words[word] |= mask;
+            true
         });
         changed
     }
