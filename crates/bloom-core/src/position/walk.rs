@@ -79,27 +79,19 @@ impl PositionHasher {
                     b = b.wrapping_add(i + 1);
                 }
             }
-            (_, Layout::Sharded { .. }) => {
-                // The shard from h1; inside it, enhanced double hashing from h2 and h1. (The
-                // step's top bits are the shard's: see `Layout::Sharded`.)
+            (_, Layout::Sharded { .. } | Layout::ShardedV2 { .. }) => {
+                // The shard from h1; inside it, enhanced double hashing from h2 and a step
+                // from h1. Under `sharded` the step is h1 (its top bits are the shard's: see
+                // `Layout::Sharded`); under `sharded-v2`, h1 rotated by 32 bits, whose top
+                // bits are h1's low ones: a step independent of the shard choice (for up to
+                // 2^32 shards).
                 let shard_bits = m / self.blocks;
                 let base = reduce(h1, self.blocks) * shard_bits;
-                let (mut a, mut b) = (h2, h1);
-                for i in 0..u64::from(self.hashes) {
-                    if !visit(base + reduce(a, shard_bits)) {
-                        return;
-                    }
-                    a = a.wrapping_add(b);
-                    b = b.wrapping_add(i + 1);
-                }
-            }
-            (_, Layout::ShardedV2 { .. }) => {
-                // The shard from h1's top bits; inside it, enhanced double hashing from h2
-                // and h1 rotated by 32 bits, whose top bits are h1's low ones: a step
-                // independent of the shard choice (for up to 2^32 shards).
-                let shard_bits = m / self.blocks;
-                let base = reduce(h1, self.blocks) * shard_bits;
-                let (mut a, mut b) = (h2, h1.rotate_left(32));
+                let step = match self.layout {
+                    Layout::ShardedV2 { .. } => h1.rotate_left(32),
+                    _ => h1,
+                };
+                let (mut a, mut b) = (h2, step);
                 for i in 0..u64::from(self.hashes) {
                     if !visit(base + reduce(a, shard_bits)) {
                         return;
