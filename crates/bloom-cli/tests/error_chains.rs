@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bloom_core::{
-    AllocError, BitsError, BuildError, ConfigError, CountingError, FilterParams,
-    IncompatibleFilters, KeyEncoding, KeyError, Layout, Mismatch, ParamsError, PositionRule,
-    RandomSaltError, RemoveError, Salt, SaltTooLong, ScalableError, SnapshotError,
-    UnknownNameError,
+    AllocError, BitsError, BloomFilter, BuildError, ConfigError, CountingBloomFilter,
+    CountingError, Filter, FilterParams, IncompatibleFilters, KeyEncoding, KeyError, Layout,
+    Mismatch, ParamsError, PositionRule, RandomSaltError, ReadSnapshotError, RemoveError, Salt,
+    SaltTooLong, ScalableError, SnapshotError, UnknownNameError,
 };
 use bloom_format::{
     DecodeError, DecodeOptions, EncodeError, GuavaError, GuavaFunnel, LegacyError, LockError,
@@ -192,6 +192,26 @@ fn core_errors_show_their_cause_once() {
     shown_once(&ScalableError::Build(BuildError::Alloc(alloc())));
     shown_once(&ScalableError::Snapshot(SnapshotError::IsCounting));
     shown_once(&ScalableError::Growth { found: 0, max: 8 });
+    // Through real failing reads: a stream cut short, and a snapshot of another kind.
+    let plain = BloomFilter::with_capacity(100, 0.01)
+        .unwrap()
+        .to_snapshot(0)
+        .encode();
+    let cut = SnapshotReader::new(&plain[..plain.len() - 1], &DecodeOptions::default()).unwrap();
+    shown_once(&BloomFilter::read_snapshot(cut).unwrap_err());
+    let counting = CountingBloomFilter::new(bloom_core::FilterConfig::new(
+        FilterParams::new(64, 3).unwrap(),
+    ))
+    .unwrap()
+    .to_snapshot(0)
+    .encode();
+    let reader = SnapshotReader::from_bytes(&counting, &DecodeOptions::default()).unwrap();
+    let refused = BloomFilter::read_snapshot(reader).unwrap_err();
+    assert!(matches!(
+        refused,
+        ReadSnapshotError::Load(SnapshotError::IsCounting)
+    ));
+    shown_once(&refused);
     prints_cause(&SnapshotError::Config(config_error()), &config_error());
     prints_cause(
         &SnapshotError::Bits(BitsError::Padding { bits: 9 }),

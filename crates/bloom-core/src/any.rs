@@ -2,7 +2,7 @@
 //! chosen by its header's layout, for readers that take any snapshot: the CLI and the C and
 //! Python bindings.
 
-use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot};
+use bloom_format::{DatasetGeneration, Header, LayoutId, Snapshot, SnapshotReader};
 
 use crate::batch::ContainsEach;
 use crate::capacity::Capacity;
@@ -12,6 +12,7 @@ use crate::filter::Filter;
 use crate::key::Key;
 use crate::plain::BloomFilter;
 use crate::scalable::{ScalableBloomFilter, ScalableError};
+use crate::snapshot::ReadSnapshotError;
 
 /// Whichever filter a snapshot holds: a plain filter, a counting filter (layout
 /// `counting-4bit`) or a scalable chain (layout `scalable`).
@@ -221,6 +222,22 @@ impl Filter for AnyFilter {
 
     fn to_snapshot(&self, dataset_generation: impl Into<DatasetGeneration>) -> Snapshot {
         with_any!(self, f => f.to_snapshot(dataset_generation))
+    }
+
+    /// The payload read as the type the header's layout names reads it: a plain or counting
+    /// filter's straight into its words.
+    fn read_snapshot<R: std::io::Read>(
+        reader: SnapshotReader<R>,
+    ) -> Result<Self, ReadSnapshotError<ScalableError>> {
+        match reader.header().layout {
+            LayoutId::Scalable => ScalableBloomFilter::read_snapshot(reader).map(Self::Scalable),
+            LayoutId::Counting4 => CountingBloomFilter::read_snapshot(reader)
+                .map(Self::Counting)
+                .map_err(|e| e.map_load(ScalableError::from)),
+            _ => BloomFilter::read_snapshot(reader)
+                .map(Self::Plain)
+                .map_err(|e| e.map_load(ScalableError::from)),
+        }
     }
 
     fn from_payload<E: From<Self::LoadError>>(

@@ -1,6 +1,6 @@
 //! [`CountingBloomFilter`]: a filter of 4-bit counters, which can delete keys.
 
-use bloom_format::{DatasetGeneration, Header, LayoutId};
+use bloom_format::{DatasetGeneration, Header, LayoutId, SnapshotReader};
 
 use crate::bits::{self, AlignedWords, AllocError};
 use crate::config::{CountingError, FilterConfig, IncompatibleFilters};
@@ -11,7 +11,7 @@ use crate::key::{self, Key};
 use crate::layout::Layout;
 use crate::plain::BloomFilter;
 use crate::position::PositionHasher;
-use crate::snapshot::SnapshotError;
+use crate::snapshot::{ReadSnapshotError, SnapshotError};
 
 /// The largest value of a counter; a counter that reaches it stays there.
 pub const COUNTER_MAX: u8 = 15;
@@ -343,6 +343,17 @@ impl CountingBloomFilter {
         }
         FilterConfig::from_header_placed(header, Layout::Standard)
     }
+
+    /// The counting filter of a counting header, its counters' words made by `words` from
+    /// their number of bits.
+    fn filled<E: From<SnapshotError>>(
+        header: &Header,
+        words: impl FnOnce(u64) -> Result<AlignedWords<u64>, E>,
+    ) -> Result<Self, E> {
+        let config = Self::config_of(header)?;
+        let words = words(counter_bits(config.bits()))?;
+        Ok(Self::from_words_unchecked(config, words, header.item_count))
+    }
 }
 
 impl Filter for CountingBloomFilter {
@@ -388,9 +399,24 @@ impl Filter for CountingBloomFilter {
         header: &Header,
         fill: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
     ) -> Result<Self, E> {
-        let config = Self::config_of(header)?;
-        let words = bits::fill_words::<u64, SnapshotError, E>(counter_bits(config.bits()), fill)?;
-        Ok(Self::from_words_unchecked(config, words, header.item_count))
+        Self::filled(header, |bits| {
+            bits::fill_words::<u64, SnapshotError, E>(bits, fill)
+        })
+    }
+
+    /// One copy: the payload is read straight into the counters' words.
+    fn read_snapshot<R: std::io::Read>(
+        reader: SnapshotReader<R>,
+    ) -> Result<Self, ReadSnapshotError<SnapshotError>> {
+        let header = reader.header().clone();
+        Self::filled(&header, |bits| {
+            bits::fill_words_in_place::<u64, SnapshotError, _>(bits, |image| {
+                reader
+                    .read_payload_into(image)
+                    .map(drop)
+                    .map_err(ReadSnapshotError::Read)
+            })
+        })
     }
 }
 

@@ -2,11 +2,15 @@
 //! how it stands against its plan) and how it becomes a snapshot and comes back from one,
 //! written once for plain, atomic, counting and scalable filters.
 
-use bloom_format::{DatasetGeneration, Header, Snapshot};
+use std::io::Read;
+use std::path::Path;
+
+use bloom_format::{DatasetGeneration, DecodeOptions, Header, ReadError, Snapshot, SnapshotReader};
 
 use crate::capacity::Capacity;
 use crate::config::FilterConfig;
 use crate::estimate;
+use crate::snapshot::ReadSnapshotError;
 
 /// What every filter type has in common: [`BloomFilter`](crate::BloomFilter),
 /// [`AtomicBloomFilter`](crate::AtomicBloomFilter),
@@ -54,18 +58,16 @@ use crate::estimate;
 /// seen.for_each_payload_chunk(|chunk| writer.write_payload(chunk))?;
 /// writer.finish()?.commit()?;
 ///
-/// // The header is checked before anything is allocated; the payload streams into the bits.
-/// let reader = SnapshotReader::open(&path, &DecodeOptions::default())?;
-/// let header = reader.header().clone();
-/// let back = BloomFilter::from_payload(&header, |sink| {
-///     reader
-///         .read_payload_with(|chunk| {
-///             sink(chunk);
-///             Ok::<(), Box<dyn Error>>(())
-///         })
-///         .map(drop)
-/// })?;
+/// // The header is checked before anything is allocated; the payload is read straight into
+/// // the bits and checked before the filter is returned.
+/// let back = BloomFilter::read_file(&path, &DecodeOptions::default())?;
 /// assert_eq!(back, seen);
+///
+/// // From any other source: a `SnapshotReader` over a stream or bytes, or `from_payload` for
+/// // a payload that arrives in chunks.
+/// let bytes = std::fs::read(&path)?;
+/// let reader = SnapshotReader::from_bytes(&bytes, &DecodeOptions::default())?;
+/// assert_eq!(BloomFilter::read_snapshot(reader)?, seen);
 /// # Ok::<(), Box<dyn Error>>(())
 /// ```
 pub trait Filter: Sized {
@@ -207,6 +209,78 @@ pub trait Filter: Sized {
             Ok::<(), Self::LoadError>(())
         })
     }
+
+    /// The filter a snapshot holds, its payload read from `reader` (whose header was checked
+    /// when it was made) and checked before the filter is returned: its length, its padding
+    /// and its checksum. Nothing of a snapshot that fails a check is returned.
+    ///
+    /// A plain or counting filter's payload is read straight into its bits, with no buffer
+    /// in between ([`SnapshotReader::read_payload_into`], which makes the pages of a large
+    /// array ahead of the reads); a chain's stage by stage, a chunk at a time. Memory is
+    /// that of the filter, plus a chunk.
+    ///
+    /// # Errors
+    /// [`ReadSnapshotError::Read`] when reading fails or the snapshot fails a check of the
+    /// format; [`ReadSnapshotError::Load`] when it is valid but not a filter of this type
+    /// this build can use, as [`Filter::from_payload`].
+    fn read_snapshot<R: Read>(
+        reader: SnapshotReader<R>,
+    ) -> Result<Self, ReadSnapshotError<Self::LoadError>> {
+        let header = reader.header().clone();
+        Self::from_payload(&header, |sink| {
+            reader
+                .read_payload_with(|chunk| {
+                    sink(chunk);
+                    Ok::<(), ReadError>(())
+                })
+                .map(drop)
+                .map_err(ReadSnapshotError::Read)
+        })
+    }
+
+    /// [`Filter::read_snapshot`] of the snapshot file at `path`. Only a regular file is
+    /// read (a named pipe, device or directory is refused without blocking), and its header
+    /// and length are checked against `options` (the payload limit, 1 GiB by default)
+    /// before anything is allocated.
+    ///
+    /// ```
+    /// use bloom_core::{AnyFilter, BloomFilter, Filter, ReadSnapshotError};
+    /// use bloom_format::{DecodeError, DecodeOptions, ReadError};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("seen.bloom");
+    /// let mut seen = BloomFilter::with_capacity(10_000, 0.01)?;
+    /// seen.insert("order-1");
+    /// std::fs::write(&path, seen.to_snapshot(0).encode())?;
+    ///
+    /// let back = BloomFilter::read_file(&path, &DecodeOptions::default())?;
+    /// assert!(back.contains("order-1"));
+    /// // Whatever kind of filter the file holds: plain, counting or scalable.
+    /// let any = AnyFilter::read_file(&path, &DecodeOptions::default())?;
+    /// assert!(any.contains("order-1"));
+    ///
+    /// // A damaged file is refused, never half-trusted.
+    /// let mut bytes = std::fs::read(&path)?;
+    /// *bytes.last_mut().unwrap() ^= 1;
+    /// std::fs::write(&path, bytes)?;
+    /// assert!(matches!(
+    ///     BloomFilter::read_file(&path, &DecodeOptions::default()),
+    ///     Err(ReadSnapshotError::Read(ReadError::Decode(
+    ///         DecodeError::PayloadChecksumMismatch { .. }
+    ///     )))
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Filter::read_snapshot`]; a file that cannot be opened, is not a regular file or
+    /// whose payload is over the limit is [`ReadSnapshotError::Read`].
+    fn read_file(
+        path: impl AsRef<Path>,
+        options: &DecodeOptions,
+    ) -> Result<Self, ReadSnapshotError<Self::LoadError>> {
+        Self::read_snapshot(SnapshotReader::open(path, options).map_err(ReadSnapshotError::Read)?)
+    }
 }
 
 /// The [`Filter`] methods of a filter type that owns its `config`, its item count `items`
@@ -249,8 +323,9 @@ macro_rules! eq_by_contents {
 }
 pub(crate) use eq_by_contents;
 
-/// [`Filter::from_payload`] for a filter type (plain or atomic) whose words the payload
-/// fills as they are, made with `Self::$from_words(config, words, items)`.
+/// [`Filter::from_payload`] and [`Filter::read_snapshot`] for a filter type (plain or atomic)
+/// whose words the payload fills as they are, made with `Self::$from_words(config, words,
+/// items)`.
 macro_rules! from_payload_into_words {
     ($from_words:ident) => {
         fn from_payload<E: From<$crate::SnapshotError>>(
@@ -260,6 +335,24 @@ macro_rules! from_payload_into_words {
             let config = $crate::FilterConfig::from_header(header)?;
             let words =
                 $crate::bits::fill_words::<_, $crate::SnapshotError, E>(config.bits(), fill)?;
+            Ok(Self::$from_words(config, words, header.item_count))
+        }
+
+        /// One copy: the payload is read straight into the words.
+        fn read_snapshot<R: std::io::Read>(
+            reader: bloom_format::SnapshotReader<R>,
+        ) -> Result<Self, $crate::ReadSnapshotError<$crate::SnapshotError>> {
+            let header = reader.header().clone();
+            let config = $crate::FilterConfig::from_header(&header)?;
+            let words = $crate::bits::fill_words_in_place::<_, $crate::SnapshotError, _>(
+                config.bits(),
+                |image| {
+                    reader
+                        .read_payload_into(image)
+                        .map(drop)
+                        .map_err($crate::ReadSnapshotError::Read)
+                },
+            )?;
             Ok(Self::$from_words(config, words, header.item_count))
         }
     };

@@ -116,4 +116,4 @@ pub use scalable::{
     DEFAULT_GROWTH, DEFAULT_TIGHTENING, GrowthStop, ScalableBloomFilter, ScalableBuilder,
     ScalableError,
 };
-pub use snapshot::SnapshotError;
+pub use snapshot::{ReadSnapshotError, SnapshotError};

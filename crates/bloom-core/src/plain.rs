@@ -372,7 +372,7 @@ impl BloomFilter {
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Self, E> {
         let config = FilterConfig::from_header(header)?;
-        let words = bits::fill_words_in_place::<SnapshotError, E>(config.bits(), fill)?;
+        let words = bits::fill_words_in_place::<u64, SnapshotError, E>(config.bits(), fill)?;
         Ok(Self::from_words_unchecked(config, words, header.item_count))
     }
 }

@@ -175,3 +175,40 @@ impl From<BitsError> for SnapshotError {
         Self::Bits(e)
     }
 }
+
+/// Why [`Filter::read_snapshot`](crate::Filter::read_snapshot) or
+/// [`Filter::read_file`](crate::Filter::read_file) gave no filter: the snapshot could not be
+/// read or failed a check of the format, or it is a valid snapshot that the filter type
+/// cannot hold (`E`, the type's [`Filter::LoadError`](crate::Filter::LoadError)).
+///
+/// The two variants are the whole split, so a `match` needs no wildcard arm.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadSnapshotError<E> {
+    /// Reading failed, or the bytes are not a valid snapshot: an I/O error, a truncated
+    /// file, a checksum that does not match. [`ReadError`](bloom_format::ReadError) says
+    /// which, and names the file. Nothing of it was trusted.
+    #[error(transparent)]
+    Read(bloom_format::ReadError),
+    /// The snapshot is valid, but the type cannot hold it: rules this build does not
+    /// implement, another kind of filter (load it as [`AnyFilter`](crate::AnyFilter) to take
+    /// any kind), or a bit array that cannot be allocated.
+    #[error(transparent)]
+    Load(E),
+}
+
+impl<E> From<E> for ReadSnapshotError<E> {
+    fn from(e: E) -> Self {
+        Self::Load(e)
+    }
+}
+
+impl<E> ReadSnapshotError<E> {
+    /// The same error, a refusal of the snapshot converted by `into` (a plain filter's
+    /// refusal as [`AnyFilter`](crate::AnyFilter)'s, say).
+    pub(crate) fn map_load<F>(self, into: impl FnOnce(E) -> F) -> ReadSnapshotError<F> {
+        match self {
+            Self::Read(e) => ReadSnapshotError::Read(e),
+            Self::Load(e) => ReadSnapshotError::Load(into(e)),
+        }
+    }
+}

@@ -80,7 +80,7 @@ impl<W: Word> AlignedWords<W> {
     }
 }
 
-impl AlignedWords<u64> {
+impl<W: Word> AlignedWords<W> {
     /// A `bits`-bit array filled in place by `fill`, which receives the array's little-endian
     /// byte image (`ceil(bits / 8)` bytes) to write: one copy, straight into the words.
     pub(crate) fn filled_in_place<E: From<BitsError>>(
@@ -90,7 +90,7 @@ impl AlignedWords<u64> {
         let byte_len = bits.div_ceil(8);
         let mut words = Self::zeroed(word_len(bits).map_err(BitsError::from)?, byte_len)
             .map_err(BitsError::from)?;
-        let image: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
+        let image = W::bytes_mut(&mut words[..]);
         let used = usize::try_from(byte_len)
             .map_err(|_| BitsError::from(AllocError { bytes: byte_len }))?;
         let image = image.get_mut(..used).ok_or(BitsError::Length {
@@ -102,7 +102,7 @@ impl AlignedWords<u64> {
         check_padding(bits, image.last().copied().unwrap_or(0))?;
         // The image is little-endian; on a big-endian machine the words are swapped once.
         for word in words.iter_mut() {
-            *word = u64::from_le(*word);
+            word.swap_from_le();
         }
         Ok(words)
     }

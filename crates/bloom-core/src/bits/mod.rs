@@ -126,17 +126,49 @@ pub(crate) fn for_each_byte_chunk<E>(
 /// one.
 pub(crate) trait Word: Sized + bytemuck::Zeroable {
     fn from_bits(bits: u64) -> Self;
+
+    /// The words' bytes as they lie in memory, for a payload read straight into them.
+    fn bytes_mut(words: &mut [Self]) -> &mut [u8];
+
+    /// The word's value read as little-endian bytes: swapped on a big-endian machine.
+    fn swap_from_le(&mut self);
 }
 
 impl Word for u64 {
     fn from_bits(bits: u64) -> Self {
         bits
     }
+
+    fn bytes_mut(words: &mut [Self]) -> &mut [u8] {
+        bytemuck::cast_slice_mut(words)
+    }
+
+    fn swap_from_le(&mut self) {
+        *self = u64::from_le(*self);
+    }
 }
 
 impl Word for std::sync::atomic::AtomicU64 {
     fn from_bits(bits: u64) -> Self {
         Self::new(bits)
+    }
+
+    fn bytes_mut(words: &mut [Self]) -> &mut [u8] {
+        let len = std::mem::size_of_val(words);
+        // SAFETY: `AtomicU64` has the size and bit validity of `u64` (its documentation's
+        // guarantee), so the words are `len` initialised bytes, and every byte pattern
+        // written through the slice is a valid `AtomicU64`. The exclusive borrow of `words`
+        // covers the slice's, so nothing reads or writes them atomically meanwhile: what
+        // `AtomicU64::get_mut` rests on, for a slice.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len)
+        }
+    }
+
+    fn swap_from_le(&mut self) {
+        let word = self.get_mut();
+        *word = u64::from_le(*word);
     }
 }
 
@@ -175,10 +207,10 @@ pub(crate) fn fill_words<W: Word, L: From<BitsError>, E: From<L>>(
 }
 
 /// [`AlignedWords::filled_in_place`] for a loader whose errors are `E`, as [`fill_words`].
-pub(crate) fn fill_words_in_place<L: From<BitsError>, E: From<L>>(
+pub(crate) fn fill_words_in_place<W: Word, L: From<BitsError>, E: From<L>>(
     bits: u64,
     fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
-) -> Result<AlignedWords<u64>, E> {
+) -> Result<AlignedWords<W>, E> {
     AlignedWords::filled_in_place(bits, |image| fill(image).map_err(Fail::Fill))
         .map_err(Fail::into_load::<L>)
 }
