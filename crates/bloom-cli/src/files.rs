@@ -7,8 +7,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use bloom_core::{
-    BitsError, BloomFilter, CountingBloomFilter, Filter, FilterConfig, KeyError,
-    ScalableBloomFilter, ScalableError, SnapshotError,
+    BitsError, Filter, FilterConfig, KeyError, ReadSnapshotError, ScalableBloomFilter,
+    ScalableError, SnapshotError,
 };
 use bloom_format::{
     AtomicFile, DecodeError, DecodeOptions, Header, LockError, ReadError, SnapshotLock,
@@ -234,20 +234,13 @@ pub(crate) fn load_opened(
                 AnyFilter::Scalable(chain)
             })
         }
-        Configs::One(_) if header.layout == bloom_format::LayoutId::Counting4 => {
-            CountingBloomFilter::from_payload(&header, chunks(reader)).map(AnyFilter::Counting)
-        }
-        Configs::One(_) => {
-            // One copy: the payload is read straight into the filter's words and
-            // checksummed on the way.
-            BloomFilter::from_payload_in_place(&header, |image| {
-                reader
-                    .read_payload_into(image)
-                    .map(|_| ())
-                    .map_err(LoadError::from)
-            })
-            .map(AnyFilter::Plain)
-        }
+        // One copy: the payload is read straight into the filter's words and checksummed on
+        // the way.
+        Configs::One(_) => AnyFilter::read_snapshot(reader).map_err(|e| match e {
+            ReadSnapshotError::Read(e) => LoadError::Read(e),
+            ReadSnapshotError::Load(ScalableError::Snapshot(e)) => LoadError::Snapshot(e),
+            ReadSnapshotError::Load(e) => LoadError::Scalable(e),
+        }),
     }
     .map_err(|e| load_failure(path, e))?;
     Ok(Loaded { header, filter })

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use bloom_core::{AnyFilter, Filter, ScalableError};
+use bloom_core::{AnyFilter, Filter, ReadSnapshotError};
 use bloom_format::{
     AtomicFile, DecodeOptions, FormatVersion, Header, ReadError, SnapshotReader, SnapshotWriter,
     WriteOptions,
@@ -74,24 +74,6 @@ pub const fn payload_limit(max_payload_bytes: u64) -> u64 {
 /// (`bloom_format::DEFAULT_MAX_PAYLOAD_LEN`).
 pub const DEFAULT_MAX_PAYLOAD_BYTES: u64 = bloom_format::DEFAULT_MAX_PAYLOAD_LEN;
 
-/// Why a payload could not become a filter: the read, or the filter.
-enum LoadFailure {
-    Read(ReadError),
-    Load(ScalableError),
-}
-
-impl From<ReadError> for LoadFailure {
-    fn from(e: ReadError) -> Self {
-        Self::Read(e)
-    }
-}
-
-impl From<ScalableError> for LoadFailure {
-    fn from(e: ScalableError) -> Self {
-        Self::Load(e)
-    }
-}
-
 /// A loaded snapshot: the filter, and the header it was read with (its dataset generation,
 /// its store binding).
 #[derive(Debug)]
@@ -130,17 +112,9 @@ fn growth_limit_after_load(max_payload_bytes: u64, payload_len: u64) -> u64 {
 pub fn load(source: Source<'_>, max_payload_bytes: u64) -> Result<Loaded, Error> {
     let reader = source.open(max_payload_bytes)?;
     let header = reader.header().clone();
-    let filter = AnyFilter::from_payload(&header, |sink| {
-        reader
-            .read_payload_with(|chunk| {
-                sink(chunk);
-                Ok::<(), LoadFailure>(())
-            })
-            .map(drop)
-    })
-    .map_err(|e| match e {
-        LoadFailure::Read(e) => source.read_error(&e),
-        LoadFailure::Load(e) => source.about(Error::load(&e)),
+    let filter = AnyFilter::read_snapshot(reader).map_err(|e| match e {
+        ReadSnapshotError::Read(e) => source.read_error(&e),
+        ReadSnapshotError::Load(e) => source.about(Error::load(&e)),
     })?;
     let filter = match filter {
         AnyFilter::Scalable(mut chain) => {

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bloom_core::{Filter, FilterConfig, SnapshotError};
-use bloom_format::{DatasetGeneration, DecodeOptions, Header, ReadError, SnapshotReader};
+use bloom_core::{AtomicBloomFilter, CountingBloomFilter, Filter, FilterConfig, ReadSnapshotError};
+use bloom_format::{DatasetGeneration, DecodeOptions, ReadError, SnapshotReader};
 
 use crate::history::HistoryPoint;
 use crate::kind::StoreFilter;
@@ -18,40 +18,6 @@ pub(crate) struct Matched {
     pub(crate) filter: StoreFilter,
     /// The generation the snapshot covers; the store's history up to it is the snapshot's.
     pub(crate) generation: DatasetGeneration,
-}
-
-/// Either a failure to read the payload or the filter's refusal of it.
-enum PayloadError {
-    Read(ReadError),
-    Refused(SnapshotError),
-}
-
-impl From<ReadError> for PayloadError {
-    fn from(e: ReadError) -> Self {
-        Self::Read(e)
-    }
-}
-
-impl From<SnapshotError> for PayloadError {
-    fn from(e: SnapshotError) -> Self {
-        Self::Refused(e)
-    }
-}
-
-/// The filter of `header`, its payload streamed from `reader` as it is read.
-fn load<F: Filter<LoadError = SnapshotError>>(
-    header: &Header,
-    reader: SnapshotReader<std::fs::File>,
-) -> Result<F, PayloadError> {
-    F::from_payload(header, |push| {
-        reader
-            .read_payload_with(|chunk| {
-                push(chunk);
-                Ok::<(), ReadError>(())
-            })
-            .map(|_| ())
-            .map_err(PayloadError::from)
-    })
 }
 
 /// Opens the snapshot at `path` for `store`, whose identity and head were read just before.
@@ -113,16 +79,17 @@ pub(crate) fn open_snapshot<S: PrimaryStore>(
     if let Some(why) = options.incompatibility(&config) {
         return Ok(Err(BypassReason::Incompatible(why)));
     }
-    let header = header.clone();
+    // The payload is read straight into the filter's words and checked before it is used.
     let loaded = if counting {
-        load(&header, reader).map(|f| StoreFilter::Counting(std::sync::RwLock::new(f)))
+        CountingBloomFilter::read_snapshot(reader)
+            .map(|f| StoreFilter::Counting(std::sync::RwLock::new(f)))
     } else {
-        load(&header, reader).map(StoreFilter::Plain)
+        AtomicBloomFilter::read_snapshot(reader).map(StoreFilter::Plain)
     };
     Ok(match loaded {
         Ok(filter) => Ok(Matched { filter, generation }),
-        Err(PayloadError::Read(e)) => Err(BypassReason::Unreadable(Arc::new(e))),
-        Err(PayloadError::Refused(e)) => {
+        Err(ReadSnapshotError::Read(e)) => Err(BypassReason::Unreadable(Arc::new(e))),
+        Err(ReadSnapshotError::Load(e)) => {
             Err(BypassReason::Incompatible(Incompatibility::Unsupported(e)))
         }
     })
