@@ -250,18 +250,14 @@ pub(crate) fn load_opened(
 /// streams past, without loading the filter: memory for the keys' positions only, and one
 /// pass over the file (what checking its checksum takes anyway). An answer is returned
 /// only once the whole payload passed its checks.
-pub(crate) fn contains_streamed(
+pub(crate) fn contains_streamed<'k>(
     path: &Path,
     reader: Input,
-    keys: &[String],
+    keys: impl IntoIterator<Item = &'k [u8]>,
 ) -> CmdResult<Vec<Result<bool, KeyError>>> {
     let header = reader.header().clone();
-    bloom_core::AnyFilter::contains_in_payload(
-        &header,
-        keys.iter().map(String::as_bytes),
-        chunks(reader),
-    )
-    .map_err(|e| load_failure(path, e))
+    bloom_core::AnyFilter::contains_in_payload(&header, keys, chunks(reader))
+        .map_err(|e| load_failure(path, e))
 }
 
 /// Where a loader takes a payload's chunks.

@@ -1,7 +1,7 @@
-//! `bloom check` of keys given as arguments reads the snapshot once as it streams past,
-//! without loading the filter: it answers exactly as the loaded filter does (keys from
-//! `--keys`), refuses what loading refuses with nothing answered, and holds memory for the
-//! keys only.
+//! `bloom check` of a few keys (given as arguments, or in a small key file) reads the
+//! snapshot once as it streams past, without loading the filter: it answers exactly as the
+//! loaded filter does (keys from standard input, or many keys), refuses what loading refuses
+//! with nothing answered, and holds memory for the keys only.
 
 mod common;
 
@@ -50,17 +50,22 @@ fn argument_keys_answer_as_the_loaded_filter_for_every_fixture() {
                 .collect();
             std::fs::write(&list, lines.join("\n")).unwrap();
             for json in [false, true] {
-                let mut streamed = bloom();
-                streamed.arg("check").arg(&fixture).arg("--exit-status");
-                let mut loaded = bloom();
-                loaded.arg("check").arg(&fixture).arg("--exit-status");
-                if json {
-                    streamed.arg("--json");
-                    loaded.arg("--json");
-                }
+                let command = || {
+                    let mut command = bloom();
+                    command.arg("check").arg(&fixture).arg("--exit-status");
+                    if json {
+                        command.arg("--json");
+                    }
+                    command
+                };
+                let (mut streamed, mut from_file, mut loaded) = (command(), command(), command());
                 let streamed = run(streamed.arg("--").args(&keys));
-                let loaded = run(loaded.arg("--jsonl").arg("--keys").arg(&list));
+                let from_file = run(from_file.arg("--jsonl").arg("--keys").arg(&list));
+                let loaded = run(loaded
+                    .args(["--jsonl", "--keys", "-"])
+                    .write_stdin(lines.join("\n")));
                 assert_eq!(streamed, loaded, "{}", fixture.display());
+                assert_eq!(from_file, loaded, "{}", fixture.display());
                 assert!(
                     streamed.1.lines().count() == keys.len(),
                     "{}: {}",
@@ -136,7 +141,9 @@ fn a_damaged_snapshot_with_foreign_tables_fails_as_when_loaded() {
 }
 
 /// A snapshot four times larger than the address space the check may use is answered: the
-/// filter is never loaded. Keys from a file, answered by the loaded filter, need the memory.
+/// filter is never loaded for a few keys, given as arguments or in a small file. Keys from
+/// standard input, or more keys than stream, are answered by the loaded filter, which needs
+/// the memory.
 #[cfg(target_os = "linux")]
 #[test]
 fn argument_keys_are_answered_in_memory_far_below_the_snapshot() {
@@ -155,27 +162,86 @@ fn argument_keys_are_answered_in_memory_far_below_the_snapshot() {
     let bin = assert_cmd::cargo::cargo_bin("bloom");
     let capped = |args: &str| {
         // 64 MiB of address space, in KiB.
-        let script = format!("ulimit -v 65536 && exec \"$0\" check \"$1\" {args}",);
+        let script = format!("ulimit -v 65536 && exec \"$0\" check \"$1\" {args} < \"$2\"",);
         std::process::Command::new("sh")
             .arg("-c")
             .arg(script)
             .arg(&bin)
             .arg(&path)
+            .arg(&keys)
             .output()
             .unwrap()
     };
-    let streamed = capped("record-1 record-2 record-3");
-    let out = String::from_utf8_lossy(&streamed.stdout);
-    assert!(
-        streamed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&streamed.stderr)
-    );
-    assert!(
-        out.starts_with("maybe\trecord-1\nmaybe\trecord-2\n"),
-        "{out}"
-    );
-    let loaded = capped(&format!("--keys {}", keys.display()));
-    assert_eq!(loaded.status.code(), Some(3), "the load needs the memory");
-    assert!(String::from_utf8_lossy(&loaded.stderr).contains("allocate"));
+    for args in [
+        "record-1 record-2 record-3".to_owned(),
+        format!("record-3 --keys {}", keys.display()),
+    ] {
+        let streamed = capped(&args);
+        let out = String::from_utf8_lossy(&streamed.stdout);
+        assert!(
+            streamed.status.success(),
+            "{args}: {}",
+            String::from_utf8_lossy(&streamed.stderr)
+        );
+        assert_eq!(out.lines().count(), 3, "{args}: {out}");
+        assert!(out.contains("maybe\trecord-1\nmaybe\trecord-2\n"), "{out}");
+    }
+    // 10,000 keys of 7 positions: more than stream.
+    let many = dir.path().join("many.txt");
+    let lines: Vec<String> = (0..10_000).map(|i| format!("record-{i}")).collect();
+    std::fs::write(&many, lines.join("\n")).unwrap();
+    for args in ["--keys -".to_owned(), format!("--keys {}", many.display())] {
+        let loaded = capped(&args);
+        assert_eq!(
+            loaded.status.code(),
+            Some(3),
+            "{args}: the load needs the memory"
+        );
+        assert!(String::from_utf8_lossy(&loaded.stderr).contains("allocate"));
+    }
+}
+
+/// A bad line in a small key file is reported as the loaded filter reports it: the keys
+/// before it answered, then the line named.
+#[test]
+fn a_bad_line_in_a_small_key_file_fails_as_when_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.bloom");
+    common::build(&path, &["alice", "bob"]);
+    let keys = dir.path().join("keys.jsonl");
+    let text = "\"alice\"\n\"zed\"\nnot json\n\"bob\"\n";
+    std::fs::write(&keys, text).unwrap();
+    let from_file = run(bloom()
+        .arg("check")
+        .arg(&path)
+        .args(["--jsonl", "--keys"])
+        .arg(&keys));
+    let loaded = run(bloom()
+        .arg("check")
+        .arg(&path)
+        .args(["--jsonl", "--keys", "-"])
+        .write_stdin(text));
+    assert_eq!(from_file.0, 1, "{}", from_file.2);
+    assert_eq!(from_file.0, loaded.0);
+    assert_eq!(from_file.1, loaded.1);
+    assert_eq!(from_file.1, "maybe\talice\nabsent\tzed\n");
+    assert!(from_file.2.contains("line 3"), "{}", from_file.2);
+    // The text of an encoding's refusal names the line too: a key that is not UTF-8.
+    let bytes_keys = dir.path().join("bytes.txt");
+    std::fs::write(&bytes_keys, b"alice\n\xff\xfe\nbob\n").unwrap();
+    let refused = run(bloom()
+        .arg("check")
+        .arg(&path)
+        .arg("--keys")
+        .arg(&bytes_keys));
+    let loaded = run(bloom()
+        .arg("check")
+        .arg(&path)
+        .args(["--keys", "-"])
+        .write_stdin(&b"alice\n\xff\xfe\nbob\n"[..]));
+    assert_eq!(refused.0, loaded.0, "{}", refused.2);
+    assert_eq!(refused.1, loaded.1);
+    assert_eq!(refused.1, "maybe\talice\n");
+    assert!(refused.2.contains("line 2"), "{}", refused.2);
+    assert!(loaded.2.contains("line 2"), "{}", loaded.2);
 }

@@ -60,9 +60,9 @@ A closed standard output (`bloom check ... | head`) ends the command quietly.
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
 (powers of 1024). `verify` and `inspect` stream in constant memory, and so does `check` of
-keys given as arguments (up to 65,536 positions: about 8,000 keys of 8 positions); for them
-the limit only bounds the time a file can take (`verify` reports a larger file as
-unverified)."
+a few keys, given as arguments or in a --keys file of at most 1 MiB (up to 65,536
+positions: about 8,000 keys of 8 positions); for them the limit only bounds the time a file
+can take (`verify` reports a larger file as unverified)."
 );
 
 #[derive(Parser)]
@@ -91,9 +91,10 @@ pub(crate) enum Command {
     /// under a lock. Keys the filter reports absent are listed on standard output and left
     /// alone (exit 1 if any).
     Remove(RemoveArgs),
-    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order. Keys given
-    /// as arguments (up to 65,536 positions, about 8,000 keys of 8) are answered in one pass
-    /// over the snapshot without loading it, in memory for their positions only.
+    /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order. A few keys
+    /// (up to 65,536 positions, about 8,000 keys of 8), given as arguments or in a --keys
+    /// file of at most 1 MiB, are answered in one pass over the snapshot without loading it,
+    /// in memory for their positions only.
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),

@@ -15,11 +15,8 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     files::one_standard_input(&args.snapshot, args.input.path.as_deref())?;
     let (reader, configs) = files::open(&args.snapshot, Some(args.limit.max_bytes))?;
     let mut answers = Answers::new(args.json).every_key(args.exit_status);
-    let streamed = args.input.path.is_none()
-        && (args.keys.len() as u64).saturating_mul(configs.positions_per_key())
-            <= STREAMED_POSITIONS;
-    if streamed {
-        answer_streamed(args, reader, &configs, &mut answers)?;
+    if let Some(keys) = few_keys(args, configs.positions_per_key()) {
+        answer_streamed(args, reader, &configs, &keys, &mut answers)?;
     } else {
         let loaded = files::load_opened(&args.snapshot, reader, &configs, args.limit.max_bytes)?;
         match loaded.filter.into_answering()? {
@@ -36,27 +33,87 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
 }
 
 /// The most key positions answered from the snapshot as it streams past (about 33 bytes
-/// each, 2 MiB in all):
-/// keys given as arguments, up to this many positions, cost one pass over the file and
-/// memory for their positions only, whatever the snapshot's size. More keys, or keys from
-/// `--keys`, are answered by the loaded filter.
+/// each, 2 MiB in all): up to this many positions cost one pass over the file and memory
+/// for their positions only, whatever the snapshot's size. More keys are answered by the
+/// loaded filter.
 const STREAMED_POSITIONS: u64 = 1 << 16;
 
-/// Answers the argument keys from the snapshot's payload as it streams past.
+/// The largest key file read whole to see whether its keys are few enough to stream: a
+/// larger one is answered by the loaded filter as it is read.
+const STREAMED_KEY_FILE_BYTES: u64 = 1 << 20;
+
+/// A key to answer from the streamed snapshot: as given, and the line of the key file it
+/// came from (none for an argument).
+struct FewKey {
+    key: Vec<u8>,
+    line: Option<u64>,
+}
+
+/// The keys to answer from the snapshot as it streams past, when they are few: the argument
+/// keys, then those of a `--keys` regular file of at most [`STREAMED_KEY_FILE_BYTES`], in
+/// all at most [`STREAMED_POSITIONS`] positions. `None` when there are more, or the keys
+/// come from standard input or from anything but a regular file (answered as they are
+/// read), or the file cannot be read or has a bad line: the loaded path then answers the
+/// keys before it and reports it, as for a large file.
+fn few_keys(args: &CheckArgs, positions_per_key: u64) -> Option<Vec<FewKey>> {
+    let max_keys = STREAMED_POSITIONS / positions_per_key.max(1);
+    if args.keys.len() as u64 > max_keys {
+        return None;
+    }
+    let mut keys: Vec<FewKey> = args
+        .keys
+        .iter()
+        .map(|k| FewKey {
+            key: k.as_bytes().to_vec(),
+            line: None,
+        })
+        .collect();
+    let Some(source) = args.input.source() else {
+        return Some(keys);
+    };
+    if files::is_stdio(&source.path)
+        || !std::fs::metadata(&source.path)
+            .is_ok_and(|m| m.is_file() && m.len() <= STREAMED_KEY_FILE_BYTES)
+    {
+        return None;
+    }
+    // Bounded whatever the file has become since: reading stops past either limit.
+    let mut bytes = 0u64;
+    source
+        .for_each(|key, line| {
+            bytes += key.len() as u64 + 1;
+            if keys.len() as u64 >= max_keys || bytes > STREAMED_KEY_FILE_BYTES {
+                return Err(Failure::input("too many keys to stream"));
+            }
+            keys.push(FewKey {
+                key: key.to_vec(),
+                line: Some(line),
+            });
+            Ok(())
+        })
+        .ok()?;
+    Some(keys)
+}
+
+/// Answers `keys` from the snapshot's payload as it streams past.
 fn answer_streamed(
     args: &CheckArgs,
     reader: files::Input,
     configs: &files::Configs,
+    keys: &[FewKey],
     answers: &mut Answers,
 ) -> CmdResult {
-    let found = files::contains_streamed(&args.snapshot, reader, &args.keys)?;
+    let found = files::contains_streamed(&args.snapshot, reader, keys.iter().map(|k| &k.key[..]))?;
     // Once the snapshot passed its checks, as the loaded path warns.
     if let Some(config) = configs.all().iter().find(|c| c.has_foreign_tables()) {
         warn_foreign_tables(&args.snapshot, config);
     }
-    for (key, answer) in args.keys.iter().zip(found) {
-        let key = key.as_bytes();
-        let maybe = answer.map_err(|e| Failure::input(format!("key {}: {e}", escape_key(key))))?;
+    let source = args.input.source().map(|s| s.name()).unwrap_or_default();
+    for (FewKey { key, line }, answer) in keys.iter().zip(found) {
+        let maybe = answer.map_err(|e| match line {
+            Some(n) => Failure::input(format!("{source} line {n}: {e}")),
+            None => Failure::input(format!("key {}: {e}", escape_key(key))),
+        })?;
         answers.answer(key, maybe)?;
     }
     Ok(())
