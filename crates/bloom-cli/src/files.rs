@@ -215,35 +215,30 @@ pub(crate) struct Loaded {
 /// Loads a snapshot into a filter, holding one copy of the payload. A chain may grow to
 /// `max_bytes`, the limit it is read with, so that what is written can be read back.
 pub(crate) fn load(path: &Path, max_bytes: u64) -> CmdResult<Loaded> {
-    let (reader, configs) = open(path, Some(max_bytes))?;
-    load_opened(path, reader, &configs, max_bytes)
+    let (reader, _) = open(path, Some(max_bytes))?;
+    load_opened(path, reader, max_bytes)
 }
 
 /// [`load`] of a snapshot [`open`] opened.
-pub(crate) fn load_opened(
-    path: &Path,
-    reader: Input,
-    configs: &Configs,
-    max_bytes: u64,
-) -> CmdResult<Loaded> {
+pub(crate) fn load_opened(path: &Path, reader: Input, max_bytes: u64) -> CmdResult<Loaded> {
     let header = reader.header().clone();
-    let filter = match configs {
-        Configs::Stages(_) => {
-            ScalableBloomFilter::from_payload(&header, chunks(reader)).map(|mut chain| {
+    // Plain and counting filters: one copy, the payload read straight into the words and
+    // checksummed on the way. A chain may grow to the limit it was read with.
+    AnyFilter::read_snapshot(reader)
+        .map(|filter| match filter {
+            AnyFilter::Scalable(mut chain) => {
                 chain.set_growth_limit(Some(max_bytes));
                 AnyFilter::Scalable(chain)
-            })
-        }
-        // One copy: the payload is read straight into the filter's words and checksummed on
-        // the way.
-        Configs::One(_) => AnyFilter::read_snapshot(reader).map_err(|e| match e {
+            }
+            other => other,
+        })
+        .map_err(|e| match e {
             ReadSnapshotError::Read(e) => LoadError::Read(e),
             ReadSnapshotError::Load(ScalableError::Snapshot(e)) => LoadError::Snapshot(e),
             ReadSnapshotError::Load(e) => LoadError::Scalable(e),
-        }),
-    }
-    .map_err(|e| load_failure(path, e))?;
-    Ok(Loaded { header, filter })
+        })
+        .map(|filter| Loaded { header, filter })
+        .map_err(|e| load_failure(path, e))
 }
 
 /// The answers for `keys` of the snapshot [`open`] opened, read from its payload as it

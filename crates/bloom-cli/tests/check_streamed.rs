@@ -119,15 +119,29 @@ fn a_damaged_snapshot_with_foreign_tables_fails_as_when_loaded() {
         intact,
         run(bloom().arg("check").arg(&fixture).arg("--keys").arg(&keys))
     );
+    assert_eq!(
+        intact,
+        run(bloom()
+            .arg("check")
+            .arg(&fixture)
+            .args(["--keys", "-"])
+            .write_stdin("a\n"))
+    );
     let mut bytes = std::fs::read(&fixture).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x01;
     let path = dir.path().join("damaged.bloom");
     std::fs::write(&path, &bytes).unwrap();
     let streamed = run(bloom().arg("check").arg(&path).arg("a"));
-    let loaded = run(bloom().arg("check").arg(&path).arg("--keys").arg(&keys));
+    let from_file = run(bloom().arg("check").arg(&path).arg("--keys").arg(&keys));
+    let loaded = run(bloom()
+        .arg("check")
+        .arg(&path)
+        .args(["--keys", "-"])
+        .write_stdin("a\n"));
     assert_eq!(streamed.0, 1, "{}", streamed.2);
     assert_eq!(streamed, loaded);
+    assert_eq!(from_file, loaded);
     assert!(!streamed.2.contains("Unicode tables"), "{}", streamed.2);
     // On standard input, the warning names it as such.
     let stdin = run(bloom()
@@ -186,6 +200,21 @@ fn argument_keys_are_answered_in_memory_far_below_the_snapshot() {
         assert_eq!(out.lines().count(), 3, "{args}: {out}");
         assert!(out.contains("maybe\trecord-1\nmaybe\trecord-2\n"), "{out}");
     }
+    // A key file that cannot be read, or has a bad line, is reported without loading.
+    let missing = capped(&format!("--keys {}", dir.path().join("none.txt").display()));
+    assert_eq!(missing.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("cannot open key file"), "{err}");
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "\"record-1\"\nnot json\n").unwrap();
+    let refused = capped(&format!("--jsonl --keys {}", bad.display()));
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("line 2"), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stdout),
+        "maybe\trecord-1\n"
+    );
     // 10,000 keys of 7 positions: more than stream.
     let many = dir.path().join("many.txt");
     let lines: Vec<String> = (0..10_000).map(|i| format!("record-{i}")).collect();

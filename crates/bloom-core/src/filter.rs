@@ -189,6 +189,10 @@ pub trait Filter: Sized {
     /// Unicode tables other than this build's it answers *maybe* for keys outside ASCII (see
     /// [`UnicodeTables`](crate::UnicodeTables)).
     ///
+    /// An implementation calls `fill` once, unless the header is refused first, and returns
+    /// its error: what [`Filter::read_snapshot`] rests on to return no filter whose payload
+    /// failed a check.
+    ///
     /// # Errors
     /// The error `fill` returns, or [`Filter::LoadError`] (converted into `E`) when the header
     /// is not this type's, names rules this build does not implement, or the chunks do not
@@ -214,15 +218,18 @@ pub trait Filter: Sized {
     /// when it was made) and checked before the filter is returned: its length, its padding
     /// and its checksum. Nothing of a snapshot that fails a check is returned.
     ///
-    /// A plain or counting filter's payload is read straight into its bits, with no buffer
-    /// in between ([`SnapshotReader::read_payload_into`], which makes the pages of a large
-    /// array ahead of the reads); a chain's stage by stage, a chunk at a time. Memory is
-    /// that of the filter, plus a chunk.
+    /// A plain, atomic or counting filter's payload is read straight into its words, with no
+    /// buffer in between ([`SnapshotReader::read_payload_into`], which makes the pages of a
+    /// large array ahead of the reads); a chain's stage by stage, through a buffer of at most
+    /// 1 MiB. The array is allocated once, at the size the header gives (which the reader
+    /// checked against its limit, and for a file against the file's length); from a stream
+    /// that ends early, its memory is committed at most 32 MiB past the bytes that arrived.
     ///
     /// # Errors
     /// [`ReadSnapshotError::Read`] when reading fails or the snapshot fails a check of the
-    /// format; [`ReadSnapshotError::Load`] when it is valid but not a filter of this type
-    /// this build can use, as [`Filter::from_payload`].
+    /// format; [`ReadSnapshotError::Load`] when its header is not a filter of this type this
+    /// build can use (decided before the payload is read), or its array cannot be
+    /// allocated, as [`Filter::from_payload`].
     fn read_snapshot<R: Read>(
         reader: SnapshotReader<R>,
     ) -> Result<Self, ReadSnapshotError<Self::LoadError>> {
@@ -244,8 +251,9 @@ pub trait Filter: Sized {
     /// before anything is allocated.
     ///
     /// ```
-    /// use bloom_core::{AnyFilter, BloomFilter, Filter, ReadSnapshotError};
-    /// use bloom_format::{DecodeError, DecodeOptions, ReadError};
+    /// use bloom_core::{
+    ///     AnyFilter, BloomFilter, DecodeError, DecodeOptions, Filter, ReadError, ReadSnapshotError,
+    /// };
     ///
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("seen.bloom");

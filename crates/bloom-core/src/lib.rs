@@ -97,6 +97,9 @@ pub use atomic::AtomicBloomFilter;
 pub use batch::ContainsEach;
 pub use bits::{AllocError, BitsError};
 pub use bloom_format::{DatasetGeneration, Plan, UnicodeVersion};
+/// What reading a filter from a snapshot names ([`Filter::read_file`],
+/// [`Filter::read_snapshot`]), so that a crate can read one with bloom-core alone.
+pub use bloom_format::{DecodeError, DecodeOptions, ReadError, SnapshotReader};
 pub use builder::{BuildError, DEFAULT_FALSE_POSITIVE_RATE, FilterBuilder};
 pub use capacity::{CHANCE_SIGMAS, Capacity};
 pub use config::{

@@ -178,8 +178,8 @@ impl From<BitsError> for SnapshotError {
 
 /// Why [`Filter::read_snapshot`](crate::Filter::read_snapshot) or
 /// [`Filter::read_file`](crate::Filter::read_file) gave no filter: the snapshot could not be
-/// read or failed a check of the format, or it is a valid snapshot that the filter type
-/// cannot hold (`E`, the type's [`Filter::LoadError`](crate::Filter::LoadError)).
+/// read or failed a check of the format, or the filter type cannot hold it (`E`, the type's
+/// [`Filter::LoadError`](crate::Filter::LoadError)).
 ///
 /// The two variants are the whole split, so a `match` needs no wildcard arm.
 #[derive(Debug, thiserror::Error)]
@@ -189,9 +189,10 @@ pub enum ReadSnapshotError<E> {
     /// which, and names the file. Nothing of it was trusted.
     #[error(transparent)]
     Read(bloom_format::ReadError),
-    /// The snapshot is valid, but the type cannot hold it: rules this build does not
-    /// implement, another kind of filter (load it as [`AnyFilter`](crate::AnyFilter) to take
-    /// any kind), or a bit array that cannot be allocated.
+    /// The type cannot hold the snapshot: its header names another kind of filter (load it
+    /// as [`AnyFilter`](crate::AnyFilter) to take any kind) or rules this build does not
+    /// implement, or the bit array cannot be allocated. A refusal from the header is made
+    /// before the payload is read, so the payload was not checked.
     #[error(transparent)]
     Load(E),
 }
@@ -205,7 +206,18 @@ impl<E> From<E> for ReadSnapshotError<E> {
 impl<E> ReadSnapshotError<E> {
     /// The same error, a refusal of the snapshot converted by `into` (a plain filter's
     /// refusal as [`AnyFilter`](crate::AnyFilter)'s, say).
-    pub(crate) fn map_load<F>(self, into: impl FnOnce(E) -> F) -> ReadSnapshotError<F> {
+    ///
+    /// ```
+    /// use bloom_core::{ReadSnapshotError, ScalableError, SnapshotError};
+    ///
+    /// let plain: ReadSnapshotError<SnapshotError> = SnapshotError::IsCounting.into();
+    /// let any: ReadSnapshotError<ScalableError> = plain.map_load(ScalableError::from);
+    /// assert!(matches!(
+    ///     any,
+    ///     ReadSnapshotError::Load(ScalableError::Snapshot(SnapshotError::IsCounting))
+    /// ));
+    /// ```
+    pub fn map_load<F>(self, into: impl FnOnce(E) -> F) -> ReadSnapshotError<F> {
         match self {
             Self::Read(e) => ReadSnapshotError::Read(e),
             Self::Load(e) => ReadSnapshotError::Load(into(e)),

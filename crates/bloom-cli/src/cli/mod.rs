@@ -60,8 +60,9 @@ A closed standard output (`bloom check ... | head`) ends the command quietly.
 Limits: snapshots with a payload over --max-bytes (default 1 GiB) are refused before any of
 their payload is read, and `build` refuses to make one; sizes take K, M, G or T suffixes
 (powers of 1024). `verify` and `inspect` stream in constant memory, and so does `check` of
-a few keys, given as arguments or in a --keys file of at most 1 MiB (up to 65,536
-positions: about 8,000 keys of 8 positions); for them the limit only bounds the time a file
+a few keys, given as arguments or in a regular --keys file of at most 1 MiB (up to 65,536
+positions: about 8,000 keys of 8 positions; more keys, and keys from standard input or a
+pipe, are answered by the loaded filter); for them the limit only bounds the time a file
 can take (`verify` reports a larger file as unverified)."
 );
 
@@ -92,9 +93,9 @@ pub(crate) enum Command {
     /// alone (exit 1 if any).
     Remove(RemoveArgs),
     /// Print `maybe<TAB>KEY` or `absent<TAB>KEY` for each key, in input order. A few keys
-    /// (up to 65,536 positions, about 8,000 keys of 8), given as arguments or in a --keys
-    /// file of at most 1 MiB, are answered in one pass over the snapshot without loading it,
-    /// in memory for their positions only.
+    /// (up to 65,536 positions, about 8,000 keys of 8), given as arguments or in a regular
+    /// --keys file of at most 1 MiB, are answered in one pass over the snapshot without
+    /// loading it, in memory for the keys and their positions only.
     Check(CheckArgs),
     /// Print every header field, fill, estimates and checksum status.
     Inspect(InspectArgs),

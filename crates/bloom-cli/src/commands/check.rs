@@ -16,9 +16,9 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
     let (reader, configs) = files::open(&args.snapshot, Some(args.limit.max_bytes))?;
     let mut answers = Answers::new(args.json).every_key(args.exit_status);
     if let Some(keys) = few_keys(args, configs.positions_per_key()) {
-        answer_streamed(args, reader, &configs, &keys, &mut answers)?;
+        answer_streamed(args, reader, &configs, keys, &mut answers)?;
     } else {
-        let loaded = files::load_opened(&args.snapshot, reader, &configs, args.limit.max_bytes)?;
+        let loaded = files::load_opened(&args.snapshot, reader, args.limit.max_bytes)?;
         match loaded.filter.into_answering()? {
             Answering::One(filter) => answer_one(args, &filter, &mut answers)?,
             Answering::Chain(chain) => answer_chain(args, &chain, &mut answers)?,
@@ -34,8 +34,8 @@ pub(crate) fn run(args: &CheckArgs) -> CmdResult<u8> {
 
 /// The most key positions answered from the snapshot as it streams past (about 33 bytes
 /// each, 2 MiB in all): up to this many positions cost one pass over the file and memory
-/// for their positions only, whatever the snapshot's size. More keys are answered by the
-/// loaded filter.
+/// for the keys and their positions only, whatever the snapshot's size. More keys are
+/// answered by the loaded filter.
 const STREAMED_POSITIONS: u64 = 1 << 16;
 
 /// The largest key file read whole to see whether its keys are few enough to stream: a
@@ -49,13 +49,21 @@ struct FewKey {
     line: Option<u64>,
 }
 
+/// Few keys to answer from the snapshot as it streams past, and why reading them stopped
+/// early (a bad line, a file that cannot be read), reported after the keys before it are
+/// answered, as the loaded path reports it.
+struct FewKeys {
+    keys: Vec<FewKey>,
+    failed: Option<Failure>,
+}
+
 /// The keys to answer from the snapshot as it streams past, when they are few: the argument
-/// keys, then those of a `--keys` regular file of at most [`STREAMED_KEY_FILE_BYTES`], in
-/// all at most [`STREAMED_POSITIONS`] positions. `None` when there are more, or the keys
-/// come from standard input or from anything but a regular file (answered as they are
-/// read), or the file cannot be read or has a bad line: the loaded path then answers the
-/// keys before it and reports it, as for a large file.
-fn few_keys(args: &CheckArgs, positions_per_key: u64) -> Option<Vec<FewKey>> {
+/// keys, then those of a `--keys` file (a regular file of at most
+/// [`STREAMED_KEY_FILE_BYTES`], or one that cannot be opened or read, whose error is then
+/// reported without loading), in all at most [`STREAMED_POSITIONS`] positions. `None` when
+/// there are more, or the keys come from standard input, a pipe or a device (answered as
+/// they are read, by the loaded filter).
+fn few_keys(args: &CheckArgs, positions_per_key: u64) -> Option<FewKeys> {
     let max_keys = STREAMED_POSITIONS / positions_per_key.max(1);
     if args.keys.len() as u64 > max_keys {
         return None;
@@ -69,30 +77,37 @@ fn few_keys(args: &CheckArgs, positions_per_key: u64) -> Option<Vec<FewKey>> {
         })
         .collect();
     let Some(source) = args.input.source() else {
-        return Some(keys);
+        return Some(FewKeys { keys, failed: None });
     };
-    if files::is_stdio(&source.path)
-        || !std::fs::metadata(&source.path)
-            .is_ok_and(|m| m.is_file() && m.len() <= STREAMED_KEY_FILE_BYTES)
+    if files::is_stdio(&source.path) {
+        return None;
+    }
+    // A missing or unreadable file, or a directory, fails when it is read below.
+    if let Ok(meta) = std::fs::metadata(&source.path)
+        && !meta.is_dir()
+        && !(meta.is_file() && meta.len() <= STREAMED_KEY_FILE_BYTES)
     {
         return None;
     }
-    // Bounded whatever the file has become since: reading stops past either limit.
-    let mut bytes = 0u64;
-    source
-        .for_each(|key, line| {
-            bytes += key.len() as u64 + 1;
-            if keys.len() as u64 >= max_keys || bytes > STREAMED_KEY_FILE_BYTES {
-                return Err(Failure::input("too many keys to stream"));
-            }
-            keys.push(FewKey {
-                key: key.to_vec(),
-                line: Some(line),
-            });
-            Ok(())
-        })
-        .ok()?;
-    Some(keys)
+    // Bounded whatever the file has become since: reading stops past either limit (a line
+    // holds a key and its end, and the last line may have none).
+    let (mut bytes, mut too_many) = (0u64, false);
+    let read = source.for_each(|key, line| {
+        bytes += key.len() as u64 + 1;
+        too_many = keys.len() as u64 >= max_keys || bytes > STREAMED_KEY_FILE_BYTES + 1;
+        if too_many {
+            return Err(Failure::input("too many keys to stream"));
+        }
+        keys.push(FewKey {
+            key: key.to_vec(),
+            line: Some(line),
+        });
+        Ok(())
+    });
+    (!too_many).then(|| FewKeys {
+        keys,
+        failed: read.err(),
+    })
 }
 
 /// Answers `keys` from the snapshot's payload as it streams past.
@@ -100,7 +115,7 @@ fn answer_streamed(
     args: &CheckArgs,
     reader: files::Input,
     configs: &files::Configs,
-    keys: &[FewKey],
+    FewKeys { keys, failed }: FewKeys,
     answers: &mut Answers,
 ) -> CmdResult {
     let found = files::contains_streamed(&args.snapshot, reader, keys.iter().map(|k| &k.key[..]))?;
@@ -116,7 +131,7 @@ fn answer_streamed(
         })?;
         answers.answer(key, maybe)?;
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// Answers from one filter (a counting filter answers as its projection).
