@@ -10,11 +10,14 @@ use super::pages::Pages;
 #[derive(Default)]
 struct State {
     /// Bytes of the buffer from its start whose pages the reader need not make: up to the
-    /// end of the pages the helper made (the bytes before the first whole page are left to
-    /// fault), or all of them once the helper is done.
+    /// end of the pages made (by the helper, or by the reader for the chunks it skipped
+    /// past; the bytes before the first whole page are left to fault), or all of them once
+    /// the helper is done.
     made: usize,
-    /// Where the chunk the reader fills starts.
+    /// Where the chunk the reader fills starts (0 before the first).
     read: usize,
+    /// The reader has announced a chunk: until then the helper skips nothing.
+    reading: bool,
     /// The helper is done: every page made, or the kernel would not make them.
     helper_done: bool,
     /// The reader is done: the helper stops.
@@ -104,6 +107,7 @@ pub(super) fn fill_with_helper<E>(
             let made = {
                 let mut state = shared.lock();
                 state.read = offset;
+                state.reading = true;
                 shared.changed.notify_all();
                 state.made >= end || state.helper_done
             };
@@ -125,8 +129,8 @@ pub(super) fn fill_with_helper<E>(
 /// made, the kernel refuses, or the reader is done.
 fn make_ahead(shared: &Shared, pages: Pages, base: usize, len: usize, chunk: usize, ahead: usize) {
     let step = chunk.max(pages.page);
-    // The chunk being read ends at most a step past where it starts: the helper can always
-    // make the next one.
+    // The chunk being read ends at most a step past where it starts: from its end (taken
+    // down to a page) the helper can always make the next step.
     let ahead = ahead.max(step.saturating_mul(2));
     let mut next = pages.start;
     loop {
@@ -140,12 +144,13 @@ fn make_ahead(shared: &Shared, pages: Pages, base: usize, len: usize, chunk: usi
             if state.reader_done {
                 return;
             }
-            // Past the chunk being read: its pages are made, by the helper or the reader.
-            let reading_end = (base + state.read)
-                .saturating_add(chunk)
-                .checked_next_multiple_of(pages.page)
-                .unwrap_or(usize::MAX);
-            next = next.max(reading_end.min(pages.end));
+            // Past the whole pages of the chunk being read: the reader makes them when the
+            // helper has not. Taken down to a page, so that the page the chunk ends in is
+            // made here, and the next step ends within `ahead`.
+            if state.reading {
+                let reading_end = (base + state.read).saturating_add(chunk) & !(pages.page - 1);
+                next = next.max(reading_end.min(pages.end));
+            }
         }
         let part = pages.part(next, next.saturating_add(step));
         let made = part.make();

@@ -6,10 +6,10 @@
 //! changes no byte: it only decides when the pages are made. For a large buffer, on a
 //! machine with more than one CPU, a helper thread makes them a little ahead of the reads,
 //! so that making pages (the larger part of loading fresh memory) and reading and
-//! checksumming overlap; the reader never waits for it, but makes the pages of a chunk the
-//! helper has not reached itself. Measured in a C program on the development machine, 1 GiB from
-//! the page cache: 0.94 s with a fault per page, 0.53 s with each chunk made before its
-//! read, 0.40 s with the pages made ahead by a second thread.
+//! checksumming overlap; the reader never waits for it, but makes the pages of a chunk
+//! the helper has not reached itself. Measured in a C program on the development machine,
+//! 1 GiB from the page cache: 0.94 s with a fault per page, 0.53 s with each chunk made
+//! before its read, 0.40 s with the pages made ahead by a second thread.
 
 #[cfg(target_os = "linux")]
 mod helper;

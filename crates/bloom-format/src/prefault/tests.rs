@@ -201,6 +201,38 @@ fn each_chunk_finds_its_pages_made_and_none_far_ahead() {
     assert_eq!(far, 0, "pages made more than `ahead` past the reads");
 }
 
+/// The helper makes the next chunk's pages while the reader is on this one: the reader
+/// waits at a few chunks until they are there (only the helper can make them; the watchdog
+/// bounds a helper that never does).
+#[test]
+fn the_helper_makes_the_next_chunk_while_the_reader_is_on_this_one() {
+    if !kernel_makes_pages() {
+        return;
+    }
+    let chunk = 256 << 10;
+    let waited = bounded(move || {
+        let mut buf = vec![0u8; FRESH];
+        let base = buf.as_ptr().addr();
+        let mut offset = 0;
+        let mut waited = 0;
+        fill_in_order(&mut buf, chunk, EAGER, |part| {
+            if (1..=8).contains(&(offset / chunk)) {
+                while !resident(base + offset + chunk, chunk).iter().all(|r| *r) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                waited += 1;
+            }
+            part.fill(0x5a);
+            offset += part.len();
+            Ok::<bool, ()>(true)
+        })
+        .unwrap();
+        assert!(buf.iter().all(|&b| b == 0x5a));
+        waited
+    });
+    assert_eq!(waited, 8);
+}
+
 #[test]
 fn reads_that_end_at_the_first_chunk_stop_the_helper() {
     // By the input's end, its failure and a panic of the reader: each returns (a helper
