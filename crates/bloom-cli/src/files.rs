@@ -177,7 +177,6 @@ pub(crate) fn open(path: &Path, max_bytes: Option<u64>) -> CmdResult<(Input, Con
 /// Either a read failure or the filter's refusal of the payload.
 enum LoadError {
     Read(ReadError),
-    Bits(BitsError),
     Snapshot(SnapshotError),
     Scalable(ScalableError),
 }
@@ -188,21 +187,9 @@ impl From<ScalableError> for LoadError {
     }
 }
 
-impl From<SnapshotError> for LoadError {
-    fn from(e: SnapshotError) -> Self {
-        Self::Snapshot(e)
-    }
-}
-
 impl From<ReadError> for LoadError {
     fn from(e: ReadError) -> Self {
         Self::Read(e)
-    }
-}
-
-impl From<BitsError> for LoadError {
-    fn from(e: BitsError) -> Self {
-        Self::Bits(e)
     }
 }
 
@@ -275,12 +262,10 @@ fn chunks(reader: Input) -> impl FnOnce(Sink<'_>) -> Result<(), LoadError> {
 fn load_failure(path: &Path, error: LoadError) -> Failure {
     match error {
         LoadError::Read(e) => read_failure(path, &e),
-        LoadError::Bits(BitsError::Alloc(e))
-        | LoadError::Snapshot(SnapshotError::Bits(BitsError::Alloc(e)))
+        LoadError::Snapshot(SnapshotError::Bits(BitsError::Alloc(e)))
         | LoadError::Scalable(ScalableError::Build(bloom_core::BuildError::Alloc(e))) => {
             Failure::environment(format!("{}: {e}", shown(path)))
         }
-        LoadError::Bits(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Snapshot(e) => Failure::input(format!("{}: {e}", shown(path))),
         LoadError::Scalable(e) => Failure::input(format!("{}: {e}", shown(path))),
     }

@@ -3,8 +3,8 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::fill_inline;
 use super::pages::Pages;
+use super::{fill_inline, make_pages};
 
 /// What the reader and the helper tell each other.
 #[derive(Default)]
@@ -14,10 +14,9 @@ struct State {
     /// past; the bytes before the first whole page are left to fault), or all of them once
     /// the helper is done.
     made: usize,
-    /// Where the chunk the reader fills starts (0 before the first).
-    read: usize,
-    /// The reader has announced a chunk: until then the helper skips nothing.
-    reading: bool,
+    /// Where the chunk the reader fills starts; `None` before the first, when the helper
+    /// skips nothing.
+    read: Option<usize>,
     /// The helper is done: every page made, or the kernel would not make them.
     helper_done: bool,
     /// The reader is done: the helper stops.
@@ -106,13 +105,12 @@ pub(super) fn fill_with_helper<E>(
             let end = offset + part.len();
             let made = {
                 let mut state = shared.lock();
-                state.read = offset;
-                state.reading = true;
+                state.read = Some(offset);
                 shared.changed.notify_all();
                 state.made >= end || state.helper_done
             };
-            if !made && let Some(pages) = Pages::inside(part) {
-                pages.make();
+            if !made {
+                make_pages(part);
             }
             if !fill(part)? {
                 break;
@@ -137,7 +135,8 @@ fn make_ahead(shared: &Shared, pages: Pages, base: usize, len: usize, chunk: usi
         {
             let mut state = shared.lock();
             while !state.reader_done
-                && (next - base).saturating_add(step) > state.read.saturating_add(ahead)
+                && (next - base).saturating_add(step)
+                    > state.read.unwrap_or(0).saturating_add(ahead)
             {
                 state = shared.wait(state);
             }
@@ -147,8 +146,8 @@ fn make_ahead(shared: &Shared, pages: Pages, base: usize, len: usize, chunk: usi
             // Past the whole pages of the chunk being read: the reader makes them when the
             // helper has not. Taken down to a page, so that the page the chunk ends in is
             // made here, and the next step ends within `ahead`.
-            if state.reading {
-                let reading_end = (base + state.read).saturating_add(chunk) & !(pages.page - 1);
+            if let Some(read) = state.read {
+                let reading_end = (base + read).saturating_add(chunk) & !(pages.page - 1);
                 next = next.max(reading_end.min(pages.end));
             }
         }

@@ -69,13 +69,21 @@ fn fill_inline<E>(
     fill: &mut impl FnMut(&mut [u8]) -> Result<bool, E>,
 ) -> Result<(), E> {
     for part in buf.chunks_mut(chunk) {
-        #[cfg(target_os = "linux")]
-        if let Some(pages) = pages::Pages::inside(part) {
-            pages.make();
-        }
+        make_pages(part);
         if !fill(part)? {
             break;
         }
     }
     Ok(())
+}
+
+/// Makes the whole pages inside `part`, when the system can (see the module's
+/// documentation): what a chunk gets before it is filled, when no helper made them.
+fn make_pages(part: &[u8]) {
+    #[cfg(target_os = "linux")]
+    if let Some(pages) = pages::Pages::inside(part) {
+        pages.make();
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = part;
 }
